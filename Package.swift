@@ -1,0 +1,61 @@
+// swift-tools-version: 6.2
+//
+// fleetset — app settings for fleets of Linux devices.
+//
+// Targets are split by concern (see README.md, "Layout"):
+//   CCurl  – system-library module: libcurl's headers plus typed shims for its variadic calls.
+//   Curl   – the only Swift code that touches libcurl: an async HTTP client on one curl_multi thread.
+
+import PackageDescription
+
+/// Swift settings shared by every first-party target.
+///
+/// Swift 6 language mode already implies complete strict-concurrency checking. Warnings become
+/// errors when the `CI` environment variable is set (as `.ci/run` does), so a fresh clone that
+/// passes CI is warning-free, while a local edit-compile loop is not interrupted by them.
+var fleetSwiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+if Context.environment["CI"] != nil || Context.environment["FLEETSET_WERROR"] != nil {
+    fleetSwiftSettings.append(.treatAllWarnings(as: .error))
+}
+
+let package = Package(
+    name: "fleetset",
+    products: [
+        .library(name: "Curl", targets: ["Curl"]),
+    ],
+    dependencies: [
+        // Test-only: the real HTTPS (HTTP/1.1 + HTTP/2, mutual TLS) server the client tests talk to.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .target(
+            name: "Curl",
+            dependencies: ["CCurl"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "CurlTests",
+            dependencies: [
+                "Curl",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: fleetSwiftSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

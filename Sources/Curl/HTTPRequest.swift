@@ -1,0 +1,87 @@
+/// An HTTP request method.
+public struct HTTPMethod: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public static let get = HTTPMethod(rawValue: "GET")
+    public static let head = HTTPMethod(rawValue: "HEAD")
+    public static let post = HTTPMethod(rawValue: "POST")
+    public static let put = HTTPMethod(rawValue: "PUT")
+    public static let patch = HTTPMethod(rawValue: "PATCH")
+    public static let delete = HTTPMethod(rawValue: "DELETE")
+
+    public var description: String { rawValue }
+}
+
+/// Time and size limits for one transfer.
+///
+/// The client's ``HTTPClient/Configuration/limits`` apply to every request that does not set
+/// its own ``HTTPRequest/limits``. A long-poll sets a total timeout above its wait and turns the
+/// low-speed limit off, since a held request legitimately transfers nothing.
+public struct TransferLimits: Sendable, Equatable {
+    /// The most time for connecting, TLS handshake included. Default: 10 s.
+    public var connectTimeout: Duration
+    /// The most time for the whole request, connecting included. Default: 60 s.
+    public var timeout: Duration
+    /// Abort when fewer than `bytesPerSecond` arrive on average over `duration`.
+    /// Default: 1 byte/s over 30 s; `nil` turns the check off.
+    public var lowSpeedLimit: LowSpeedLimit?
+    /// The largest response body accepted, counted after decoding as bytes arrive.
+    /// Default: 16 MiB.
+    public var maxResponseBytes: Int
+
+    /// A low-speed limit: abort a transfer slower than `bytesPerSecond` for `duration`.
+    public struct LowSpeedLimit: Sendable, Equatable {
+        public var bytesPerSecond: Int
+        public var duration: Duration
+        public init(bytesPerSecond: Int, duration: Duration) {
+            self.bytesPerSecond = bytesPerSecond
+            self.duration = duration
+        }
+    }
+
+    public init(
+        connectTimeout: Duration = .seconds(10),
+        timeout: Duration = .seconds(60),
+        lowSpeedLimit: LowSpeedLimit? = LowSpeedLimit(bytesPerSecond: 1, duration: .seconds(30)),
+        maxResponseBytes: Int = 16 << 20
+    ) {
+        self.connectTimeout = connectTimeout
+        self.timeout = timeout
+        self.lowSpeedLimit = lowSpeedLimit
+        self.maxResponseBytes = maxResponseBytes
+    }
+}
+
+/// One HTTP request: method, URL, headers and an optional body.
+public struct HTTPRequest: Sendable, Equatable {
+    /// The method; `GET` by default.
+    public var method: HTTPMethod
+    /// The absolute URL, `https://…` (or `http://…` where the client allows it).
+    public var url: String
+    /// Request headers. `Content-Type` defaults to `application/octet-stream` when a body is set.
+    public var headers: HTTPHeaders
+    /// The body, sent with `Content-Length`; `nil` sends none.
+    public var body: [UInt8]?
+    /// Limits for this request; `nil` uses the client's.
+    public var limits: TransferLimits?
+
+    public init(
+        method: HTTPMethod = .get, url: String, headers: HTTPHeaders = [:],
+        body: [UInt8]? = nil, limits: TransferLimits? = nil
+    ) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.limits = limits
+    }
+
+    /// Makes the request conditional on the resource having changed: `If-None-Match: etag`.
+    /// The server answers `304 Not Modified` when it has not.
+    public mutating func setIfNoneMatch(_ etag: String) { headers["If-None-Match"] = etag }
+
+    /// Makes the request conditional on the resource being unchanged: `If-Match: etag`.
+    /// The server answers `412` (or fleetset's `409`) when it has changed.
+    public mutating func setIfMatch(_ etag: String) { headers["If-Match"] = etag }
+}

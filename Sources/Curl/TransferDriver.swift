@@ -1,0 +1,146 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Synchronization
+
+/// Runs every transfer of one ``HTTPClient`` on a dedicated thread that drives a `curl_multi`
+/// handle, so no network call ever blocks the Swift concurrency pool.
+///
+/// Tasks talk to the thread through a locked inbox (new transfers, cancellations, shutdown)
+/// and `curl_multi_wakeup`, which makes the thread's `curl_multi_poll` return at once; that is
+/// what makes cancellation take effect within milliseconds.
+final class TransferDriver: Sendable {
+    private struct Inbox {
+        var added: [Transfer] = []
+        var cancelled: [Transfer] = []
+        var shuttingDown = false
+        var stopped = false
+        var stopWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let multi: MultiHandle
+    private let inbox = Mutex(Inbox())
+
+    /// Creates the multi handle and starts the driver thread.
+    init() throws(HTTPClientError) {
+        multi = try MultiHandle()
+        let context = Unmanaged.passRetained(self).toOpaque()
+        var thread = pthread_t()
+        let started = pthread_create(&thread, nil, { context in
+            // The thread holds the driver until its loop ends.
+            let driver = Unmanaged<TransferDriver>.fromOpaque(context!).takeRetainedValue()
+            driver.runLoop()
+            return nil
+        }, context)
+        guard started == 0 else {
+            Unmanaged<TransferDriver>.fromOpaque(context).release()
+            throw HTTPClientError(kind: .libraryUnusable, message: "could not start the HTTP client's thread (error \(started))", call: "pthread_create")
+        }
+        pthread_detach(thread)
+    }
+
+    /// Hands a configured transfer to the thread; `continuation` is resumed with its outcome.
+    func submit(_ transfer: Transfer, continuation: CheckedContinuation<HTTPResponse, any Error>) {
+        let accepted = inbox.withLock { inbox in
+            guard !inbox.shuttingDown else { return false }
+            transfer.continuation = continuation
+            inbox.added.append(transfer)
+            return true
+        }
+        guard accepted else {
+            continuation.resume(throwing: HTTPClientError(kind: .clientShutDown, message: "the HTTP client was shut down before the request to \(transfer.url.text) started", url: transfer.url.text))
+            return
+        }
+        multi.wakeup()
+    }
+
+    /// Aborts a transfer: the thread removes it from libcurl and its task gets `CancellationError`.
+    func cancel(_ transfer: Transfer) {
+        transfer.markCancelled()
+        inbox.withLock { $0.cancelled.append(transfer) }
+        multi.wakeup()
+    }
+
+    /// Asks the thread to fail every pending transfer and end, without waiting for it.
+    func requestShutdown() {
+        inbox.withLock { $0.shuttingDown = true }
+        multi.wakeup()
+    }
+
+    /// Fails every pending transfer with `clientShutDown` and returns once the thread has ended.
+    func shutdown() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let alreadyStopped = inbox.withLock { inbox in
+                inbox.shuttingDown = true
+                if inbox.stopped { return true }
+                inbox.stopWaiters.append(waiter)
+                return false
+            }
+            if alreadyStopped { waiter.resume() } else { multi.wakeup() }
+        }
+    }
+
+    // MARK: The driver thread
+
+    private func runLoop() {
+        var active: [UnsafeMutableRawPointer: Transfer] = [:]
+        while true {
+            let (added, cancelled, shuttingDown) = inbox.withLock { inbox in
+                defer { inbox.added = []; inbox.cancelled = [] }
+                return (inbox.added, inbox.cancelled, inbox.shuttingDown)
+            }
+            for transfer in added {
+                if transfer.isCancelled {
+                    transfer.complete(.failure(CancellationError()))
+                    continue
+                }
+                do {
+                    try multi.add(transfer.easy)
+                    active[transfer.easy.raw] = transfer
+                } catch {
+                    transfer.complete(.failure(error))
+                }
+            }
+            for transfer in cancelled {
+                guard let transfer = active.removeValue(forKey: transfer.easy.raw) else { continue }
+                multi.remove(transfer.easy)
+                transfer.complete(.failure(CancellationError()))
+            }
+            if shuttingDown { break }
+            do {
+                try multi.perform()
+                while let (easy, result) = multi.nextFinished() {
+                    guard let transfer = active.removeValue(forKey: easy) else { continue }
+                    multi.remove(transfer.easy)
+                    transfer.complete(transfer.outcome(result))
+                }
+                // Wake up at least every second even if libcurl has no timer, as a safety net.
+                try multi.poll(maxWaitMilliseconds: 1000)
+            } catch {
+                // The engine itself failed (out of memory): fail what is in flight, keep serving.
+                failAll(&active, with: error)
+            }
+        }
+        failAll(&active, with: HTTPClientError(kind: .clientShutDown, message: "the HTTP client was shut down while the request was in flight"))
+        let waiters = inbox.withLock { inbox in
+            inbox.stopped = true
+            // Transfers submitted after the last drain of the inbox are failed here.
+            defer { inbox.added = []; inbox.stopWaiters = [] }
+            for transfer in inbox.added {
+                transfer.complete(.failure(HTTPClientError(kind: .clientShutDown, message: "the HTTP client was shut down before the request to \(transfer.url.text) started", url: transfer.url.text)))
+            }
+            return inbox.stopWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private func failAll(_ active: inout [UnsafeMutableRawPointer: Transfer], with error: any Error) {
+        for transfer in active.values {
+            multi.remove(transfer.easy)
+            transfer.complete(.failure(error))
+        }
+        active.removeAll()
+    }
+}

@@ -1,0 +1,55 @@
+import Curl
+import Foundation
+import Testing
+
+@Suite("Connection reuse and concurrency")
+struct ConnectionTests {
+    @Test("sequential requests reuse one kept-alive connection", arguments: [false, true])
+    func connectionReuse(plainHTTP: Bool) async throws {
+        try await withTestClient({ $0.allowInsecureHTTP = true }) { client, servers in
+            let base = plainHTTP ? servers.plainHTTPBase : servers.httpsBase
+            var newConnections: [Int] = []
+            for _ in 0..<5 {
+                var request = HTTPRequest(url: "\(base)/etag")
+                request.setIfNoneMatch("\"v1\"")
+                let response = try await client.execute(request)
+                #expect(response.status == 304)
+                newConnections.append(response.metrics.newConnections)
+            }
+            #expect(newConnections == [1, 0, 0, 0, 0])
+        }
+    }
+
+    @Test("50 requests are in flight at once, multiplexed on one HTTP/2 connection")
+    func fiftyConcurrentRequests() async throws {
+        try await withTestClient({ $0.limits.timeout = .seconds(20) }) { client, servers in
+            // The server answers none of them until all 50 have arrived: a client that sent
+            // them one after another would time out instead.
+            let group = UUID().uuidString
+            let responses = try await withThrowingTaskGroup(of: HTTPResponse.self) { tasks in
+                for _ in 0..<50 {
+                    tasks.addTask { try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/barrier?group=\(group)&count=50")) }
+                }
+                return try await tasks.reduce(into: []) { $0.append($1) }
+            }
+            #expect(responses.count == 50)
+            #expect(responses.allSatisfy { $0.status == 200 && $0.bodyText == group })
+            #expect(responses.map(\.metrics.newConnections).reduce(0, +) == 1)
+        }
+    }
+
+    @Test("one client serves many tasks' requests while others are held by the server")
+    func longPollDoesNotBlockOtherRequests() async throws {
+        try await withTestClient { client, servers in
+            let id = UUID().uuidString
+            let longPoll = Task { try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/hang?id=\(id)")) }
+            await servers.signals.waitForArrival(of: id)
+            for _ in 0..<3 {
+                let response = try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/etag"))
+                #expect(response.status == 200)
+            }
+            longPoll.cancel()
+            _ = await longPoll.result
+        }
+    }
+}

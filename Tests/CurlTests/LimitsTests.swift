@@ -1,0 +1,133 @@
+import Curl
+import Foundation
+import Testing
+
+@Suite("Timeouts, low-speed limit, size cap and cancellation")
+struct LimitsTests {
+    @Test("a request the server never answers ends at its total timeout")
+    func totalTimeout() async throws {
+        try await withTestClient({ $0.limits.timeout = .milliseconds(300) }) { client, servers in
+            let error = await #expect(throws: HTTPClientError.self) {
+                try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/hang?id=\(UUID())"))
+            }
+            #expect(error?.kind == .timeout)
+            #expect(error?.message.contains("took longer than its timeout") == true)
+        }
+    }
+
+    @Test("a server that accepts TCP but never completes TLS hits the connect timeout")
+    func connectTimeout() async throws {
+        let listener = try SilentListener()
+        try await withTestClient({ $0.limits.connectTimeout = .milliseconds(300) }) { client, _ in
+            let error = await #expect(throws: HTTPClientError.self) {
+                try await client.execute(HTTPRequest(url: "https://127.0.0.1:\(listener.port)/"))
+            }
+            #expect(error?.kind == .connectTimeout, "\(String(describing: error))")
+            #expect(error?.message == "connecting to 127.0.0.1:\(listener.port) took longer than the connect timeout of 0.3 seconds")
+        }
+    }
+
+    @Test("a port where nothing listens is reported as such")
+    func connectionRefused() async throws {
+        let port = try SilentListener.closedPort()
+        try await withTestClient { client, _ in
+            let error = await #expect(throws: HTTPClientError.self) {
+                try await client.execute(HTTPRequest(url: "https://127.0.0.1:\(port)/"))
+            }
+            #expect(error?.kind == .couldNotConnect)
+            #expect(error?.message == "could not connect to 127.0.0.1:\(port)")
+        }
+    }
+
+    @Test("a transfer slower than the low-speed limit is aborted")
+    func lowSpeedLimit() async throws {
+        try await withTestClient({
+            $0.limits.lowSpeedLimit = .init(bytesPerSecond: 1000, duration: .seconds(1))
+        }) { client, servers in
+            let error = await #expect(throws: HTTPClientError.self) {
+                try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/drip"))
+            }
+            #expect(error?.kind == .lowSpeed)
+            #expect(error?.message.contains("stayed below 1000 bytes/s") == true)
+        }
+    }
+
+    @Test(
+        "the size cap holds for announced and for streamed bodies, and a body of exactly the cap passes",
+        arguments: ["", "&stream=1"])
+    func sizeCap(streaming: String) async throws {
+        try await withTestClient({ $0.limits.maxResponseBytes = 4096 }) { client, servers in
+            let exact = try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/bytes?count=4096\(streaming)"))
+            #expect(exact.body.count == 4096)
+            let error = await #expect(throws: HTTPClientError.self) {
+                try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/bytes?count=100000\(streaming)"))
+            }
+            #expect(error?.kind == .responseTooLarge)
+            #expect(error?.message.contains("larger than the limit of 4 KiB") == true)
+        }
+    }
+
+    @Test("the size cap counts decoded bytes, so a small compressed body cannot expand past it")
+    func sizeCapCountsDecodedBytes() async throws {
+        try await withTestClient({ $0.limits.maxResponseBytes = 8192 }) { client, servers in
+            let error = await #expect(throws: HTTPClientError.self) {
+                try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/compressed"))
+            }
+            #expect(error?.kind == .responseTooLarge)
+        }
+    }
+
+    @Test("per-request limits override the client's")
+    func perRequestLimits() async throws {
+        try await withTestClient({ $0.limits.maxResponseBytes = 10 }) { client, servers in
+            var request = HTTPRequest(url: "\(servers.httpsBase)/bytes?count=1000")
+            request.limits = TransferLimits(maxResponseBytes: 1000)
+            let response = try await client.execute(request)
+            #expect(response.body.count == 1000)
+        }
+    }
+
+    @Test("cancelling the task aborts a long-poll the server never answers, promptly")
+    func cancellation() async throws {
+        try await withTestClient { client, servers in
+            let id = UUID().uuidString
+            let longPoll = Task { try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/hang?id=\(id)")) }
+            await servers.signals.waitForArrival(of: id)
+            let start = ContinuousClock.now
+            longPoll.cancel()
+            let result = await longPoll.result
+            let latency = ContinuousClock.now - start
+            #expect(throws: CancellationError.self) { try result.get() }
+            // A functional bound, not a benchmark: without prompt cancellation this waits for
+            // the 60 s default timeout. The measured latency is in the benchmark (README).
+            #expect(latency < .seconds(2), "cancellation took \(latency)")
+        }
+    }
+
+    @Test("a task cancelled before its request starts never reaches the server")
+    func cancelledBeforeStart() async throws {
+        try await withTestClient { client, servers in
+            let task = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/etag"))
+            }
+            await #expect(throws: CancellationError.self) { try await task.value }
+        }
+    }
+
+    @Test("shutting the client down fails requests in flight with clientShutDown")
+    func shutdownFailsInFlightRequests() async throws {
+        let servers = try await TestServers.shared
+        let client = try makeClient(servers)
+        let id = UUID().uuidString
+        let longPoll = Task { try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/hang?id=\(id)")) }
+        await servers.signals.waitForArrival(of: id)
+        await client.shutdown()
+        let error = await #expect(throws: HTTPClientError.self) { try await longPoll.value }
+        #expect(error?.kind == .clientShutDown)
+        let late = await #expect(throws: HTTPClientError.self) {
+            try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/etag"))
+        }
+        #expect(late?.kind == .clientShutDown)
+    }
+}

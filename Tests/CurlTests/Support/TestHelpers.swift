@@ -1,0 +1,63 @@
+import Curl
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A client that trusts the test CA, with optional changes to its configuration.
+func makeClient(_ servers: TestServers, _ adjust: (inout HTTPClient.Configuration) -> Void = { _ in }) throws -> HTTPClient {
+    var configuration = HTTPClient.Configuration(tls: .init(caFile: servers.pki.caFile))
+    adjust(&configuration)
+    return try HTTPClient(configuration: configuration)
+}
+
+/// Runs `body` with a client made by ``makeClient(_:_:)`` and shuts it down afterwards.
+func withTestClient<Result>(
+    _ adjust: (inout HTTPClient.Configuration) -> Void = { _ in },
+    _ body: (HTTPClient, TestServers) async throws -> Result
+) async throws -> Result {
+    let servers = try await TestServers.shared
+    let client = try makeClient(servers, adjust)
+    defer { Task { await client.shutdown() } }
+    return try await body(client, servers)
+}
+
+/// A TCP socket on 127.0.0.1 that listens but never accepts: the kernel completes the TCP
+/// handshake, and then nothing ever answers — a server stuck before TLS.
+final class SilentListener {
+    let port: Int
+    private let descriptor: Int32
+
+    init() throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw POSIXError(.EBADF) }
+        port = try Self.bindToLoopback(descriptor)
+        guard listen(descriptor, 16) == 0 else { throw POSIXError(.EADDRINUSE) }
+    }
+
+    deinit { close(descriptor) }
+
+    /// A port on 127.0.0.1 where, a moment ago, nothing listened.
+    static func closedPort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        return try bindToLoopback(descriptor)
+    }
+
+    private static func bindToLoopback(_ descriptor: Int32) throws -> Int {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { throw POSIXError(.EADDRINUSE) }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
