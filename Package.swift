@@ -5,6 +5,7 @@
 // Targets are split by concern (see README.md, "Layout"):
 //   CCurl  – system-library module: libcurl's headers plus typed shims for its variadic calls.
 //   Curl   – the only Swift code that touches libcurl: an async HTTP client on one curl_multi thread.
+//   CurlBenchmark – release-build benchmark of Curl against libcurl used from C (Benchmarks/run).
 
 import PackageDescription
 
@@ -24,7 +25,7 @@ if Context.environment["CI"] != nil || Context.environment["FLEETSET_WERROR"] !=
 let package = Package(
     name: "fleetset",
     products: [
-        .library(name: "Curl", targets: ["Curl"]),
+        .library(name: "Curl", targets: ["Curl"])
     ],
     dependencies: [
         // Test-only: the real HTTPS (HTTP/1.1 + HTTP/2, mutual TLS) server the client tests talk to.
@@ -41,6 +42,12 @@ let package = Package(
         .target(
             name: "Curl",
             dependencies: ["CCurl"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .executableTarget(
+            name: "CurlBenchmark",
+            dependencies: ["Curl"],
+            path: "Benchmarks/CurlBenchmark",
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(

@@ -15,7 +15,7 @@ import Glibc
 
 func cpuMicroseconds() -> Double {
     var usage = rusage()
-    getrusage(RUSAGE_SELF, &usage)
+    getrusage(RUSAGE_SELF.rawValue, &usage)
     let user = Double(usage.ru_utime.tv_sec) * 1e6 + Double(usage.ru_utime.tv_usec)
     let system = Double(usage.ru_stime.tv_sec) * 1e6 + Double(usage.ru_stime.tv_usec)
     return user + system
@@ -38,7 +38,7 @@ func notModifiedCost(client: HTTPClient, url: String, etag: String, requests: In
             let response = try await client.execute(request)
             guard response.status == 304 else { throw BenchmarkFailed(description: "expected 304, got \(response.status)") }
         }
-        if round > 0 { print(String(format: "%.2f", (cpuMicroseconds() - start) / Double(requests))) }
+        if round > 0 { print((cpuMicroseconds() - start) / Double(requests)) }
     }
 }
 
@@ -53,7 +53,7 @@ func cancellationLatency(client: HTTPClient, url: String, rounds: Int) async thr
         guard case .failure(let error) = result, error is CancellationError else {
             throw BenchmarkFailed(description: "expected CancellationError, got \(result)")
         }
-        print(String(format: "%.0f", microseconds(latency)))
+        print(microseconds(latency))
     }
 }
 

@@ -46,28 +46,31 @@ enum CurlLibrary {
         let minimum = (minimumVersion.major << 16) | (minimumVersion.minor << 8) | minimumVersion.patch
         guard data.version_num >= minimum else {
             let wanted = "\(minimumVersion.major).\(minimumVersion.minor).\(minimumVersion.patch)"
-            return .failure(.libraryUnusable(
-                "libcurl \(version) is too old: fleetset needs libcurl \(wanted) or newer (Debian 12 ships 7.88.1)"))
+            return .failure(
+                .libraryUnusable(
+                    "libcurl \(version) is too old: fleetset needs libcurl \(wanted) or newer (Debian 12 ships 7.88.1)"))
         }
         guard let ssl = data.ssl_version else {
             return .failure(.libraryUnusable("libcurl \(version) was built without TLS support; fleetset only speaks HTTPS"))
         }
         let code = curl_global_init(Int(CURL_GLOBAL_DEFAULT))
         guard code == CURLE_OK else {
-            return .failure(HTTPClientError(
-                kind: .libraryUnusable, message: "libcurl failed to initialize",
-                curlCode: Int(code.rawValue), call: "curl_global_init",
-                curlMessage: String(cString: curl_easy_strerror(code))))
+            return .failure(
+                HTTPClientError(
+                    kind: .libraryUnusable, message: "libcurl failed to initialize",
+                    curlCode: Int(code.rawValue), call: "curl_global_init",
+                    curlMessage: String(cString: curl_easy_strerror(code))))
         }
         let features = data.features
         var encodings: [String] = []
         if features & CURL_VERSION_LIBZ != 0 { encodings += ["gzip", "deflate"] }
         if features & CURL_VERSION_BROTLI != 0 { encodings.append("br") }
         if features & CURL_VERSION_ZSTD != 0 { encodings.append("zstd") }
-        return .success(CurlLibraryInfo(
-            version: version,
-            tlsBackend: String(cString: ssl),
-            supportsHTTP2: features & CURL_VERSION_HTTP2 != 0,
-            contentEncodings: encodings))
+        return .success(
+            CurlLibraryInfo(
+                version: version,
+                tlsBackend: String(cString: ssl),
+                supportsHTTP2: features & CURL_VERSION_HTTP2 != 0,
+                contentEncodings: encodings))
     }
 }

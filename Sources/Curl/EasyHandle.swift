@@ -13,7 +13,8 @@ final class EasyHandle {
 
     init() throws(HTTPClientError) {
         guard let raw = curl_easy_init() else {
-            throw HTTPClientError(kind: .libraryUnusable, message: "libcurl could not create a transfer (out of memory)", call: "curl_easy_init")
+            throw HTTPClientError(
+                kind: .libraryUnusable, message: "libcurl could not create a transfer (out of memory)", call: "curl_easy_init")
         }
         self.raw = raw
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
@@ -63,7 +64,8 @@ final class EasyHandle {
         for line in lines {
             guard let appended = curl_slist_append(list, line) else {
                 curl_slist_free_all(list)
-                throw HTTPClientError(kind: .libraryUnusable, message: "out of memory while building request headers", call: "curl_slist_append")
+                throw HTTPClientError(
+                    kind: .libraryUnusable, message: "out of memory while building request headers", call: "curl_slist_append")
             }
             list = appended
         }

@@ -76,7 +76,9 @@ public final class HTTPClient: Sendable {
             }
             redirects += 1
             guard redirects <= configuration.maxRedirects else {
-                throw HTTPClientError(kind: .tooManyRedirects, message: "\(request.url) redirected more than \(configuration.maxRedirects) times", url: request.url)
+                throw HTTPClientError(
+                    kind: .tooManyRedirects, message: "\(request.url) redirected more than \(configuration.maxRedirects) times",
+                    url: request.url)
             }
             request = RedirectRule.follow(request, status: response.status, to: target.text)
             url = target
@@ -89,7 +91,8 @@ public final class HTTPClient: Sendable {
         guard url.scheme == "https" || configuration.allowInsecureHTTP else {
             throw HTTPClientError(
                 kind: .insecureSchemeRefused,
-                message: "refusing plain HTTP to \(text): only https is allowed unless allowInsecureHTTP is set (meant for loopback development)",
+                message:
+                    "refusing plain HTTP to \(text): only https is allowed unless allowInsecureHTTP is set (meant for loopback development)",
                 url: text)
         }
         return url

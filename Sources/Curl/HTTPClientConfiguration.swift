@@ -1,29 +1,29 @@
 extension HTTPClient {
-/// TLS settings. Certificate and host-name verification are always on; nothing here turns
-/// them off.
-public struct TLSConfiguration: Sendable, Equatable {
-    /// A PEM file of CA certificates to trust instead of the system store. Default: `nil`
-    /// (the system store).
-    public var caFile: String?
-    /// A PEM client certificate for mutual TLS. Default: `nil`.
-    public var clientCertificateFile: String?
-    /// The PEM private key of ``clientCertificateFile``. Default: `nil`.
-    public var clientKeyFile: String?
-    /// Public keys the server must present one of, each `sha256//<base64 of the SHA-256 of
-    /// the DER SubjectPublicKeyInfo>`, checked in addition to the CA chain. Default: empty
-    /// (no pinning).
-    public var pinnedPublicKeys: [String]
+    /// TLS settings. Certificate and host-name verification are always on; nothing here turns
+    /// them off.
+    public struct TLSConfiguration: Sendable, Equatable {
+        /// A PEM file of CA certificates to trust instead of the system store. Default: `nil`
+        /// (the system store).
+        public var caFile: String?
+        /// A PEM client certificate for mutual TLS. Default: `nil`.
+        public var clientCertificateFile: String?
+        /// The PEM private key of ``clientCertificateFile``. Default: `nil`.
+        public var clientKeyFile: String?
+        /// Public keys the server must present one of, each `sha256//<base64 of the SHA-256 of
+        /// the DER SubjectPublicKeyInfo>`, checked in addition to the CA chain. Default: empty
+        /// (no pinning).
+        public var pinnedPublicKeys: [String]
 
-    public init(
-        caFile: String? = nil, clientCertificateFile: String? = nil, clientKeyFile: String? = nil,
-        pinnedPublicKeys: [String] = []
-    ) {
-        self.caFile = caFile
-        self.clientCertificateFile = clientCertificateFile
-        self.clientKeyFile = clientKeyFile
-        self.pinnedPublicKeys = pinnedPublicKeys
+        public init(
+            caFile: String? = nil, clientCertificateFile: String? = nil, clientKeyFile: String? = nil,
+            pinnedPublicKeys: [String] = []
+        ) {
+            self.caFile = caFile
+            self.clientCertificateFile = clientCertificateFile
+            self.clientKeyFile = clientKeyFile
+            self.pinnedPublicKeys = pinnedPublicKeys
+        }
     }
-}
 
     /// Everything an ``HTTPClient`` is configured with.
     ///

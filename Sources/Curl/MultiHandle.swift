@@ -9,7 +9,8 @@ final class MultiHandle: @unchecked Sendable {
 
     init() throws(HTTPClientError) {
         guard let raw = curl_multi_init() else {
-            throw HTTPClientError(kind: .libraryUnusable, message: "libcurl could not create its transfer engine (out of memory)", call: "curl_multi_init")
+            throw HTTPClientError(
+                kind: .libraryUnusable, message: "libcurl could not create its transfer engine (out of memory)", call: "curl_multi_init")
         }
         self.raw = raw
         // HTTP/2 multiplexing: concurrent requests to one server share one connection.

@@ -82,7 +82,8 @@ struct ParsedURL: Sendable, Equatable {
         }
         let scheme = try part(CURLUPART_SCHEME).lowercased()
         guard scheme == "https" || scheme == "http" else {
-            throw HTTPClientError(kind: .unsupportedScheme, message: "\(original) has scheme \"\(scheme)\"; fleetset speaks only https", url: original)
+            throw HTTPClientError(
+                kind: .unsupportedScheme, message: "\(original) has scheme \"\(scheme)\"; fleetset speaks only https", url: original)
         }
         let portText = try part(CURLUPART_PORT, flags: CURLU_DEFAULT_PORT)
         guard let port = Int(portText) else {

@@ -67,16 +67,17 @@ final class Transfer: @unchecked Sendable {
             return .failure(HTTPClientError.transferFailure(code: code.rawValue, curlMessage: easy.errorText, context: context))
         }
         let retryAfter = easy.info(offset: CURLINFO_RETRY_AFTER)
-        return .success(HTTPResponse(
-            status: easy.info(long: CURLINFO_RESPONSE_CODE),
-            headers: collector.headers,
-            body: collector.body,
-            httpVersion: Self.httpVersion(easy.info(long: CURLINFO_HTTP_VERSION)),
-            url: url.text,
-            metrics: TransferMetrics(
-                newConnections: easy.info(long: CURLINFO_NUM_CONNECTS),
-                totalTime: .microseconds(easy.info(offset: CURLINFO_TOTAL_TIME_T))),
-            retryAfter: retryAfter > 0 ? .seconds(retryAfter) : nil))
+        return .success(
+            HTTPResponse(
+                status: easy.info(long: CURLINFO_RESPONSE_CODE),
+                headers: collector.headers,
+                body: collector.body,
+                httpVersion: Self.httpVersion(easy.info(long: CURLINFO_HTTP_VERSION)),
+                url: url.text,
+                metrics: TransferMetrics(
+                    newConnections: easy.info(long: CURLINFO_NUM_CONNECTS),
+                    totalTime: .microseconds(easy.info(offset: CURLINFO_TOTAL_TIME_T))),
+                retryAfter: retryAfter > 0 ? .seconds(retryAfter) : nil))
     }
 
     // MARK: Configuration
@@ -141,9 +142,11 @@ final class Transfer: @unchecked Sendable {
         return lines
     }
 
+    /// RFC 9110 delimiters, which a header name (a token) must not contain.
+    private static let delimiters = Set("(),/:;<=>?@[\\]{}\"".unicodeScalars)
+
     private static func isValidHeader(name: String, value: String) -> Bool {
-        let separators: Set<Character> = ["(", ")", "<", ">", "@", ",", ";", ":", "\\", "\"", "/", "[", "]", "?", "=", "{", "}", " ", "\t"]
-        let nameIsToken = !name.isEmpty && name.unicodeScalars.allSatisfy { $0.value > 32 && $0.value < 127 } && !name.contains { separators.contains($0) }
+        let nameIsToken = !name.isEmpty && name.unicodeScalars.allSatisfy { $0.value > 32 && $0.value < 127 && !delimiters.contains($0) }
         let valueIsOneLine = !value.unicodeScalars.contains { $0 == "\r" || $0 == "\n" || $0 == "\0" }
         return nameIsToken && valueIsOneLine
     }

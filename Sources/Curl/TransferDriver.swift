@@ -1,9 +1,10 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Synchronization
 
 /// Runs every transfer of one ``HTTPClient`` on a dedicated thread that drives a `curl_multi`
 /// handle, so no network call ever blocks the Swift concurrency pool.
@@ -28,15 +29,18 @@ final class TransferDriver: Sendable {
         multi = try MultiHandle()
         let context = Unmanaged.passRetained(self).toOpaque()
         var thread = pthread_t()
-        let started = pthread_create(&thread, nil, { context in
-            // The thread holds the driver until its loop ends.
-            let driver = Unmanaged<TransferDriver>.fromOpaque(context!).takeRetainedValue()
-            driver.runLoop()
-            return nil
-        }, context)
+        let started = pthread_create(
+            &thread, nil,
+            { context in
+                // The thread holds the driver until its loop ends.
+                let driver = Unmanaged<TransferDriver>.fromOpaque(context!).takeRetainedValue()
+                driver.runLoop()
+                return nil
+            }, context)
         guard started == 0 else {
             Unmanaged<TransferDriver>.fromOpaque(context).release()
-            throw HTTPClientError(kind: .libraryUnusable, message: "could not start the HTTP client's thread (error \(started))", call: "pthread_create")
+            throw HTTPClientError(
+                kind: .libraryUnusable, message: "could not start the HTTP client's thread (error \(started))", call: "pthread_create")
         }
         pthread_detach(thread)
     }
@@ -50,7 +54,10 @@ final class TransferDriver: Sendable {
             return true
         }
         guard accepted else {
-            continuation.resume(throwing: HTTPClientError(kind: .clientShutDown, message: "the HTTP client was shut down before the request to \(transfer.url.text) started", url: transfer.url.text))
+            continuation.resume(
+                throwing: HTTPClientError(
+                    kind: .clientShutDown, message: "the HTTP client was shut down before the request to \(transfer.url.text) started",
+                    url: transfer.url.text))
             return
         }
         multi.wakeup()
@@ -123,13 +130,19 @@ final class TransferDriver: Sendable {
                 failAll(&active, with: error)
             }
         }
-        failAll(&active, with: HTTPClientError(kind: .clientShutDown, message: "the HTTP client was shut down while the request was in flight"))
+        failAll(
+            &active, with: HTTPClientError(kind: .clientShutDown, message: "the HTTP client was shut down while the request was in flight"))
         let waiters = inbox.withLock { inbox in
             inbox.stopped = true
             // Transfers submitted after the last drain of the inbox are failed here.
             defer { inbox.added = []; inbox.stopWaiters = [] }
             for transfer in inbox.added {
-                transfer.complete(.failure(HTTPClientError(kind: .clientShutDown, message: "the HTTP client was shut down before the request to \(transfer.url.text) started", url: transfer.url.text)))
+                transfer.complete(
+                    .failure(
+                        HTTPClientError(
+                            kind: .clientShutDown,
+                            message: "the HTTP client was shut down before the request to \(transfer.url.text) started",
+                            url: transfer.url.text)))
             }
             return inbox.stopWaiters
         }

@@ -58,13 +58,17 @@ extension HTTPClientError {
             return (.couldNotConnect, "could not connect to \(server)")
         case CURLE_OPERATION_TIMEDOUT where text.hasPrefix("operation too slow"):
             let limit = context.limits.lowSpeedLimit
-            return (.lowSpeed, "transfer from \(url.text) stayed below \(limit?.bytesPerSecond ?? 0) bytes/s for \(limit?.duration ?? .zero)")
+            return (
+                .lowSpeed, "transfer from \(url.text) stayed below \(limit?.bytesPerSecond ?? 0) bytes/s for \(limit?.duration ?? .zero)"
+            )
         case CURLE_OPERATION_TIMEDOUT where isConnectPhaseTimeout(text):
             return (.connectTimeout, "connecting to \(server) took longer than the connect timeout of \(context.limits.connectTimeout)")
         case CURLE_OPERATION_TIMEDOUT:
             return (.timeout, "request to \(url.text) took longer than its timeout of \(context.limits.timeout)")
         case CURLE_WRITE_ERROR where context.exceededSizeCap, CURLE_FILESIZE_EXCEEDED:
-            return (.responseTooLarge, "response from \(url.text) is larger than the limit of \(byteCount(context.limits.maxResponseBytes))")
+            return (
+                .responseTooLarge, "response from \(url.text) is larger than the limit of \(byteCount(context.limits.maxResponseBytes))"
+            )
         case CURLE_BAD_CONTENT_ENCODING:
             return (.protocolError, "response from \(url.text) has a Content-Encoding that cannot be decoded")
         case CURLE_WEIRD_SERVER_REPLY, CURLE_HTTP2, CURLE_HTTP2_STREAM:

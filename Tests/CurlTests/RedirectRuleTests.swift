@@ -4,9 +4,11 @@ import Testing
 
 @Suite("Redirect rules (RFC 9110 §15.4)")
 struct RedirectRuleTests {
-    @Test("3xx codes that carry a Location are redirects; 304 is not", arguments: [
-        (301, true), (302, true), (303, true), (307, true), (308, true), (300, false), (304, false), (200, false),
-    ])
+    @Test(
+        "3xx codes that carry a Location are redirects; 304 is not",
+        arguments: [
+            (301, true), (302, true), (303, true), (307, true), (308, true), (300, false), (304, false), (200, false),
+        ])
     func recognisesRedirects(status: Int, isRedirect: Bool) {
         #expect(RedirectRule.isRedirect(status) == isRedirect)
     }
@@ -33,7 +35,9 @@ struct RedirectRuleTests {
 
     @Test("301 and 302 turn a POST into a GET but keep other methods", arguments: [301, 302])
     func movedAndFound(status: Int) {
-        #expect(RedirectRule.follow(HTTPRequest(method: .post, url: "https://a/x", body: [1]), status: status, to: "https://a/y").method == .get)
+        #expect(
+            RedirectRule.follow(HTTPRequest(method: .post, url: "https://a/x", body: [1]), status: status, to: "https://a/y").method == .get
+        )
         #expect(RedirectRule.follow(HTTPRequest(method: .delete, url: "https://a/x"), status: status, to: "https://a/y").method == .delete)
     }
 }

@@ -16,7 +16,9 @@ struct RedirectTests {
     @Test("a redirect to another host or scheme is refused and names both URLs")
     func crossOriginRefused() async throws {
         try await withTestClient({ $0.allowInsecureHTTP = true }) { client, servers in
-            for target in ["https://localhost:\(servers.https)/etag", "\(servers.plainHTTPBase)/etag", "https://127.0.0.1:\(servers.mutualTLS)/etag"] {
+            for target in [
+                "https://localhost:\(servers.https)/etag", "\(servers.plainHTTPBase)/etag", "https://127.0.0.1:\(servers.mutualTLS)/etag",
+            ] {
                 let error = await #expect(throws: HTTPClientError.self) {
                     try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/redirect?to=\(target)"))
                 }

@@ -59,9 +59,11 @@ struct ValueTests {
         #expect(throws: HTTPClientError.self) { try Transfer.headerLines(for: request, userAgent: "ua") }
     }
 
-    @Test("durations become whole milliseconds, never rounding a positive one down to 0", arguments: [
-        (Duration.seconds(10), 10_000), (.milliseconds(300), 300), (.microseconds(1), 1), (.nanoseconds(1_500_000), 2), (.zero, 1),
-    ])
+    @Test(
+        "durations become whole milliseconds, never rounding a positive one down to 0",
+        arguments: [
+            (Duration.seconds(10), 10_000), (.milliseconds(300), 300), (.microseconds(1), 1), (.nanoseconds(1_500_000), 2), (.zero, 1),
+        ])
     func milliseconds(duration: Duration, expected: Int) {
         #expect(duration.wholeMilliseconds == expected)
     }

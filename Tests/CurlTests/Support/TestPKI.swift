@@ -75,7 +75,8 @@ func run(_ executable: String, _ arguments: [String], in directory: URL? = nil, 
     let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
     guard process.terminationStatus == 0 else {
-        throw CommandFailed(command: ([executable] + arguments).joined(separator: " "), status: process.terminationStatus, output: errorText)
+        throw CommandFailed(
+            command: ([executable] + arguments).joined(separator: " "), status: process.terminationStatus, output: errorText)
     }
     return data
 }

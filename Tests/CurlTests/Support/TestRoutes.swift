@@ -37,7 +37,9 @@ struct TestRoutes: Sendable {
             if request.headers[.ifNoneMatch] == etag {
                 return Response(status: .notModified, headers: [.eTag: etag])
             }
-            return Response(status: .ok, headers: [.eTag: etag, .contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: "{\"revision\":1}")))
+            return Response(
+                status: .ok, headers: [.eTag: etag, .contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: "{\"revision\":1}")))
         }
 
         router.get("bytes") { request, _ -> Response in
@@ -46,13 +48,15 @@ struct TestRoutes: Sendable {
             guard request.uri.queryParameters.get("stream") != nil else {
                 return Response(status: .ok, body: .init(byteBuffer: bytes))
             }
-            return Response(status: .ok, body: ResponseBody { writer in
-                var remaining = bytes
-                while let chunk = remaining.readSlice(length: min(1024, remaining.readableBytes)), chunk.readableBytes > 0 {
-                    try await writer.write(chunk)
-                }
-                try await writer.finish(nil)
-            })
+            return Response(
+                status: .ok,
+                body: ResponseBody { writer in
+                    var remaining = bytes
+                    while let chunk = remaining.readSlice(length: min(1024, remaining.readableBytes)), chunk.readableBytes > 0 {
+                        try await writer.write(chunk)
+                    }
+                    try await writer.finish(nil)
+                })
         }
 
         router.get("compressed") { request, _ -> Response in
@@ -73,13 +77,15 @@ struct TestRoutes: Sendable {
         }
 
         router.get("drip") { _, _ -> Response in
-            Response(status: .ok, body: ResponseBody { writer in
-                for _ in 0..<60 {
-                    try await writer.write(ByteBuffer(string: "."))
-                    try await Task.sleep(for: .milliseconds(200))
-                }
-                try await writer.finish(nil)
-            })
+            Response(
+                status: .ok,
+                body: ResponseBody { writer in
+                    for _ in 0..<60 {
+                        try await writer.write(ByteBuffer(string: "."))
+                        try await Task.sleep(for: .milliseconds(200))
+                    }
+                    try await writer.finish(nil)
+                })
         }
 
         for method in [HTTPRequest.Method.get, .post, .put, .patch, .delete] {
