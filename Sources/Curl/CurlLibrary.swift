@@ -36,6 +36,14 @@ enum CurlLibrary {
         try initialization.get()
     }
 
+    /// Why a libcurl of `versionNumber` (libcurl's `0xXXYYZZ` encoding) cannot be used, or `nil`.
+    static func versionProblem(versionNumber: UInt32, version: String) -> String? {
+        let minimum = (minimumVersion.major << 16) | (minimumVersion.minor << 8) | minimumVersion.patch
+        guard versionNumber < minimum else { return nil }
+        let wanted = "\(minimumVersion.major).\(minimumVersion.minor).\(minimumVersion.patch)"
+        return "libcurl \(version) is too old: fleetset needs libcurl \(wanted) or newer (Debian 12 ships 7.88.1)"
+    }
+
     private static func initializeOnce() -> Result<CurlLibraryInfo, HTTPClientError> {
         // Check the version before curl_global_init so an unsupported libcurl is never used.
         // CURLVERSION_NOW is a macro Swift cannot import; every field read here exists in TENTH.
@@ -43,12 +51,8 @@ enum CurlLibrary {
             return .failure(.libraryUnusable("curl_version_info returned nothing"))
         }
         let version = String(cString: data.version)
-        let minimum = (minimumVersion.major << 16) | (minimumVersion.minor << 8) | minimumVersion.patch
-        guard data.version_num >= minimum else {
-            let wanted = "\(minimumVersion.major).\(minimumVersion.minor).\(minimumVersion.patch)"
-            return .failure(
-                .libraryUnusable(
-                    "libcurl \(version) is too old: fleetset needs libcurl \(wanted) or newer (Debian 12 ships 7.88.1)"))
+        if let problem = versionProblem(versionNumber: data.version_num, version: version) {
+            return .failure(.libraryUnusable(problem))
         }
         guard let ssl = data.ssl_version else {
             return .failure(.libraryUnusable("libcurl \(version) was built without TLS support; fleetset only speaks HTTPS"))

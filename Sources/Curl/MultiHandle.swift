@@ -15,15 +15,15 @@ final class MultiHandle: @unchecked Sendable {
         self.raw = raw
         // HTTP/2 multiplexing: concurrent requests to one server share one connection.
         let code = ccurl_multi_setopt_long(raw, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        guard code == CURLM_OK else {
-            curl_multi_cleanup(raw)
-            throw Self.error(code, "curl_multi_setopt(CURLMOPT_PIPELINING)")
-        }
+        // On a throw from here on, `self` is fully initialized, so deinit frees the handle.
+        guard code == CURLM_OK else { throw Self.error(code, "curl_multi_setopt(CURLMOPT_PIPELINING)") }
     }
 
     deinit {
-        // Every easy handle has been removed by the driver before it lets go of the multi handle.
-        curl_multi_cleanup(raw)
+        // Every easy handle has been removed by the driver before it lets go of the multi handle,
+        // so only a bad handle — a bug here — could make this fail.
+        let code = curl_multi_cleanup(raw)
+        precondition(code == CURLM_OK, "curl_multi_cleanup failed with \(code.rawValue)")
     }
 
     func add(_ easy: EasyHandle) throws(HTTPClientError) {

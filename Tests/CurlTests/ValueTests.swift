@@ -68,6 +68,15 @@ struct ValueTests {
         #expect(duration.wholeMilliseconds == expected)
     }
 
+    @Test("a libcurl older than 7.85.0 is refused with a message naming both versions")
+    func versionCheck() {
+        #expect(
+            CurlLibrary.versionProblem(versionNumber: 0x07_51_00, version: "7.81.0")
+                == "libcurl 7.81.0 is too old: fleetset needs libcurl 7.85.0 or newer (Debian 12 ships 7.88.1)")
+        #expect(CurlLibrary.versionProblem(versionNumber: 0x07_55_00, version: "7.85.0") == nil)
+        #expect(CurlLibrary.versionProblem(versionNumber: 0x08_00_00, version: "8.0.0") == nil)
+    }
+
     @Test("the runtime libcurl is new enough and has TLS, HTTP/2 and gzip")
     func library() throws {
         let info = try CurlLibrary.ensureInitialized()
