@@ -5,6 +5,7 @@
 // Targets are split by concern (see README.md, "Layout"):
 //   CCurl  – system-library module: libcurl's headers plus typed shims for its variadic calls.
 //   Curl   – the only Swift code that touches libcurl: an async HTTP client on one curl_multi thread.
+//   FleetJSON – JSON values and a strict RFC 8259 reader and writer (no Foundation).
 //   CurlBenchmark – release-build benchmark of Curl against libcurl used from C (Benchmarks/run).
 
 import PackageDescription
@@ -42,6 +43,15 @@ let package = Package(
         .target(
             name: "Curl",
             dependencies: ["CCurl"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .target(
+            name: "FleetJSON",
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetJSONTests",
+            dependencies: ["FleetJSON"],
             swiftSettings: fleetSwiftSettings
         ),
         .executableTarget(
