@@ -7,6 +7,7 @@
 //   Curl   – the only Swift code that touches libcurl: an async HTTP client on one curl_multi thread.
 //   FleetJSON – JSON values and a strict RFC 8259 reader and writer (no Foundation).
 //   CurlBenchmark – release-build benchmark of Curl against libcurl used from C (Benchmarks/run).
+//   JSONBenchmark – FleetJSON's reader against Foundation's on a 1 MB document.
 
 import PackageDescription
 
@@ -58,6 +59,12 @@ let package = Package(
             name: "CurlBenchmark",
             dependencies: ["Curl"],
             path: "Benchmarks/CurlBenchmark",
+            swiftSettings: fleetSwiftSettings
+        ),
+        .executableTarget(
+            name: "JSONBenchmark",
+            dependencies: ["FleetJSON"],
+            path: "Benchmarks/JSONBenchmark",
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(

@@ -9,7 +9,7 @@ import Testing
 /// accepted with `duplicateKeys: .keepLast` and refused, as duplicates, by default.
 @Suite(
     "JSONTestSuite conformance",
-    .enabled(if: SharedData.hasJSONTestSuite, "skipped: ../shared/data/json-test-suite not found beside the repository"))
+    .enabled(if: SharedData.hasJSONTestSuite, "../shared/data/json-test-suite not found beside the repository"))
 struct JSONTestSuiteTests {
     static let duplicateKeyFiles = ["y_object_duplicated_key.json", "y_object_duplicated_key_and_value.json"]
 
