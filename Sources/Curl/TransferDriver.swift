@@ -132,18 +132,11 @@ final class TransferDriver: Sendable {
         }
         failAll(
             &active, with: HTTPClientError(kind: .clientShutDown, message: "the HTTP client was shut down while the request was in flight"))
+        // The last drain saw `shuttingDown`, and `submit` refuses new transfers once it is set,
+        // so nothing is left in the inbox but the callers waiting for the thread to end.
         let waiters = inbox.withLock { inbox in
             inbox.stopped = true
-            // Transfers submitted after the last drain of the inbox are failed here.
-            defer { inbox.added = []; inbox.stopWaiters = [] }
-            for transfer in inbox.added {
-                transfer.complete(
-                    .failure(
-                        HTTPClientError(
-                            kind: .clientShutDown,
-                            message: "the HTTP client was shut down before the request to \(transfer.url.text) started",
-                            url: transfer.url.text)))
-            }
+            defer { inbox.stopWaiters = [] }
             return inbox.stopWaiters
         }
         for waiter in waiters { waiter.resume() }

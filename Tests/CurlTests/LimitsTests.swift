@@ -118,7 +118,7 @@ struct LimitsTests {
     @Test("shutting the client down fails requests in flight with clientShutDown")
     func shutdownFailsInFlightRequests() async throws {
         let servers = try await TestServers.shared
-        let client = try makeClient(servers)
+        let client = try HTTPClient(configuration: testConfiguration(servers))
         let id = UUID().uuidString
         let longPoll = Task { try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/hang?id=\(id)")) }
         await servers.signals.waitForArrival(of: id)

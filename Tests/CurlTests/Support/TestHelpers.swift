@@ -5,22 +5,22 @@ import Foundation
 import Glibc
 #endif
 
-/// A client that trusts the test CA, with optional changes to its configuration.
-func makeClient(_ servers: TestServers, _ adjust: (inout HTTPClient.Configuration) -> Void = { _ in }) throws -> HTTPClient {
+/// The configuration of a client that trusts the test CA, with optional changes.
+func testConfiguration(_ servers: TestServers, _ adjust: (inout HTTPClient.Configuration) -> Void = { _ in }) -> HTTPClient.Configuration {
     var configuration = HTTPClient.Configuration(tls: .init(caFile: servers.pki.caFile))
     adjust(&configuration)
-    return try HTTPClient(configuration: configuration)
+    return configuration
 }
 
-/// Runs `body` with a client made by ``makeClient(_:_:)`` and shuts it down afterwards.
+/// Runs `body` with a client that trusts the test CA; the client is shut down afterwards.
 func withTestClient<Result>(
     _ adjust: (inout HTTPClient.Configuration) -> Void = { _ in },
     _ body: (HTTPClient, TestServers) async throws -> Result
 ) async throws -> Result {
     let servers = try await TestServers.shared
-    let client = try makeClient(servers, adjust)
-    defer { Task { await client.shutdown() } }
-    return try await body(client, servers)
+    return try await withHTTPClient(configuration: testConfiguration(servers, adjust)) { client in
+        try await body(client, servers)
+    }
 }
 
 /// A TCP socket on 127.0.0.1 that listens but never accepts: the kernel completes the TCP
