@@ -6,6 +6,12 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
         public var name: String
         /// The field value without surrounding whitespace.
         public var value: String
+
+        /// Whether the field is named `other`, ignoring ASCII case (header names are ASCII
+        /// tokens), without allocating lower-cased copies.
+        func hasName(_ other: String) -> Bool {
+            name.utf8.elementsEqual(other.utf8) { a, b in a | (a &- 65 < 26 ? 0x20 : 0) == b | (b &- 65 < 26 ? 0x20 : 0) }
+        }
     }
 
     private var fields: [Field]
@@ -26,11 +32,10 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     ///
     /// Setting a value replaces every field of that name; setting `nil` removes them.
     public subscript(name: String) -> String? {
-        get { fields.first { $0.name.lowercased() == name.lowercased() }?.value }
+        get { fields.first { $0.hasName(name) }?.value }
         set {
-            let lowered = name.lowercased()
-            let firstIndex = fields.firstIndex { $0.name.lowercased() == lowered }
-            fields.removeAll { $0.name.lowercased() == lowered }
+            let firstIndex = fields.firstIndex { $0.hasName(name) }
+            fields.removeAll { $0.hasName(name) }
             guard let newValue else { return }
             fields.insert(Field(name: name, value: newValue), at: firstIndex ?? fields.count)
         }
@@ -38,7 +43,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
 
     /// Every value of the fields named `name` (case-insensitive), in order.
     public func values(for name: String) -> [String] {
-        fields.filter { $0.name.lowercased() == name.lowercased() }.map(\.value)
+        fields.filter { $0.hasName(name) }.map(\.value)
     }
 
     /// Appends a field, keeping any of the same name.
