@@ -50,6 +50,24 @@ let package = Package(
             name: "FleetJSON",
             swiftSettings: fleetSwiftSettings
         ),
+        .target(
+            name: "ECMARegex",
+            swiftSettings: fleetSwiftSettings
+        ),
+        .target(
+            name: "FleetIO",
+            swiftSettings: fleetSwiftSettings
+        ),
+        .target(
+            name: "FleetSchema",
+            dependencies: ["FleetJSON", "ECMARegex", "FleetIO"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetSchemaTests",
+            dependencies: ["FleetSchema", "FleetJSON", "FleetIO"],
+            swiftSettings: fleetSwiftSettings
+        ),
         .testTarget(
             name: "FleetJSONTests",
             dependencies: ["FleetJSON"],

@@ -2,6 +2,10 @@
 ///
 /// Numbers keep integers exact up to 64 bits (see ``JSONNumber``); objects keep the order their
 /// members were written in (see ``JSONObject``).
+///
+/// Equality is JSON's, not Swift's: strings are equal when their code points are (Swift's
+/// `String` equality treats `"é"` and `"e\u{301}"` as equal; JSON Schema's `const`, `enum`
+/// and `uniqueItems` must not), numbers compare mathematically, objects ignore member order.
 public enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
@@ -57,6 +61,33 @@ public enum JSONValue: Sendable, Hashable {
     public var numberValue: JSONNumber? {
         guard case .number(let value) = self else { return nil }
         return value
+    }
+}
+
+extension JSONValue {
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): true
+        case (.bool(let a), .bool(let b)): a == b
+        case (.number(let a), .number(let b)): a == b
+        case (.string(let a), .string(let b)): a.utf8.elementsEqual(b.utf8)
+        case (.array(let a), .array(let b)): a == b
+        case (.object(let a), .object(let b)): a == b
+        default: false
+        }
+    }
+
+    /// Consistent with `==`: values equal by code points hash alike (Swift's string hash is
+    /// coarser, which is allowed).
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0)
+        case .bool(let value): hasher.combine(value)
+        case .number(let value): hasher.combine(value)
+        case .string(let value): hasher.combine(value)
+        case .array(let value): hasher.combine(value)
+        case .object(let value): hasher.combine(value)
+        }
     }
 }
 

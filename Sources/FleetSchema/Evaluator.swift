@@ -1,0 +1,456 @@
+import ECMARegex
+import FleetJSON
+
+/// Which properties and items of one instance the subschemas applied to it have evaluated:
+/// the annotations that `unevaluatedProperties` and `unevaluatedItems` read.
+struct Annotations {
+    var properties: Set<String> = []
+    /// Items `0..<evaluatedPrefix` were evaluated (by `prefixItems`).
+    var evaluatedPrefix = 0
+    /// Every item was evaluated (by `items` or `unevaluatedItems`).
+    var allItems = false
+    /// Items matched by `contains`.
+    var items: Set<Int> = []
+
+    mutating func merge(_ other: Annotations) {
+        properties.formUnion(other.properties)
+        evaluatedPrefix = max(evaluatedPrefix, other.evaluatedPrefix)
+        allItems = allItems || other.allItems
+        items.formUnion(other.items)
+    }
+
+    func isEvaluated(item index: Int) -> Bool {
+        allItems || index < evaluatedPrefix || items.contains(index)
+    }
+}
+
+/// The instance location being evaluated, built only when errors are collected.
+final class InstancePath {
+    let parent: InstancePath?
+    let token: String
+
+    init(parent: InstancePath?, token: String) {
+        self.parent = parent
+        self.token = token
+    }
+
+    static func pointer(_ path: InstancePath?) -> JSONPointer {
+        var tokens: [String] = []
+        var current = path
+        while let step = current {
+            tokens.append(step.token)
+            current = step.parent
+        }
+        return JSONPointer(tokens: tokens.reversed())
+    }
+}
+
+/// The state of evaluating one node against one instance.
+struct Frame {
+    let node: Int
+    let path: InstancePath?
+    /// Whether the node must record what it evaluated (for an `unevaluated*` keyword here or
+    /// above, at the same instance).
+    let collect: Bool
+    /// Whether values here are secrets, never to be quoted.
+    let secret: Bool
+    var valid = true
+    var local = Annotations()
+}
+
+/// One validation run: walks the compiled graph over an instance.
+///
+/// With `collectsErrors` off it stops at the first failure (``JSONSchema/isValid(_:)``); with it
+/// on it evaluates every keyword and records an error for each failure, in keyword order.
+struct Evaluator {
+    /// Deeper than this, evaluation stops with an error: only a `$ref` cycle that never moves
+    /// into the instance gets here (instances themselves nest at most 512 deep).
+    static let maximumDepth = 2_000
+
+    let nodes: [SchemaNode]
+    let resources: [SchemaResource]
+    var collectsErrors: Bool
+    var errors: [ValidationError] = []
+    private var dynamicScope: [Int] = []
+    private var depth = 0
+
+    init(schema: JSONSchema, collectsErrors: Bool) {
+        nodes = schema.nodes
+        resources = schema.resources
+        self.collectsErrors = collectsErrors
+    }
+
+    /// Evaluates node `index` against `instance`; when `collecting`, adds what it evaluated to
+    /// `annotations` (only if it is valid: a failing schema's annotations are dropped).
+    mutating func evaluate(
+        _ index: Int, _ instance: JSONValue, at path: InstancePath?, annotations: inout Annotations, collecting: Bool,
+        secret: Bool
+    ) -> Bool {
+        if let constant = nodes[index].constant {
+            if !constant { report(at: path, keywordLocation: nodes[index].location, "no value is allowed here") }
+            return constant
+        }
+        depth += 1
+        defer { depth -= 1 }
+        guard depth <= Self.maximumDepth else {
+            report(
+                at: path, keywordLocation: nodes[index].location,
+                "the schema nests more than \(Self.maximumDepth) levels deep here (a $ref cycle?)")
+            return false
+        }
+        let resource = nodes[index].resource
+        let entersResource = dynamicScope.last != resource
+        if entersResource { dynamicScope.append(resource) }
+        defer { if entersResource { dynamicScope.removeLast() } }
+
+        var frame = Frame(
+            node: index, path: path, collect: collecting || nodes[index].needsAnnotations, secret: secret || nodes[index].isSecret)
+        guard evaluateKeywords(&frame, instance) else { return false }
+        if frame.valid && collecting { annotations.merge(frame.local) }
+        return frame.valid
+    }
+
+    /// Evaluates every keyword of the frame's node, in a fixed order. Returns false when it
+    /// stopped early (a failure while errors are not collected).
+    private mutating func evaluateKeywords(_ frame: inout Frame, _ instance: JSONValue) -> Bool {
+        let secret = frame.secret
+        let node = nodes[frame.node]
+        if let ref = node.ref, apply(&frame, ref, instance) { return false }
+        if let dynamic = node.dynamicRef, apply(&frame, resolve(dynamic), instance) { return false }
+
+        if let types = node.types, !types.admits(instance),
+            fail(&frame, "type", "must be \(types.phrase) (got \(instance.typeName)\(Self.quoted(instance, secret: secret, prefix: " ")))")
+        {
+            return false
+        }
+        if let allowed = node.enumValues, !allowed.contains(instance),
+            fail(&frame, "enum", "must be one of \(Self.list(allowed, secret: secret))\(Self.got(instance, secret: secret))")
+        {
+            return false
+        }
+        if let constant = node.constValue, constant != instance,
+            fail(&frame, "const", "must be \(Self.quoted(constant, secret: secret))\(Self.got(instance, secret: secret))")
+        {
+            return false
+        }
+
+        switch instance {
+        case .number(let number):
+            if !evaluateNumber(&frame, node, number) { return false }
+        case .string(let text):
+            if !evaluateString(&frame, node, text) { return false }
+        case .array(let elements):
+            if !evaluateArray(&frame, node, elements) { return false }
+        case .object(let object):
+            if !evaluateObject(&frame, node, object) { return false }
+        default:
+            break
+        }
+
+        if !evaluateLogic(&frame, node, instance) { return false }
+        return evaluateUnevaluated(&frame, node, instance)
+    }
+
+    // MARK: - Keyword groups
+
+    private mutating func evaluateNumber(_ frame: inout Frame, _ node: SchemaNode, _ number: JSONNumber) -> Bool {
+        let secret = frame.secret
+        for bound in node.bounds where !bound.admits(number) {
+            if fail(&frame, bound.keyword, "must be \(bound.phrase)\(Self.got(.number(number), secret: secret))") { return false }
+        }
+        if let divisor = node.multipleOf, !NumericBound.isMultiple(number, of: divisor),
+            fail(&frame, "multipleOf", "must be a multiple of \(divisor)\(Self.got(.number(number), secret: secret))")
+        {
+            return false
+        }
+        return true
+    }
+
+    private mutating func evaluateString(_ frame: inout Frame, _ node: SchemaNode, _ text: String) -> Bool {
+        let secret = frame.secret
+        if node.minLength != nil || node.maxLength != nil {
+            let length = text.unicodeScalars.count
+            if let minimum = node.minLength, length < minimum,
+                fail(&frame, "minLength", "must be at least \(Self.plural(minimum, "character")) long (got \(length))")
+            {
+                return false
+            }
+            if let maximum = node.maxLength, length > maximum,
+                fail(&frame, "maxLength", "must be at most \(Self.plural(maximum, "character")) long (got \(length))")
+            {
+                return false
+            }
+        }
+        if let pattern = node.pattern, !pattern.regex.matches(text),
+            fail(&frame, "pattern", "must match the pattern \(pattern.source)\(Self.got(.string(text), secret: secret))")
+        {
+            return false
+        }
+        return true
+    }
+
+    private mutating func evaluateArray(_ frame: inout Frame, _ node: SchemaNode, _ elements: [JSONValue]) -> Bool {
+        if let minimum = node.minItems, elements.count < minimum,
+            fail(&frame, "minItems", "must have at least \(Self.plural(minimum, "item")) (got \(elements.count))")
+        {
+            return false
+        }
+        if let maximum = node.maxItems, elements.count > maximum,
+            fail(&frame, "maxItems", "must have at most \(Self.plural(maximum, "item")) (got \(elements.count))")
+        {
+            return false
+        }
+        if node.uniqueItems, let (first, second) = Self.firstDuplicate(elements),
+            fail(&frame, "uniqueItems", "items \(first) and \(second) are equal; every item must be unique")
+        {
+            return false
+        }
+        let prefixCount = min(node.prefixItems.count, elements.count)
+        for position in 0..<prefixCount {
+            if apply(&frame, node.prefixItems[position], elements[position], child: String(position)) { return false }
+        }
+        if frame.collect { frame.local.evaluatedPrefix = max(frame.local.evaluatedPrefix, prefixCount) }
+        if let items = node.items {
+            for position in prefixCount..<elements.count {
+                let stop =
+                    nodes[items].constant == false
+                    ? fail(
+                        &frame, "items", at: childPath(frame.path, String(position)),
+                        "no item is allowed at this position (at most \(Self.plural(node.prefixItems.count, "item")))")
+                    : apply(&frame, items, elements[position], child: String(position))
+                if stop { return false }
+            }
+            if frame.collect { frame.local.allItems = true }
+        }
+        if let contains = node.contains {
+            var matching: [Int] = []
+            let secret = frame.secret
+            silently { evaluator in
+                for (position, element) in elements.enumerated() {
+                    var ignored = Annotations()
+                    if evaluator.evaluate(contains, element, at: nil, annotations: &ignored, collecting: false, secret: secret) {
+                        matching.append(position)
+                    }
+                }
+            }
+            let minimum = node.minContains ?? 1
+            if matching.count < minimum,
+                fail(&frame, node.minContains == nil ? "contains" : "minContains",
+                    "must contain at least \(Self.plural(minimum, "item")) matching contains (found \(matching.count))")
+            {
+                return false
+            }
+            if let maximum = node.maxContains, matching.count > maximum,
+                fail(&frame, "maxContains", "must contain at most \(Self.plural(maximum, "item")) matching contains (found \(matching.count))")
+            {
+                return false
+            }
+            if frame.collect { frame.local.items.formUnion(matching) }
+        }
+        return true
+    }
+
+    private mutating func evaluateObject(_ frame: inout Frame, _ node: SchemaNode, _ object: JSONObject) -> Bool {
+        if let minimum = node.minProperties, object.count < minimum,
+            fail(&frame, "minProperties", "must have at least \(Self.plural(minimum, "property", "properties")) (got \(object.count))")
+        {
+            return false
+        }
+        if let maximum = node.maxProperties, object.count > maximum,
+            fail(&frame, "maxProperties", "must have at most \(Self.plural(maximum, "property", "properties")) (got \(object.count))")
+        {
+            return false
+        }
+        for name in node.required where object[name] == nil {
+            if fail(&frame, "required", "missing required property \(Self.quoted(.string(name), secret: false))") { return false }
+        }
+        for dependency in node.dependentRequired where object[dependency.name] != nil {
+            for name in dependency.required where object[name] == nil {
+                let message =
+                    "missing property \(Self.quoted(.string(name), secret: false)), required when \(Self.quoted(.string(dependency.name), secret: false)) is present"
+                if fail(&frame, "dependentRequired", message) { return false }
+            }
+        }
+        if let names = node.propertyNames {
+            for key in object.keys {
+                let mark = errors.count
+                var ignored = Annotations()
+                if evaluate(names, .string(key), at: frame.path, annotations: &ignored, collecting: false, secret: false) { continue }
+                let reasons = errors[mark...].map(\.message).joined(separator: "; ")
+                errors.removeSubrange(mark...)
+                let because = reasons.isEmpty ? "" : ": " + reasons
+                if fail(&frame, "propertyNames", at: childPath(frame.path, key), "the property name \(Self.quoted(.string(key), secret: false)) is not allowed\(because)") {
+                    return false
+                }
+            }
+        }
+        guard !node.properties.isEmpty || !node.patternProperties.isEmpty || node.additionalProperties != nil else { return true }
+        for (key, value) in object {
+            var matched = false
+            if let schema = node.properties[key] {
+                matched = true
+                if apply(&frame, schema, value, child: key) { return false }
+            }
+            for entry in node.patternProperties where entry.pattern.regex.matches(key) {
+                matched = true
+                if apply(&frame, entry.schema, value, child: key) { return false }
+            }
+            if !matched, let additional = node.additionalProperties {
+                matched = true
+                let stop =
+                    nodes[additional].constant == false
+                    ? fail(&frame, "additionalProperties", at: childPath(frame.path, key), "unknown property \(Self.quoted(.string(key), secret: false))")
+                    : apply(&frame, additional, value, child: key)
+                if stop { return false }
+            }
+            if matched && frame.collect { frame.local.properties.insert(key) }
+        }
+        return true
+    }
+
+    private mutating func evaluateLogic(_ frame: inout Frame, _ node: SchemaNode, _ instance: JSONValue) -> Bool {
+        for branch in node.allOf where apply(&frame, branch, instance) { return false }
+        if !node.anyOf.isEmpty {
+            let mark = errors.count
+            var matched = 0
+            for branch in node.anyOf where evaluate(branch, instance, at: frame.path, annotations: &frame.local, collecting: frame.collect, secret: frame.secret) {
+                matched += 1
+                if !frame.collect { break }  // With annotations, every matching branch counts.
+            }
+            errors.removeSubrange(mark...)
+            if matched == 0, fail(&frame, "anyOf", "must match at least one of the \(node.anyOf.count) schemas in anyOf") { return false }
+        }
+        if !node.oneOf.isEmpty {
+            let mark = errors.count
+            var matches: [Int] = []
+            for (position, branch) in node.oneOf.enumerated()
+            where evaluate(branch, instance, at: frame.path, annotations: &frame.local, collecting: frame.collect, secret: frame.secret) {
+                matches.append(position)
+            }
+            errors.removeSubrange(mark...)
+            if matches.count != 1 {
+                let detail = matches.isEmpty ? "it matches none" : "it matches \(matches.map(String.init).joined(separator: " and "))"
+                if fail(&frame, "oneOf", "must match exactly one of the \(node.oneOf.count) schemas in oneOf (\(detail))") { return false }
+            }
+        }
+        if let negated = node.not {
+            let secret = frame.secret
+            let path = frame.path
+            let matches = silently { evaluator in
+                var ignored = Annotations()
+                return evaluator.evaluate(negated, instance, at: path, annotations: &ignored, collecting: false, secret: secret)
+            }
+            if matches, fail(&frame, "not", "must not match the schema in not") { return false }
+        }
+        if let condition = node.ifSchema {
+            let saved = collectsErrors
+            collectsErrors = false
+            let holds = evaluate(condition, instance, at: frame.path, annotations: &frame.local, collecting: frame.collect, secret: frame.secret)
+            collectsErrors = saved
+            if holds, let then = node.thenSchema, apply(&frame, then, instance) { return false }
+            if !holds, let otherwise = node.elseSchema, apply(&frame, otherwise, instance) { return false }
+        }
+        if case .object(let object) = instance {
+            for dependent in node.dependentSchemas where object[dependent.name] != nil {
+                if apply(&frame, dependent.schema, instance) { return false }
+            }
+        }
+        return true
+    }
+
+    /// `unevaluatedItems` and `unevaluatedProperties`: last, once every other keyword has
+    /// recorded what it evaluated.
+    private mutating func evaluateUnevaluated(_ frame: inout Frame, _ node: SchemaNode, _ instance: JSONValue) -> Bool {
+        if let unevaluated = node.unevaluatedItems, case .array(let elements) = instance {
+            for (position, element) in elements.enumerated() where !frame.local.isEvaluated(item: position) {
+                let stop =
+                    nodes[unevaluated].constant == false
+                    ? fail(&frame, "unevaluatedItems", at: childPath(frame.path, String(position)), "no item is allowed at this position")
+                    : apply(&frame, unevaluated, element, child: String(position))
+                if stop { return false }
+            }
+            frame.local.allItems = true
+        }
+        if let unevaluated = node.unevaluatedProperties, case .object(let object) = instance {
+            for (key, value) in object where !frame.local.properties.contains(key) {
+                let stop =
+                    nodes[unevaluated].constant == false
+                    ? fail(&frame, "unevaluatedProperties", at: childPath(frame.path, key), "unknown property \(Self.quoted(.string(key), secret: false))")
+                    : apply(&frame, unevaluated, value, child: key)
+                if stop { return false }
+            }
+            frame.local.properties.formUnion(object.keys)
+        }
+        return true
+    }
+
+    // MARK: - Helpers
+
+    /// Records a failure of `keyword`; returns true when evaluation should stop (the first
+    /// failure is enough when errors are not collected).
+    private mutating func fail(_ frame: inout Frame, _ keyword: String, at location: InstancePath?? = nil, _ message: @autoclosure () -> String) -> Bool {
+        frame.valid = false
+        guard collectsErrors else { return true }
+        errors.append(
+            ValidationError(
+                instanceLocation: InstancePath.pointer(location ?? frame.path), keywordLocation: nodes[frame.node].location + "/" + keyword,
+                message: message()))
+        return false
+    }
+
+    /// Applies `child` to the instance itself (in place: its annotations count here); returns
+    /// true when evaluation should stop.
+    private mutating func apply(_ frame: inout Frame, _ child: Int, _ instance: JSONValue) -> Bool {
+        if evaluate(child, instance, at: frame.path, annotations: &frame.local, collecting: frame.collect, secret: frame.secret) {
+            return false
+        }
+        frame.valid = false
+        return !collectsErrors
+    }
+
+    /// Applies `child` to a member or item of the instance; returns true when evaluation should
+    /// stop.
+    private mutating func apply(_ frame: inout Frame, _ child: Int, _ value: JSONValue, child token: String) -> Bool {
+        var ignored = Annotations()
+        if evaluate(child, value, at: childPath(frame.path, token), annotations: &ignored, collecting: false, secret: frame.secret) {
+            return false
+        }
+        frame.valid = false
+        return !collectsErrors
+    }
+
+    /// Runs `body` with error collection off (for subschemas whose failing is not itself an
+    /// error: `not` and `contains`).
+    private mutating func silently<Result>(_ body: (inout Evaluator) -> Result) -> Result {
+        let saved = collectsErrors
+        collectsErrors = false
+        defer { collectsErrors = saved }
+        return body(&self)
+    }
+
+    private func childPath(_ path: InstancePath?, _ token: String) -> InstancePath? {
+        collectsErrors ? InstancePath(parent: path, token: token) : nil
+    }
+
+    private func resolve(_ reference: DynamicReference) -> Int {
+        guard let anchor = reference.anchor else { return reference.target }
+        for resource in dynamicScope {
+            if let target = resources[resource].dynamicAnchors[anchor] { return target }
+        }
+        return reference.target
+    }
+
+    /// Records a failure that belongs to a whole subschema (a `false` schema, the depth guard).
+    private mutating func report(at path: InstancePath?, keywordLocation: String, _ message: String) {
+        guard collectsErrors else { return }
+        errors.append(ValidationError(instanceLocation: InstancePath.pointer(path), keywordLocation: keywordLocation, message: message))
+    }
+
+    private static func firstDuplicate(_ elements: [JSONValue]) -> (Int, Int)? {
+        var seen: [JSONValue: Int] = [:]
+        for (position, element) in elements.enumerated() {
+            if let earlier = seen.updateValue(position, forKey: element) { return (earlier, position) }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,70 @@
+import FleetJSON
+
+/// A compiled JSON Schema 2020-12 schema, ready to validate instances.
+///
+/// ```swift
+/// let schema = try JSONSchema(try JSONParser.parse(schemaText))
+/// for error in schema.validate(try JSONParser.parse(settingsText)) {
+///     print(error)  // /duration: must be one of "1", "2" (got "5")
+/// }
+/// ```
+///
+/// Every keyword of the core, applicator, unevaluated, validation, meta-data, format-annotation
+/// and content vocabularies is implemented; `format` and `content*` are annotations and never
+/// fail a value. `pattern` follows ECMA-262. Remote `$ref`s resolve only through the
+/// ``SchemaRegistry``. A schema that is malformed or asks for what the validator cannot honour
+/// throws ``SchemaError`` when it is compiled — it is never half-checked.
+///
+/// Compiling is done once; validating is thread-safe and allocation-light on the success path.
+public struct JSONSchema: Sendable {
+    /// How strictly a schema is read.
+    public struct Options: Sendable, Hashable {
+        /// Report keywords that are not part of 2020-12 (and do not start with `x-`) as
+        /// unsupported instead of ignoring them.
+        ///
+        /// The specification says unknown keywords are annotations and must be ignored, so this is
+        /// off for standard use. fleetset's metadata turns it on: an admin who writes
+        /// `"dependencies"` or misspells `"maxLenght"` expects it to be enforced, and a silently
+        /// ignored constraint is the half-checking fleetset promises never to do.
+        public var rejectsUnknownKeywords: Bool
+
+        /// Creates options.
+        public init(rejectsUnknownKeywords: Bool = false) {
+            self.rejectsUnknownKeywords = rejectsUnknownKeywords
+        }
+
+        /// The specification's behaviour.
+        public static let standard = Options()
+        /// As ``standard``, but unknown keywords are unsupported.
+        public static let strict = Options(rejectsUnknownKeywords: true)
+    }
+
+    let nodes: [SchemaNode]
+    let resources: [SchemaResource]
+    let root: Int
+
+    /// Compiles `schema`, resolving references through `registry`.
+    ///
+    /// - Throws: ``SchemaError`` when the schema is invalid or unsupported.
+    public init(_ schema: JSONValue, registry: SchemaRegistry = SchemaRegistry(), options: Options = .standard) throws(SchemaError) {
+        var compiler = SchemaCompiler(schema: schema, registry: registry, options: options)
+        root = try compiler.compile()
+        nodes = compiler.nodes
+        resources = compiler.resources
+    }
+
+    /// All the ways `instance` fails the schema, in a stable order (empty when it is valid).
+    public func validate(_ instance: JSONValue) -> [ValidationError] {
+        var evaluator = Evaluator(schema: self, collectsErrors: true)
+        var annotations = Annotations()
+        _ = evaluator.evaluate(root, instance, at: nil, annotations: &annotations, collecting: false, secret: false)
+        return evaluator.errors
+    }
+
+    /// Whether `instance` is valid; stops at the first failure.
+    public func isValid(_ instance: JSONValue) -> Bool {
+        var evaluator = Evaluator(schema: self, collectsErrors: false)
+        var annotations = Annotations()
+        return evaluator.evaluate(root, instance, at: nil, annotations: &annotations, collecting: false, secret: false)
+    }
+}
