@@ -63,6 +63,16 @@ let package = Package(
             dependencies: ["FleetJSON", "ECMARegex", "FleetIO"],
             swiftSettings: fleetSwiftSettings
         ),
+        .target(
+            name: "FleetMetadata",
+            dependencies: ["FleetJSON", "FleetSchema"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetMetadataTests",
+            dependencies: ["FleetMetadata", "FleetSchema", "FleetJSON", "FleetIO"],
+            swiftSettings: fleetSwiftSettings
+        ),
         .testTarget(
             name: "FleetSchemaTests",
             dependencies: ["FleetSchema", "FleetJSON", "FleetIO"],

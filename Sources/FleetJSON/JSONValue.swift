@@ -225,3 +225,11 @@ public struct JSONObject: Sendable, Hashable, Sequence {
         keys.lazy.map { key in (key: key, value: values[key]!) }.makeIterator()
     }
 }
+
+extension JSONObject: ExpressibleByDictionaryLiteral {
+    /// An object with the members in the order written (a repeated key keeps the last value).
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self.init()
+        for (key, value) in elements { self[key] = value }
+    }
+}

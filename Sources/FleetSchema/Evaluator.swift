@@ -235,13 +235,16 @@ struct Evaluator {
             }
             let minimum = node.minContains ?? 1
             if matching.count < minimum,
-                fail(&frame, node.minContains == nil ? "contains" : "minContains",
+                fail(
+                    &frame, node.minContains == nil ? "contains" : "minContains",
                     "must contain at least \(Self.plural(minimum, "item")) matching contains (found \(matching.count))")
             {
                 return false
             }
             if let maximum = node.maxContains, matching.count > maximum,
-                fail(&frame, "maxContains", "must contain at most \(Self.plural(maximum, "item")) matching contains (found \(matching.count))")
+                fail(
+                    &frame, "maxContains",
+                    "must contain at most \(Self.plural(maximum, "item")) matching contains (found \(matching.count))")
             {
                 return false
             }
@@ -279,7 +282,10 @@ struct Evaluator {
                 let reasons = errors[mark...].map(\.message).joined(separator: "; ")
                 errors.removeSubrange(mark...)
                 let because = reasons.isEmpty ? "" : ": " + reasons
-                if fail(&frame, "propertyNames", at: childPath(frame.path, key), "the property name \(Self.quoted(.string(key), secret: false)) is not allowed\(because)") {
+                if fail(
+                    &frame, "propertyNames", at: childPath(frame.path, key),
+                    "the property name \(Self.quoted(.string(key), secret: false)) is not allowed\(because)")
+                {
                     return false
                 }
             }
@@ -299,7 +305,9 @@ struct Evaluator {
                 matched = true
                 let stop =
                     nodes[additional].constant == false
-                    ? fail(&frame, "additionalProperties", at: childPath(frame.path, key), "unknown property \(Self.quoted(.string(key), secret: false))")
+                    ? fail(
+                        &frame, "additionalProperties", at: childPath(frame.path, key),
+                        "unknown property \(Self.quoted(.string(key), secret: false))")
                     : apply(&frame, additional, value, child: key)
                 if stop { return false }
             }
@@ -313,7 +321,8 @@ struct Evaluator {
         if !node.anyOf.isEmpty {
             let mark = errors.count
             var matched = 0
-            for branch in node.anyOf where evaluate(branch, instance, at: frame.path, annotations: &frame.local, collecting: frame.collect, secret: frame.secret) {
+            for branch in node.anyOf
+            where evaluate(branch, instance, at: frame.path, annotations: &frame.local, collecting: frame.collect, secret: frame.secret) {
                 matched += 1
                 if !frame.collect { break }  // With annotations, every matching branch counts.
             }
@@ -345,7 +354,8 @@ struct Evaluator {
         if let condition = node.ifSchema {
             let saved = collectsErrors
             collectsErrors = false
-            let holds = evaluate(condition, instance, at: frame.path, annotations: &frame.local, collecting: frame.collect, secret: frame.secret)
+            let holds = evaluate(
+                condition, instance, at: frame.path, annotations: &frame.local, collecting: frame.collect, secret: frame.secret)
             collectsErrors = saved
             if holds, let then = node.thenSchema, apply(&frame, then, instance) { return false }
             if !holds, let otherwise = node.elseSchema, apply(&frame, otherwise, instance) { return false }
@@ -375,7 +385,9 @@ struct Evaluator {
             for (key, value) in object where !frame.local.properties.contains(key) {
                 let stop =
                     nodes[unevaluated].constant == false
-                    ? fail(&frame, "unevaluatedProperties", at: childPath(frame.path, key), "unknown property \(Self.quoted(.string(key), secret: false))")
+                    ? fail(
+                        &frame, "unevaluatedProperties", at: childPath(frame.path, key),
+                        "unknown property \(Self.quoted(.string(key), secret: false))")
                     : apply(&frame, unevaluated, value, child: key)
                 if stop { return false }
             }
@@ -388,7 +400,9 @@ struct Evaluator {
 
     /// Records a failure of `keyword`; returns true when evaluation should stop (the first
     /// failure is enough when errors are not collected).
-    private mutating func fail(_ frame: inout Frame, _ keyword: String, at location: InstancePath?? = nil, _ message: @autoclosure () -> String) -> Bool {
+    private mutating func fail(
+        _ frame: inout Frame, _ keyword: String, at location: InstancePath?? = nil, _ message: @autoclosure () -> String
+    ) -> Bool {
         frame.valid = false
         guard collectsErrors else { return true }
         errors.append(

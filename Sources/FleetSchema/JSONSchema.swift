@@ -11,7 +11,9 @@ import FleetJSON
 ///
 /// Every keyword of the core, applicator, unevaluated, validation, meta-data, format-annotation
 /// and content vocabularies is implemented; `format` and `content*` are annotations and never
-/// fail a value. `pattern` follows ECMA-262. Remote `$ref`s resolve only through the
+/// fail a value. Draft 7's `dependencies` is honoured too (as `dependentRequired` and
+/// `dependentSchemas`), so that a schema carried over from an older draft is not half-checked.
+/// `pattern` follows ECMA-262. Remote `$ref`s resolve only through the
 /// ``SchemaRegistry``. A schema that is malformed or asks for what the validator cannot honour
 /// throws ``SchemaError`` when it is compiled — it is never half-checked.
 ///
@@ -24,7 +26,7 @@ public struct JSONSchema: Sendable {
         ///
         /// The specification says unknown keywords are annotations and must be ignored, so this is
         /// off for standard use. fleetset's metadata turns it on: an admin who writes
-        /// `"dependencies"` or misspells `"maxLenght"` expects it to be enforced, and a silently
+        /// `"additionalItems"` or misspells `"maxLenght"` expects it to be enforced, and a silently
         /// ignored constraint is the half-checking fleetset promises never to do.
         public var rejectsUnknownKeywords: Bool
 
@@ -66,5 +68,33 @@ public struct JSONSchema: Sendable {
         var evaluator = Evaluator(schema: self, collectsErrors: false)
         var annotations = Annotations()
         return evaluator.evaluate(root, instance, at: nil, annotations: &annotations, collecting: false, secret: false)
+    }
+}
+
+extension JSONSchema {
+    /// Calls `body` with the JSON pointer and members of every object subschema of `document`
+    /// reachable through the 2020-12 applicator keywords and `$defs` (the root included), in
+    /// document order. References are not followed.
+    public static func forEachSubschema(of document: JSONValue, _ body: (JSONPointer, JSONObject) -> Void) {
+        func visit(_ value: JSONValue, _ pointer: JSONPointer) {
+            guard case .object(let object) = value else { return }
+            body(pointer, object)
+            for (keyword, member) in object {
+                let location = pointer.appending(keyword)
+                switch SchemaKeywords.shape(of: keyword) {
+                case .schema:
+                    visit(member, location)
+                case .schemaArray:
+                    for (position, element) in (member.arrayValue ?? []).enumerated() {
+                        visit(element, location.appending(index: position))
+                    }
+                case .schemaMap:
+                    for (name, element) in member.objectValue ?? JSONObject() { visit(element, location.appending(name)) }
+                case .other:
+                    continue
+                }
+            }
+        }
+        visit(document, .root)
     }
 }

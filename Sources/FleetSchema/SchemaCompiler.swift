@@ -108,7 +108,8 @@ struct SchemaCompiler {
             guard let pointer = JSONPointer(fragment) else {
                 throw SchemaError(.invalid, at: describe(keywordLocation), "\"\(reference)\" has a malformed JSON pointer")
             }
-            let location = SchemaLocation(document: resource.document, pointer: JSONPointer(tokens: resource.pointer.tokens + pointer.tokens))
+            let location = SchemaLocation(
+                document: resource.document, pointer: JSONPointer(tokens: resource.pointer.tokens + pointer.tokens))
             guard registry.documents[location.document][pointer: location.pointer] != nil else {
                 throw SchemaError(.invalid, at: describe(keywordLocation), "\"\(reference)\" points to nothing")
             }
@@ -275,6 +276,16 @@ struct SchemaCompiler {
                 (name: name, required: try stringArray(names, at: location.appending(name)))
             }
 
+        case "dependencies" where applicator && validation:
+            // Draft 7's keyword, split in 2019-09: honoured rather than silently ignored.
+            guard case .object(let members) = value else { throw SchemaError(.invalid, at: describe(location), "must be an object") }
+            for (name, dependency) in members {
+                if case .array = dependency {
+                    node.dependentRequired.append((name: name, required: try stringArray(dependency, at: location.appending(name))))
+                } else {
+                    node.dependentSchemas.append((name: name, schema: try subschema(dependency, at: location.appending(name))))
+                }
+            }
         case "format":
             _ = try string(value, at: location)  // An annotation: recorded by the metadata layer, never asserted.
         default:
@@ -295,7 +306,6 @@ struct SchemaCompiler {
         else { return }
         let hint =
             switch keyword {
-            case "dependencies": " (since 2019-09 it is split into \"dependentRequired\" and \"dependentSchemas\")"
             case "additionalItems": " (in 2020-12, \"items\" after \"prefixItems\" does this)"
             case "$recursiveRef", "$recursiveAnchor": " (in 2020-12, use \"$dynamicRef\" and \"$dynamicAnchor\")"
             case "id": " (the 2020-12 keyword is \"$id\")"
@@ -415,7 +425,8 @@ struct SchemaCompiler {
             return CompiledPattern(source: source, regex: try ECMAScriptPattern(source))
         } catch {
             let kind: SchemaError.Kind = error.kind == .unsupported ? .unsupported : .invalid
-            throw SchemaError(kind, at: describe(location), "the regular expression \(JSONValue.string(source).serialized()): \(error.message)")
+            throw SchemaError(
+                kind, at: describe(location), "the regular expression \(JSONValue.string(source).serialized()): \(error.message)")
         }
     }
 }

@@ -24,20 +24,28 @@ public struct SchemaRegistry: Sendable {
 
     /// A registry with the JSON Schema 2020-12 meta-schema and its vocabulary meta-schemas.
     public init() {
-        self.init(includingMetaSchemas: true)
+        self = Self.withMetaSchemas
     }
 
     /// A registry that starts empty when `includingMetaSchemas` is false.
     public init(includingMetaSchemas: Bool) {
-        guard includingMetaSchemas else { return }
+        self = includingMetaSchemas ? Self.withMetaSchemas : SchemaRegistry(empty: ())
+    }
+
+    private init(empty: ()) {}
+
+    /// The meta-schemas, parsed and indexed once per process.
+    private static let withMetaSchemas: SchemaRegistry = {
+        var registry = SchemaRegistry(empty: ())
         for text in MetaSchemas.documents {
             // The embedded documents are generated from the official files and read in the tests.
             guard let document = try? JSONParser.parse(text), let id = document["$id"]?.stringValue else {
                 preconditionFailure("embedded 2020-12 meta-schema does not parse")
             }
-            register(document, as: id)
+            registry.register(document, as: id)
         }
-    }
+        return registry
+    }()
 
     /// Adds `document` under the absolute URI it would be retrieved from (for the official test
     /// suite's remotes, `http://localhost:1234/<path>`).

@@ -1,0 +1,91 @@
+import FleetJSON
+
+/// Operations on a settings values object that the server, the agent and the CLI share.
+public enum SettingsValues {
+    /// The text shown instead of a secret value.
+    public static let mask: JSONValue = "********"
+
+    /// RFC 7396 JSON Merge Patch: `patch` applied to `target`.
+    ///
+    /// An object patch sets each member, removing members whose patch value is `null`, and
+    /// merges nested objects; any other patch replaces the target entirely.
+    public static func mergePatch(_ target: JSONValue, _ patch: JSONValue) -> JSONValue {
+        guard case .object(let patchObject) = patch else { return patch }
+        var result = target.objectValue ?? JSONObject()
+        for (key, value) in patchObject {
+            if value == .null {
+                result[key] = nil
+            } else {
+                result[key] = mergePatch(result[key] ?? .null, value)
+            }
+        }
+        return .object(result)
+    }
+
+    /// The top-level keys whose values differ between `old` and `new` (added, removed or
+    /// changed), sorted.
+    public static func changedKeys(_ old: JSONObject, _ new: JSONObject) -> [String] {
+        var changed: Set<String> = []
+        for (key, value) in new where old[key] != value { changed.insert(key) }
+        for key in old.keys where new[key] == nil { changed.insert(key) }
+        return changed.sorted()
+    }
+
+    /// The merge patch that turns `old` into `new` at the top level: changed keys with their
+    /// new values, removed keys as `null`.
+    public static func patch(from old: JSONObject, to new: JSONObject) -> JSONObject {
+        var patch = JSONObject()
+        for key in changedKeys(old, new) { patch[key] = new[key] ?? .null }
+        return patch
+    }
+}
+
+extension Metadata {
+    /// `values` with every missing setting that has a `default` filled in, recursively through
+    /// object properties (an absent object setting without a default of its own is created when
+    /// its properties have defaults). Present values are never changed, and array items are not
+    /// filled.
+    public func applyingDefaults(to values: JSONObject) -> JSONObject {
+        Self.fillDefaults(values, schema: schemaDocument) ?? values
+    }
+
+    /// The values every device starts from: the defaults alone.
+    public var defaultValues: JSONObject { applyingDefaults(to: JSONObject()) }
+
+    private static func fillDefaults(_ values: JSONObject?, schema: JSONValue) -> JSONObject? {
+        guard case .object(let properties)? = schema["properties"] else { return values }
+        var result = values ?? JSONObject()
+        var filledAny = false
+        for (key, property) in properties {
+            switch result[key] {
+            case .object(let nested)?:
+                if let filled = fillDefaults(nested, schema: property) { result[key] = .object(filled) }
+            case nil:
+                if let value = property["default"] {
+                    result[key] = value
+                    filledAny = true
+                } else if property["type"] == .string("object"), let created = fillDefaults(nil, schema: property), !created.isEmpty {
+                    result[key] = .object(created)
+                    filledAny = true
+                }
+            default:
+                continue
+            }
+        }
+        return values == nil && !filledAny ? nil : result
+    }
+
+    /// `values` with every secret setting's value replaced by ``SettingsValues/mask``, for logs
+    /// and output.
+    public func masked(_ values: JSONObject) -> JSONObject {
+        var result = values
+        for key in secretKeys where result[key] != nil { result[key] = SettingsValues.mask }
+        return result
+    }
+
+    /// The keys of `patch` that devices may not write (not `x-writable`), sorted; empty when
+    /// the whole patch is allowed.
+    public func forbiddenKeys(in patch: JSONObject) -> [String] {
+        patch.keys.filter { !writableKeys.contains($0) }.sorted()
+    }
+}
