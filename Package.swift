@@ -27,13 +27,15 @@ if Context.environment["CI"] != nil || Context.environment["FLEETSET_WERROR"] !=
 let package = Package(
     name: "fleetset",
     products: [
-        .library(name: "Curl", targets: ["Curl"])
+        .executable(name: "fleetset", targets: ["fleetset"]),
+        .library(name: "Curl", targets: ["Curl"]),
     ],
     dependencies: [
         // Test-only: the real HTTPS (HTTP/1.1 + HTTP/2, mutual TLS) server the client tests talk to.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     ],
     targets: [
         .systemLibrary(
@@ -71,6 +73,19 @@ let package = Package(
         .testTarget(
             name: "FleetMetadataTests",
             dependencies: ["FleetMetadata", "FleetSchema", "FleetJSON", "FleetIO"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .executableTarget(
+            name: "fleetset",
+            dependencies: [
+                "FleetJSON", "FleetSchema", "FleetMetadata", "FleetIO",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetsetCLITests",
+            dependencies: ["fleetset"],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(

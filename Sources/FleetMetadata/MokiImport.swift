@@ -10,7 +10,7 @@ import FleetJSON
 /// | `TextField` | `{"type": "string", "default": Value}`; `Placeholder` → `x-placeholder` |
 /// | `TextField` with class `Password` | the same, plus `"x-secret": true` |
 /// | `ToggleSwitch` | `{"type": "boolean", "default": Value}` |
-/// | `ComboBox` (class `Single` or none) with `Options` | `{"enum": [Option values], "x-enumTitles": [Option titles], "default": Value}`, typed by the values |
+/// | `ComboBox` (class `Single` or none) with `Options` | `{"type": the values' type, "enum": [Option values], "x-enumTitles": [Option titles], "default": Value}` |
 /// | `ComboBox` with class `Multiple` | an array of those values, `uniqueItems` |
 /// | `Pane` | a layout `pane`; its settings stay top-level keys |
 /// | `List` with `ItemTemplate` | `{"type": "array", "items": {"type": "object", "properties": …}}`; item keys are scoped to the item, `Value` (if any) → `default` |
@@ -171,7 +171,10 @@ private struct Converter {
             property["default"] = typedDefault(control["Value"], expected: "boolean", at: pointer) ?? false
         case "ComboBox":
             guard let options = comboOptions(control["Options"], at: pointer.appending("Options")) else { return nil }
-            let single: JSONObject = ["enum": .array(options.values), "x-enumTitles": .array(options.titles)]
+            var single: JSONObject = [:]
+            if let type = Self.commonType(of: options.values) { single["type"] = .string(type) }
+            single["enum"] = .array(options.values)
+            single["x-enumTitles"] = .array(options.titles)
             if classes.contains("Multiple") {
                 property["type"] = "array"
                 property["items"] = .object(single)
@@ -196,6 +199,14 @@ private struct Converter {
         }
         if !classes.isEmpty { property["x-moki-class"] = .array(classes.map(JSONValue.string)) }
         return property
+    }
+
+    /// The JSON Schema type all `values` share (`number` for a mix of integers and numbers).
+    static func commonType(of values: [JSONValue]) -> String? {
+        let types = Set(values.map(\.typeName))
+        if types.count == 1 { return types.first }
+        if types == ["integer", "number"] { return "number" }
+        return nil
     }
 
     mutating func typedDefault(_ value: JSONValue?, expected: String, at pointer: JSONPointer) -> JSONValue? {

@@ -1,0 +1,62 @@
+import ArgumentParser
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `fleetset` command: the device CLI for apps, scripts and operators.
+///
+/// Exit codes, for every subcommand: 0 success; 1 the input is invalid (a schema test failed,
+/// a document does not validate); 2 a usage error or a file that cannot be read.
+@main
+struct Fleetset: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fleetset",
+        abstract: "Manage and check app settings on a fleetset device.",
+        discussion: """
+            Exit status: 0 on success, 1 when the input is invalid, 2 on usage or I/O errors.
+            """,
+        subcommands: [SchemaCommand.self, MetadataCommand.self, SettingsCommand.self]
+    )
+
+    /// Runs the command line, mapping argument errors to exit code 2 (ArgumentParser's own
+    /// default, 64, is not what scripts expect from fleetset).
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = exitCode(for: error)
+            guard code == .validationFailure else { exit(withError: error) }
+            let message = fullMessage(for: error)
+            FileHandleOutput.standardError(message)
+            Glibc.exit(CLIExit.usageOrIO.rawValue)
+        }
+    }
+}
+
+/// fleetset's exit codes.
+enum CLIExit {
+    /// The input is invalid.
+    static let invalidInput = ExitCode(1)
+    /// A usage error or an unreadable file.
+    static let usageOrIO = ExitCode(2)
+}
+
+/// Writing to the standard streams without Foundation.
+enum FileHandleOutput {
+    static func standardError(_ text: String) {
+        let line = text.hasSuffix("\n") ? text : text + "\n"
+        var bytes = Array(line.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+            if written < 0 && errno == EINTR { continue }
+            guard written > 0 else { return }
+            bytes = bytes.dropFirst(written)
+        }
+    }
+}
