@@ -23,7 +23,7 @@ struct SchemaCompiler {
 
     /// The base URI given to a root schema without `$id`. Relative references resolve against
     /// it, and it never collides with a registered document.
-    static let defaultRootURI = "urn:fleetset:schema:root"
+    static let defaultRootURI = "urn:fleetset:schema"
 
     init(schema: JSONValue, registry: SchemaRegistry, options: JSONSchema.Options) {
         var registry = registry
@@ -97,6 +97,12 @@ struct SchemaCompiler {
         let target = base.resolving(reference)
         let resourceURI = target.withoutFragment.description
         guard let resource = registry.resources[resourceURI] else {
+            if base.description == Self.defaultRootURI && !target.withoutFragment.description.hasPrefix(Self.defaultRootURI) {
+                throw SchemaError(
+                    .invalid, at: describe(keywordLocation),
+                    "\"\(reference)\" is relative, but the schema has no \"$id\" to resolve it against (fleetset never downloads schemas: register the document and refer to it by its URI)"
+                )
+            }
             throw SchemaError(
                 .invalid, at: describe(keywordLocation),
                 "\"\(reference)\" refers to \"\(resourceURI)\", which is not a known schema (fleetset never downloads schemas: register the document)"
