@@ -29,6 +29,9 @@ let package = Package(
     products: [
         .executable(name: "fleetset", targets: ["fleetset"]),
         .library(name: "Curl", targets: ["Curl"]),
+        .library(name: "FleetJSON", targets: ["FleetJSON"]),
+        .library(name: "FleetSchema", targets: ["FleetSchema"]),
+        .library(name: "FleetMetadata", targets: ["FleetMetadata"]),
     ],
     dependencies: [
         // Test-only: the real HTTPS (HTTP/1.1 + HTTP/2, mutual TLS) server the client tests talk to.
@@ -56,13 +59,14 @@ let package = Package(
             name: "ECMARegex",
             swiftSettings: fleetSwiftSettings
         ),
+        .target(name: "CThreadStack"),
         .target(
             name: "FleetIO",
             swiftSettings: fleetSwiftSettings
         ),
         .target(
             name: "FleetSchema",
-            dependencies: ["FleetJSON", "ECMARegex", "FleetIO"],
+            dependencies: ["FleetJSON", "ECMARegex", "FleetIO", "CThreadStack"],
             swiftSettings: fleetSwiftSettings
         ),
         .target(
@@ -86,6 +90,11 @@ let package = Package(
         .testTarget(
             name: "FleetsetCLITests",
             dependencies: ["fleetset"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "ECMARegexTests",
+            dependencies: ["ECMARegex"],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(

@@ -11,49 +11,56 @@ public struct JSONWriteOptions: Sendable, OptionSet {
 
 extension JSONValue {
     /// The value as JSON text that ``JSONParser`` reads back to an equal value.
-    public func serialized(_ options: JSONWriteOptions = []) -> String {
+    ///
+    /// The writer keeps its own stack, so the deepest document the reader accepts is written
+    /// on any thread. With `maximumLength`, writing stops soon after that many UTF-8 bytes (for
+    /// quoting a value in a message without writing all of a large one).
+    public func serialized(_ options: JSONWriteOptions = [], maximumLength: Int? = nil) -> String {
         var output = ""
-        write(to: &output, options: options, indent: 0)
-        return output
-    }
-
-    private func write(to output: inout String, options: JSONWriteOptions, indent: Int) {
-        switch self {
-        case .null: output += "null"
-        case .bool(let value): output += value ? "true" : "false"
-        case .number(let number): output += number.description
-        case .string(let text): Self.writeString(text, to: &output)
-        case .array(let elements):
-            writeContainer(open: "[", close: "]", count: elements.count, to: &output, options: options, indent: indent) { index, output in
-                elements[index].write(to: &output, options: options, indent: indent + 1)
-            }
-        case .object(let object):
-            let keys = options.contains(.sortedKeys) ? object.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } : object.keys
-            writeContainer(open: "{", close: "}", count: keys.count, to: &output, options: options, indent: indent) { index, output in
-                Self.writeString(keys[index], to: &output)
-                output += options.contains(.pretty) ? ": " : ":"
-                object[keys[index]]?.write(to: &output, options: options, indent: indent + 1)
-            }
-        }
-    }
-
-    private func writeContainer(
-        open: String, close: String, count: Int, to output: inout String, options: JSONWriteOptions, indent: Int,
-        element: (Int, inout String) -> Void
-    ) {
-        output += open
-        guard count > 0 else {
-            output += close
-            return
-        }
         let pretty = options.contains(.pretty)
-        for index in 0..<count {
-            if index > 0 { output += "," }
-            if pretty { output += "\n" + String(repeating: "  ", count: indent + 1) }
-            element(index, &output)
+        let limit = maximumLength ?? Int.max
+        var steps: [WriteStep] = [.value(self, indent: 0)]
+        func newline(_ indent: Int) -> String {
+            pretty ? "\n" + String(repeating: "  ", count: indent) : ""
         }
-        if pretty { output += "\n" + String(repeating: "  ", count: indent) }
-        output += close
+        while let step = steps.popLast(), output.utf8.count < limit {
+            switch step {
+            case .text(let text):
+                output += text
+            case .value(.null, _): output += "null"
+            case .value(.bool(let value), _): output += value ? "true" : "false"
+            case .value(.number(let number), _): output += number.description
+            case .value(.string(let text), _): Self.writeString(text, to: &output)
+            case .value(.array(let elements), let indent):
+                guard !elements.isEmpty else {
+                    output += "[]"
+                    continue
+                }
+                output += "["
+                steps.append(.text(newline(indent) + "]"))
+                for index in elements.indices.reversed() {
+                    steps.append(.value(elements[index], indent: indent + 1))
+                    steps.append(.text((index > 0 ? "," : "") + newline(indent + 1)))
+                }
+            case .value(.object(let object), let indent):
+                guard !object.isEmpty else {
+                    output += "{}"
+                    continue
+                }
+                let keys =
+                    options.contains(.sortedKeys) ? object.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) } : object.keys
+                output += "{"
+                steps.append(.text(newline(indent) + "}"))
+                for index in keys.indices.reversed() {
+                    steps.append(.value(object[keys[index]] ?? .null, indent: indent + 1))
+                    var key = (index > 0 ? "," : "") + newline(indent + 1)
+                    Self.writeString(keys[index], to: &key)
+                    key += pretty ? ": " : ":"
+                    steps.append(.text(key))
+                }
+            }
+        }
+        return output
     }
 
     private static func writeString(_ text: String, to output: inout String) {
@@ -75,4 +82,10 @@ extension JSONValue {
         }
         output += "\""
     }
+}
+
+/// One piece of work for the writer's explicit stack.
+private enum WriteStep {
+    case value(JSONValue, indent: Int)
+    case text(String)
 }

@@ -73,6 +73,10 @@ struct Evaluator {
     var errors: [ValidationError] = []
     private var dynamicScope: [Int] = []
     private var depth = 0
+    private let stack = StackGuard()
+    /// Set when evaluation ran out of depth: the verdict is then "invalid" whatever the
+    /// branches said, and this is the one error reported.
+    private(set) var exhaustion: ValidationError?
 
     init(schema: JSONSchema, collectsErrors: Bool) {
         nodes = schema.nodes
@@ -92,10 +96,12 @@ struct Evaluator {
         }
         depth += 1
         defer { depth -= 1 }
-        guard depth <= Self.maximumDepth else {
-            report(
-                at: path, keywordLocation: nodes[index].location,
-                "the schema nests more than \(Self.maximumDepth) levels deep here (a $ref cycle?)")
+        guard depth <= Self.maximumDepth, stack.hasRoom() else {
+            if exhaustion == nil {
+                exhaustion = ValidationError(
+                    instanceLocation: InstancePath.pointer(path), keywordLocation: nodes[index].location,
+                    message: "evaluation nests too deeply here (\(depth) levels; a $ref cycle that never moves into the instance?)")
+            }
             return false
         }
         let resource = nodes[index].resource

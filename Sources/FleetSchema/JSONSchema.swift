@@ -60,6 +60,7 @@ public struct JSONSchema: Sendable {
         var evaluator = Evaluator(schema: self, collectsErrors: true)
         var annotations = Annotations()
         _ = evaluator.evaluate(root, instance, at: nil, annotations: &annotations, collecting: false, secret: false)
+        if let exhaustion = evaluator.exhaustion { return [exhaustion] }
         return evaluator.errors
     }
 
@@ -67,7 +68,8 @@ public struct JSONSchema: Sendable {
     public func isValid(_ instance: JSONValue) -> Bool {
         var evaluator = Evaluator(schema: self, collectsErrors: false)
         var annotations = Annotations()
-        return evaluator.evaluate(root, instance, at: nil, annotations: &annotations, collecting: false, secret: false)
+        let valid = evaluator.evaluate(root, instance, at: nil, annotations: &annotations, collecting: false, secret: false)
+        return valid && evaluator.exhaustion == nil
     }
 }
 

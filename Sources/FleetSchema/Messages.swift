@@ -7,7 +7,7 @@ extension Evaluator {
     /// A value as JSON text for a message, cut short when long; empty for a secret.
     static func quoted(_ value: JSONValue, secret: Bool, prefix: String = "") -> String {
         guard !secret else { return "" }
-        let text = value.serialized()
+        let text = value.serialized(maximumLength: quotedLength * 4 + 4)
         guard text.unicodeScalars.count > quotedLength else { return prefix + text }
         return prefix + String(String.UnicodeScalarView(text.unicodeScalars.prefix(quotedLength))) + "…"
     }

@@ -99,6 +99,21 @@ struct ValidationErrorTests {
         #expect(!schema.isValid(1))
     }
 
+    @Test("a recursive schema over the deepest document the reader accepts never crashes")
+    func deepInstance() throws {
+        var instance: JSONValue = 1
+        for _ in 0..<511 { instance = .array([instance]) }
+        let schema = try JSONSchema([
+            "$defs": ["node": ["anyOf": [["type": "integer"], ["type": "array", "items": ["$ref": "#/$defs/node"]]]]],
+            "$ref": "#/$defs/node",
+        ])
+        // Valid when the thread's stack holds the recursion, otherwise a clear error: never a crash.
+        let errors = schema.validate(instance)
+        #expect(errors.isEmpty || errors.map(\.message).allSatisfy { $0.contains("nests too deeply") })
+        #expect(schema.isValid(instance) == errors.isEmpty)
+        #expect(!schema.isValid(.array([.array([.string("leaf")])])))
+    }
+
     @Test("integers stay exact beyond 2^53")
     func bigIntegers() throws {
         let schema = try JSONSchema(["maximum": .number(.integer(9_007_199_254_740_993))])
@@ -200,7 +215,8 @@ struct SchemaErrorTests {
     @Test("remote references resolve from the registry only")
     func registry() throws {
         var registry = SchemaRegistry()
-        registry.register(["$defs": ["port": ["type": "integer", "minimum": 1, "maximum": 65535]]], as: "https://schemas.example.com/common.json")
+        registry.register(
+            ["$defs": ["port": ["type": "integer", "minimum": 1, "maximum": 65535]]], as: "https://schemas.example.com/common.json")
         let schema = try JSONSchema(["$ref": "https://schemas.example.com/common.json#/$defs/port"], registry: registry)
         #expect(schema.isValid(443))
         #expect(schema.validate(0).map(\.keywordLocation) == ["https://schemas.example.com/common.json#/$defs/port/minimum"])
