@@ -9,7 +9,7 @@ import PackageDescription
 let package = Package(
     name: "SchemaBenchmark",
     dependencies: [
-        .package(path: "../.."),
+        .package(name: "fleetset", path: "../.."),
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [

@@ -20,7 +20,7 @@ for i in range(99):
     key = f"setting{i:02d}"
     if kind == 0:
         properties[key] = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[a-z0-9-]+$", "default": "a"}
-        values[key] = "value-" + "x" * random.randint(40, 90)
+        values[key] = "value-" + "x" * random.randint(120, 190)
     elif kind == 1:
         properties[key] = {"enum": ["off", "low", "medium", "high"], "default": "off"}
         values[key] = random.choice(["off", "low", "medium", "high"])
@@ -28,14 +28,16 @@ for i in range(99):
         properties[key] = {"type": "integer", "minimum": 0, "maximum": 100000, "default": 1}
         values[key] = random.randint(0, 100000)
     elif kind == 3:
-        properties[key] = {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "multipleOf": 0.001, "default": 0.5}
-        values[key] = round(random.uniform(0.001, 1), 3)
+        properties[key] = {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "multipleOf": 0.125, "default": 0.5}
+        # Exact binary fractions: Python's jsonschema wrongly rejects e.g. 0.954 as a multiple
+        # of 0.001 (it divides in floating point), and the baseline must accept the fixtures.
+        values[key] = random.randint(1, 8) * 0.125
     elif kind == 4:
         properties[key] = {"type": "boolean", "default": False, "x-writable": True}
         values[key] = random.choice([True, False])
     else:
         properties[key] = {"type": "array", "items": {"type": "string", "maxLength": 64}, "maxItems": 32, "uniqueItems": True}
-        values[key] = [f"tag{j}-" + "y" * random.randint(5, 20) for j in range(random.randint(1, 4))]
+        values[key] = [f"tag{j}-" + "y" * random.randint(20, 50) for j in range(random.randint(4, 8))]
 
 properties["playlist"] = {"type": "array", "items": {"$ref": "#/$defs/item"}}
 schema = {
@@ -63,7 +65,7 @@ def item(n):
     return {"content": f"https://cdn.example.com/media/{n:06d}/" + "z" * random.randint(10, 40) + ".mp4",
             "cache": n % 2 == 0, "duration": random.randint(1, 3600), "title": f"Item {n}"}
 
-small = dict(values, playlist=[item(n) for n in range(3)])
+small = dict(values, playlist=[item(n) for n in range(12)])
 large = dict(values, playlist=[])
 n = 0
 while len(json.dumps(large)) < 1_000_000:

@@ -67,7 +67,7 @@ struct Evaluator {
     /// into the instance gets here (instances themselves nest at most 512 deep).
     static let maximumDepth = 2_000
 
-    let nodes: [SchemaNode]
+    let nodes: [CompiledNode]
     let resources: [SchemaResource]
     var collectsErrors: Bool
     var errors: [ValidationError] = []
@@ -90,8 +90,8 @@ struct Evaluator {
         _ index: Int, _ instance: JSONValue, at path: InstancePath?, annotations: inout Annotations, collecting: Bool,
         secret: Bool
     ) -> Bool {
-        if let constant = nodes[index].constant {
-            if !constant { report(at: path, keywordLocation: nodes[index].location, "no value is allowed here") }
+        if let constant = nodes[index].node.constant {
+            if !constant { report(at: path, keywordLocation: nodes[index].node.location, "no value is allowed here") }
             return constant
         }
         depth += 1
@@ -99,18 +99,19 @@ struct Evaluator {
         guard depth <= Self.maximumDepth, stack.hasRoom() else {
             if exhaustion == nil {
                 exhaustion = ValidationError(
-                    instanceLocation: InstancePath.pointer(path), keywordLocation: nodes[index].location,
+                    instanceLocation: InstancePath.pointer(path), keywordLocation: nodes[index].node.location,
                     message: "evaluation nests too deeply here (\(depth) levels; a $ref cycle that never moves into the instance?)")
             }
             return false
         }
-        let resource = nodes[index].resource
+        let resource = nodes[index].node.resource
         let entersResource = dynamicScope.last != resource
         if entersResource { dynamicScope.append(resource) }
         defer { if entersResource { dynamicScope.removeLast() } }
 
         var frame = Frame(
-            node: index, path: path, collect: collecting || nodes[index].needsAnnotations, secret: secret || nodes[index].isSecret)
+            node: index, path: path, collect: collecting || nodes[index].node.needsAnnotations, secret: secret || nodes[index].node.isSecret
+        )
         guard evaluateKeywords(&frame, instance) else { return false }
         if frame.valid && collecting { annotations.merge(frame.local) }
         return frame.valid
@@ -120,21 +121,21 @@ struct Evaluator {
     /// stopped early (a failure while errors are not collected).
     private mutating func evaluateKeywords(_ frame: inout Frame, _ instance: JSONValue) -> Bool {
         let secret = frame.secret
-        let node = nodes[frame.node]
-        if let ref = node.ref, apply(&frame, ref, instance) { return false }
-        if let dynamic = node.dynamicRef, apply(&frame, resolve(dynamic), instance) { return false }
+        let compiled = nodes[frame.node]
+        if let ref = compiled.node.ref, apply(&frame, ref, instance) { return false }
+        if let dynamic = compiled.node.dynamicRef, apply(&frame, resolve(dynamic), instance) { return false }
 
-        if let types = node.types, !types.admits(instance),
+        if let types = compiled.node.types, !types.admits(instance),
             fail(&frame, "type", "must be \(types.phrase) (got \(instance.typeName)\(Self.quoted(instance, secret: secret, prefix: " ")))")
         {
             return false
         }
-        if let allowed = node.enumValues, !allowed.contains(instance),
+        if let allowed = compiled.node.enumValues, !allowed.contains(instance),
             fail(&frame, "enum", "must be one of \(Self.list(allowed, secret: secret))\(Self.got(instance, secret: secret))")
         {
             return false
         }
-        if let constant = node.constValue, constant != instance,
+        if let constant = compiled.node.constValue, constant != instance,
             fail(&frame, "const", "must be \(Self.quoted(constant, secret: secret))\(Self.got(instance, secret: secret))")
         {
             return false
@@ -142,29 +143,29 @@ struct Evaluator {
 
         switch instance {
         case .number(let number):
-            if !evaluateNumber(&frame, node, number) { return false }
+            if !evaluateNumber(&frame, compiled, number) { return false }
         case .string(let text):
-            if !evaluateString(&frame, node, text) { return false }
+            if !evaluateString(&frame, compiled, text) { return false }
         case .array(let elements):
-            if !evaluateArray(&frame, node, elements) { return false }
+            if !evaluateArray(&frame, compiled, elements) { return false }
         case .object(let object):
-            if !evaluateObject(&frame, node, object) { return false }
+            if !evaluateObject(&frame, compiled, object) { return false }
         default:
             break
         }
 
-        if !evaluateLogic(&frame, node, instance) { return false }
-        return evaluateUnevaluated(&frame, node, instance)
+        if !evaluateLogic(&frame, compiled, instance) { return false }
+        return evaluateUnevaluated(&frame, compiled, instance)
     }
 
     // MARK: - Keyword groups
 
-    private mutating func evaluateNumber(_ frame: inout Frame, _ node: SchemaNode, _ number: JSONNumber) -> Bool {
+    private mutating func evaluateNumber(_ frame: inout Frame, _ compiled: CompiledNode, _ number: JSONNumber) -> Bool {
         let secret = frame.secret
-        for bound in node.bounds where !bound.admits(number) {
+        for bound in compiled.node.bounds where !bound.admits(number) {
             if fail(&frame, bound.keyword, "must be \(bound.phrase)\(Self.got(.number(number), secret: secret))") { return false }
         }
-        if let divisor = node.multipleOf, !NumericBound.isMultiple(number, of: divisor),
+        if let divisor = compiled.node.multipleOf, !NumericBound.isMultiple(number, of: divisor),
             fail(&frame, "multipleOf", "must be a multiple of \(divisor)\(Self.got(.number(number), secret: secret))")
         {
             return false
@@ -172,22 +173,22 @@ struct Evaluator {
         return true
     }
 
-    private mutating func evaluateString(_ frame: inout Frame, _ node: SchemaNode, _ text: String) -> Bool {
+    private mutating func evaluateString(_ frame: inout Frame, _ compiled: CompiledNode, _ text: String) -> Bool {
         let secret = frame.secret
-        if node.minLength != nil || node.maxLength != nil {
+        if compiled.node.minLength != nil || compiled.node.maxLength != nil {
             let length = text.unicodeScalars.count
-            if let minimum = node.minLength, length < minimum,
+            if let minimum = compiled.node.minLength, length < minimum,
                 fail(&frame, "minLength", "must be at least \(Self.plural(minimum, "character")) long (got \(length))")
             {
                 return false
             }
-            if let maximum = node.maxLength, length > maximum,
+            if let maximum = compiled.node.maxLength, length > maximum,
                 fail(&frame, "maxLength", "must be at most \(Self.plural(maximum, "character")) long (got \(length))")
             {
                 return false
             }
         }
-        if let pattern = node.pattern, !pattern.regex.matches(text),
+        if let pattern = compiled.node.pattern, !pattern.regex.matches(text),
             fail(&frame, "pattern", "must match the pattern \(pattern.source)\(Self.got(.string(text), secret: secret))")
         {
             return false
@@ -195,40 +196,40 @@ struct Evaluator {
         return true
     }
 
-    private mutating func evaluateArray(_ frame: inout Frame, _ node: SchemaNode, _ elements: [JSONValue]) -> Bool {
-        if let minimum = node.minItems, elements.count < minimum,
+    private mutating func evaluateArray(_ frame: inout Frame, _ compiled: CompiledNode, _ elements: [JSONValue]) -> Bool {
+        if let minimum = compiled.node.minItems, elements.count < minimum,
             fail(&frame, "minItems", "must have at least \(Self.plural(minimum, "item")) (got \(elements.count))")
         {
             return false
         }
-        if let maximum = node.maxItems, elements.count > maximum,
+        if let maximum = compiled.node.maxItems, elements.count > maximum,
             fail(&frame, "maxItems", "must have at most \(Self.plural(maximum, "item")) (got \(elements.count))")
         {
             return false
         }
-        if node.uniqueItems, let (first, second) = Self.firstDuplicate(elements),
+        if compiled.node.uniqueItems, let (first, second) = Self.firstDuplicate(elements),
             fail(&frame, "uniqueItems", "items \(first) and \(second) are equal; every item must be unique")
         {
             return false
         }
-        let prefixCount = min(node.prefixItems.count, elements.count)
+        let prefixCount = min(compiled.node.prefixItems.count, elements.count)
         for position in 0..<prefixCount {
-            if apply(&frame, node.prefixItems[position], elements[position], child: String(position)) { return false }
+            if apply(&frame, compiled.node.prefixItems[position], elements[position], child: String(position)) { return false }
         }
         if frame.collect { frame.local.evaluatedPrefix = max(frame.local.evaluatedPrefix, prefixCount) }
-        if let items = node.items {
+        if let items = compiled.node.items {
             for position in prefixCount..<elements.count {
                 let stop =
-                    nodes[items].constant == false
+                    nodes[items].node.constant == false
                     ? fail(
                         &frame, "items", at: childPath(frame.path, String(position)),
-                        "no item is allowed at this position (at most \(Self.plural(node.prefixItems.count, "item")))")
+                        "no item is allowed at this position (at most \(Self.plural(compiled.node.prefixItems.count, "item")))")
                     : apply(&frame, items, elements[position], child: String(position))
                 if stop { return false }
             }
             if frame.collect { frame.local.allItems = true }
         }
-        if let contains = node.contains {
+        if let contains = compiled.node.contains {
             var matching: [Int] = []
             let secret = frame.secret
             silently { evaluator in
@@ -239,15 +240,15 @@ struct Evaluator {
                     }
                 }
             }
-            let minimum = node.minContains ?? 1
+            let minimum = compiled.node.minContains ?? 1
             if matching.count < minimum,
                 fail(
-                    &frame, node.minContains == nil ? "contains" : "minContains",
+                    &frame, compiled.node.minContains == nil ? "contains" : "minContains",
                     "must contain at least \(Self.plural(minimum, "item")) matching contains (found \(matching.count))")
             {
                 return false
             }
-            if let maximum = node.maxContains, matching.count > maximum,
+            if let maximum = compiled.node.maxContains, matching.count > maximum,
                 fail(
                     &frame, "maxContains",
                     "must contain at most \(Self.plural(maximum, "item")) matching contains (found \(matching.count))")
@@ -259,28 +260,28 @@ struct Evaluator {
         return true
     }
 
-    private mutating func evaluateObject(_ frame: inout Frame, _ node: SchemaNode, _ object: JSONObject) -> Bool {
-        if let minimum = node.minProperties, object.count < minimum,
+    private mutating func evaluateObject(_ frame: inout Frame, _ compiled: CompiledNode, _ object: JSONObject) -> Bool {
+        if let minimum = compiled.node.minProperties, object.count < minimum,
             fail(&frame, "minProperties", "must have at least \(Self.plural(minimum, "property", "properties")) (got \(object.count))")
         {
             return false
         }
-        if let maximum = node.maxProperties, object.count > maximum,
+        if let maximum = compiled.node.maxProperties, object.count > maximum,
             fail(&frame, "maxProperties", "must have at most \(Self.plural(maximum, "property", "properties")) (got \(object.count))")
         {
             return false
         }
-        for name in node.required where object[name] == nil {
+        for name in compiled.node.required where object[name] == nil {
             if fail(&frame, "required", "missing required property \(Self.quoted(.string(name), secret: false))") { return false }
         }
-        for dependency in node.dependentRequired where object[dependency.name] != nil {
+        for dependency in compiled.node.dependentRequired where object[dependency.name] != nil {
             for name in dependency.required where object[name] == nil {
                 let message =
                     "missing property \(Self.quoted(.string(name), secret: false)), required when \(Self.quoted(.string(dependency.name), secret: false)) is present"
                 if fail(&frame, "dependentRequired", message) { return false }
             }
         }
-        if let names = node.propertyNames {
+        if let names = compiled.node.propertyNames {
             for key in object.keys {
                 let mark = errors.count
                 var ignored = Annotations()
@@ -296,21 +297,22 @@ struct Evaluator {
                 }
             }
         }
-        guard !node.properties.isEmpty || !node.patternProperties.isEmpty || node.additionalProperties != nil else { return true }
+        guard !compiled.node.properties.isEmpty || !compiled.node.patternProperties.isEmpty || compiled.node.additionalProperties != nil
+        else { return true }
         for (key, value) in object {
             var matched = false
-            if let schema = node.properties[key] {
+            if let schema = compiled.node.properties[key] {
                 matched = true
                 if apply(&frame, schema, value, child: key) { return false }
             }
-            for entry in node.patternProperties where entry.pattern.regex.matches(key) {
+            for entry in compiled.node.patternProperties where entry.pattern.regex.matches(key) {
                 matched = true
                 if apply(&frame, entry.schema, value, child: key) { return false }
             }
-            if !matched, let additional = node.additionalProperties {
+            if !matched, let additional = compiled.node.additionalProperties {
                 matched = true
                 let stop =
-                    nodes[additional].constant == false
+                    nodes[additional].node.constant == false
                     ? fail(
                         &frame, "additionalProperties", at: childPath(frame.path, key),
                         "unknown property \(Self.quoted(.string(key), secret: false))")
@@ -322,33 +324,37 @@ struct Evaluator {
         return true
     }
 
-    private mutating func evaluateLogic(_ frame: inout Frame, _ node: SchemaNode, _ instance: JSONValue) -> Bool {
-        for branch in node.allOf where apply(&frame, branch, instance) { return false }
-        if !node.anyOf.isEmpty {
+    private mutating func evaluateLogic(_ frame: inout Frame, _ compiled: CompiledNode, _ instance: JSONValue) -> Bool {
+        for branch in compiled.node.allOf where apply(&frame, branch, instance) { return false }
+        if !compiled.node.anyOf.isEmpty {
             let mark = errors.count
             var matched = 0
-            for branch in node.anyOf
+            for branch in compiled.node.anyOf
             where evaluate(branch, instance, at: frame.path, annotations: &frame.local, collecting: frame.collect, secret: frame.secret) {
                 matched += 1
                 if !frame.collect { break }  // With annotations, every matching branch counts.
             }
             errors.removeSubrange(mark...)
-            if matched == 0, fail(&frame, "anyOf", "must match at least one of the \(node.anyOf.count) schemas in anyOf") { return false }
+            if matched == 0, fail(&frame, "anyOf", "must match at least one of the \(compiled.node.anyOf.count) schemas in anyOf") {
+                return false
+            }
         }
-        if !node.oneOf.isEmpty {
+        if !compiled.node.oneOf.isEmpty {
             let mark = errors.count
             var matches: [Int] = []
-            for (position, branch) in node.oneOf.enumerated()
+            for (position, branch) in compiled.node.oneOf.enumerated()
             where evaluate(branch, instance, at: frame.path, annotations: &frame.local, collecting: frame.collect, secret: frame.secret) {
                 matches.append(position)
             }
             errors.removeSubrange(mark...)
             if matches.count != 1 {
                 let detail = matches.isEmpty ? "it matches none" : "it matches \(matches.map(String.init).joined(separator: " and "))"
-                if fail(&frame, "oneOf", "must match exactly one of the \(node.oneOf.count) schemas in oneOf (\(detail))") { return false }
+                if fail(&frame, "oneOf", "must match exactly one of the \(compiled.node.oneOf.count) schemas in oneOf (\(detail))") {
+                    return false
+                }
             }
         }
-        if let negated = node.not {
+        if let negated = compiled.node.not {
             let secret = frame.secret
             let path = frame.path
             let matches = silently { evaluator in
@@ -357,17 +363,17 @@ struct Evaluator {
             }
             if matches, fail(&frame, "not", "must not match the schema in not") { return false }
         }
-        if let condition = node.ifSchema {
+        if let condition = compiled.node.ifSchema {
             let saved = collectsErrors
             collectsErrors = false
             let holds = evaluate(
                 condition, instance, at: frame.path, annotations: &frame.local, collecting: frame.collect, secret: frame.secret)
             collectsErrors = saved
-            if holds, let then = node.thenSchema, apply(&frame, then, instance) { return false }
-            if !holds, let otherwise = node.elseSchema, apply(&frame, otherwise, instance) { return false }
+            if holds, let then = compiled.node.thenSchema, apply(&frame, then, instance) { return false }
+            if !holds, let otherwise = compiled.node.elseSchema, apply(&frame, otherwise, instance) { return false }
         }
         if case .object(let object) = instance {
-            for dependent in node.dependentSchemas where object[dependent.name] != nil {
+            for dependent in compiled.node.dependentSchemas where object[dependent.name] != nil {
                 if apply(&frame, dependent.schema, instance) { return false }
             }
         }
@@ -376,21 +382,21 @@ struct Evaluator {
 
     /// `unevaluatedItems` and `unevaluatedProperties`: last, once every other keyword has
     /// recorded what it evaluated.
-    private mutating func evaluateUnevaluated(_ frame: inout Frame, _ node: SchemaNode, _ instance: JSONValue) -> Bool {
-        if let unevaluated = node.unevaluatedItems, case .array(let elements) = instance {
+    private mutating func evaluateUnevaluated(_ frame: inout Frame, _ compiled: CompiledNode, _ instance: JSONValue) -> Bool {
+        if let unevaluated = compiled.node.unevaluatedItems, case .array(let elements) = instance {
             for (position, element) in elements.enumerated() where !frame.local.isEvaluated(item: position) {
                 let stop =
-                    nodes[unevaluated].constant == false
+                    nodes[unevaluated].node.constant == false
                     ? fail(&frame, "unevaluatedItems", at: childPath(frame.path, String(position)), "no item is allowed at this position")
                     : apply(&frame, unevaluated, element, child: String(position))
                 if stop { return false }
             }
             frame.local.allItems = true
         }
-        if let unevaluated = node.unevaluatedProperties, case .object(let object) = instance {
+        if let unevaluated = compiled.node.unevaluatedProperties, case .object(let object) = instance {
             for (key, value) in object where !frame.local.properties.contains(key) {
                 let stop =
-                    nodes[unevaluated].constant == false
+                    nodes[unevaluated].node.constant == false
                     ? fail(
                         &frame, "unevaluatedProperties", at: childPath(frame.path, key),
                         "unknown property \(Self.quoted(.string(key), secret: false))")
@@ -413,7 +419,8 @@ struct Evaluator {
         guard collectsErrors else { return true }
         errors.append(
             ValidationError(
-                instanceLocation: InstancePath.pointer(location ?? frame.path), keywordLocation: nodes[frame.node].location + "/" + keyword,
+                instanceLocation: InstancePath.pointer(location ?? frame.path),
+                keywordLocation: nodes[frame.node].node.location + "/" + keyword,
                 message: message()))
         return false
     }

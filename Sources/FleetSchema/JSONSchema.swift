@@ -41,7 +41,7 @@ public struct JSONSchema: Sendable {
         public static let strict = Options(rejectsUnknownKeywords: true)
     }
 
-    let nodes: [SchemaNode]
+    let nodes: [CompiledNode]
     let resources: [SchemaResource]
     let root: Int
 
@@ -51,7 +51,7 @@ public struct JSONSchema: Sendable {
     public init(_ schema: JSONValue, registry: SchemaRegistry = SchemaRegistry(), options: Options = .standard) throws(SchemaError) {
         var compiler = SchemaCompiler(schema: schema, registry: registry, options: options)
         root = try compiler.compile()
-        nodes = compiler.nodes
+        nodes = compiler.nodes.map(CompiledNode.init)
         resources = compiler.resources
     }
 

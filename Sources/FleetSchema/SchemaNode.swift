@@ -126,6 +126,16 @@ struct SchemaNode: Sendable {
     }
 }
 
+/// A finished node, shared by reference: evaluation reads its fields in place instead of
+/// copying a struct of some thirty fields (and retaining each) at every step.
+final class CompiledNode: Sendable {
+    let node: SchemaNode
+
+    init(_ node: SchemaNode) {
+        self.node = node
+    }
+}
+
 /// A compiled `$dynamicRef`: where it points statically, and the anchor name to look for in
 /// the dynamic scope when the static target declares a matching `$dynamicAnchor`.
 struct DynamicReference: Sendable {

@@ -120,3 +120,40 @@ struct MetadataCLITests {
         #expect(fixed.status == 0)
     }
 }
+
+@Suite("Config/examples stay true")
+struct ExampleTests {
+    static let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Config/examples")
+
+    @Test("the signage example imports; its good settings pass, its bad ones fail with every reason, its tests pass")
+    func signage() throws {
+        let folder = try CLIRunner.temporaryDirectory()
+        let imported = try CLIRunner.run([
+            "metadata", "import-moki", Self.examples.appendingPathComponent("signage.SettingsSchema.json").path, "--writable", "mute",
+        ])
+        #expect(imported.status == 0)
+        let metadata = folder.appendingPathComponent("signage.metadata.json")
+        try CLIRunner.write(imported.standardOutput, to: metadata)
+
+        let good = Self.examples.appendingPathComponent("signage.good-settings.json").path
+        #expect(try CLIRunner.run(["settings", "validate", "--metadata", metadata.path, good]).status == 0)
+
+        let bad = Self.examples.appendingPathComponent("signage.bad-settings.json").path
+        let output = try CLIRunner.run(["settings", "validate", "--metadata", metadata.path, bad])
+        #expect(
+            output.lines == [
+                "\(bad): /brightness: must be one of 40, 80, 100 (got 90)",
+                #"\#(bad): /showClock: must be boolean (got string "yes")"#,
+                "\(bad): /servicePin: must be string (got integer)",
+                #"\#(bad): /rotation/0/secs: unknown property "secs""#,
+                #"\#(bad): /volume: unknown property "volume""#,
+            ])
+        #expect(!output.standardOutput.contains("7319"))
+        #expect(output.status == 1)
+
+        let tests = try CLIRunner.run(["schema", "test", Self.examples.appendingPathComponent("signage.tests.json").path])
+        #expect(tests.lines == ["6 passed, 0 failed, 0 skipped"])
+        #expect(tests.status == 0)
+    }
+}
