@@ -87,6 +87,16 @@ let package = Package(
             ],
             swiftSettings: fleetSwiftSettings
         ),
+        .target(
+            name: "FleetProtocol",
+            dependencies: ["FleetJSON"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetProtocolTests",
+            dependencies: ["FleetProtocol", "FleetJSON"],
+            swiftSettings: fleetSwiftSettings
+        ),
         .testTarget(
             name: "FleetsetCLITests",
             dependencies: ["fleetset"],

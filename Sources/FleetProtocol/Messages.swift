@@ -1,0 +1,204 @@
+import FleetJSON
+
+/// A device's effective settings for one app: the body of `GET /v1/apps/{app}/settings`.
+///
+/// `{"app": "kiosk", "schemaVersion": 3, "revision": 41, "values": {…}}`. The revision
+/// increases whenever the effective values or the schema version change; the response's ETag
+/// is the revision in quotes (see ``RevisionTag``).
+public struct SettingsDocument: Sendable, Hashable {
+    /// The app's id.
+    public var app: String
+    /// The metadata version the values were validated against.
+    public var schemaVersion: Int64
+    /// The revision of the effective values.
+    public var revision: Int64
+    /// The values.
+    public var values: JSONObject
+
+    /// Creates a document.
+    public init(app: String, schemaVersion: Int64, revision: Int64, values: JSONObject) {
+        self.app = app
+        self.schemaVersion = schemaVersion
+        self.revision = revision
+        self.values = values
+    }
+
+    /// Reads the wire form; unknown members are refused.
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["app", "schemaVersion", "revision", "values"])
+        app = try reader.string("app", maximumLength: 64)
+        schemaVersion = try reader.count("schemaVersion")
+        revision = try reader.count("revision")
+        values = try reader.values("values")
+    }
+
+    /// The wire form.
+    public var json: JSONValue {
+        [
+            "app": .string(app), "schemaVersion": .number(.integer(schemaVersion)), "revision": .number(.integer(revision)),
+            "values": .object(values),
+        ]
+    }
+}
+
+/// What happened to a revision on a device: the body of `POST /v1/apps/{app}/status`.
+public struct StatusReport: Sendable, Hashable {
+    /// The outcome.
+    public enum State: String, Sendable, CaseIterable {
+        /// The values are in place (and the app, if it acknowledges, took them).
+        case applied
+        /// The values could not be applied; the message says why.
+        case error
+        /// The metadata asks for something the device cannot honour.
+        case unsupported
+    }
+
+    /// Who reports.
+    public enum Source: String, Sendable, CaseIterable {
+        /// The agent, after validating, persisting and running the hook.
+        case agent
+        /// The app itself, relayed by the agent.
+        case app
+    }
+
+    /// The longest message accepted, in UTF-8 bytes.
+    public static let maximumMessageLength = 4096
+
+    public var revision: Int64
+    public var schemaVersion: Int64
+    public var state: State
+    /// Why, for `error` and `unsupported` (failing JSON pointers and reasons); may be empty.
+    public var message: String
+    public var source: Source
+
+    /// Creates a report.
+    public init(revision: Int64, schemaVersion: Int64, state: State, message: String = "", source: Source) {
+        self.revision = revision
+        self.schemaVersion = schemaVersion
+        self.state = state
+        self.message = message
+        self.source = source
+    }
+
+    /// Reads the wire form; unknown members are refused, `message` is optional.
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["revision", "schemaVersion", "state", "message", "source"])
+        revision = try reader.count("revision")
+        schemaVersion = try reader.count("schemaVersion")
+        state = try reader.oneOf("state", State.self)
+        message = try reader.optionalString("message", maximumLength: Self.maximumMessageLength) ?? ""
+        source = try reader.oneOf("source", Source.self)
+    }
+
+    /// The wire form.
+    public var json: JSONValue {
+        [
+            "revision": .number(.integer(revision)), "schemaVersion": .number(.integer(schemaVersion)),
+            "state": .string(state.rawValue), "message": .string(message), "source": .string(source.rawValue),
+        ]
+    }
+}
+
+/// `POST /v1/enroll` request: `{"enrollmentToken": "…"}`.
+public struct EnrollRequest: Sendable, Hashable {
+    public var enrollmentToken: String
+
+    public init(enrollmentToken: String) {
+        self.enrollmentToken = enrollmentToken
+    }
+
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["enrollmentToken"])
+        enrollmentToken = try reader.string("enrollmentToken", maximumLength: 512)
+    }
+
+    public var json: JSONValue { ["enrollmentToken": .string(enrollmentToken)] }
+}
+
+/// `POST /v1/enroll` response: `{"deviceId": "…", "deviceToken": "…"}`.
+public struct EnrollResponse: Sendable, Hashable {
+    public var deviceId: String
+    public var deviceToken: String
+
+    public init(deviceId: String, deviceToken: String) {
+        self.deviceId = deviceId
+        self.deviceToken = deviceToken
+    }
+
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["deviceId", "deviceToken"])
+        deviceId = try reader.string("deviceId", maximumLength: 128)
+        deviceToken = try reader.string("deviceToken", maximumLength: 512)
+    }
+
+    public var json: JSONValue { ["deviceId": .string(deviceId), "deviceToken": .string(deviceToken)] }
+}
+
+/// The body of every 4xx/5xx answer: `{"error": "stale-revision", "message": "…", "details": [{"pointer", "message"}]}`.
+public struct ErrorBody: Sendable, Hashable {
+    /// One per-key reason (for 403 and 422).
+    public struct Detail: Sendable, Hashable {
+        public var pointer: String
+        public var message: String
+
+        public init(pointer: String, message: String) {
+            self.pointer = pointer
+            self.message = message
+        }
+    }
+
+    /// A stable, machine-readable code (`stale-revision`, `not-writable`, `invalid-values`, …).
+    public var error: String
+    /// A sentence for a person.
+    public var message: String
+    public var details: [Detail]
+
+    public init(error: String, message: String, details: [Detail] = []) {
+        self.error = error
+        self.message = message
+        self.details = details
+    }
+
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["error", "message", "details"])
+        error = try reader.string("error", maximumLength: 64)
+        message = try reader.string("message")
+        var details: [Detail] = []
+        if let list = reader.object["details"] {
+            guard case .array(let elements) = list else { throw WireError(at: JSONPointer.root.appending("details"), "must be an array") }
+            for (index, element) in elements.enumerated() {
+                let itemReader = try MemberReader(
+                    element, at: JSONPointer.root.appending("details").appending(index: index), allowed: ["pointer", "message"])
+                details.append(Detail(pointer: try itemReader.string("pointer"), message: try itemReader.string("message")))
+            }
+        }
+        self.details = details
+    }
+
+    public var json: JSONValue {
+        var object: JSONObject = ["error": .string(error), "message": .string(message)]
+        if !details.isEmpty {
+            object["details"] = .array(details.map { ["pointer": .string($0.pointer), "message": .string($0.message)] })
+        }
+        return .object(object)
+    }
+}
+
+/// The strong ETag of a settings revision: `"41"`.
+public enum RevisionTag {
+    /// `"41"` for revision 41.
+    public static func etag(_ revision: Int64) -> String { "\"\(revision)\"" }
+
+    /// The revision an `ETag`, `If-Match` or `If-None-Match` value names, or `nil` when it is
+    /// not a strong tag of a non-negative decimal revision (weak tags `W/"…"` are refused:
+    /// settings compare byte for byte).
+    public static func revision(_ tag: String) -> Int64? {
+        var trimmed = Substring(tag)
+        while trimmed.first == " " || trimmed.first == "\t" { trimmed.removeFirst() }
+        while trimmed.last == " " || trimmed.last == "\t" { trimmed.removeLast() }
+        guard trimmed.count >= 3, trimmed.first == "\"", trimmed.last == "\"" else { return nil }
+        let digits = trimmed.dropFirst().dropLast()
+        guard digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), digits.count <= 18 else { return nil }
+        return Int64(digits)
+    }
+}

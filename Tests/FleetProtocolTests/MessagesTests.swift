@@ -1,0 +1,79 @@
+import FleetJSON
+import FleetProtocol
+import Testing
+
+@Suite("Protocol v1 messages")
+struct MessagesTests {
+    @Test("a settings document round-trips through its wire form")
+    func settingsRoundTrip() throws {
+        let document = SettingsDocument(app: "kiosk", schemaVersion: 3, revision: 41, values: ["duration": "2", "volume": 7])
+        let text = document.json.serialized()
+        #expect(try SettingsDocument(json: try JSONParser.parse(text)) == document)
+    }
+
+    @Test("a status report round-trips; message is optional")
+    func statusRoundTrip() throws {
+        let report = StatusReport(
+            revision: 41, schemaVersion: 3, state: .error, message: "/duration: must be one of \"1\", \"2\"", source: .agent)
+        #expect(try StatusReport(json: try JSONParser.parse(report.json.serialized())) == report)
+        let minimal = try StatusReport(json: ["revision": 1, "schemaVersion": 1, "state": "applied", "source": "app"])
+        #expect(minimal.message == "")
+    }
+
+    static let badMessages: [(JSONValue, String)] = [
+        ([], "/: must be an object"),
+        (
+            ["revision": 1, "schemaVersion": 1, "state": "done", "source": "agent"],
+            #"/state: must be one of "applied", "error", "unsupported" (got "done")"#
+        ),
+        (["revision": -1, "schemaVersion": 1, "state": "applied", "source": "agent"], "/revision: must be a non-negative integer"),
+        (["revision": 1.5, "schemaVersion": 1, "state": "applied", "source": "agent"], "/revision: must be a non-negative integer"),
+        (["schemaVersion": 1, "state": "applied", "source": "agent"], "/revision: is missing"),
+        (
+            ["revision": 1, "schemaVersion": 1, "state": "applied", "source": "agent", "extra": true],
+            "/extra: is not a member of this message"
+        ),
+        (
+            [
+                "revision": 1, "schemaVersion": 1, "state": "applied", "source": "agent",
+                "message": .string(String(repeating: "x", count: 5000)),
+            ],
+            "/message: must be at most 4096 bytes long"
+        ),
+    ]
+
+    @Test("malformed reports are refused with the pointer of the bad member", arguments: badMessages)
+    func refused(_ json: JSONValue, _ expected: String) {
+        #expect {
+            try StatusReport(json: json)
+        } throws: { error in
+            (error as? WireError)?.description == expected
+        }
+    }
+
+    @Test("error bodies carry per-key details")
+    func errorBody() throws {
+        let body = ErrorBody(
+            error: "not-writable", message: "these settings may not be changed by a device",
+            details: [.init(pointer: "/mediaUrl", message: "not x-writable")])
+        #expect(try ErrorBody(json: try JSONParser.parse(body.json.serialized())) == body)
+        #expect(ErrorBody(error: "x", message: "y").json == ["error": "x", "message": "y"])
+    }
+
+    @Test("enrollment messages round-trip")
+    func enrollment() throws {
+        #expect(try EnrollRequest(json: EnrollRequest(enrollmentToken: "t").json) == EnrollRequest(enrollmentToken: "t"))
+        let response = EnrollResponse(deviceId: "d-1", deviceToken: "secret")
+        #expect(try EnrollResponse(json: response.json) == response)
+    }
+
+    @Test("revision ETags are strong, quoted decimals")
+    func etags() {
+        #expect(RevisionTag.etag(41) == "\"41\"")
+        #expect(RevisionTag.revision("\"41\"") == 41)
+        #expect(RevisionTag.revision(" \"0\" ") == 0)
+        for bad in ["41", "W/\"41\"", "\"-1\"", "\"4a\"", "\"\"", "\"99999999999999999999\""] {
+            #expect(RevisionTag.revision(bad) == nil, "\(bad)")
+        }
+    }
+}
