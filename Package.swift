@@ -39,6 +39,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         .systemLibrary(
@@ -95,6 +96,26 @@ let package = Package(
         .testTarget(
             name: "FleetProtocolTests",
             dependencies: ["FleetProtocol", "FleetJSON"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .target(
+            name: "FleetServerCore",
+            dependencies: ["FleetJSON", "FleetMetadata", "FleetProtocol"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .target(
+            name: "FleetStoreSQLite",
+            dependencies: ["FleetServerCore", "FleetJSON", "FleetProtocol", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetStoreSQLiteTests",
+            dependencies: ["FleetStoreSQLite", "FleetServerCore", "FleetProtocol", "FleetJSON"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetServerCoreTests",
+            dependencies: ["FleetServerCore", "FleetMetadata", "FleetJSON"],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(
