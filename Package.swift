@@ -114,6 +114,11 @@ let package = Package(
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(
+            name: "FleetIOTests",
+            dependencies: ["FleetIO"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
             name: "FleetServerCoreTests",
             dependencies: ["FleetServerCore", "FleetMetadata", "FleetJSON"],
             swiftSettings: fleetSwiftSettings

@@ -92,3 +92,55 @@ public enum FileSystem {
         }
     }
 }
+
+extension FileSystem {
+    /// Replaces the file at `path` with `bytes` so that a reader (or a power cut) only ever sees
+    /// the old contents or the new, never a mix: write a temporary file beside it, `fsync` it,
+    /// `rename` it over the target, then `fsync` the directory so the rename itself is durable.
+    ///
+    /// The file gets exactly `mode` (the process umask does not apply), so a file holding a
+    /// secret is created `0600` from its first byte. On failure the temporary file is removed
+    /// and the old file is untouched.
+    public static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws(FileError) {
+        let directory = parentDirectory(of: path)
+        let temporary = "\(path).tmp-\(getpid())-\(UInt32.random(in: .min ... .max))"
+        let descriptor = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) }
+        guard descriptor >= 0 else { throw FileError(path: temporary, operation: "create") }
+        var written = false
+        defer { if !written { unlink(temporary) } }
+        do {
+            defer { close(descriptor) }
+            guard fchmod(descriptor, mode) == 0 else { throw FileError(path: temporary, operation: "chmod") }
+            try writeAll(bytes, to: descriptor, path: temporary)
+            guard retryingOnInterrupt({ fsync(descriptor) }) == 0 else { throw FileError(path: temporary, operation: "fsync") }
+        }
+        guard rename(temporary, path) == 0 else { throw FileError(path: path, operation: "replace") }
+        written = true
+        try syncDirectory(directory)
+    }
+
+    /// Flushes a directory's entries (a rename or a new file in it) to disk.
+    public static func syncDirectory(_ directory: String) throws(FileError) {
+        let descriptor = retryingOnInterrupt { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        guard descriptor >= 0 else { throw FileError(path: directory, operation: "open directory") }
+        defer { close(descriptor) }
+        guard retryingOnInterrupt({ fsync(descriptor) }) == 0 else { throw FileError(path: directory, operation: "fsync") }
+    }
+
+    /// The folder `path` is in (`.` for a bare name).
+    static func parentDirectory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    private static func writeAll(_ bytes: [UInt8], to descriptor: Int32, path: String) throws(FileError) {
+        var offset = 0
+        while offset < bytes.count {
+            let count = bytes.withUnsafeBytes { buffer in
+                retryingOnInterrupt { write(descriptor, buffer.baseAddress! + offset, buffer.count - offset) }
+            }
+            guard count > 0 else { throw FileError(path: path, operation: "write") }
+            offset += count
+        }
+    }
+}
