@@ -43,6 +43,7 @@ public enum FileSystem {
         guard (status.st_mode & S_IFMT) == S_IFREG else { throw FileError(path: path, operation: "read", code: EISDIR) }
         guard Int(status.st_size) <= maximumSize else { throw FileError(path: path, operation: "read", code: EFBIG) }
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(status.st_size))
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
             let count = chunk.withUnsafeMutableBytes { buffer in

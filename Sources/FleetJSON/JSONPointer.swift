@@ -63,6 +63,12 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible, Comparab
         return text
     }
 
+    /// The pointer as messages show it: ``description``, except that the whole document (the
+    /// empty pointer, invisible in `: message`) is shown as `/`.
+    public var displayText: String {
+        isRoot ? "/" : description
+    }
+
     /// Orders pointers token by token, so a document's errors can be listed in a stable order.
     public static func < (lhs: JSONPointer, rhs: JSONPointer) -> Bool {
         lhs.tokens.lexicographicallyPrecedes(rhs.tokens)

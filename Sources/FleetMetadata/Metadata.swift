@@ -202,7 +202,7 @@ public struct MetadataError: Error, Sendable, CustomStringConvertible {
 
         /// `/schema/properties/duration/default: must be one of "1", "2" (got "5")`.
         public var description: String {
-            (location.isRoot ? "/" : location.description) + ": " + (isUnsupported ? "unsupported: " : "") + message
+            location.displayText + ": " + (isUnsupported ? "unsupported: " : "") + message
         }
     }
 

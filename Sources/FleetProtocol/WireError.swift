@@ -14,7 +14,7 @@ public struct WireError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `/revision: must be a non-negative integer`.
-    public var description: String { "\(location.isRoot ? "/" : location.description): \(message)" }
+    public var description: String { "\(location.displayText): \(message)" }
 }
 
 /// Reads members of a JSON object, each failure naming the member.

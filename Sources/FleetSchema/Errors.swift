@@ -56,6 +56,6 @@ public struct ValidationError: Sendable, Hashable, CustomStringConvertible {
 
     /// `/duration: must be one of "1", "2" (got "5")`; the whole document is shown as `/`.
     public var description: String {
-        "\(instanceLocation.isRoot ? "/" : instanceLocation.description): \(message)"
+        "\(instanceLocation.displayText): \(message)"
     }
 }

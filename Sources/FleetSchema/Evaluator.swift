@@ -73,7 +73,12 @@ struct Evaluator {
     var errors: [ValidationError] = []
     private var dynamicScope: [Int] = []
     private var depth = 0
-    private let stack = StackGuard()
+    /// Read on first need: asking the system for the thread's stack bounds costs more than a
+    /// whole small validation (glibc parses /proc/self/maps for the main thread), and shallow
+    /// documents never need it.
+    private var stack: StackGuard?
+    /// Below this depth the stack is not checked: even debug frames cannot exhaust it there.
+    static let uncheckedDepth = 64
     /// Set when evaluation ran out of depth: the verdict is then "invalid" whatever the
     /// branches said, and this is the one error reported.
     private(set) var exhaustion: ValidationError?
@@ -96,7 +101,7 @@ struct Evaluator {
         }
         depth += 1
         defer { depth -= 1 }
-        guard depth <= Self.maximumDepth, stack.hasRoom() else {
+        guard depth <= Self.maximumDepth, depth < Self.uncheckedDepth || hasStackRoom() else {
             if exhaustion == nil {
                 exhaustion = ValidationError(
                     instanceLocation: InstancePath.pointer(path), keywordLocation: nodes[index].node.location,
@@ -219,12 +224,11 @@ struct Evaluator {
         if frame.collect { frame.local.evaluatedPrefix = max(frame.local.evaluatedPrefix, prefixCount) }
         if let items = compiled.node.items {
             for position in prefixCount..<elements.count {
-                let stop =
-                    nodes[items].node.constant == false
-                    ? fail(
-                        &frame, "items", at: childPath(frame.path, String(position)),
-                        "no item is allowed at this position (at most \(Self.plural(compiled.node.prefixItems.count, "item")))")
-                    : apply(&frame, items, elements[position], child: String(position))
+                let stop = apply(
+                    &frame, items, elements[position], child: String(position),
+                    forbidden: (
+                        "items", "no item is allowed at this position (at most \(Self.plural(compiled.node.prefixItems.count, "item")))"
+                    ))
                 if stop { return false }
             }
             if frame.collect { frame.local.allItems = true }
@@ -311,13 +315,9 @@ struct Evaluator {
             }
             if !matched, let additional = compiled.node.additionalProperties {
                 matched = true
-                let stop =
-                    nodes[additional].node.constant == false
-                    ? fail(
-                        &frame, "additionalProperties", at: childPath(frame.path, key),
-                        "unknown property \(Self.quoted(.string(key), secret: false))")
-                    : apply(&frame, additional, value, child: key)
-                if stop { return false }
+                if apply(&frame, additional, value, child: key, forbidden: ("additionalProperties", Self.unknownProperty(key))) {
+                    return false
+                }
             }
             if matched && frame.collect { frame.local.properties.insert(key) }
         }
@@ -385,23 +385,20 @@ struct Evaluator {
     private mutating func evaluateUnevaluated(_ frame: inout Frame, _ compiled: CompiledNode, _ instance: JSONValue) -> Bool {
         if let unevaluated = compiled.node.unevaluatedItems, case .array(let elements) = instance {
             for (position, element) in elements.enumerated() where !frame.local.isEvaluated(item: position) {
-                let stop =
-                    nodes[unevaluated].node.constant == false
-                    ? fail(&frame, "unevaluatedItems", at: childPath(frame.path, String(position)), "no item is allowed at this position")
-                    : apply(&frame, unevaluated, element, child: String(position))
-                if stop { return false }
+                if apply(
+                    &frame, unevaluated, element, child: String(position),
+                    forbidden: ("unevaluatedItems", "no item is allowed at this position"))
+                {
+                    return false
+                }
             }
             frame.local.allItems = true
         }
         if let unevaluated = compiled.node.unevaluatedProperties, case .object(let object) = instance {
             for (key, value) in object where !frame.local.properties.contains(key) {
-                let stop =
-                    nodes[unevaluated].node.constant == false
-                    ? fail(
-                        &frame, "unevaluatedProperties", at: childPath(frame.path, key),
-                        "unknown property \(Self.quoted(.string(key), secret: false))")
-                    : apply(&frame, unevaluated, value, child: key)
-                if stop { return false }
+                if apply(&frame, unevaluated, value, child: key, forbidden: ("unevaluatedProperties", Self.unknownProperty(key))) {
+                    return false
+                }
             }
             frame.local.properties.formUnion(object.keys)
         }
@@ -437,13 +434,29 @@ struct Evaluator {
 
     /// Applies `child` to a member or item of the instance; returns true when evaluation should
     /// stop.
-    private mutating func apply(_ frame: inout Frame, _ child: Int, _ value: JSONValue, child token: String) -> Bool {
+    ///
+    /// `forbidden` gives the keyword and message to report when `child` is the `false` schema
+    /// (an item past `items: false`, a property refused by `additionalProperties: false`), which
+    /// says more than the `false` schema's own "no value is allowed here". The message is only
+    /// built when it is reported.
+    private mutating func apply(
+        _ frame: inout Frame, _ child: Int, _ value: JSONValue, child token: String,
+        forbidden: @autoclosure () -> (keyword: String, message: String)? = nil
+    ) -> Bool {
+        if nodes[child].node.constant == false, let forbidden = forbidden() {
+            return fail(&frame, forbidden.keyword, at: childPath(frame.path, token), forbidden.message)
+        }
         var ignored = Annotations()
         if evaluate(child, value, at: childPath(frame.path, token), annotations: &ignored, collecting: false, secret: frame.secret) {
             return false
         }
         frame.valid = false
         return !collectsErrors
+    }
+
+    /// `unknown property "colour"`.
+    private static func unknownProperty(_ key: String) -> String {
+        "unknown property \(quoted(.string(key), secret: false))"
     }
 
     /// Runs `body` with error collection off (for subschemas whose failing is not itself an
@@ -465,6 +478,11 @@ struct Evaluator {
             if let target = resources[resource].dynamicAnchors[anchor] { return target }
         }
         return reference.target
+    }
+
+    private mutating func hasStackRoom() -> Bool {
+        if stack == nil { stack = StackGuard() }
+        return stack?.hasRoom() ?? true
     }
 
     /// Records a failure that belongs to a whole subschema (a `false` schema, the depth guard).

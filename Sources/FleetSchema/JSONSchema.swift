@@ -81,20 +81,8 @@ extension JSONSchema {
         func visit(_ value: JSONValue, _ pointer: JSONPointer) {
             guard case .object(let object) = value else { return }
             body(pointer, object)
-            for (keyword, member) in object {
-                let location = pointer.appending(keyword)
-                switch SchemaKeywords.shape(of: keyword) {
-                case .schema:
-                    visit(member, location)
-                case .schemaArray:
-                    for (position, element) in (member.arrayValue ?? []).enumerated() {
-                        visit(element, location.appending(index: position))
-                    }
-                case .schemaMap:
-                    for (name, element) in member.objectValue ?? JSONObject() { visit(element, location.appending(name)) }
-                case .other:
-                    continue
-                }
+            SchemaKeywords.forEachSubschema(of: object) { tokens, member in
+                visit(member, JSONPointer(tokens: pointer.tokens + tokens))
             }
         }
         visit(document, .root)

@@ -301,13 +301,10 @@ struct SchemaCompiler {
 
     /// Keywords with no assertion meaning: annotations, and keywords of vocabularies the
     /// dialect leaves out. With ``JSONSchema/Options/rejectsUnknownKeywords``, anything else that
-    /// is not an `x-` extension is reported as unsupported rather than silently ignored.
+    /// is not an `x-` extension is reported as unsupported rather than silently ignored (draft 7's
+    /// `definitions` excepted: it only holds subschemas for `$ref`, so ignoring it loses nothing).
     private func acceptUnknown(_ keyword: String, at location: SchemaLocation, vocabularies: Vocabularies) throws(SchemaError) {
-        let annotations: Set<String> = [
-            "title", "description", "default", "deprecated", "readOnly", "writeOnly", "examples", "contentEncoding",
-            "contentMediaType", "contentSchema", "definitions",
-        ]
-        guard options.rejectsUnknownKeywords, !keyword.hasPrefix("x-"), !annotations.contains(keyword),
+        guard options.rejectsUnknownKeywords, !keyword.hasPrefix("x-"), keyword != "definitions",
             SchemaKeywords.isTwentyTwentyKeyword(keyword) == false
         else { return }
         let hint =
@@ -441,16 +438,17 @@ extension SchemaKeywords {
     /// Whether `keyword` belongs to one of the 2020-12 vocabularies (core, applicator,
     /// unevaluated, validation, meta-data, format, content).
     static func isTwentyTwentyKeyword(_ keyword: String) -> Bool {
-        let keywords: Set<String> = [
-            "$schema", "$id", "$ref", "$anchor", "$dynamicRef", "$dynamicAnchor", "$vocabulary", "$comment", "$defs",
-            "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "prefixItems", "items", "contains",
-            "properties", "patternProperties", "additionalProperties", "propertyNames", "unevaluatedItems",
-            "unevaluatedProperties", "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum",
-            "exclusiveMinimum", "maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "maxContains",
-            "minContains", "maxProperties", "minProperties", "required", "dependentRequired", "title", "description",
-            "default", "deprecated", "readOnly", "writeOnly", "examples", "format", "contentEncoding", "contentMediaType",
-            "contentSchema",
-        ]
-        return keywords.contains(keyword)
+        twentyTwentyKeywords.contains(keyword)
     }
+
+    private static let twentyTwentyKeywords: Set<String> = [
+        "$schema", "$id", "$ref", "$anchor", "$dynamicRef", "$dynamicAnchor", "$vocabulary", "$comment", "$defs",
+        "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "prefixItems", "items", "contains",
+        "properties", "patternProperties", "additionalProperties", "propertyNames", "unevaluatedItems",
+        "unevaluatedProperties", "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum",
+        "exclusiveMinimum", "maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "maxContains",
+        "minContains", "maxProperties", "minProperties", "required", "dependentRequired", "title", "description",
+        "default", "deprecated", "readOnly", "writeOnly", "examples", "format", "contentEncoding", "contentMediaType",
+        "contentSchema",
+    ]
 }

@@ -90,23 +90,10 @@ public struct SchemaRegistry: Sendable {
             anchors[baseText + "#" + name] = location
             dynamicAnchors[baseText, default: [:]][name] = location
         }
-        for (keyword, member) in object {
-            switch SchemaKeywords.shape(of: keyword) {
-            case .schema:
-                index(member, at: location.appending(keyword), base: base)
-            case .schemaArray:
-                guard case .array(let elements) = member else { continue }
-                for (position, element) in elements.enumerated() {
-                    index(element, at: location.appending(keyword).appending(String(position)), base: base)
-                }
-            case .schemaMap:
-                guard case .object(let members) = member else { continue }
-                for (name, element) in members {
-                    index(element, at: location.appending(keyword).appending(name), base: base)
-                }
-            case .other:
-                continue
-            }
+        SchemaKeywords.forEachSubschema(of: object) { tokens, member in
+            index(
+                member, at: SchemaLocation(document: location.document, pointer: JSONPointer(tokens: location.pointer.tokens + tokens)),
+                base: base)
         }
     }
 }
@@ -138,6 +125,24 @@ enum SchemaKeywords {
             .schemaMap
         default:
             .other
+        }
+    }
+
+    /// Calls `body` with the relative path (the keyword, plus an index or a name) and value of
+    /// every direct subschema of `object`, in written order. Only keywords whose values are
+    /// schemas are entered: data under `enum`, `const` or an unknown keyword is not a schema.
+    static func forEachSubschema(of object: JSONObject, _ body: ([String], JSONValue) -> Void) {
+        for (keyword, member) in object {
+            switch shape(of: keyword) {
+            case .schema:
+                body([keyword], member)
+            case .schemaArray:
+                for (position, element) in (member.arrayValue ?? []).enumerated() { body([keyword, String(position)], element) }
+            case .schemaMap:
+                for (name, element) in member.objectValue ?? JSONObject() { body([keyword, name], element) }
+            case .other:
+                continue
+            }
         }
     }
 }

@@ -43,7 +43,7 @@ public enum SchemaTestSuite {
         /// What is wrong.
         public let message: String
 
-        public var description: String { "\(location.isRoot ? "/" : location.description): \(message)" }
+        public var description: String { "\(location.displayText): \(message)" }
     }
 
     /// The counts a run ends with.

@@ -22,9 +22,8 @@ public actor ChangeNotifier {
     /// Records a change of `app` and wakes everything waiting on it.
     public func changed(_ app: String) {
         generations[app, default: 0] += 1
-        for continuation in waiters.removeValue(forKey: app)?.values ?? [:].values {
-            continuation.resume(returning: true)
-        }
+        guard let woken = waiters.removeValue(forKey: app) else { return }
+        for continuation in woken.values { continuation.resume(returning: true) }
     }
 
     /// The number of long-polls waiting on `app` (for tests and metrics).

@@ -33,7 +33,7 @@ struct Fleetset: AsyncParsableCommand {
             let code = exitCode(for: error)
             guard code == .validationFailure else { exit(withError: error) }
             let message = fullMessage(for: error)
-            FileHandleOutput.standardError(message)
+            StandardError.write(message)
             Glibc.exit(CLIExit.usageOrIO.rawValue)
         }
     }
@@ -48,12 +48,12 @@ enum CLIExit {
 }
 
 /// Writing to the standard streams without Foundation.
-enum FileHandleOutput {
-    static func standardError(_ text: String) {
+enum StandardError {
+    static func write(_ text: String) {
         let line = text.hasSuffix("\n") ? text : text + "\n"
         var bytes = Array(line.utf8)[...]
         while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+            let written = bytes.withUnsafeBytes { Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
             if written < 0 && errno == EINTR { continue }
             guard written > 0 else { return }
             bytes = bytes.dropFirst(written)

@@ -11,7 +11,7 @@ enum Inputs {
         do {
             bytes = try FileSystem.readFile(path)
         } catch {
-            FileHandleOutput.standardError("fleetset: \(error)")
+            StandardError.write("fleetset: \(error)")
             throw CLIExit.usageOrIO
         }
         do {

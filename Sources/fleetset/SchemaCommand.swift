@@ -44,7 +44,7 @@ struct SchemaTestCommand: ParsableCommand {
             do {
                 try registry.registerFiles(under: remotes)
             } catch {
-                FileHandleOutput.standardError("fleetset: \(error)")
+                StandardError.write("fleetset: \(error)")
                 throw CLIExit.usageOrIO
             }
         }
