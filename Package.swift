@@ -28,6 +28,7 @@ let package = Package(
     name: "fleetset",
     products: [
         .executable(name: "fleetset", targets: ["fleetset"]),
+        .executable(name: "fleetset-server", targets: ["fleetset-server"]),
         .library(name: "Curl", targets: ["Curl"]),
         .library(name: "FleetJSON", targets: ["FleetJSON"]),
         .library(name: "FleetSchema", targets: ["FleetSchema"]),
@@ -40,6 +41,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -100,7 +103,55 @@ let package = Package(
         ),
         .target(
             name: "FleetServerCore",
-            dependencies: ["FleetJSON", "FleetMetadata", "FleetProtocol"],
+            dependencies: [
+                "FleetJSON", "FleetMetadata", "FleetProtocol", "FleetSchema",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .target(
+            name: "FleetClient",
+            dependencies: ["Curl", "FleetJSON", "FleetProtocol"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .target(
+            name: "FleetLogging",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .target(
+            name: "FleetServer",
+            dependencies: [
+                "FleetServerCore", "FleetProtocol", "FleetJSON", "FleetIO",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .executableTarget(
+            name: "fleetset-server",
+            dependencies: [
+                "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetLogging",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetServerTests",
+            dependencies: [
+                "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetProtocol", "FleetJSON", "FleetLogging", "Curl", "FleetClient",
+                "FleetMetadata", "FleetIO",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: fleetSwiftSettings
         ),
         .target(

@@ -14,7 +14,7 @@ public struct FileError: Error, Sendable, Hashable, CustomStringConvertible {
     public let code: Int32
 
     /// Creates an error from the current `errno`.
-    init(path: String, operation: String, code: Int32 = errno) {
+    public init(path: String, operation: String, code: Int32 = errno) {
         self.path = path
         self.operation = operation
         self.code = code

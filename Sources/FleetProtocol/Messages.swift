@@ -61,7 +61,7 @@ public struct StatusReport: Sendable, Hashable {
         case app
     }
 
-    /// The longest message accepted, in UTF-8 bytes.
+    /// The longest message accepted, in characters (Unicode scalars, as JSON Schema counts).
     public static let maximumMessageLength = 4096
 
     public var revision: Int64

@@ -33,14 +33,14 @@ struct MemberReader {
 
     func string(_ key: String, maximumLength: Int = 4096) throws(WireError) -> String {
         guard case .string(let text)? = object[key] else { throw missingOr(key, "must be a string") }
-        guard text.utf8.count <= maximumLength else {
-            throw WireError(at: location.appending(key), "must be at most \(maximumLength) bytes long")
+        guard text.unicodeScalars.count <= maximumLength else {
+            throw WireError(at: location.appending(key), "must be at most \(maximumLength) characters long")
         }
         return text
     }
 
     func optionalString(_ key: String, maximumLength: Int = 4096) throws(WireError) -> String? {
-        guard object[key] != nil, object[key] != .null else { return nil }
+        guard object[key] != nil else { return nil }
         return try string(key, maximumLength: maximumLength)
     }
 
@@ -49,6 +49,53 @@ struct MemberReader {
             throw missingOr(key, "must be a non-negative integer")
         }
         return value
+    }
+
+    /// A non-negative integer that may be `null` or absent.
+    func nullableCount(_ key: String) throws(WireError) -> Int64? {
+        guard let value = object[key], value != .null else { return nil }
+        return try count(key)
+    }
+
+    /// An integer in `range`, or `defaultValue` when absent.
+    func integer(_ key: String, in range: ClosedRange<Int64>, default defaultValue: Int64) throws(WireError) -> Int64 {
+        guard let value = object[key] else { return defaultValue }
+        guard case .number(let number) = value, number.isInteger, let integer = number.int64Value, range.contains(integer) else {
+            throw WireError(at: location.appending(key), "must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return integer
+    }
+
+    /// An RFC 3339 UTC timestamp, as seconds since the epoch.
+    func timestamp(_ key: String) throws(WireError) -> Int64 {
+        guard let seconds = Timestamp.parse(try string(key, maximumLength: 64)) else {
+            throw WireError(at: location.appending(key), "must be an RFC 3339 UTC timestamp like 2026-11-22T10:00:00Z")
+        }
+        return seconds
+    }
+
+    /// A timestamp that may be `null` or absent.
+    func nullableTimestamp(_ key: String) throws(WireError) -> Int64? {
+        guard let value = object[key], value != .null else { return nil }
+        return try timestamp(key)
+    }
+
+    /// An array of strings, each 1 to `maximumLength` characters long, without duplicates.
+    func names(_ key: String, maximumCount: Int, maximumLength: Int = 128) throws(WireError) -> [String]? {
+        guard let value = object[key] else { return nil }
+        guard case .array(let elements) = value, elements.count <= maximumCount else {
+            throw WireError(at: location.appending(key), "must be an array of at most \(maximumCount) strings")
+        }
+        var names: [String] = []
+        for (index, element) in elements.enumerated() {
+            guard case .string(let name) = element, (1...maximumLength).contains(name.unicodeScalars.count), !names.contains(name) else {
+                throw WireError(
+                    at: location.appending(key).appending(index: index),
+                    "must be a string of 1 to \(maximumLength) characters, not repeated")
+            }
+            names.append(name)
+        }
+        return names
     }
 
     func values(_ key: String) throws(WireError) -> JSONObject {

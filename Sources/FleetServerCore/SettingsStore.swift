@@ -21,6 +21,12 @@ public protocol SettingsStore: Sendable {
     /// Replaces the values at `scope` (an empty object removes the row).
     func setValues(_ values: JSONObject, app: String, scope: Scope) async throws
 
+    /// The values of the scopes one device sees, read in one transaction.
+    func valueLayers(app: String, groups: [String], deviceID: String) async throws -> ValueLayers
+
+    /// The values at every scope of `app` (scopes without values are absent).
+    func allValues(app: String) async throws -> [Scope: JSONObject]
+
     /// Adds a device. Throws when the id or the token hash exists.
     func addDevice(_ device: Device) async throws
 
@@ -37,14 +43,20 @@ public protocol SettingsStore: Sendable {
     func addEnrollmentToken(_ token: EnrollmentTokenRecord) async throws
 
     /// Uses one use of the enrollment token with `hash` if it exists, has not expired at `now`
-    /// and has uses left; returns its groups, or `nil` when it cannot be used.
-    func consumeEnrollmentToken(hash: String, now: Int64) async throws -> [String]?
+    /// and has uses left, and then adds the device that `makeDevice` returns for its groups,
+    /// all in one transaction (a device is never added for a token that was not used).
+    func enroll(tokenHash: String, now: Int64, makeDevice: @Sendable ([String]) -> Device) async throws -> EnrollmentOutcome
 
     /// The revision last served to a device for an app.
     func revision(app: String, deviceID: String) async throws -> RevisionState?
 
-    /// Stores the revision served to a device for an app.
-    func setRevision(_ state: RevisionState, app: String, deviceID: String) async throws
+    /// Moves the device's revision for the app to ``RevisionState/next(after:fingerprint:)``
+    /// of the stored one, atomically (two requests computing the same change never make two
+    /// revisions, nor one revision with two contents), and returns it.
+    func advanceRevision(app: String, deviceID: String, fingerprint: UInt64) async throws -> RevisionState
+
+    /// The revision last served to every device for an app, by device id.
+    func revisions(app: String) async throws -> [String: RevisionState]
 
     /// Keeps `report` as the device's latest for the app.
     func recordStatus(_ report: StatusReport, app: String, deviceID: String, at time: Int64) async throws
@@ -52,8 +64,37 @@ public protocol SettingsStore: Sendable {
     /// The device's latest status report for the app, with when it arrived.
     func latestStatus(app: String, deviceID: String) async throws -> (report: StatusReport, receivedAt: Int64)?
 
+    /// The latest status reports of every device for the app, by device id.
+    func latestStatuses(app: String) async throws -> [String: (report: StatusReport, receivedAt: Int64)]
+
     /// Every device, ordered by id.
     func devices() async throws -> [Device]
+}
+
+/// What a device sees of an app's stored values: the app scope, its groups', its own.
+public struct ValueLayers: Sendable, Hashable {
+    public var app: JSONObject
+    /// By group name; groups without values are absent.
+    public var groups: [String: JSONObject]
+    public var device: JSONObject
+
+    public init(app: JSONObject = [:], groups: [String: JSONObject] = [:], device: JSONObject = [:]) {
+        self.app = app
+        self.groups = groups
+        self.device = device
+    }
+}
+
+/// The result of presenting an enrollment token.
+public enum EnrollmentOutcome: Sendable, Hashable {
+    /// The token was used and the device added.
+    case enrolled(Device)
+    /// No token has this hash.
+    case unknown
+    /// The token's time is up.
+    case expired
+    /// The token has no uses left.
+    case usedUp
 }
 
 /// A metadata document as stored: its version and exact text (the ETag is derived from it).

@@ -94,15 +94,51 @@ public final class SQLiteStore: SettingsStore {
         }
     }
 
+    public func valueLayers(app: String, groups: [String], deviceID: String) async throws -> ValueLayers {
+        let wanted = Set([Scope.app.description, Scope.device(deviceID).description] + groups.map { Scope.group($0).description })
+        let rows = try await pool.read { db in
+            try Row.fetchAll(db, sql: #"SELECT scope, "values" FROM scoped_values WHERE app = ?"#, arguments: [app])
+                .compactMap { row -> ScopeRow? in
+                    let scope: String = row["scope"]
+                    return wanted.contains(scope) ? ScopeRow(scope: scope, values: row["values"]) : nil
+                }
+        }
+        var layers = ValueLayers()
+        for row in rows {
+            let values = try Self.object(row.values, what: "values of \(app) at \(row.scope)")
+            switch Scope(parameter: row.scope) {
+            case .app: layers.app = values
+            case .group(let name): layers.groups[name] = values
+            case .device: layers.device = values
+            case .defaults, nil: throw StoreCorruption(what: "scope \(row.scope) of \(app)")
+            }
+        }
+        return layers
+    }
+
+    public func allValues(app: String) async throws -> [Scope: JSONObject] {
+        let rows = try await pool.read { db in
+            try Row.fetchAll(db, sql: #"SELECT scope, "values" FROM scoped_values WHERE app = ?"#, arguments: [app])
+                .map { ScopeRow(scope: $0["scope"], values: $0["values"]) }
+        }
+        var result: [Scope: JSONObject] = [:]
+        for row in rows {
+            guard let scope = Scope(parameter: row.scope) else { throw StoreCorruption(what: "scope \(row.scope) of \(app)") }
+            result[scope] = try Self.object(row.values, what: "values of \(app) at \(row.scope)")
+        }
+        return result
+    }
+
     // MARK: - Devices and enrollment
 
     public func addDevice(_ device: Device) async throws {
-        let groups = Self.text(device.groups)
-        try await pool.write { db in
-            try db.execute(
-                sql: "INSERT INTO devices (id, token_hash, groups, enrolled_at, last_seen_at) VALUES (?, ?, ?, ?, ?)",
-                arguments: [device.id, device.tokenHash, groups, device.enrolledAt, device.lastSeenAt])
-        }
+        try await pool.write { db in try Self.insert(device, db) }
+    }
+
+    private static func insert(_ device: Device, _ db: Database) throws {
+        try db.execute(
+            sql: "INSERT INTO devices (id, token_hash, groups, enrolled_at, last_seen_at) VALUES (?, ?, ?, ?, ?)",
+            arguments: [device.id, device.tokenHash, text(device.groups), device.enrolledAt, device.lastSeenAt])
     }
 
     public func device(tokenHash: String) async throws -> Device? {
@@ -136,15 +172,20 @@ public final class SQLiteStore: SettingsStore {
         }
     }
 
-    public func consumeEnrollmentToken(hash: String, now: Int64) async throws -> [String]? {
-        let groups = try await pool.write { db -> String? in
-            try db.execute(
-                sql: "UPDATE enrollment_tokens SET uses_left = uses_left - 1 WHERE hash = ? AND uses_left > 0 AND expires_at > ?",
-                arguments: [hash, now])
-            guard db.changesCount == 1 else { return nil }
-            return try String.fetchOne(db, sql: "SELECT groups FROM enrollment_tokens WHERE hash = ?", arguments: [hash])
+    public func enroll(tokenHash: String, now: Int64, makeDevice: @Sendable ([String]) -> Device) async throws -> EnrollmentOutcome {
+        try await pool.write { db -> EnrollmentOutcome in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT expires_at, uses_left, groups FROM enrollment_tokens WHERE hash = ?", arguments: [tokenHash])
+            else { return .unknown }
+            guard (row["expires_at"] as Int64) > now else { return .expired }
+            guard (row["uses_left"] as Int64) > 0 else { return .usedUp }
+            let groups = try Self.strings(row["groups"], what: "groups of an enrollment token")
+            try db.execute(sql: "UPDATE enrollment_tokens SET uses_left = uses_left - 1 WHERE hash = ?", arguments: [tokenHash])
+            let device = makeDevice(groups)
+            try Self.insert(device, db)
+            return .enrolled(device)
         }
-        return try groups.map { try Self.strings($0, what: "groups of an enrollment token") }
     }
 
     // MARK: - Revisions and status
@@ -154,18 +195,38 @@ public final class SQLiteStore: SettingsStore {
             try Row.fetchOne(
                 db, sql: "SELECT revision, fingerprint FROM revisions WHERE app = ? AND device_id = ?", arguments: [app, deviceID]
             )
-            .map { row in
-                RevisionState(revision: row["revision"], fingerprint: UInt64(bitPattern: row["fingerprint"] as Int64))
-            }
+            .map(Self.revisionState)
         }
     }
 
-    public func setRevision(_ state: RevisionState, app: String, deviceID: String) async throws {
-        try await pool.write { db in
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO revisions (app, device_id, revision, fingerprint) VALUES (?, ?, ?, ?)",
-                arguments: [app, deviceID, state.revision, Int64(bitPattern: state.fingerprint)])
+    public func advanceRevision(app: String, deviceID: String, fingerprint: UInt64) async throws -> RevisionState {
+        if let current = try await revision(app: app, deviceID: deviceID), current.fingerprint == fingerprint {
+            return current  // the common case: nothing changed, no write transaction
         }
+        return try await pool.write { db in
+            let current = try Row.fetchOne(
+                db, sql: "SELECT revision, fingerprint FROM revisions WHERE app = ? AND device_id = ?", arguments: [app, deviceID]
+            ).map(Self.revisionState)
+            let next = RevisionState.next(after: current, fingerprint: fingerprint)
+            if next != current {
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO revisions (app, device_id, revision, fingerprint) VALUES (?, ?, ?, ?)",
+                    arguments: [app, deviceID, next.revision, Int64(bitPattern: next.fingerprint)])
+            }
+            return next
+        }
+    }
+
+    public func revisions(app: String) async throws -> [String: RevisionState] {
+        let rows = try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT device_id, revision, fingerprint FROM revisions WHERE app = ?", arguments: [app])
+                .map { ($0["device_id"] as String, Self.revisionState($0)) }
+        }
+        return Dictionary(rows, uniquingKeysWith: { first, _ in first })
+    }
+
+    private static func revisionState(_ row: Row) -> RevisionState {
+        RevisionState(revision: row["revision"], fingerprint: UInt64(bitPattern: row["fingerprint"] as Int64))
     }
 
     public func recordStatus(_ report: StatusReport, app: String, deviceID: String, at time: Int64) async throws {
@@ -183,20 +244,31 @@ public final class SQLiteStore: SettingsStore {
     }
 
     public func latestStatus(app: String, deviceID: String) async throws -> (report: StatusReport, receivedAt: Int64)? {
-        let stored = try await pool.read { db -> StoredStatus? in
-            try Row.fetchOne(db, sql: "SELECT * FROM status_reports WHERE app = ? AND device_id = ?", arguments: [app, deviceID])
-                .map { row in
-                    guard let state = StatusReport.State(rawValue: row["state"]), let source = StatusReport.Source(rawValue: row["source"])
-                    else {
-                        throw StoreCorruption(what: "status report of \(deviceID) for \(app)")
-                    }
-                    let report = StatusReport(
-                        revision: row["revision"], schemaVersion: row["schema_version"], state: state, message: row["message"],
-                        source: source)
-                    return StoredStatus(report: report, receivedAt: row["received_at"])
-                }
+        let rows = try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM status_reports WHERE app = ? AND device_id = ?", arguments: [app, deviceID])
+                .map(Self.storedStatus)
         }
-        return stored.map { ($0.report, $0.receivedAt) }
+        return rows.first.map { ($0.report, $0.receivedAt) }
+    }
+
+    public func latestStatuses(app: String) async throws -> [String: (report: StatusReport, receivedAt: Int64)] {
+        let rows = try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM status_reports WHERE app = ?", arguments: [app]).map(Self.storedStatus)
+        }
+        var result: [String: (report: StatusReport, receivedAt: Int64)] = [:]
+        for row in rows { result[row.deviceID] = (row.report, row.receivedAt) }
+        return result
+    }
+
+    private static func storedStatus(_ row: Row) throws -> StoredStatus {
+        let deviceID: String = row["device_id"]
+        let app: String = row["app"]
+        guard let state = StatusReport.State(rawValue: row["state"]), let source = StatusReport.Source(rawValue: row["source"]) else {
+            throw StoreCorruption(what: "status report of \(deviceID) for \(app)")
+        }
+        let report = StatusReport(
+            revision: row["revision"], schemaVersion: row["schema_version"], state: state, message: row["message"], source: source)
+        return StoredStatus(deviceID: deviceID, report: report, receivedAt: row["received_at"])
     }
 
     // MARK: - Encoding
@@ -227,8 +299,14 @@ public final class SQLiteStore: SettingsStore {
 }
 
 private struct StoredStatus: Sendable {
+    var deviceID: String
     var report: StatusReport
     var receivedAt: Int64
+}
+
+private struct ScopeRow: Sendable {
+    var scope: String
+    var values: String
 }
 
 /// A row the store wrote cannot be read back: the database was changed outside fleetset.

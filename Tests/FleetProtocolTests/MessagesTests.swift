@@ -38,7 +38,7 @@ struct MessagesTests {
                 "revision": 1, "schemaVersion": 1, "state": "applied", "source": "agent",
                 "message": .string(String(repeating: "x", count: 5000)),
             ],
-            "/message: must be at most 4096 bytes long"
+            "/message: must be at most 4096 characters long"
         ),
     ]
 

@@ -68,15 +68,23 @@ struct SQLiteStoreTests {
         }
     }
 
-    @Test("an enrollment token works until it expires or its uses run out")
+    @Test("an enrollment token enrolls a device until it expires or its uses run out")
     func enrollmentTokens() async throws {
         try await withStore { (store: SQLiteStore, _: String) async throws in
             try await store.addEnrollmentToken(EnrollmentTokenRecord(hash: "t", expiresAt: 1_000, usesLeft: 2, groups: ["lobby"]))
-            #expect(try await store.consumeEnrollmentToken(hash: "t", now: 999) == ["lobby"])
-            #expect(try await store.consumeEnrollmentToken(hash: "t", now: 1_000) == nil)  // expired
-            #expect(try await store.consumeEnrollmentToken(hash: "t", now: 10) == ["lobby"])
-            #expect(try await store.consumeEnrollmentToken(hash: "t", now: 10) == nil)  // used up
-            #expect(try await store.consumeEnrollmentToken(hash: "unknown", now: 10) == nil)
+            let make: @Sendable (String) -> @Sendable ([String]) -> Device = { id in
+                { groups in Device(id: id, tokenHash: "h-" + id, groups: groups, enrolledAt: 5) }
+            }
+            let first = try await store.enroll(tokenHash: "t", now: 999, makeDevice: make("d-1"))
+            #expect(first == .enrolled(Device(id: "d-1", tokenHash: "h-d-1", groups: ["lobby"], enrolledAt: 5)))
+            #expect(try await store.device(id: "d-1")?.groups == ["lobby"])
+            #expect(try await store.enroll(tokenHash: "t", now: 1_000, makeDevice: make("d-x")) == .expired)
+            #expect(
+                try await store.enroll(tokenHash: "t", now: 10, makeDevice: make("d-2"))
+                    == .enrolled(Device(id: "d-2", tokenHash: "h-d-2", groups: ["lobby"], enrolledAt: 5)))
+            #expect(try await store.enroll(tokenHash: "t", now: 10, makeDevice: make("d-y")) == .usedUp)
+            #expect(try await store.enroll(tokenHash: "unknown", now: 10, makeDevice: make("d-z")) == .unknown)
+            #expect(try await store.devices().map(\.id) == ["d-1", "d-2"])
         }
     }
 
@@ -85,10 +93,18 @@ struct SQLiteStoreTests {
         try await withStore { (store: SQLiteStore, _: String) async throws in
             try await store.addEnrollmentToken(EnrollmentTokenRecord(hash: "t", expiresAt: 1_000, usesLeft: 5, groups: []))
             let successes = try await withThrowingTaskGroup(of: Bool.self) { group in
-                for _ in 0..<20 { group.addTask { try await store.consumeEnrollmentToken(hash: "t", now: 1) != nil } }
+                for index in 0..<20 {
+                    group.addTask {
+                        let outcome = try await store.enroll(tokenHash: "t", now: 1) { groups in
+                            Device(id: "d-\(index)", tokenHash: "h-\(index)", groups: groups, enrolledAt: 1)
+                        }
+                        return outcome != .usedUp
+                    }
+                }
                 return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
             }
             #expect(successes == 5)
+            #expect(try await store.devices().count == 5)
         }
     }
 
@@ -96,18 +112,24 @@ struct SQLiteStoreTests {
     func revisionsAndStatus() async throws {
         try await withStore { (store: SQLiteStore, _: String) async throws in
             try await store.addDevice(Device(id: "d-1", tokenHash: "h", groups: [], enrolledAt: 1))
-            let state = RevisionState(revision: 7, fingerprint: 0xF000_0000_0000_0001)
-            try await store.setRevision(state, app: "kiosk", deviceID: "d-1")
-            #expect(try await store.revision(app: "kiosk", deviceID: "d-1") == state)
+            let first = try await store.advanceRevision(app: "kiosk", deviceID: "d-1", fingerprint: 0xF000_0000_0000_0001)
+            #expect(first == RevisionState(revision: 1, fingerprint: 0xF000_0000_0000_0001))
+            #expect(try await store.advanceRevision(app: "kiosk", deviceID: "d-1", fingerprint: 0xF000_0000_0000_0001) == first)
+            let second = try await store.advanceRevision(app: "kiosk", deviceID: "d-1", fingerprint: 42)
+            #expect(second == RevisionState(revision: 2, fingerprint: 42))
+            #expect(try await store.revision(app: "kiosk", deviceID: "d-1") == second)
+            #expect(try await store.revisions(app: "kiosk") == ["d-1": second])
             #expect(try await store.revision(app: "other", deviceID: "d-1") == nil)
 
-            let first = StatusReport(revision: 6, schemaVersion: 2, state: .error, message: "/duration: bad", source: .agent)
-            let second = StatusReport(revision: 7, schemaVersion: 2, state: .applied, source: .app)
-            try await store.recordStatus(first, app: "kiosk", deviceID: "d-1", at: 10)
-            try await store.recordStatus(second, app: "kiosk", deviceID: "d-1", at: 20)
+            let earlier = StatusReport(revision: 6, schemaVersion: 2, state: .error, message: "/duration: bad", source: .agent)
+            let later = StatusReport(revision: 7, schemaVersion: 2, state: .applied, source: .app)
+            try await store.recordStatus(earlier, app: "kiosk", deviceID: "d-1", at: 10)
+            try await store.recordStatus(later, app: "kiosk", deviceID: "d-1", at: 20)
             let latest = try await store.latestStatus(app: "kiosk", deviceID: "d-1")
-            #expect(latest?.report == second)
+            #expect(latest?.report == later)
             #expect(latest?.receivedAt == 20)
+            #expect(try await store.latestStatuses(app: "kiosk")["d-1"]?.report == later)
+            #expect(try await store.latestStatuses(app: "other").isEmpty)
         }
     }
 }

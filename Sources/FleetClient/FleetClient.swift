@@ -1,0 +1,188 @@
+import Curl
+import FleetJSON
+import FleetProtocol
+
+/// Protocol v1 from the calling side, typed, over fleetset's libcurl client: what the agent
+/// and `fleetset admin` use to talk to a server.
+///
+/// Every refusal throws ``FleetClientError/refused(status:body:)`` carrying the server's
+/// ``ErrorBody``; transport failures throw the `HTTPClientError` as it is.
+public struct FleetClient: Sendable {
+    /// The server's base URL, without a trailing slash: `https://fleet.example.com`.
+    public let baseURL: String
+    private let http: HTTPClient
+    private let token: String?
+
+    /// - Parameter token: the device or admin bearer token (`nil` only for enrollment).
+    public init(http: HTTPClient, baseURL: String, token: String?) {
+        var base = baseURL
+        while base.hasSuffix("/") { base.removeLast() }
+        self.baseURL = base
+        self.http = http
+        self.token = token
+    }
+
+    // MARK: - Device side
+
+    /// Exchanges an enrollment token for a device identity.
+    public func enroll(enrollmentToken: String) async throws -> EnrollResponse {
+        let response = try await send(.post, "/v1/enroll", json: EnrollRequest(enrollmentToken: enrollmentToken).json, expect: [201])
+        return try decode(response, EnrollResponse.init(json:))
+    }
+
+    /// The app's metadata document and its ETag, or `nil` when it still has `etag`.
+    public func metadata(app: String, ifNoneMatch etag: String? = nil) async throws -> (document: [UInt8], etag: String)? {
+        var headers: HTTPHeaders = [:]
+        if let etag { headers["If-None-Match"] = etag }
+        let response = try await send(.get, "/v1/apps/\(app)/metadata", headers: headers, expect: [200, 304])
+        guard response.status == 200 else { return nil }
+        return (response.body, response.headers["ETag"] ?? "")
+    }
+
+    /// The device's settings, or `nil` when they are still at `knownRevision` (after waiting up
+    /// to `wait` seconds for a change: a long-poll).
+    public func settings(app: String, knownRevision: Int64? = nil, wait: Int = 0) async throws -> SettingsDocument? {
+        var headers: HTTPHeaders = [:]
+        if let knownRevision { headers["If-None-Match"] = RevisionTag.etag(knownRevision) }
+        let limits = wait > 0 ? TransferLimits(timeout: .seconds(wait + 30), lowSpeedLimit: nil) : nil
+        let query = wait > 0 ? "?wait=\(wait)" : ""
+        let response = try await send(.get, "/v1/apps/\(app)/settings\(query)", headers: headers, limits: limits, expect: [200, 304])
+        guard response.status == 200 else { return nil }
+        return try decode(response, SettingsDocument.init(json:))
+    }
+
+    /// Sends a merge patch of writable settings based on `revision`; returns the new settings.
+    public func patchSettings(app: String, patch: JSONObject, basedOn revision: Int64) async throws -> SettingsDocument {
+        let response = try await send(
+            .patch, "/v1/apps/\(app)/settings", json: .object(patch), contentType: "application/merge-patch+json",
+            headers: ["If-Match": RevisionTag.etag(revision)], expect: [200])
+        return try decode(response, SettingsDocument.init(json:))
+    }
+
+    /// Reports what happened to a revision.
+    public func reportStatus(app: String, _ report: StatusReport) async throws {
+        _ = try await send(.post, "/v1/apps/\(app)/status", json: report.json, expect: [202])
+    }
+
+    // MARK: - Admin side
+
+    /// Stores a metadata document (its text as given).
+    public func putMetadata(app: String, document: [UInt8], force: Bool = false) async throws -> MetadataPutResult {
+        let response = try await send(
+            .put, "/v1/admin/apps/\(app)/metadata\(force ? "?force=true" : "")", body: document, contentType: "application/json",
+            expect: [200])
+        return try decode(response, MetadataPutResult.init(json:))
+    }
+
+    /// The values set at `scope` (`app`, `group:NAME`, `device:ID`).
+    public func values(app: String, scope: String) async throws -> ScopedValues {
+        let response = try await send(.get, "/v1/admin/apps/\(app)/values?scope=\(Self.percentEncoded(scope))", expect: [200])
+        return try decode(response, ScopedValues.init(json:))
+    }
+
+    /// Applies a merge patch (a `null` clears) to the values at `scope`.
+    public func patchValues(app: String, scope: String, patch: JSONObject) async throws -> ScopedValues {
+        let response = try await send(
+            .patch, "/v1/admin/apps/\(app)/values?scope=\(Self.percentEncoded(scope))", json: .object(patch),
+            contentType: "application/merge-patch+json", expect: [200])
+        return try decode(response, ScopedValues.init(json:))
+    }
+
+    /// Every device with its last contact, served revision and latest status.
+    public func devices(app: String) async throws -> DeviceList {
+        try decode(try await send(.get, "/v1/admin/apps/\(app)/devices", expect: [200]), DeviceList.init(json:))
+    }
+
+    /// A device's effective values and where each comes from.
+    public func explain(app: String, deviceID: String) async throws -> Explanation {
+        let response = try await send(.get, "/v1/admin/apps/\(app)/devices/\(Self.percentEncoded(deviceID))/explain", expect: [200])
+        return try decode(response, Explanation.init(json:))
+    }
+
+    /// Makes an enrollment token.
+    public func makeEnrollmentToken(_ request: EnrollmentTokenRequest) async throws -> EnrollmentTokenResponse {
+        let response = try await send(.post, "/v1/admin/enrollment-tokens", json: request.json, expect: [201])
+        return try decode(response, EnrollmentTokenResponse.init(json:))
+    }
+
+    // MARK: - Transport
+
+    private func send(
+        _ method: HTTPMethod, _ path: String, json: JSONValue? = nil, body: [UInt8]? = nil, contentType: String = "application/json",
+        headers: HTTPHeaders = [:], limits: TransferLimits? = nil, expect: Set<Int>
+    ) async throws -> HTTPResponse {
+        var request = HTTPRequest(method: method, url: baseURL + path, headers: headers, limits: limits)
+        if let token { request.headers["Authorization"] = "Bearer " + token }
+        request.headers["Accept"] = "application/json"
+        if let payload = json.map({ Array($0.serialized().utf8) }) ?? body {
+            request.body = payload
+            request.headers["Content-Type"] = contentType
+        }
+        let response = try await http.execute(request)
+        guard expect.contains(response.status) else {
+            let errorBody = (try? JSONParser.parse(response.body)).flatMap { try? ErrorBody(json: $0) }
+            throw FleetClientError.refused(status: response.status, body: errorBody)
+        }
+        return response
+    }
+
+    private func decode<Message>(_ response: HTTPResponse, _ make: (JSONValue) throws(WireError) -> Message) throws -> Message {
+        do {
+            return try make(try JSONParser.parse(response.body))
+        } catch let error as WireError {
+            throw FleetClientError.badResponse("the server's answer does not match protocol v1: \(error)")
+        } catch {
+            throw FleetClientError.badResponse("the server's answer is not JSON: \(error)")
+        }
+    }
+
+    /// Percent-encodes everything but RFC 3986's unreserved characters.
+    static func percentEncoded(_ text: String) -> String {
+        var encoded = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                encoded += "%" + String(hex[Int(byte >> 4)]) + String(hex[Int(byte & 0xF)])
+            }
+        }
+        return encoded
+    }
+}
+
+/// A server answer the client cannot use.
+public enum FleetClientError: Error, Sendable, CustomStringConvertible {
+    /// The server refused the request: its status and error body (if it sent one).
+    case refused(status: Int, body: ErrorBody?)
+    /// The answer does not match the protocol.
+    case badResponse(String)
+
+    /// The status of a refusal.
+    public var status: Int? {
+        if case .refused(let status, _) = self { return status }
+        return nil
+    }
+
+    /// The error code of a refusal (`stale-revision`, …).
+    public var code: String? {
+        if case .refused(_, let body) = self { return body?.error }
+        return nil
+    }
+
+    /// `409 stale-revision: the settings are at revision 4, …` with one indented line per detail.
+    public var description: String {
+        switch self {
+        case .refused(let status, let body?):
+            var text = "\(status) \(body.error): \(body.message)"
+            for detail in body.details { text += "\n  \(detail.pointer.isEmpty ? "/" : detail.pointer): \(detail.message)" }
+            return text
+        case .refused(let status, nil):
+            return "the server answered \(status) without an error description"
+        case .badResponse(let message):
+            return message
+        }
+    }
+}

@@ -1,0 +1,268 @@
+import FleetJSON
+
+/// `POST /v1/admin/enrollment-tokens` request: which groups enrolled devices join, how long
+/// the token lasts and how many devices may use it.
+public struct EnrollmentTokenRequest: Sendable, Hashable {
+    /// The allowed lifetimes, in seconds (a minute to a year).
+    public static let lifetimes: ClosedRange<Int64> = 60...31_536_000
+    /// The allowed numbers of uses.
+    public static let useCounts: ClosedRange<Int64> = 1...100_000
+
+    public var groups: [String]
+    public var expiresInSeconds: Int64
+    public var uses: Int64
+
+    /// Creates a request; the defaults are one device within a day.
+    public init(groups: [String] = [], expiresInSeconds: Int64 = 86_400, uses: Int64 = 1) {
+        self.groups = groups
+        self.expiresInSeconds = expiresInSeconds
+        self.uses = uses
+    }
+
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["groups", "expiresInSeconds", "uses"])
+        groups = try reader.names("groups", maximumCount: 32) ?? []
+        expiresInSeconds = try reader.integer("expiresInSeconds", in: Self.lifetimes, default: 86_400)
+        uses = try reader.integer("uses", in: Self.useCounts, default: 1)
+    }
+
+    public var json: JSONValue {
+        [
+            "groups": .array(groups.map(JSONValue.string)), "expiresInSeconds": .number(.integer(expiresInSeconds)),
+            "uses": .number(.integer(uses)),
+        ]
+    }
+}
+
+/// `POST /v1/admin/enrollment-tokens` response. The token is shown this once.
+public struct EnrollmentTokenResponse: Sendable, Hashable {
+    public var enrollmentToken: String
+    /// Seconds since the epoch (RFC 3339 on the wire).
+    public var expiresAt: Int64
+    public var uses: Int64
+    public var groups: [String]
+
+    public init(enrollmentToken: String, expiresAt: Int64, uses: Int64, groups: [String]) {
+        self.enrollmentToken = enrollmentToken
+        self.expiresAt = expiresAt
+        self.uses = uses
+        self.groups = groups
+    }
+
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["enrollmentToken", "expiresAt", "uses", "groups"])
+        enrollmentToken = try reader.string("enrollmentToken", maximumLength: 512)
+        expiresAt = try reader.timestamp("expiresAt")
+        uses = try reader.count("uses")
+        groups = try reader.names("groups", maximumCount: 32) ?? []
+    }
+
+    public var json: JSONValue {
+        [
+            "enrollmentToken": .string(enrollmentToken), "expiresAt": .string(Timestamp.format(expiresAt)),
+            "uses": .number(.integer(uses)), "groups": .array(groups.map(JSONValue.string)),
+        ]
+    }
+}
+
+/// `PUT /v1/admin/apps/{app}/metadata` response.
+public struct MetadataPutResult: Sendable, Hashable {
+    public var app: String
+    public var version: Int64
+    /// The version it replaced, `nil` for an app's first metadata.
+    public var previousVersion: Int64?
+
+    public init(app: String, version: Int64, previousVersion: Int64?) {
+        self.app = app
+        self.version = version
+        self.previousVersion = previousVersion
+    }
+
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["app", "version", "previousVersion"])
+        app = try reader.string("app", maximumLength: 64)
+        version = try reader.count("version")
+        previousVersion = try reader.nullableCount("previousVersion")
+    }
+
+    public var json: JSONValue {
+        [
+            "app": .string(app), "version": .number(.integer(version)),
+            "previousVersion": previousVersion.map { .number(.integer($0)) } ?? .null,
+        ]
+    }
+}
+
+/// The values set at one scope: `GET`/`PATCH /v1/admin/apps/{app}/values?scope=…`.
+/// Settings marked `x-secret` are masked.
+public struct ScopedValues: Sendable, Hashable {
+    public var app: String
+    /// `app`, `group:NAME` or `device:ID`.
+    public var scope: String
+    public var values: JSONObject
+
+    public init(app: String, scope: String, values: JSONObject) {
+        self.app = app
+        self.scope = scope
+        self.values = values
+    }
+
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["app", "scope", "values"])
+        app = try reader.string("app", maximumLength: 64)
+        scope = try reader.string("scope", maximumLength: 256)
+        values = try reader.values("values")
+    }
+
+    public var json: JSONValue { ["app": .string(app), "scope": .string(scope), "values": .object(values)] }
+}
+
+/// The latest status report of a device, with when it arrived.
+public struct DeviceStatus: Sendable, Hashable {
+    public var report: StatusReport
+    /// Seconds since the epoch.
+    public var receivedAt: Int64
+
+    public init(report: StatusReport, receivedAt: Int64) {
+        self.report = report
+        self.receivedAt = receivedAt
+    }
+
+    public init(json: JSONValue, at location: JSONPointer) throws(WireError) {
+        guard case .object(var object) = json else { throw WireError(at: location, "must be an object") }
+        let received = object["receivedAt"]
+        object["receivedAt"] = nil
+        guard case .string(let text)? = received, let seconds = Timestamp.parse(text) else {
+            throw WireError(at: location.appending("receivedAt"), "must be an RFC 3339 UTC timestamp")
+        }
+        do {
+            report = try StatusReport(json: .object(object))
+        } catch {
+            throw WireError(at: JSONPointer(location.description + error.location.description) ?? location, error.message)
+        }
+        receivedAt = seconds
+    }
+
+    public var json: JSONValue {
+        guard case .object(var object) = report.json else { return report.json }
+        object["receivedAt"] = .string(Timestamp.format(receivedAt))
+        return .object(object)
+    }
+}
+
+/// One device in `GET /v1/admin/apps/{app}/devices`.
+public struct DeviceSummary: Sendable, Hashable {
+    public var id: String
+    public var groups: [String]
+    public var enrolledAt: Int64
+    public var lastSeenAt: Int64?
+    /// The revision of the app's settings last served to the device.
+    public var servedRevision: Int64?
+    /// Its latest status report for the app.
+    public var status: DeviceStatus?
+
+    public init(id: String, groups: [String], enrolledAt: Int64, lastSeenAt: Int64?, servedRevision: Int64?, status: DeviceStatus?) {
+        self.id = id
+        self.groups = groups
+        self.enrolledAt = enrolledAt
+        self.lastSeenAt = lastSeenAt
+        self.servedRevision = servedRevision
+        self.status = status
+    }
+
+    public init(json: JSONValue, at location: JSONPointer = .root) throws(WireError) {
+        let reader = try MemberReader(
+            json, at: location, allowed: ["id", "groups", "enrolledAt", "lastSeenAt", "servedRevision", "status"])
+        id = try reader.string("id", maximumLength: 128)
+        groups = try reader.names("groups", maximumCount: 1024) ?? []
+        enrolledAt = try reader.timestamp("enrolledAt")
+        lastSeenAt = try reader.nullableTimestamp("lastSeenAt")
+        servedRevision = try reader.nullableCount("servedRevision")
+        if let status = reader.object["status"], status != .null {
+            self.status = try DeviceStatus(json: status, at: location.appending("status"))
+        } else {
+            self.status = nil
+        }
+    }
+
+    public var json: JSONValue {
+        [
+            "id": .string(id), "groups": .array(groups.map(JSONValue.string)), "enrolledAt": .string(Timestamp.format(enrolledAt)),
+            "lastSeenAt": lastSeenAt.map { .string(Timestamp.format($0)) } ?? .null,
+            "servedRevision": servedRevision.map { .number(.integer($0)) } ?? .null, "status": status?.json ?? .null,
+        ]
+    }
+}
+
+/// `GET /v1/admin/apps/{app}/devices`.
+public struct DeviceList: Sendable, Hashable {
+    public var app: String
+    public var devices: [DeviceSummary]
+
+    public init(app: String, devices: [DeviceSummary]) {
+        self.app = app
+        self.devices = devices
+    }
+
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["app", "devices"])
+        app = try reader.string("app", maximumLength: 64)
+        guard case .array(let elements)? = reader.object["devices"] else {
+            throw WireError(at: JSONPointer.root.appending("devices"), "must be an array")
+        }
+        var devices: [DeviceSummary] = []
+        for (index, element) in elements.enumerated() {
+            devices.append(try DeviceSummary(json: element, at: JSONPointer.root.appending("devices").appending(index: index)))
+        }
+        self.devices = devices
+    }
+
+    public var json: JSONValue { ["app": .string(app), "devices": .array(devices.map(\.json))] }
+}
+
+/// `GET /v1/admin/apps/{app}/devices/{id}/explain`: a device's effective values and the scope
+/// that set each (`defaults`, `app`, `group:NAME`, `device:ID`). Secrets are masked.
+public struct Explanation: Sendable, Hashable {
+    public var app: String
+    public var device: String
+    public var schemaVersion: Int64
+    public var servedRevision: Int64?
+    public var values: JSONObject
+    public var sources: [String: String]
+
+    public init(app: String, device: String, schemaVersion: Int64, servedRevision: Int64?, values: JSONObject, sources: [String: String]) {
+        self.app = app
+        self.device = device
+        self.schemaVersion = schemaVersion
+        self.servedRevision = servedRevision
+        self.values = values
+        self.sources = sources
+    }
+
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["app", "device", "schemaVersion", "servedRevision", "values", "sources"])
+        app = try reader.string("app", maximumLength: 64)
+        device = try reader.string("device", maximumLength: 128)
+        schemaVersion = try reader.count("schemaVersion")
+        servedRevision = try reader.nullableCount("servedRevision")
+        values = try reader.values("values")
+        var sources: [String: String] = [:]
+        for (key, value) in try reader.values("sources") {
+            guard case .string(let scope) = value else {
+                throw WireError(at: JSONPointer.root.appending("sources").appending(key), "must be a string")
+            }
+            sources[key] = scope
+        }
+        self.sources = sources
+    }
+
+    public var json: JSONValue {
+        var sourceObject = JSONObject()
+        for key in sources.keys.sorted() { sourceObject[key] = .string(sources[key] ?? "") }
+        return [
+            "app": .string(app), "device": .string(device), "schemaVersion": .number(.integer(schemaVersion)),
+            "servedRevision": servedRevision.map { .number(.integer($0)) } ?? .null, "values": .object(values),
+            "sources": .object(sourceObject),
+        ]
+    }
+}

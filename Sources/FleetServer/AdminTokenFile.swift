@@ -1,0 +1,50 @@
+import FleetIO
+import FleetServerCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The file that holds the admin token: read at start, or created with a fresh token.
+///
+/// Like ssh with a private key, the server refuses a token file that others can read. The
+/// token itself is never logged; the path is.
+public enum AdminTokenFile {
+    /// Why the token file cannot be used.
+    public struct Problem: Error, Sendable, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// The hash of the admin token in `path`, creating the file (mode 0600, a fresh `fsa_`
+    /// token) when it does not exist. Returns whether it was created.
+    public static func loadOrCreate(_ path: String) throws -> (tokenHash: String, created: Bool) {
+        var info = stat()
+        if stat(path, &info) != 0 {
+            guard errno == ENOENT else { throw FileError(path: path, operation: "stat", code: errno) }
+            let token = Credentials.generate(.admin)
+            try FileSystem.writeAtomically(Array((token + "\n").utf8), to: path, mode: 0o600)
+            return (Credentials.hash(token), true)
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw Problem(
+                description:
+                    "the admin token file \(path) can be read by others (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(path)"
+            )
+        }
+        let text = String(decoding: try FileSystem.readFile(path, maximumSize: 4096), as: UTF8.self)
+        let token = text.split(whereSeparator: { $0 == "\n" || $0 == "\r" }).first.map { String($0).trimmingSpaces() } ?? ""
+        guard token.utf8.count >= 16, !token.contains(" ") else {
+            throw Problem(description: "the admin token file \(path) must hold a token of at least 16 characters on its first line")
+        }
+        return (Credentials.hash(token), false)
+    }
+}
+
+extension String {
+    func trimmingSpaces() -> String {
+        var text = Substring(self)
+        while text.first == " " || text.first == "\t" { text.removeFirst() }
+        while text.last == " " || text.last == "\t" { text.removeLast() }
+        return String(text)
+    }
+}

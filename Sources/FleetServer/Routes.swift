@@ -1,0 +1,277 @@
+import FleetJSON
+import FleetProtocol
+import FleetServerCore
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// Protocol v1 over HTTP: reads each request, calls one ``SettingsService`` method and writes
+/// its answer. `openapi/fleetset-v1.yaml` is the contract; the tests hold the two together.
+struct Routes: Sendable {
+    /// The largest body accepted on settings, values, status and token routes: 1 MiB.
+    static let bodyLimit = 1 << 20
+    /// The largest metadata document accepted: 4 MiB.
+    static let metadataLimit = 4 << 20
+
+    let service: SettingsService
+    let logger: Logger
+
+    func router() -> Router<BasicRequestContext> {
+        var routes: [(method: HTTPRequest.Method, path: String, handler: Handler)] = []
+        defineRoutes { method, path, handler in routes.append((method, path, handler)) }
+        let router = Router()
+        // Middleware applies to the routes added after it: add it first.
+        router.add(middleware: ErrorBodyMiddleware(logger: logger, routes: RouteTable(routes.map { ($0.method, $0.path) })))
+        for route in routes { router.on(RouterPath(route.path), method: route.method, use: route.handler) }
+        return router
+    }
+
+    typealias Handler = @Sendable (Request, BasicRequestContext) async throws -> Response
+
+    private func defineRoutes(_ on: (HTTPRequest.Method, String, @escaping Handler) -> Void) {
+        on(.get, "healthz") { _, _ in json(.ok, ["status": "ok"]) }
+
+        on(.post, "v1/enroll") { request, _ in
+            let body = try await jsonBody(request, limit: Self.bodyLimit)
+            return json(.created, try await service.enroll(body).json)
+        }
+
+        on(.get, "v1/apps/:app/metadata") { request, context in
+            _ = try SettingsService.requireDevice(try await authenticate(request))
+            return try await metadataResponse(request, app: try app(context))
+        }
+
+        on(.get, "v1/apps/:app/settings") { request, context in
+            let device = try SettingsService.requireDevice(try await authenticate(request))
+            let app = try app(context)
+            let wait = try waitParameter(request)
+            let known = request.headers[.ifNoneMatch].flatMap(RevisionTag.revision)
+            let service = service
+            let document = try await cancelWhenGracefulShutdown {
+                try await service.settings(app: app, device: device, knownRevision: known, wait: .seconds(wait))
+            }
+            guard let document else {
+                return Response(status: .notModified, headers: [.eTag: RevisionTag.etag(known ?? 0), .cacheControl: "no-store"])
+            }
+            return settingsResponse(document)
+        }
+
+        on(.patch, "v1/apps/:app/settings") { request, context in
+            let device = try SettingsService.requireDevice(try await authenticate(request))
+            let app = try app(context)
+            let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
+            let document = try await service.patchSettings(app: app, device: device, ifMatch: request.headers[.ifMatch], patch: patch)
+            return settingsResponse(document)
+        }
+
+        on(.post, "v1/apps/:app/status") { request, context in
+            let device = try SettingsService.requireDevice(try await authenticate(request))
+            let app = try app(context)
+            try await service.recordStatus(app: app, device: device, try await jsonBody(request, limit: Self.bodyLimit))
+            return Response(status: .accepted)
+        }
+
+        on(.put, "v1/admin/apps/:app/metadata") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request))
+            let app = try app(context)
+            let force = try booleanParameter(request, "force")
+            try requireMediaType(request, "application/json")
+            let bytes = try await bodyBytes(request, limit: Self.metadataLimit)
+            return json(.ok, try await service.putMetadata(app: app, document: bytes, force: force).json)
+        }
+
+        on(.get, "v1/admin/apps/:app/metadata") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request))
+            return try await metadataResponse(request, app: try app(context))
+        }
+
+        on(.get, "v1/admin/apps/:app/values") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request))
+            let values = try await service.values(app: try app(context), scope: request.uri.queryParameters.get("scope"))
+            return json(.ok, values.json)
+        }
+
+        on(.patch, "v1/admin/apps/:app/values") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request))
+            let app = try app(context)
+            let scope = request.uri.queryParameters.get("scope")
+            let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
+            return json(.ok, try await service.patchValues(app: app, scope: scope, patch: patch).json)
+        }
+
+        on(.get, "v1/admin/apps/:app/devices") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request))
+            return json(.ok, try await service.devices(app: try app(context)).json)
+        }
+
+        on(.get, "v1/admin/apps/:app/devices/:id/explain") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request))
+            let id = context.parameters.get("id") ?? ""
+            return json(.ok, try await service.explain(app: try app(context), deviceID: id).json)
+        }
+
+        on(.post, "v1/admin/enrollment-tokens") { request, _ in
+            try SettingsService.requireAdmin(try await authenticate(request))
+            let body = try await jsonBody(request, limit: Self.bodyLimit)
+            return json(.created, try await service.makeEnrollmentToken(body).json)
+        }
+    }
+
+    // MARK: - Reading requests
+
+    private func authenticate(_ request: Request) async throws -> SettingsService.Principal {
+        try await service.authenticate(authorization: request.headers[.authorization])
+    }
+
+    private func app(_ context: BasicRequestContext) throws -> String {
+        context.parameters.get("app") ?? ""
+    }
+
+    private func waitParameter(_ request: Request) throws(ServiceError) -> Int {
+        guard let text = request.uri.queryParameters.get("wait") else { return 0 }
+        guard !text.isEmpty, text.utf8.count <= 3, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let seconds = Int(text),
+            (0...SettingsService.maximumWait).contains(seconds)
+        else {
+            throw ServiceError(400, "bad-parameter", "wait must be a whole number of seconds from 0 to \(SettingsService.maximumWait)")
+        }
+        return seconds
+    }
+
+    private func booleanParameter(_ request: Request, _ name: String) throws(ServiceError) -> Bool {
+        switch request.uri.queryParameters.get(name) {
+        case nil, "false": return false
+        case "true": return true
+        default: throw ServiceError(400, "bad-parameter", "\(name) must be true or false")
+        }
+    }
+
+    private func requireMediaType(_ request: Request, _ expected: String) throws(ServiceError) {
+        let given = request.headers[.contentType] ?? ""
+        let mediaType = given.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters() } ?? ""
+        guard mediaType.lowercased() == expected else {
+            throw ServiceError(
+                415, "unsupported-media-type",
+                given.isEmpty ? "send the body as Content-Type: \(expected)" : "the body must be \(expected), not \(given)")
+        }
+    }
+
+    private func bodyBytes(_ request: Request, limit: Int) async throws -> [UInt8] {
+        do {
+            let buffer = try await request.body.collect(upTo: limit)
+            return Array(buffer.readableBytesView)
+        } catch is NIOTooManyBytesError {
+            throw ServiceError(413, "too-large", "the body is larger than \(limit) bytes")
+        }
+    }
+
+    private func jsonBody(_ request: Request, limit: Int, mediaType: String = "application/json") async throws -> JSONValue {
+        try requireMediaType(request, mediaType)
+        let bytes = try await bodyBytes(request, limit: limit)
+        do {
+            return try JSONParser.parse(bytes)
+        } catch {
+            throw ServiceError(400, "bad-request", "the body is not JSON: \(error)")
+        }
+    }
+
+    // MARK: - Writing answers
+
+    private func metadataResponse(_ request: Request, app: String) async throws -> Response {
+        let (document, etag) = try await service.metadataDocument(app: app)
+        if let tags = request.headers[.ifNoneMatch], tags.split(separator: ",").contains(where: { $0.trimmingCharacters() == etag }) {
+            return Response(status: .notModified, headers: [.eTag: etag])
+        }
+        return Response(
+            status: .ok, headers: [.eTag: etag, .contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: document)))
+    }
+
+    private func settingsResponse(_ document: SettingsDocument) -> Response {
+        var response = json(.ok, document.json)
+        response.headers[.eTag] = RevisionTag.etag(document.revision)
+        response.headers[.cacheControl] = "no-store"
+        return response
+    }
+}
+
+/// A JSON answer.
+func json(_ status: HTTPResponse.Status, _ value: JSONValue) -> Response {
+    Response(
+        status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: value.serialized())))
+}
+
+extension Substring {
+    func trimmingCharacters() -> String {
+        var text = self
+        while text.first == " " || text.first == "\t" { text.removeFirst() }
+        while text.last == " " || text.last == "\t" { text.removeLast() }
+        return String(text)
+    }
+}
+
+/// Turns every refusal into an ``ErrorBody`` answer: a ``ServiceError`` as it is, Hummingbird's
+/// own errors (no such route, 404/405) with a code, anything else as 500 `internal`, logged
+/// with its detail (the answer does not carry it).
+struct ErrorBodyMiddleware: RouterMiddleware {
+    let logger: Logger
+    let routes: RouteTable
+
+    func handle(_ request: Request, context: BasicRequestContext, next: (Request, BasicRequestContext) async throws -> Response)
+        async throws
+        -> Response
+    {
+        do {
+            return try await next(request, context)
+        } catch let error as ServiceError {
+            var response = json(HTTPResponse.Status(code: error.status), error.body.json)
+            if error.status == 401 { response.headers[.wwwAuthenticate] = "Bearer realm=\"fleetset\"" }
+            return response
+        } catch let error as HTTPError where error.status == .notFound && !routes.methods(for: request.uri.path).isEmpty {
+            let allowed = routes.methods(for: request.uri.path).map(\.rawValue).joined(separator: ", ")
+            var response = json(
+                .methodNotAllowed,
+                ErrorBody(error: "method-not-allowed", message: "\(request.method) is not served here; use \(allowed)").json)
+            response.headers[.allow] = allowed
+            return response
+        } catch let error as HTTPError {
+            let code =
+                switch error.status {
+                case .notFound: "not-found"
+                case .methodNotAllowed: "method-not-allowed"
+                case .contentTooLarge: "too-large"
+                default: "bad-request"
+                }
+            let message = error.status == .notFound ? "no such route: \(request.method) \(request.uri.path)" : error.status.reasonPhrase
+            var response = json(error.status, ErrorBody(error: code, message: message).json)
+            response.headers.append(contentsOf: error.headers)
+            return response
+        } catch is CancellationError {
+            return json(.serviceUnavailable, ErrorBody(error: "shutting-down", message: "the server is shutting down; retry").json)
+        } catch {
+            logger.error(
+                "request failed",
+                metadata: ["event": "internal-error", "method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"])
+            return json(.internalServerError, ErrorBody(error: "internal", message: "the server failed; its log says why").json)
+        }
+    }
+}
+
+/// Which methods each route pattern serves, so that a known path with another method is
+/// answered 405 with `Allow` (the router itself only knows "no match": 404).
+struct RouteTable: Sendable {
+    private let routes: [(method: HTTPRequest.Method, segments: [Substring])]
+
+    init(_ routes: [(method: HTTPRequest.Method, path: String)]) {
+        self.routes = routes.map { ($0.method, $0.path.split(separator: "/")) }
+    }
+
+    /// The methods served at `path`, in registration order (empty: no such path).
+    func methods(for path: String) -> [HTTPRequest.Method] {
+        let segments = path.split(separator: "/")
+        return routes.filter { route in
+            route.segments.count == segments.count
+                && zip(route.segments, segments).allSatisfy { pattern, segment in pattern.hasPrefix(":") || pattern == segment }
+        }.map(\.method)
+    }
+}

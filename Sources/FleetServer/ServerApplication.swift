@@ -1,0 +1,53 @@
+import FleetServerCore
+import Hummingbird
+import HummingbirdCore
+import HummingbirdHTTP2
+import HummingbirdTLS
+import Logging
+import NIOCore
+import NIOSSL
+
+/// How `fleetset-server` listens.
+public struct ServerOptions: Sendable {
+    /// The address to bind: `127.0.0.1`, `0.0.0.0`, `::`.
+    public var host: String
+    /// The port; 0 picks a free one (reported to `onServerRunning`).
+    public var port: Int
+    /// PEM files of the certificate chain and its private key: the server speaks HTTPS (HTTP/2
+    /// and HTTP/1.1 by ALPN) itself. `nil`: plain HTTP, for loopback or behind a TLS proxy.
+    public var tls: (certificateFile: String, keyFile: String)?
+
+    public init(host: String, port: Int, tls: (certificateFile: String, keyFile: String)? = nil) {
+        self.host = host
+        self.port = port
+        self.tls = tls
+    }
+}
+
+/// Builds the Hummingbird application that serves protocol v1.
+public enum FleetServerApplication {
+    /// The application, ready to `run()` (tests) or `runService()` (the binary: graceful
+    /// shutdown on SIGTERM and SIGINT — listening stops, long-polls answer 304 at once, requests
+    /// in flight finish).
+    ///
+    /// - Parameter onServerRunning: called with the bound port once the server listens.
+    public static func make(
+        service: SettingsService, options: ServerOptions, logger: Logger,
+        onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) throws -> some ApplicationProtocol {
+        let router = Routes(service: service, logger: logger).router()
+        let server: HTTPServerBuilder
+        if let tls = options.tls {
+            let chain = try NIOSSLCertificate.fromPEMFile(tls.certificateFile).map { NIOSSLCertificateSource.certificate($0) }
+            let key = NIOSSLPrivateKeySource.privateKey(try NIOSSLPrivateKey(file: tls.keyFile, format: .pem))
+            server = try .http2Upgrade(tlsConfiguration: TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: key))
+        } else {
+            server = .http1()
+        }
+        return Application(
+            router: router, server: server,
+            configuration: ApplicationConfiguration(address: .hostname(options.host, port: options.port), serverName: "fleetset-server"),
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? options.port) },
+            logger: logger)
+    }
+}

@@ -1,0 +1,185 @@
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+import Logging
+
+extension SettingsService {
+    /// Stores a new metadata document for `app`.
+    ///
+    /// - Throws: 400 for text that is not JSON or names another app; 422 `invalid-metadata` or
+    ///   `unsupported-metadata` with each problem; 409 `version-not-increased` unless the version
+    ///   is greater than the stored one; 409 `values-invalid` listing every stored value the new
+    ///   schema refuses, for which devices — unless `force` (then the devices report the error).
+    public func putMetadata(app: String, document bytes: [UInt8], force: Bool) async throws -> MetadataPutResult {
+        let json: JSONValue
+        do {
+            json = try JSONParser.parse(bytes)
+        } catch {
+            throw ServiceError.badRequest("the metadata is not JSON: \(error)")
+        }
+        if case .object(let object) = json, case .string(let named)? = object["app"], named != app {
+            throw ServiceError(400, "app-mismatch", "the document is for app \"\(named)\" but was sent to the path of app \"\(app)\"")
+        }
+        let metadata: Metadata
+        do {
+            metadata = try Metadata(json)
+        } catch {
+            let code = error.isUnsupported ? "unsupported-metadata" : "invalid-metadata"
+            let summary = error.isUnsupported ? "the metadata uses what fleetset does not support" : "the metadata is not valid"
+            throw ServiceError(
+                422, code, summary,
+                details: error.problems.map { ErrorBody.Detail(pointer: $0.location.description, message: $0.message) })
+        }
+        let document = String(decoding: bytes, as: UTF8.self)
+        return try await writes.run {
+            let stored = try await store.metadata(app: app)
+            if let stored, stored.version >= metadata.version {
+                throw ServiceError(
+                    409, "version-not-increased",
+                    "version \(metadata.version) is not greater than the stored version \(stored.version); a changed document needs a new version"
+                )
+            }
+            if !force {
+                let values = try await store.allValues(app: app)
+                let devices = try await store.devices()
+                let audiences = devices.map(ValueAudit.Audience.device) + [.future(groups: [])]
+                let findings = ValueAudit.findings(metadata: metadata, values: values, audiences: audiences)
+                guard findings.isEmpty else {
+                    throw ServiceError(
+                        409, "values-invalid",
+                        "stored values are not valid under version \(metadata.version); change them first, or force the upload and let the devices report the error",
+                        details: findings.map(\.detail))
+                }
+            }
+            let replaced = try await store.replaceMetadata(
+                StoredMetadata(app: app, version: metadata.version, document: document), expectedVersion: stored?.version)
+            guard replaced else {
+                throw ServiceError(
+                    409, "version-not-increased", "another upload for \(app) was stored at the same time; fetch it and retry")
+            }
+            await notifier.changed(app)
+            logger.notice(
+                "metadata stored",
+                metadata: [
+                    "event": "metadata", "app": "\(app)", "version": "\(metadata.version)",
+                    "previous_version": "\(stored.map { String($0.version) } ?? "none")", "forced": "\(force)",
+                ])
+            return MetadataPutResult(app: app, version: Int64(metadata.version), previousVersion: stored.map { Int64($0.version) })
+        }
+    }
+
+    /// The values set at one scope, secrets masked.
+    ///
+    /// - Throws: 400 for a bad scope, 404 for an unknown app or device.
+    public func values(app: String, scope parameter: String?) async throws -> ScopedValues {
+        let metadata = try await metadata(app: app)
+        let scope = try await writableScope(parameter)
+        let values = try await store.values(app: app, scope: scope)
+        return ScopedValues(app: app, scope: scope.description, values: metadata.masked(values))
+    }
+
+    /// Applies a merge patch to the values at one scope, after validating the effective
+    /// settings of every device it reaches — and of devices that enroll later.
+    ///
+    /// - Throws: 400 for a bad scope or a body that is not an object; 404 for an unknown app
+    ///   or device; 422 `invalid-values` with each problem the change causes, naming the devices.
+    public func patchValues(app: String, scope parameter: String?, patch body: JSONValue) async throws -> ScopedValues {
+        let metadata = try await metadata(app: app)
+        let scope = try await writableScope(parameter)
+        guard case .object(let patch) = body else { throw ServiceError.badRequest("the merge patch must be a JSON object of settings") }
+        return try await writes.run {
+            let before = try await store.allValues(app: app)
+            var after = before
+            after[scope] = Self.merged(before[scope] ?? [:], patch)
+            let audiences = try await audiences(of: scope)
+            let findings = ValueAudit.newFindings(metadata: metadata, before: before, after: after, audiences: audiences)
+            guard findings.isEmpty else {
+                throw ServiceError(422, "invalid-values", "the change makes settings invalid", details: findings.map(\.detail))
+            }
+            let values = after[scope] ?? [:]
+            try await store.setValues(values, app: app, scope: scope)
+            await notifier.changed(app)
+            logger.notice(
+                "values changed",
+                metadata: [
+                    "event": "values", "app": "\(app)", "scope": "\(scope)",
+                    "keys": "\(SettingsValues.changedKeys(before[scope] ?? [:], values).joined(separator: ","))",
+                ])
+            return ScopedValues(app: app, scope: scope.description, values: metadata.masked(values))
+        }
+    }
+
+    /// Every device with when it was last seen, the revision served and its latest report.
+    public func devices(app: String) async throws -> DeviceList {
+        _ = try await storedMetadata(app: app)
+        async let devices = store.devices()
+        async let revisions = store.revisions(app: app)
+        async let statuses = store.latestStatuses(app: app)
+        let (allDevices, served, reports) = try await (devices, revisions, statuses)
+        return DeviceList(
+            app: app,
+            devices: allDevices.map { device in
+                DeviceSummary(
+                    id: device.id, groups: device.groups, enrolledAt: device.enrolledAt, lastSeenAt: device.lastSeenAt,
+                    servedRevision: served[device.id]?.revision,
+                    status: reports[device.id].map { DeviceStatus(report: $0.report, receivedAt: $0.receivedAt) })
+            })
+    }
+
+    /// A device's effective values and the scope that set each, secrets masked.
+    public func explain(app: String, deviceID: String) async throws -> Explanation {
+        let metadata = try await metadata(app: app)
+        guard let device = try await store.device(id: deviceID) else { throw ServiceError.unknownDevice(deviceID) }
+        let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
+        let effective = EffectiveSettings(
+            metadata: metadata, app: layers.app, groups: layers.groups, device: layers.device, deviceID: device.id)
+        return Explanation(
+            app: app, device: device.id, schemaVersion: Int64(metadata.version),
+            servedRevision: try await store.revision(app: app, deviceID: device.id)?.revision, values: metadata.masked(effective.values),
+            sources: effective.sources.mapValues(\.description))
+    }
+
+    /// Makes an enrollment token; only its hash is stored.
+    public func makeEnrollmentToken(_ body: JSONValue) async throws -> EnrollmentTokenResponse {
+        let request = try Self.read(body, as: EnrollmentTokenRequest.init(json:))
+        for (index, group) in request.groups.enumerated() where !Scope.isValidName(group) {
+            throw ServiceError.badRequest("/groups/\(index): a group name has 1 to 128 characters and no control characters")
+        }
+        let token = Credentials.generate(.enrollment)
+        let expiresAt = wallClock.secondsSinceEpoch() + request.expiresInSeconds
+        try await store.addEnrollmentToken(
+            EnrollmentTokenRecord(hash: Credentials.hash(token), expiresAt: expiresAt, usesLeft: Int(request.uses), groups: request.groups))
+        logger.notice(
+            "enrollment token made",
+            metadata: [
+                "event": "enrollment-token", "groups": "\(request.groups.joined(separator: ","))", "uses": "\(request.uses)",
+                "expires": "\(Timestamp.format(expiresAt))",
+            ])
+        return EnrollmentTokenResponse(enrollmentToken: token, expiresAt: expiresAt, uses: request.uses, groups: request.groups)
+    }
+
+    /// The scope an admin names; `defaults` is not one (defaults live in the metadata).
+    private func writableScope(_ parameter: String?) async throws -> Scope {
+        guard let parameter else { throw ServiceError.badParameter("add ?scope=app, ?scope=group:NAME or ?scope=device:ID") }
+        guard let scope = Scope(parameter: parameter) else {
+            throw ServiceError.badParameter(
+                "scope must be app, group:NAME or device:ID (names: 1 to 128 characters, no control characters)")
+        }
+        if case .device(let id) = scope, try await store.device(id: id) == nil { throw ServiceError.unknownDevice(id) }
+        return scope
+    }
+
+    /// Whose settings a change at `scope` reaches: the enrolled devices it applies to and the
+    /// devices that will enroll later.
+    private func audiences(of scope: Scope) async throws -> [ValueAudit.Audience] {
+        switch scope {
+        case .defaults, .app:
+            return try await store.devices().map(ValueAudit.Audience.device) + [.future(groups: [])]
+        case .group(let name):
+            return try await store.devices().filter { $0.groups.contains(name) }.map(ValueAudit.Audience.device) + [.future(groups: [name])]
+        case .device(let id):
+            guard let device = try await store.device(id: id) else { throw ServiceError.unknownDevice(id) }
+            return [.device(device)]
+        }
+    }
+}

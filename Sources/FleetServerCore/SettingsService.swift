@@ -1,0 +1,282 @@
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+import Logging
+
+/// What the server does, without HTTP: authentication, enrollment, serving a device its
+/// settings (long-polls included), write-back, status reports and the admin operations.
+///
+/// The HTTP layer (`FleetServer`) only reads requests, calls one method and writes the answer;
+/// a refused request is a ``ServiceError`` carrying its status and code. Storage is any
+/// ``SettingsStore``; time is injected (``WallClock`` for timestamps, a `Clock` for waits).
+public final class SettingsService: Sendable {
+    /// Who is calling.
+    public enum Principal: Sendable, Hashable {
+        case admin
+        case device(Device)
+    }
+
+    /// How stale a device's `lastSeenAt` may get before a request writes it again: 60 s. Keeps
+    /// the hot path (a 304 long-poll) free of write transactions.
+    public static let lastSeenResolution: Int64 = 60
+    /// The longest long-poll, in seconds.
+    public static let maximumWait = 300
+
+    let store: any SettingsStore
+    let notifier: ChangeNotifier
+    let wallClock: any WallClock
+    let waitClock: any Clock<Duration>
+    let logger: Logger
+    private let adminTokenHash: String
+    let metadataCache = MetadataCache()
+    let writes = SerialSection()
+
+    /// - Parameters:
+    ///   - adminTokenHash: ``Credentials/hash(_:)`` of the admin token.
+    ///   - waitClock: the clock long-polls wait on.
+    public init(
+        store: any SettingsStore, adminTokenHash: String, wallClock: any WallClock, waitClock: any Clock<Duration> = ContinuousClock(),
+        notifier: ChangeNotifier = ChangeNotifier(), logger: Logger
+    ) {
+        self.store = store
+        self.adminTokenHash = adminTokenHash
+        self.wallClock = wallClock
+        self.waitClock = waitClock
+        self.notifier = notifier
+        self.logger = logger
+    }
+
+    // MARK: - Authentication
+
+    /// The caller of a request with this `Authorization` header value.
+    ///
+    /// - Throws: 401 `unauthenticated` for a missing, malformed or unknown bearer token.
+    public func authenticate(authorization: String?) async throws -> Principal {
+        guard let token = Self.bearerToken(authorization) else {
+            throw ServiceError(401, "unauthenticated", "send the device or admin token as \"Authorization: Bearer <token>\"")
+        }
+        let hash = Credentials.hash(token)
+        if Credentials.constantTimeEquals(hash, adminTokenHash) { return .admin }
+        guard var device = try await store.device(tokenHash: hash) else {
+            throw ServiceError(401, "unauthenticated", "the bearer token is not one this server issued")
+        }
+        let now = wallClock.secondsSinceEpoch()
+        if now - (device.lastSeenAt ?? .min / 2) >= Self.lastSeenResolution {
+            try await store.touch(deviceID: device.id, at: now)
+            device.lastSeenAt = now
+        }
+        return .device(device)
+    }
+
+    /// The device calling a device route.
+    ///
+    /// - Throws: 403 `device-only` for the admin.
+    public static func requireDevice(_ principal: Principal) throws(ServiceError) -> Device {
+        guard case .device(let device) = principal else {
+            throw ServiceError(403, "device-only", "this route is for devices; the admin token cannot act as a device")
+        }
+        return device
+    }
+
+    /// Checks that the caller of an admin route is the admin.
+    ///
+    /// - Throws: 403 `admin-only` for a device.
+    public static func requireAdmin(_ principal: Principal) throws(ServiceError) {
+        guard principal == .admin else {
+            throw ServiceError(403, "admin-only", "this route needs the admin token; device tokens are refused")
+        }
+    }
+
+    static func bearerToken(_ header: String?) -> String? {
+        guard let header else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = parts[1].trimmingSpaces()
+        guard (1...512).contains(token.utf8.count) else { return nil }
+        return String(token)
+    }
+
+    // MARK: - Enrollment
+
+    /// Exchanges an enrollment token for a new device's identity.
+    ///
+    /// - Throws: 400 for a malformed body; 401 `invalid-enrollment-token` saying whether the
+    ///   token is unknown, expired or used up.
+    public func enroll(_ body: JSONValue) async throws -> EnrollResponse {
+        let request = try Self.read(body, as: EnrollRequest.init(json:))
+        let deviceToken = Credentials.generate(.device)
+        let tokenHash = Credentials.hash(deviceToken)
+        let now = wallClock.secondsSinceEpoch()
+        let outcome = try await store.enroll(tokenHash: Credentials.hash(request.enrollmentToken), now: now) { groups in
+            Device(id: Credentials.identifier(prefix: "d-"), tokenHash: tokenHash, groups: groups, enrolledAt: now, lastSeenAt: now)
+        }
+        let refusal: String
+        switch outcome {
+        case .enrolled(let device):
+            logger.info(
+                "device enrolled",
+                metadata: ["event": "enrolled", "device": "\(device.id)", "groups": "\(device.groups.joined(separator: ","))"])
+            return EnrollResponse(deviceId: device.id, deviceToken: deviceToken)
+        case .unknown: refusal = "the enrollment token is not one this server issued"
+        case .expired: refusal = "the enrollment token has expired; ask the admin for a new one"
+        case .usedUp: refusal = "the enrollment token has been used as often as it allows; ask the admin for a new one"
+        }
+        logger.notice("enrollment refused", metadata: ["event": "enrollment-refused", "reason": "\(refusal)"])
+        throw ServiceError(401, "invalid-enrollment-token", refusal)
+    }
+
+    // MARK: - Metadata and settings
+
+    /// The stored metadata document of `app` and its strong ETag.
+    ///
+    /// - Throws: 404 `unknown-app`.
+    public func metadataDocument(app: String) async throws -> (document: String, etag: String) {
+        let stored = try await storedMetadata(app: app)
+        return (stored.document, "\"\(stored.version)-\(Credentials.shortDigest(stored.document.utf8))\"")
+    }
+
+    func storedMetadata(app: String) async throws -> StoredMetadata {
+        guard Metadata.isValidAppID(app), let stored = try await store.metadata(app: app) else { throw ServiceError.unknownApp(app) }
+        return stored
+    }
+
+    func metadata(app: String) async throws -> Metadata {
+        let stored = try await storedMetadata(app: app)
+        do {
+            return try metadataCache.metadata(of: stored)
+        } catch {
+            throw ServiceError(500, "internal", "the stored metadata of \(app) cannot be read: \(error)")
+        }
+    }
+
+    /// The device's effective settings for `app` as a document with its revision (advanced
+    /// when they changed since the revision last served).
+    public func settings(app: String, device: Device) async throws -> SettingsDocument {
+        let metadata = try await metadata(app: app)
+        let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
+        let effective = EffectiveSettings(
+            metadata: metadata, app: layers.app, groups: layers.groups, device: layers.device, deviceID: device.id)
+        let state = try await store.advanceRevision(
+            app: app, deviceID: device.id, fingerprint: effective.fingerprint(schemaVersion: metadata.version))
+        return SettingsDocument(app: app, schemaVersion: Int64(metadata.version), revision: state.revision, values: effective.values)
+    }
+
+    /// The settings when their revision differs from `knownRevision`; otherwise waits up to
+    /// `wait` for a change and returns `nil` (304) when none came — or when the calling task is
+    /// cancelled, as on a graceful shutdown.
+    ///
+    /// The wait is woken by the write itself (``ChangeNotifier``), never by polling the store.
+    public func settings(app: String, device: Device, knownRevision: Int64?, wait: Duration) async throws -> SettingsDocument? {
+        try await settings(app: app, device: device, knownRevision: knownRevision, wait: wait, clock: waitClock)
+    }
+
+    private func settings<C: Clock<Duration>>(
+        app: String, device: Device, knownRevision: Int64?, wait: Duration, clock: C
+    ) async throws -> SettingsDocument? {
+        let deadline = clock.now.advanced(by: wait)
+        while true {
+            let generation = await notifier.generation(of: app)
+            let document = try await settings(app: app, device: device)
+            if document.revision != knownRevision { return document }
+            let remaining = clock.now.duration(to: deadline)
+            guard remaining > .zero, !Task.isCancelled else { return nil }
+            guard await notifier.waitForChange(of: app, after: generation, timeout: remaining, clock: clock) else { return nil }
+        }
+    }
+
+    /// Applies a device's merge patch of writable settings at device scope.
+    ///
+    /// - Throws: 428 without `If-Match`, 400 for a malformed one or a body that is not an
+    ///   object, 409 when it names a stale revision, 403 naming each key that is not
+    ///   `x-writable`, 422 with each validation error the change causes.
+    public func patchSettings(app: String, device: Device, ifMatch: String?, patch body: JSONValue) async throws -> SettingsDocument {
+        guard let ifMatch else {
+            throw ServiceError(428, "if-match-required", "send If-Match with the revision the change is based on, e.g. If-Match: \"41\"")
+        }
+        guard let expected = RevisionTag.revision(ifMatch) else {
+            throw ServiceError(400, "bad-precondition", "If-Match must be one strong revision tag like \"41\"")
+        }
+        guard case .object(let patch) = body else { throw ServiceError.badRequest("the merge patch must be a JSON object of settings") }
+        let metadata = try await metadata(app: app)
+        return try await writes.run {
+            let current = try await settings(app: app, device: device)
+            guard current.revision == expected else {
+                throw ServiceError(
+                    409, "stale-revision",
+                    "the settings are at revision \(current.revision), not \(expected); download them, re-apply the change and send it again"
+                )
+            }
+            let forbidden = metadata.forbiddenKeys(in: patch)
+            guard forbidden.isEmpty else {
+                throw ServiceError(
+                    403, "not-writable", "the device may change only settings marked x-writable",
+                    details: forbidden.map {
+                        ErrorBody.Detail(pointer: JSONPointer.root.appending($0).description, message: "is not x-writable")
+                    })
+            }
+            let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
+            var before: [Scope: JSONObject] = [.app: layers.app, .device(device.id): layers.device]
+            for (group, values) in layers.groups { before[.group(group)] = values }
+            var after = before
+            after[.device(device.id)] = Self.merged(before[.device(device.id)] ?? [:], patch)
+            let findings = ValueAudit.newFindings(metadata: metadata, before: before, after: after, audiences: [.device(device)])
+            guard findings.isEmpty else {
+                throw ServiceError(
+                    422, "invalid-values", "the change makes the settings invalid",
+                    details: findings.map { ErrorBody.Detail(pointer: $0.pointer.description, message: $0.message) })
+            }
+            try await store.setValues(after[.device(device.id)] ?? [:], app: app, scope: .device(device.id))
+            await notifier.changed(app)
+            let updated = try await settings(app: app, device: device)
+            logger.info(
+                "device changed settings",
+                metadata: [
+                    "event": "device-write", "app": "\(app)", "device": "\(device.id)", "revision": "\(updated.revision)",
+                    "keys": "\(patch.keys.sorted().joined(separator: ","))",
+                ])
+            return updated
+        }
+    }
+
+    /// Keeps a device's status report and writes its log line.
+    ///
+    /// One line per report, at `info` for `applied` and `warning` otherwise, with `event=status`
+    /// and the app, device, revision, schema version, state, source and message.
+    public func recordStatus(app: String, device: Device, _ body: JSONValue) async throws {
+        let report = try Self.read(body, as: StatusReport.init(json:))
+        _ = try await storedMetadata(app: app)
+        try await store.recordStatus(report, app: app, deviceID: device.id, at: wallClock.secondsSinceEpoch())
+        let metadata: Logger.Metadata = [
+            "event": "status", "app": "\(app)", "device": "\(device.id)", "revision": "\(report.revision)",
+            "schema_version": "\(report.schemaVersion)", "state": "\(report.state.rawValue)", "source": "\(report.source.rawValue)",
+            "message": "\(report.message)",
+        ]
+        logger.log(level: report.state == .applied ? .info : .warning, "status report", metadata: metadata)
+    }
+
+    // MARK: - Helpers
+
+    /// Reads a wire message, turning its error into a 400 that names the member.
+    static func read<Message>(_ body: JSONValue, as make: (JSONValue) throws(WireError) -> Message) throws(ServiceError) -> Message {
+        do {
+            return try make(body)
+        } catch {
+            throw ServiceError.badRequest("\(error.location.displayText): \(error.message)")
+        }
+    }
+
+    /// `values` with an RFC 7396 merge patch applied (a `null` removes the key).
+    static func merged(_ values: JSONObject, _ patch: JSONObject) -> JSONObject {
+        guard case .object(let result) = SettingsValues.mergePatch(.object(values), .object(patch)) else { return [:] }
+        return result
+    }
+}
+
+extension Substring {
+    func trimmingSpaces() -> Substring {
+        var text = self
+        while text.first == " " || text.first == "\t" { text.removeFirst() }
+        while text.last == " " || text.last == "\t" { text.removeLast() }
+        return text
+    }
+}

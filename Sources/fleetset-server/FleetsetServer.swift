@@ -1,0 +1,98 @@
+import ArgumentParser
+import FleetLogging
+import FleetServer
+import FleetServerCore
+import FleetStoreSQLite
+import Hummingbird
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `fleetset-server`: the reference server of protocol v1.
+@main
+struct FleetsetServer: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fleetset-server",
+        abstract: "Serves fleetset's protocol v1: devices pull their settings, admins manage them.",
+        subcommands: [Serve.self],
+        defaultSubcommand: Serve.self)
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the server until SIGTERM or SIGINT.",
+        discussion: """
+            Logs go to standard error as logfmt lines, one per event; every device status report \
+            is one line with event=status.
+            """)
+
+    @Option(help: "The SQLite database file (created, with its -wal and -shm files, if missing).")
+    var database: String
+
+    @Option(help: "Where to listen, HOST:PORT (port 0: any free port; the log names it).")
+    var listen: String = "127.0.0.1:8443"
+
+    @Option(help: "PEM certificate chain: serve HTTPS (HTTP/2 and HTTP/1.1) with it.")
+    var tlsCertificate: String?
+
+    @Option(help: "PEM private key of --tls-certificate.")
+    var tlsKey: String?
+
+    @Option(help: "The admin token file; created with a fresh token (mode 0600) if missing.")
+    var adminTokenFile: String = "admin-token"
+
+    @Option(help: "The lowest level logged: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: String = "info"
+
+    func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-certificate and --tls-key go together") }
+        guard Self.address(listen) != nil else { throw ValidationError("--listen must be HOST:PORT, e.g. 0.0.0.0:8443 or [::]:8443") }
+    }
+
+    func run() async throws {
+        umask(0o077)  // the database holds x-secret values and token hashes: owner-only files
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { _ in LogfmtLogHandler(level: level) }
+        let logger = Logger(label: "fleetset-server")
+        guard let (host, port) = Self.address(listen) else { throw ExitCode(2) }
+        do {
+            let admin = try AdminTokenFile.loadOrCreate(adminTokenFile)
+            logger.notice(
+                admin.created ? "admin token created" : "admin token loaded",
+                metadata: ["event": "admin-token", "file": "\(adminTokenFile)"])
+            let store = try SQLiteStore(path: database)
+            let service = SettingsService(store: store, adminTokenHash: admin.tokenHash, wallClock: SystemWallClock(), logger: logger)
+            let tls = tlsCertificate.flatMap { certificate in tlsKey.map { (certificateFile: certificate, keyFile: $0) } }
+            let app = try FleetServerApplication.make(
+                service: service, options: ServerOptions(host: host, port: port, tls: tls), logger: logger,
+                onServerRunning: { port in
+                    logger.notice(
+                        "listening",
+                        metadata: [
+                            "event": "listening", "address": "\(host.contains(":") ? "[\(host)]" : host):\(port)",
+                            "scheme": "\(tls == nil ? "http" : "https")", "database": "\(database)",
+                        ])
+                })
+            try await app.runService()
+            logger.notice("stopped", metadata: ["event": "stopped"])
+        } catch {
+            logger.critical("cannot start", metadata: ["event": "fatal", "error": "\(error)"])
+            throw ExitCode(1)
+        }
+    }
+
+    /// `127.0.0.1:8443` → ("127.0.0.1", 8443); `[::]:8443` → ("::", 8443).
+    static func address(_ text: String) -> (String, Int)? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            return nil
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return host.isEmpty ? nil : (host, port)
+    }
+}

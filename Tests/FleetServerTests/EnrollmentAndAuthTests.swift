@@ -1,0 +1,121 @@
+import Curl
+import FleetClient
+import FleetJSON
+import FleetProtocol
+import Foundation
+import Testing
+
+@Suite("Enrollment and authorization over HTTP")
+struct EnrollmentAndAuthTests {
+    @Test("an enrollment token enrolls a device into its groups; the device token then works")
+    func enrollment() async throws {
+        try await TestFleetServer.with { server in
+            try await server.putKioskMetadata()
+            let token = try await server.admin.makeEnrollmentToken(EnrollmentTokenRequest(groups: ["lobby", "north"], uses: 2))
+            #expect(token.enrollmentToken.hasPrefix("fse_"))
+            #expect(token.expiresAt == server.clock.secondsSinceEpoch() + 86_400)
+            let identity = try await server.client(token: nil).enroll(enrollmentToken: token.enrollmentToken)
+            #expect(identity.deviceId.hasPrefix("d-"))
+            #expect(identity.deviceToken.hasPrefix("fsd_"))
+            let devices = try await server.admin.devices(app: "kiosk")
+            #expect(devices.devices.map(\.id) == [identity.deviceId])
+            #expect(devices.devices.first?.groups == ["lobby", "north"])
+            #expect(try await server.client(token: identity.deviceToken).settings(app: "kiosk")?.revision == 1)
+            // Only hashes are stored: the tokens appear nowhere in the database file.
+            let database = try String(contentsOfFile: server.directory + "/fleet.sqlite-wal", encoding: .isoLatin1)
+            #expect(!database.contains(identity.deviceToken) && !database.contains(token.enrollmentToken))
+            #expect(!server.log.all.joined().contains(identity.deviceToken))
+        }
+    }
+
+    @Test("wrong, expired and used-up enrollment tokens are refused with 401 saying which")
+    func refusedEnrollment() async throws {
+        try await TestFleetServer.with { server in
+            let anonymous = server.client(token: nil)
+            let wrong = await refusal { try await anonymous.enroll(enrollmentToken: "fse_not-a-token") }
+            #expect(wrong?.status == 401 && wrong?.code == "invalid-enrollment-token")
+            #expect(wrong?.description.contains("not one this server issued") == true)
+
+            let once = try await server.admin.makeEnrollmentToken(EnrollmentTokenRequest(uses: 1))
+            _ = try await anonymous.enroll(enrollmentToken: once.enrollmentToken)
+            let usedUp = await refusal { try await anonymous.enroll(enrollmentToken: once.enrollmentToken) }
+            #expect(usedUp?.status == 401 && usedUp?.description.contains("used as often as it allows") == true)
+
+            let short = try await server.admin.makeEnrollmentToken(EnrollmentTokenRequest(expiresInSeconds: 60, uses: 5))
+            server.clock.advance(by: 61)
+            let expired = await refusal { try await anonymous.enroll(enrollmentToken: short.enrollmentToken) }
+            #expect(expired?.status == 401 && expired?.description.contains("expired") == true)
+            #expect(server.log.events("enrollment-refused").count == 3)
+        }
+    }
+
+    @Test("an enrollment-token request out of range is a 400 naming the member")
+    func badTokenRequest() async throws {
+        try await TestFleetServer.with { server in
+            let response = try await server.raw(
+                .post, "/v1/admin/enrollment-tokens", token: TestFleetServer.adminToken, headers: ["Content-Type": "application/json"],
+                body: #"{"uses": 0}"#)
+            #expect(response.status == 400)
+            #expect(String(decoding: response.body, as: UTF8.self).contains("/uses: must be an integer from 1 to 100000"))
+        }
+    }
+
+    @Test("no token, an unknown token, and a malformed header are 401 with WWW-Authenticate")
+    func unauthenticated() async throws {
+        try await TestFleetServer.with { server in
+            try await server.putKioskMetadata()
+            for header: String? in [nil, "Bearer fsd_unknown", "Basic Zm9vOmJhcg==", "Bearer"] {
+                var headers: HTTPHeaders = [:]
+                if let header { headers["Authorization"] = header }
+                for path in ["/v1/apps/kiosk/settings", "/v1/admin/apps/kiosk/devices"] {
+                    let response = try await server.raw(.get, path, headers: headers)
+                    #expect(response.status == 401, "\(path) with \(header ?? "no header")")
+                    #expect(response.headers["WWW-Authenticate"] == #"Bearer realm="fleetset""#)
+                    let body = try ErrorBody(json: try JSONParser.parse(response.body))
+                    #expect(body.error == "unauthenticated")
+                }
+            }
+        }
+    }
+
+    @Test("device tokens are refused on admin routes, the admin token on device routes")
+    func roles() async throws {
+        try await TestFleetServer.with { server in
+            try await server.putKioskMetadata()
+            let device = try await server.enrollDevice()
+            let adminRoutes: [(Curl.HTTPMethod, String)] = [
+                (.get, "/v1/admin/apps/kiosk/devices"), (.get, "/v1/admin/apps/kiosk/devices/\(device.id)/explain"),
+                (.get, "/v1/admin/apps/kiosk/values?scope=app"), (.patch, "/v1/admin/apps/kiosk/values?scope=app"),
+                (.put, "/v1/admin/apps/kiosk/metadata"), (.post, "/v1/admin/enrollment-tokens"),
+            ]
+            let deviceToken = device.token
+            for (method, path) in adminRoutes {
+                let response = try await server.raw(
+                    method, path, token: deviceToken, headers: ["Content-Type": "application/json"], body: "{}")
+                #expect(response.status == 403, "\(method) \(path)")
+                #expect(try ErrorBody(json: try JSONParser.parse(response.body)).error == "admin-only")
+            }
+            let asDevice = await refusal { try await server.admin.settings(app: "kiosk") }
+            #expect(asDevice?.status == 403 && asDevice?.code == "device-only")
+        }
+    }
+
+    @Test("device A can neither read nor change device B's settings")
+    func isolation() async throws {
+        try await TestFleetServer.with { server in
+            try await server.putKioskMetadata()
+            let a = try await server.enrollDevice()
+            let b = try await server.enrollDevice()
+            _ = try await server.admin.patchValues(app: "kiosk", scope: "device:\(b.id)", patch: ["title": "Only B"])
+            let seenByA = try #require(try await a.client.settings(app: "kiosk"))
+            #expect(seenByA.values["title"] == "Welcome")
+            _ = try await a.client.patchSettings(app: "kiosk", patch: ["volume": 9], basedOn: seenByA.revision)
+            let seenByB = try #require(try await b.client.settings(app: "kiosk"))
+            #expect(seenByB.values["title"] == "Only B")
+            #expect(seenByB.values["volume"] == 5)
+            #expect(try await server.admin.values(app: "kiosk", scope: "device:\(a.id)").values == ["volume": 9])
+            #expect(try await server.admin.values(app: "kiosk", scope: "device:\(b.id)").values == ["title": "Only B"])
+        }
+    }
+
+}

@@ -1,0 +1,154 @@
+import Curl
+import FleetClient
+import FleetJSON
+import FleetLogging
+import FleetProtocol
+import FleetServer
+import FleetServerCore
+import FleetStoreSQLite
+import Foundation
+import Hummingbird
+import Logging
+import Synchronization
+
+/// A wall clock the test sets.
+final class TestWallClock: WallClock {
+    private let seconds = Mutex<Int64>(1_795_000_000)
+
+    func secondsSinceEpoch() -> Int64 { seconds.withLock { $0 } }
+
+    func advance(by delta: Int64) { seconds.withLock { $0 += delta } }
+}
+
+/// Log lines the server wrote, captured.
+final class CapturedLog: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+
+    var all: [String] { lines.withLock { $0 } }
+
+    /// The lines with `event=<name>`.
+    func events(_ name: String) -> [String] { all.filter { $0.contains(" event=\(name) ") || $0.hasSuffix(" event=\(name)\n") } }
+}
+
+/// The real server on 127.0.0.1 (a free port), with a fresh SQLite database in a temporary
+/// directory and fleetset's libcurl client to talk to it.
+struct TestFleetServer: Sendable {
+    static let adminToken = "fsa_test-admin-token-0123456789"
+    let port: Int
+    let directory: String
+    let clock: TestWallClock
+    let log: CapturedLog
+    let http: HTTPClient
+    let store: SQLiteStore
+    let notifier: ChangeNotifier
+
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    /// Runs `body` against a fresh server and stops it afterwards.
+    static func with<T: Sendable>(_ body: (TestFleetServer) async throws -> T) async throws -> T {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let clock = TestWallClock()
+        let log = CapturedLog()
+        var logger = Logger(label: "test-server") { _ in LogfmtLogHandler(level: .info, sink: { log.append($0) }) }
+        logger.logLevel = .info
+        let store = try SQLiteStore(path: directory + "/fleet.sqlite")
+        let notifier = ChangeNotifier()
+        let service = SettingsService(
+            store: store, adminTokenHash: Credentials.hash(adminToken), wallClock: clock, notifier: notifier, logger: logger)
+        let (ports, portContinuation) = AsyncStream<Int>.makeStream()
+        var quiet = Logger(label: "hummingbird")
+        quiet.logLevel = .critical
+        let app = try FleetServerApplication.make(
+            service: service, options: ServerOptions(host: "127.0.0.1", port: 0), logger: logger,
+            onServerRunning: { port in
+                portContinuation.yield(port)
+                portContinuation.finish()
+            })
+        let running = Task { try await app.run() }
+        defer { running.cancel() }
+        var bound = 0
+        for await port in ports { bound = port }
+        guard bound > 0 else { throw TestServerFailed() }
+        let http = try HTTPClient(configuration: .init(allowInsecureHTTP: true))
+        let server = TestFleetServer(
+            port: bound, directory: directory, clock: clock, log: log, http: http, store: store, notifier: notifier)
+        do {
+            let result = try await body(server)
+            await http.shutdown()
+            return result
+        } catch {
+            await http.shutdown()
+            throw error
+        }
+    }
+
+    /// How many long-polls wait on `app`.
+    func waiters(app: String) async -> Int { await notifier.waiterCount(of: app) }
+
+    /// A client with the admin token.
+    var admin: FleetClient { FleetClient(http: http, baseURL: baseURL, token: Self.adminToken) }
+
+    /// A client with `token`.
+    func client(token: String?) -> FleetClient { FleetClient(http: http, baseURL: baseURL, token: token) }
+
+    /// Enrolls a device into `groups`; returns its id, its token and a client with the token.
+    func enrollDevice(groups: [String] = []) async throws -> (id: String, token: String, client: FleetClient) {
+        let token = try await admin.makeEnrollmentToken(EnrollmentTokenRequest(groups: groups))
+        let identity = try await client(token: nil).enroll(enrollmentToken: token.enrollmentToken)
+        return (identity.deviceId, identity.deviceToken, client(token: identity.deviceToken))
+    }
+
+    /// Stores `TestMetadata.kiosk(version:)` for app `kiosk`.
+    @discardableResult
+    func putKioskMetadata(version: Int = 1, force: Bool = false) async throws -> MetadataPutResult {
+        try await admin.putMetadata(app: "kiosk", document: Array(TestMetadata.kiosk(version: version).utf8), force: force)
+    }
+
+    /// A raw request, for what the typed client never sends (bad headers, wrong media types).
+    func raw(
+        _ method: Curl.HTTPMethod, _ path: String, token: String? = nil, headers: Curl.HTTPHeaders = [:], body: String? = nil
+    ) async throws -> Curl.HTTPResponse {
+        var request = Curl.HTTPRequest(method: method, url: baseURL + path, headers: headers, body: body.map { Array($0.utf8) })
+        if let token { request.headers["Authorization"] = "Bearer " + token }
+        return try await http.execute(request)
+    }
+}
+
+struct TestServerFailed: Error {}
+
+/// Test metadata documents.
+enum TestMetadata {
+    /// `kiosk`: `volume` 0–10 (writable, default 5), `title` (default "Welcome"), `pin`
+    /// (secret, four digits), `night` (writable boolean). Version 3 and later cap volume at 8.
+    static func kiosk(version: Int) -> String {
+        let maximum = version >= 3 ? 8 : 10
+        return """
+            {"app": "kiosk", "version": \(version), "schema": {"type": "object", "additionalProperties": false, "properties": {
+              "volume": {"type": "integer", "minimum": 0, "maximum": \(maximum), "default": 5, "x-writable": true},
+              "title": {"type": "string", "default": "Welcome"},
+              "pin": {"type": "string", "pattern": "^[0-9]{4}$", "default": "0000", "x-secret": true},
+              "night": {"type": "boolean", "default": false, "x-writable": true}}}}
+            """
+    }
+}
+
+func temporaryDirectory() throws -> String {
+    var template = Array((NSTemporaryDirectory() + "fleetset-server-test-XXXXXX").utf8CString)
+    guard let path = mkdtemp(&template) else { throw TestServerFailed() }
+    return String(cString: path)
+}
+
+/// The error a refused call threw, or `nil` when it did not throw one.
+func refusal(_ operation: () async throws -> some Any) async -> FleetClientError? {
+    do {
+        _ = try await operation()
+        return nil
+    } catch let error as FleetClientError {
+        return error
+    } catch {
+        return nil
+    }
+}
