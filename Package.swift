@@ -86,7 +86,7 @@ let package = Package(
         .executableTarget(
             name: "fleetset",
             dependencies: [
-                "FleetJSON", "FleetSchema", "FleetMetadata", "FleetIO",
+                "FleetJSON", "FleetSchema", "FleetMetadata", "FleetIO", "FleetProtocol", "FleetClient", "Curl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: fleetSwiftSettings
@@ -176,7 +176,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FleetsetCLITests",
-            dependencies: ["fleetset"],
+            dependencies: ["fleetset", "fleetset-server", "FleetClient", "Curl", "FleetProtocol", "FleetJSON"],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(
@@ -204,6 +204,12 @@ let package = Package(
             name: "JSONBenchmark",
             dependencies: ["FleetJSON"],
             path: "Benchmarks/JSONBenchmark",
+            swiftSettings: fleetSwiftSettings
+        ),
+        .executableTarget(
+            name: "ServerBenchmark",
+            dependencies: ["Curl", "FleetClient", "FleetJSON", "FleetProtocol"],
+            path: "Benchmarks/ServerBenchmark",
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(

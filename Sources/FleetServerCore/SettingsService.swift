@@ -180,6 +180,9 @@ public final class SettingsService: Sendable {
             if document.revision != knownRevision { return document }
             let remaining = clock.now.duration(to: deadline)
             guard remaining > .zero, !Task.isCancelled else { return nil }
+            logger.debug(
+                "long-poll waiting",
+                metadata: ["event": "long-poll", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
             guard await notifier.waitForChange(of: app, after: generation, timeout: remaining, clock: clock) else { return nil }
         }
     }

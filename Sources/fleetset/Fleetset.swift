@@ -16,7 +16,7 @@ struct Fleetset: AsyncParsableCommand {
         discussion: """
             Exit status: 0 on success, 1 when the input is invalid, 2 on usage or I/O errors.
             """,
-        subcommands: [SchemaCommand.self, MetadataCommand.self, SettingsCommand.self]
+        subcommands: [SchemaCommand.self, MetadataCommand.self, SettingsCommand.self, AdminCommand.self]
     )
 
     /// Runs the command line, mapping argument errors to exit code 2 (ArgumentParser's own

@@ -70,6 +70,11 @@ struct MetadataImportMokiCommand: ParsableCommand {
     }
 
     func run() throws {
+        print(try converted().serialized(.pretty))
+    }
+
+    /// The converted metadata document, checked; problems are printed and exit with 1.
+    func converted() throws -> JSONValue {
         let source = try Inputs.json(file)
         let document: JSONValue
         do {
@@ -82,6 +87,6 @@ struct MetadataImportMokiCommand: ParsableCommand {
             for problem in error.problems { print("\(file): converted metadata: \(problem)") }
             throw CLIExit.invalidInput
         }
-        print(document.serialized(.pretty))
+        return document
     }
 }

@@ -55,6 +55,9 @@ enum Shared {
         .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared")
     static let suite = root.appendingPathComponent("data/json-schema-test-suite")
     static let kiosk = root.appendingPathComponent("examples/kiosk.SettingsSchema.json")
+    /// This repository's root.
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
     static var hasSuite: Bool { FileManager.default.fileExists(atPath: suite.appendingPathComponent("tests/draft2020-12").path) }
     static var hasKiosk: Bool { FileManager.default.fileExists(atPath: kiosk.path) }
 }

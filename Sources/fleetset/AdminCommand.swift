@@ -1,0 +1,352 @@
+import ArgumentParser
+import Curl
+import FleetClient
+import FleetIO
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `fleetset admin …`: the server's admin API, over fleetset's libcurl client.
+///
+/// Exit status: 0 done; 1 the server refused (its error code, message and details are
+/// printed); 2 usage, an unreadable file, or a server that cannot be reached.
+struct AdminCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "admin",
+        abstract: "Manage a fleetset server: metadata, values per scope, devices, enrollment tokens.",
+        discussion: """
+            The server and the admin token come from --server and --token-file, or from \
+            FLEETSET_SERVER and FLEETSET_ADMIN_TOKEN_FILE. Plain http:// is accepted only for a \
+            loopback server; anything else must be https:// (verified against the system's CAs or \
+            --ca-file). Values of settings marked x-secret are shown as ******** (the server \
+            never returns them to admins). Tokens are never printed: an enrollment token is \
+            written to a file of mode 0600.
+            """,
+        subcommands: [
+            AdminPutMetadata.self, AdminValues.self, AdminSet.self, AdminClear.self, AdminDevices.self, AdminExplain.self,
+            AdminEnrollmentToken.self,
+        ]
+    )
+}
+
+/// Where the server is and how to authenticate: shared by every admin subcommand.
+struct ServerOptions: ParsableArguments {
+    @Option(help: "The server's base URL (default: $FLEETSET_SERVER).")
+    var server: String?
+
+    @Option(help: "A file holding the admin token (default: $FLEETSET_ADMIN_TOKEN_FILE).")
+    var tokenFile: String?
+
+    @Option(help: "PEM CA bundle to verify the server with (default: the system's).")
+    var caFile: String?
+
+    @Flag(help: "Print the server's JSON answer instead of text.")
+    var json = false
+
+    /// Runs `body` with a client for the server; a refusal exits 1, a failure to connect 2.
+    func withClient<T>(_ body: (FleetClient) async throws -> T) async throws -> T {
+        let environment = { (name: String) in getenv(name).map { String(cString: $0) } }
+        guard let url = server ?? environment("FLEETSET_SERVER") else {
+            StandardError.write("fleetset admin: give the server with --server URL or FLEETSET_SERVER")
+            throw CLIExit.usageOrIO
+        }
+        guard let tokenPath = tokenFile ?? environment("FLEETSET_ADMIN_TOKEN_FILE") else {
+            StandardError.write("fleetset admin: give the admin token file with --token-file FILE or FLEETSET_ADMIN_TOKEN_FILE")
+            throw CLIExit.usageOrIO
+        }
+        let token: String
+        do {
+            let text = String(decoding: try FileSystem.readFile(tokenPath, maximumSize: 4096), as: UTF8.self)
+            token = String(text.split(whereSeparator: { $0 == "\n" || $0 == "\r" || $0 == " " }).first ?? "")
+        } catch {
+            StandardError.write("fleetset admin: \(error)")
+            throw CLIExit.usageOrIO
+        }
+        guard !token.isEmpty else {
+            StandardError.write("fleetset admin: \(tokenPath) holds no token")
+            throw CLIExit.usageOrIO
+        }
+        let configuration = HTTPClient.Configuration(
+            tls: .init(caFile: caFile), allowInsecureHTTP: Self.isLoopbackHTTP(url), userAgent: "fleetset-admin")
+        do {
+            return try await withHTTPClient(configuration: configuration) { http in
+                try await body(FleetClient(http: http, baseURL: url, token: token))
+            }
+        } catch let error as FleetClientError {
+            StandardError.write("fleetset admin: \(error)")
+            throw error.status == nil ? CLIExit.usageOrIO : CLIExit.invalidInput
+        } catch let error as HTTPClientError {
+            StandardError.write("fleetset admin: \(error)")
+            throw CLIExit.usageOrIO
+        }
+    }
+
+    /// Whether `url` is plain HTTP to this machine (`127.0.0.0/8`, `::1`, `localhost`).
+    static func isLoopbackHTTP(_ url: String) -> Bool {
+        guard url.hasPrefix("http://") else { return false }
+        let authority = url.dropFirst("http://".count).prefix { $0 != "/" }
+        let host: Substring
+        if authority.hasPrefix("[") {
+            host = authority.dropFirst().prefix { $0 != "]" }
+        } else {
+            host = authority.prefix { $0 != ":" }
+        }
+        return host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+
+    /// Prints `value` as JSON when --json was given, else `text()`.
+    func output(_ value: JSONValue, _ text: () -> String) {
+        print(json ? value.serialized(.pretty) : text())
+    }
+}
+
+/// `fleetset admin put-metadata FILE [--moki] [--force]`.
+struct AdminPutMetadata: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "put-metadata",
+        abstract: "Store an app's metadata document (its version must be greater than the stored one).",
+        discussion: """
+            With --moki the file is a MokiManage SettingsSchema.json, converted as \
+            `fleetset metadata import-moki` does (--app, --writable). The server refuses a new \
+            version that makes stored values invalid and lists them; --force stores it anyway and \
+            the devices report the error.
+            """)
+
+    @OptionGroup var server: ServerOptions
+
+    @Argument(help: "The metadata document, or with --moki a MokiManage SettingsSchema.json.")
+    var file: String
+
+    @Flag(help: "The file is a MokiManage SettingsSchema.json.")
+    var moki = false
+
+    @Option(help: "With --moki: the app id (default: from the file name).")
+    var app: String?
+
+    @Option(name: .customLong("writable"), help: "With --moki: a top-level setting devices may change (repeatable).")
+    var writableKeys: [String] = []
+
+    @Flag(help: "Store it even though stored values become invalid.")
+    var force = false
+
+    func run() async throws {
+        let document: JSONValue
+        if moki {
+            let converter = try MetadataImportMokiCommand.parse(
+                [file] + (app.map { ["--app", $0] } ?? []) + writableKeys.flatMap { ["--writable", $0] })
+            document = try converter.converted()
+        } else {
+            document = try Inputs.json(file)
+        }
+        guard case .string(let appID)? = document.objectValue?["app"], Metadata.isValidAppID(appID) else {
+            StandardError.write("fleetset admin: \(file) has no valid \"app\"")
+            throw CLIExit.invalidInput
+        }
+        let bytes = moki ? Array(document.serialized(.pretty).utf8) : try FileSystem.readFile(file)
+        let result = try await server.withClient { try await $0.putMetadata(app: appID, document: bytes, force: force) }
+        server.output(result.json) {
+            "\(result.app): metadata version \(result.version) stored"
+                + (result.previousVersion.map { " (was \($0))" } ?? " (first version)")
+        }
+    }
+}
+
+/// The `--app` and `--scope` of the value commands.
+struct ScopeOptions: ParsableArguments {
+    @Option(help: "The app id.")
+    var app: String
+
+    @Option(help: "app, group:NAME or device:ID.")
+    var scope: String = "app"
+}
+
+/// `fleetset admin values --app A --scope S`.
+struct AdminValues: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "values", abstract: "Show the values set at one scope.")
+
+    @OptionGroup var server: ServerOptions
+    @OptionGroup var target: ScopeOptions
+
+    func run() async throws {
+        let values = try await server.withClient { try await $0.values(app: target.app, scope: target.scope) }
+        server.output(values.json) { ScopedValuesText.render(values) }
+    }
+}
+
+/// `fleetset admin set --app A --scope S KEY=VALUE…`.
+struct AdminSet: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set", abstract: "Set values at a scope.",
+        discussion: """
+            Each VALUE is read as JSON when it is JSON (5, true, "text", [1,2], {"a":1}) and as a \
+            string otherwise: volume=5 sets a number, title=Hello a string. The server checks the \
+            change against the metadata for every device it reaches before storing it.
+            """)
+
+    @OptionGroup var server: ServerOptions
+    @OptionGroup var target: ScopeOptions
+
+    @Argument(help: "KEY=VALUE pairs.")
+    var assignments: [String]
+
+    func run() async throws {
+        var patch = JSONObject()
+        for assignment in assignments {
+            guard let equals = assignment.firstIndex(of: "="), equals != assignment.startIndex else {
+                StandardError.write("fleetset admin set: \"\(assignment)\" is not KEY=VALUE")
+                throw CLIExit.usageOrIO
+            }
+            let text = String(assignment[assignment.index(after: equals)...])
+            patch[String(assignment[..<equals])] = (try? JSONParser.parse(text)) ?? .string(text)
+        }
+        let values = try await server.withClient { try await $0.patchValues(app: target.app, scope: target.scope, patch: patch) }
+        server.output(values.json) { ScopedValuesText.render(values) }
+    }
+}
+
+/// `fleetset admin clear --app A --scope S KEY…`.
+struct AdminClear: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "clear", abstract: "Remove values from a scope (the scope below then shows through).")
+
+    @OptionGroup var server: ServerOptions
+    @OptionGroup var target: ScopeOptions
+
+    @Argument(help: "The keys to clear.")
+    var keys: [String]
+
+    func run() async throws {
+        var patch = JSONObject()
+        for key in keys { patch[key] = .null }
+        let values = try await server.withClient { try await $0.patchValues(app: target.app, scope: target.scope, patch: patch) }
+        server.output(values.json) { ScopedValuesText.render(values) }
+    }
+}
+
+/// `fleetset admin devices --app A`.
+struct AdminDevices: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "devices", abstract: "List devices: last seen, the revision served and the latest status report.")
+
+    @OptionGroup var server: ServerOptions
+
+    @Option(help: "The app id.")
+    var app: String
+
+    func run() async throws {
+        let list = try await server.withClient { try await $0.devices(app: app) }
+        server.output(list.json) {
+            var rows = [["DEVICE", "GROUPS", "LAST SEEN", "SERVED", "STATUS"]]
+            for device in list.devices {
+                let status = device.status.map { status in
+                    let report = status.report
+                    let message = report.message.isEmpty ? "" : ": " + report.message
+                    return
+                        "\(report.state.rawValue) r\(report.revision) by \(report.source.rawValue) at \(Timestamp.format(status.receivedAt))\(message)"
+                }
+                rows.append([
+                    device.id, device.groups.isEmpty ? "-" : device.groups.joined(separator: ","),
+                    device.lastSeenAt.map(Timestamp.format) ?? "never", device.servedRevision.map { "r\($0)" } ?? "-",
+                    status ?? "no report",
+                ])
+            }
+            return Table.render(rows)
+        }
+    }
+}
+
+/// `fleetset admin explain --app A DEVICE`.
+struct AdminExplain: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "explain", abstract: "Show a device's effective values and the scope that set each.")
+
+    @OptionGroup var server: ServerOptions
+
+    @Option(help: "The app id.")
+    var app: String
+
+    @Argument(help: "The device id.")
+    var device: String
+
+    func run() async throws {
+        let explanation = try await server.withClient { try await $0.explain(app: app, deviceID: device) }
+        server.output(explanation.json) {
+            var rows = [["SETTING", "VALUE", "FROM"]]
+            for (key, value) in explanation.values {
+                rows.append([key, value.serialized(maximumLength: 60), explanation.sources[key] ?? "-"])
+            }
+            let served = explanation.servedRevision.map { "revision \($0) served" } ?? "nothing served yet"
+            return "\(explanation.device) · \(explanation.app) schema version \(explanation.schemaVersion) · \(served)\n"
+                + Table.render(rows)
+        }
+    }
+}
+
+/// `fleetset admin enrollment-token --out FILE [--group G]… [--uses N] [--expires-in S]`.
+struct AdminEnrollmentToken: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "enrollment-token", abstract: "Make an enrollment token and write it to a file (mode 0600).")
+
+    @OptionGroup var server: ServerOptions
+
+    @Option(help: "Where to write the token (created with mode 0600; never printed).")
+    var out: String
+
+    @Option(name: .customLong("group"), help: "A group enrolled devices join (repeatable).")
+    var groups: [String] = []
+
+    @Option(help: "How many devices may enroll with it.")
+    var uses: Int64 = 1
+
+    @Option(help: "Seconds until it expires (60 to 31536000).")
+    var expiresIn: Int64 = 86_400
+
+    func run() async throws {
+        let request = EnrollmentTokenRequest(groups: groups, expiresInSeconds: expiresIn, uses: uses)
+        let made = try await server.withClient { try await $0.makeEnrollmentToken(request) }
+        do {
+            try FileSystem.writeAtomically(Array((made.enrollmentToken + "\n").utf8), to: out, mode: 0o600)
+        } catch {
+            StandardError.write("fleetset admin: \(error)")
+            throw CLIExit.usageOrIO
+        }
+        var shown = made.json
+        if case .object(var object) = shown {
+            object["enrollmentToken"] = nil
+            object["file"] = .string(out)
+            shown = .object(object)
+        }
+        server.output(shown) {
+            let groups = made.groups.isEmpty ? "no group" : "group " + made.groups.joined(separator: ", ")
+            return
+                "enrollment token for \(made.uses) device(s) in \(groups), valid until \(Timestamp.format(made.expiresAt)), written to \(out)"
+        }
+    }
+}
+
+/// Values of one scope as text: `kiosk at group:lobby` and a `key = value` line each.
+enum ScopedValuesText {
+    static func render(_ values: ScopedValues) -> String {
+        var text = "\(values.app) at \(values.scope):"
+        if values.values.isEmpty { text += " no values" }
+        for (key, value) in values.values { text += "\n  \(key) = \(value.serialized(maximumLength: 200))" }
+        return text
+    }
+}
+
+/// Left-aligned columns separated by two spaces.
+enum Table {
+    static func render(_ rows: [[String]]) -> String {
+        let columns = rows.map(\.count).max() ?? 0
+        let widths = (0..<columns).map { column in rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { index, cell in
+                index == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[index] - cell.count)
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+}

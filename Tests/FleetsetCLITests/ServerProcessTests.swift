@@ -1,0 +1,158 @@
+import Curl
+import FleetClient
+import FleetJSON
+import FleetProtocol
+import Foundation
+import Synchronization
+import Testing
+
+/// `fleetset-server` run as a process, as an admin runs it, driven by `fleetset admin` and
+/// stopped with a real SIGTERM.
+@Suite("fleetset-server process and fleetset admin")
+struct ServerProcessTests {
+    @Test("the admin CLI manages a real server; SIGTERM answers a waiting long-poll and exits 0")
+    func adminAndShutdown() async throws {
+        let directory = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try ServerProcess.start(in: directory.path)
+        defer { server.kill() }
+        let tokenFile = directory.appendingPathComponent("admin.token").path
+        #expect(try Self.mode(tokenFile) == 0o600)
+        #expect(try Self.mode(directory.appendingPathComponent("fleet.sqlite").path) & 0o077 == 0)
+        let adminToken = try String(contentsOfFile: tokenFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(adminToken.hasPrefix("fsa_"))
+
+        let common = ["--server", "http://127.0.0.1:\(server.port)", "--token-file", tokenFile]
+        let signage = Shared.repository.appendingPathComponent("Config/examples/signage.SettingsSchema.json").path
+        let put = try CLIRunner.run(["admin", "put-metadata", "--moki", signage, "--writable", "brightness"] + common)
+        #expect(put.status == 0 && put.standardOutput == "signage: metadata version 4 stored (first version)\n", "\(put)")
+        let again = try CLIRunner.run(["admin", "put-metadata", "--moki", signage] + common)
+        #expect(again.status == 1)
+        #expect(again.standardError.contains("409 version-not-increased: version 4 is not greater than the stored version 4"))
+
+        let enrollFile = directory.appendingPathComponent("enroll.token").path
+        let token = try CLIRunner.run(["admin", "enrollment-token", "--out", enrollFile, "--group", "lobby"] + common)
+        #expect(token.status == 0 && token.standardOutput.contains("written to \(enrollFile)"))
+        #expect(try Self.mode(enrollFile) == 0o600)
+        let enrollmentToken = try String(contentsOfFile: enrollFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!token.standardOutput.contains(enrollmentToken))
+
+        let set = try CLIRunner.run(
+            ["admin", "set", "--app", "signage", "--scope", "group:lobby", "welcomeText=Hi", #"servicePin="4711""#] + common)
+        #expect(
+            set.status == 0 && set.standardOutput.contains("welcomeText = \"Hi\"")
+                && set.standardOutput.contains(#"servicePin = "********""#))
+        let invalid = try CLIRunner.run(["admin", "set", "--app", "signage", "brightness=55"] + common)
+        #expect(invalid.status == 1)
+        #expect(invalid.standardError.contains("/brightness: set at app: must be one of 40, 80, 100 (got 55)"))
+
+        try await withHTTPClient(configuration: .init(allowInsecureHTTP: true)) { http in
+            let base = "http://127.0.0.1:\(server.port)"
+            let identity = try await FleetClient(http: http, baseURL: base, token: nil).enroll(enrollmentToken: enrollmentToken)
+            let device = FleetClient(http: http, baseURL: base, token: identity.deviceToken)
+            let settings = try #require(try await device.settings(app: "signage"))
+            #expect(settings.values["welcomeText"] == "Hi" && settings.values["servicePin"] == "4711")
+
+            let explain = try CLIRunner.run(["admin", "explain", "--app", "signage", identity.deviceId] + common)
+            #expect(explain.status == 0)
+            #expect(explain.lines.contains { $0.hasPrefix("welcomeText") && $0.hasSuffix("\"Hi\"        group:lobby") })
+            #expect(explain.lines.contains { $0.hasPrefix("servicePin") && $0.contains("\"********\"") })
+            let devices = try CLIRunner.run(["admin", "devices", "--app", "signage", "--json"] + common)
+            let list = try DeviceList(json: try JSONParser.parse(Array(devices.standardOutput.utf8)))
+            #expect(list.devices.map(\.id) == [identity.deviceId] && list.devices.first?.servedRevision == settings.revision)
+
+            // A long-poll waits; SIGTERM makes the server answer it (304) and exit cleanly.
+            let poll = Task { try await device.settings(app: "signage", knownRevision: settings.revision, wait: 120) }
+            try server.waitForLog("event=long-poll")
+            let stopping = ContinuousClock.now
+            server.signal(SIGTERM)
+            #expect(try await poll.value == nil)
+            #expect(ContinuousClock.now - stopping < .seconds(10))
+        }
+        #expect(server.waitForExit() == 0)
+        let log = server.log
+        #expect(log.contains("event=stopped"))
+        for secret in [adminToken, enrollmentToken, "4711"] { #expect(!log.contains(secret)) }
+    }
+
+    static func mode(_ path: String) throws -> Int {
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        return (attributes[.posixPermissions] as? Int) ?? -1
+    }
+}
+
+/// A `fleetset-server serve` process on 127.0.0.1 with a free port, its log captured.
+final class ServerProcess: Sendable {
+    let port: Int
+    private let process: Process
+    private let capture: LogCapture
+
+    var log: String { capture.text }
+
+    private init(port: Int, process: Process, capture: LogCapture) {
+        self.port = port
+        self.process = process
+        self.capture = capture
+    }
+
+    static func start(in directory: String) throws -> ServerProcess {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CLIRunner.binary + "-server")
+        process.arguments = [
+            "serve", "--database", directory + "/fleet.sqlite", "--listen", "127.0.0.1:0", "--admin-token-file", directory + "/admin.token",
+            "--log-level", "debug",
+        ]
+        let pipe = Pipe()
+        process.standardError = pipe
+        try process.run()
+        let capture = LogCapture()
+        let reader = pipe.fileHandleForReading
+        Thread.detachNewThread {
+            while true {
+                let data = reader.availableData
+                if data.isEmpty { return }
+                capture.append(String(decoding: data, as: UTF8.self))
+            }
+        }
+        let line = try capture.waitForLine(containing: "event=listening")
+        guard let range = line.range(of: "address=127.0.0.1:"), let port = Int(line[range.upperBound...].prefix { $0.isNumber }) else {
+            throw ServerProcessFailed(log: capture.text)
+        }
+        return ServerProcess(port: port, process: process, capture: capture)
+    }
+
+    func waitForLog(_ fragment: String) throws { _ = try capture.waitForLine(containing: fragment) }
+
+    func signal(_ number: Int32) { Foundation.kill(process.processIdentifier, number) }
+
+    func waitForExit() -> Int32 {
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    func kill() { if process.isRunning { process.terminate() } }
+}
+
+/// What a process wrote, collected by a reader thread.
+final class LogCapture: Sendable {
+    private let buffer = Mutex("")
+
+    var text: String { buffer.withLock { $0 } }
+
+    func append(_ text: String) { buffer.withLock { $0 += text } }
+
+    /// The first complete line containing `fragment`, waiting up to 20 s for it to appear.
+    func waitForLine(containing fragment: String) throws -> String {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if let line = text.split(separator: "\n").first(where: { $0.contains(fragment) }) { return String(line) }
+            usleep(2_000)
+        }
+        throw ServerProcessFailed(log: "no line with \(fragment) in:\n" + text)
+    }
+}
+
+struct ServerProcessFailed: Error, CustomStringConvertible {
+    let log: String
+    var description: String { log }
+}
