@@ -32,19 +32,10 @@ public enum AdminTokenFile {
             )
         }
         let text = String(decoding: try FileSystem.readFile(path, maximumSize: 4096), as: UTF8.self)
-        let token = text.split(whereSeparator: { $0 == "\n" || $0 == "\r" }).first.map { String($0).trimmingSpaces() } ?? ""
+        let token = text.split(whereSeparator: { $0 == "\n" || $0 == "\r" }).first.map { String($0.trimmingSpaces()) } ?? ""
         guard token.utf8.count >= 16, !token.contains(" ") else {
             throw Problem(description: "the admin token file \(path) must hold a token of at least 16 characters on its first line")
         }
         return (Credentials.hash(token), false)
-    }
-}
-
-extension String {
-    func trimmingSpaces() -> String {
-        var text = Substring(self)
-        while text.first == " " || text.first == "\t" { text.removeFirst() }
-        while text.last == " " || text.last == "\t" { text.removeLast() }
-        return String(text)
     }
 }

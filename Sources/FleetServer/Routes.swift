@@ -149,7 +149,7 @@ struct Routes: Sendable {
 
     private func requireMediaType(_ request: Request, _ expected: String) throws(ServiceError) {
         let given = request.headers[.contentType] ?? ""
-        let mediaType = given.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters() } ?? ""
+        let mediaType = given.split(separator: ";", maxSplits: 1).first.map { String($0.trimmingSpaces()) } ?? ""
         guard mediaType.lowercased() == expected else {
             throw ServiceError(
                 415, "unsupported-media-type",
@@ -180,7 +180,8 @@ struct Routes: Sendable {
 
     private func metadataResponse(_ request: Request, app: String) async throws -> Response {
         let (document, etag) = try await service.metadataDocument(app: app)
-        if let tags = request.headers[.ifNoneMatch], tags.split(separator: ",").contains(where: { $0.trimmingCharacters() == etag }) {
+        if let tags = request.headers[.ifNoneMatch], tags.split(separator: ",").contains(where: { $0.trimmingSpaces() == Substring(etag) })
+        {
             return Response(status: .notModified, headers: [.eTag: etag])
         }
         return Response(
@@ -199,15 +200,6 @@ struct Routes: Sendable {
 func json(_ status: HTTPResponse.Status, _ value: JSONValue) -> Response {
     Response(
         status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: value.serialized())))
-}
-
-extension Substring {
-    func trimmingCharacters() -> String {
-        var text = self
-        while text.first == " " || text.first == "\t" { text.removeFirst() }
-        while text.last == " " || text.last == "\t" { text.removeLast() }
-        return String(text)
-    }
 }
 
 /// Turns every refusal into an ``ErrorBody`` answer: a ``ServiceError`` as it is, Hummingbird's

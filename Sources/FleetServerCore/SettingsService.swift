@@ -276,7 +276,8 @@ public final class SettingsService: Sendable {
 }
 
 extension Substring {
-    func trimmingSpaces() -> Substring {
+    /// The text without leading and trailing spaces and tabs (HTTP's optional whitespace).
+    public func trimmingSpaces() -> Substring {
         var text = self
         while text.first == " " || text.first == "\t" { text.removeFirst() }
         while text.last == " " || text.last == "\t" { text.removeLast() }

@@ -162,6 +162,12 @@ struct ScopeOptions: ParsableArguments {
 
     @Option(help: "app, group:NAME or device:ID.")
     var scope: String = "app"
+
+    /// Sends `patch` to the scope and prints the scope's values after it.
+    func apply(_ patch: JSONObject, through server: ServerOptions) async throws {
+        let values = try await server.withClient { try await $0.patchValues(app: app, scope: scope, patch: patch) }
+        server.output(values.json) { ScopedValuesText.render(values) }
+    }
 }
 
 /// `fleetset admin values --app A --scope S`.
@@ -203,8 +209,7 @@ struct AdminSet: AsyncParsableCommand {
             let text = String(assignment[assignment.index(after: equals)...])
             patch[String(assignment[..<equals])] = (try? JSONParser.parse(text)) ?? .string(text)
         }
-        let values = try await server.withClient { try await $0.patchValues(app: target.app, scope: target.scope, patch: patch) }
-        server.output(values.json) { ScopedValuesText.render(values) }
+        try await target.apply(patch, through: server)
     }
 }
 
@@ -222,8 +227,7 @@ struct AdminClear: AsyncParsableCommand {
     func run() async throws {
         var patch = JSONObject()
         for key in keys { patch[key] = .null }
-        let values = try await server.withClient { try await $0.patchValues(app: target.app, scope: target.scope, patch: patch) }
-        server.output(values.json) { ScopedValuesText.render(values) }
+        try await target.apply(patch, through: server)
     }
 }
 
