@@ -135,11 +135,7 @@ public struct DeviceStatus: Sendable, Hashable {
         guard case .string(let text)? = received, let seconds = Timestamp.parse(text) else {
             throw WireError(at: location.appending("receivedAt"), "must be an RFC 3339 UTC timestamp")
         }
-        do {
-            report = try StatusReport(json: .object(object))
-        } catch {
-            throw WireError(at: JSONPointer(location.description + error.location.description) ?? location, error.message)
-        }
+        report = try StatusReport(json: .object(object), at: location)
         receivedAt = seconds
     }
 

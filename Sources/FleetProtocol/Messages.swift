@@ -80,9 +80,10 @@ public struct StatusReport: Sendable, Hashable {
         self.source = source
     }
 
-    /// Reads the wire form; unknown members are refused, `message` is optional.
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["revision", "schemaVersion", "state", "message", "source"])
+    /// Reads the wire form; unknown members are refused, `message` is optional. Errors point
+    /// below `location` (for a report inside another message).
+    public init(json: JSONValue, at location: JSONPointer = .root) throws(WireError) {
+        let reader = try MemberReader(json, at: location, allowed: ["revision", "schemaVersion", "state", "message", "source"])
         revision = try reader.count("revision")
         schemaVersion = try reader.count("schemaVersion")
         state = try reader.oneOf("state", State.self)
@@ -193,12 +194,20 @@ public enum RevisionTag {
     /// not a strong tag of a non-negative decimal revision (weak tags `W/"…"` are refused:
     /// settings compare byte for byte).
     public static func revision(_ tag: String) -> Int64? {
-        var trimmed = Substring(tag)
-        while trimmed.first == " " || trimmed.first == "\t" { trimmed.removeFirst() }
-        while trimmed.last == " " || trimmed.last == "\t" { trimmed.removeLast() }
+        let trimmed = Substring(tag).trimmingSpaces()
         guard trimmed.count >= 3, trimmed.first == "\"", trimmed.last == "\"" else { return nil }
         let digits = trimmed.dropFirst().dropLast()
         guard digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), digits.count <= 18 else { return nil }
         return Int64(digits)
+    }
+}
+
+extension Substring {
+    /// The text without leading and trailing spaces and tabs (HTTP's optional whitespace).
+    public func trimmingSpaces() -> Substring {
+        var text = self
+        while text.first == " " || text.first == "\t" { text.removeFirst() }
+        while text.last == " " || text.last == "\t" { text.removeLast() }
+        return text
     }
 }

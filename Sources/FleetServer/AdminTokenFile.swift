@@ -1,4 +1,5 @@
 import FleetIO
+import FleetProtocol
 import FleetServerCore
 
 #if canImport(Glibc)

@@ -152,13 +152,20 @@ public final class SettingsService: Sendable {
     /// The device's effective settings for `app` as a document with its revision (advanced
     /// when they changed since the revision last served).
     public func settings(app: String, device: Device) async throws -> SettingsDocument {
+        try await current(app: app, device: device).document
+    }
+
+    /// The settings document and the stored layers it was computed from, read once.
+    private func current(app: String, device: Device) async throws -> (document: SettingsDocument, layers: ValueLayers) {
         let metadata = try await metadata(app: app)
         let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
         let effective = EffectiveSettings(
             metadata: metadata, app: layers.app, groups: layers.groups, device: layers.device, deviceID: device.id)
         let state = try await store.advanceRevision(
             app: app, deviceID: device.id, fingerprint: effective.fingerprint(schemaVersion: metadata.version))
-        return SettingsDocument(app: app, schemaVersion: Int64(metadata.version), revision: state.revision, values: effective.values)
+        let document = SettingsDocument(
+            app: app, schemaVersion: Int64(metadata.version), revision: state.revision, values: effective.values)
+        return (document, layers)
     }
 
     /// The settings when their revision differs from `knownRevision`; otherwise waits up to
@@ -202,7 +209,7 @@ public final class SettingsService: Sendable {
         guard case .object(let patch) = body else { throw ServiceError.badRequest("the merge patch must be a JSON object of settings") }
         let metadata = try await metadata(app: app)
         return try await writes.run {
-            let current = try await settings(app: app, device: device)
+            let (current, layers) = try await current(app: app, device: device)
             guard current.revision == expected else {
                 throw ServiceError(
                     409, "stale-revision",
@@ -217,7 +224,6 @@ public final class SettingsService: Sendable {
                         ErrorBody.Detail(pointer: JSONPointer.root.appending($0).description, message: "is not x-writable")
                     })
             }
-            let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
             var before: [Scope: JSONObject] = [.app: layers.app, .device(device.id): layers.device]
             for (group, values) in layers.groups { before[.group(group)] = values }
             var after = before
@@ -246,7 +252,7 @@ public final class SettingsService: Sendable {
     /// One line per report, at `info` for `applied` and `warning` otherwise, with `event=status`
     /// and the app, device, revision, schema version, state, source and message.
     public func recordStatus(app: String, device: Device, _ body: JSONValue) async throws {
-        let report = try Self.read(body, as: StatusReport.init(json:))
+        let report = try Self.read(body) { json throws(WireError) in try StatusReport(json: json) }
         _ = try await storedMetadata(app: app)
         try await store.recordStatus(report, app: app, deviceID: device.id, at: wallClock.secondsSinceEpoch())
         let metadata: Logger.Metadata = [
@@ -272,15 +278,5 @@ public final class SettingsService: Sendable {
     static func merged(_ values: JSONObject, _ patch: JSONObject) -> JSONObject {
         guard case .object(let result) = SettingsValues.mergePatch(.object(values), .object(patch)) else { return [:] }
         return result
-    }
-}
-
-extension Substring {
-    /// The text without leading and trailing spaces and tabs (HTTP's optional whitespace).
-    public func trimmingSpaces() -> Substring {
-        var text = self
-        while text.first == " " || text.first == "\t" { text.removeFirst() }
-        while text.last == " " || text.last == "\t" { text.removeLast() }
-        return text
     }
 }

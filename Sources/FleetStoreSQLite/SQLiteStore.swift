@@ -95,13 +95,15 @@ public final class SQLiteStore: SettingsStore {
     }
 
     public func valueLayers(app: String, groups: [String], deviceID: String) async throws -> ValueLayers {
-        let wanted = Set([Scope.app.description, Scope.device(deviceID).description] + groups.map { Scope.group($0).description })
+        let wanted = [Scope.app.description, Scope.device(deviceID).description] + groups.map { Scope.group($0).description }
+        let placeholders = Array(repeating: "?", count: wanted.count).joined(separator: ", ")
         let rows = try await pool.read { db in
-            try Row.fetchAll(db, sql: #"SELECT scope, "values" FROM scoped_values WHERE app = ?"#, arguments: [app])
-                .compactMap { row -> ScopeRow? in
-                    let scope: String = row["scope"]
-                    return wanted.contains(scope) ? ScopeRow(scope: scope, values: row["values"]) : nil
-                }
+            // The primary key (app, scope) answers this without reading other devices' rows.
+            try Row.fetchAll(
+                db, sql: #"SELECT scope, "values" FROM scoped_values WHERE app = ? AND scope IN ("# + placeholders + ")",
+                arguments: StatementArguments([app] + wanted)
+            )
+            .map { ScopeRow(scope: $0["scope"], values: $0["values"]) }
         }
         var layers = ValueLayers()
         for row in rows {

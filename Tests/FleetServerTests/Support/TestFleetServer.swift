@@ -59,8 +59,6 @@ struct TestFleetServer: Sendable {
         let service = SettingsService(
             store: store, adminTokenHash: Credentials.hash(adminToken), wallClock: clock, notifier: notifier, logger: logger)
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
-        var quiet = Logger(label: "hummingbird")
-        quiet.logLevel = .critical
         let app = try FleetServerApplication.make(
             service: service, options: ServerOptions(host: "127.0.0.1", port: 0), logger: logger,
             onServerRunning: { port in
