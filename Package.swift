@@ -29,6 +29,7 @@ let package = Package(
     products: [
         .executable(name: "fleetset", targets: ["fleetset"]),
         .executable(name: "fleetset-server", targets: ["fleetset-server"]),
+        .executable(name: "fleetsetd", targets: ["fleetsetd"]),
         .library(name: "Curl", targets: ["Curl"]),
         .library(name: "FleetJSON", targets: ["FleetJSON"]),
         .library(name: "FleetSchema", targets: ["FleetSchema"]),
@@ -86,9 +87,57 @@ let package = Package(
         .executableTarget(
             name: "fleetset",
             dependencies: [
-                "FleetJSON", "FleetSchema", "FleetMetadata", "FleetIO", "FleetProtocol", "FleetClient", "Curl",
+                "FleetJSON", "FleetSchema", "FleetMetadata", "FleetIO", "FleetProtocol", "FleetClient", "Curl", "FleetDeviceFiles",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: fleetSwiftSettings
+        ),
+        // The agent: the files on the device (also read by the CLI and, later, the app library),
+        // its pure decisions, the systemd notify protocol, child processes for hooks, inotify,
+        // and the runtime that ties them to the libcurl client.
+        .target(
+            name: "FleetDeviceFiles",
+            dependencies: ["FleetIO", "FleetJSON", "FleetProtocol", "FleetMetadata"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .target(
+            name: "FleetAgentCore",
+            dependencies: ["FleetDeviceFiles", "FleetMetadata", "FleetProtocol", "FleetJSON", "FleetSchema"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .target(name: "SystemdNotify", swiftSettings: fleetSwiftSettings),
+        .target(name: "ChildProcess", dependencies: ["FleetIO"], swiftSettings: fleetSwiftSettings),
+        .target(name: "FileWatch", dependencies: ["FleetIO"], swiftSettings: fleetSwiftSettings),
+        .target(
+            name: "FleetAgent",
+            dependencies: [
+                "FleetAgentCore", "FleetDeviceFiles", "FleetClient", "Curl", "FleetIO", "FleetJSON", "FleetMetadata", "FleetProtocol",
+                "FleetSchema", "SystemdNotify", "ChildProcess", "FileWatch",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .executableTarget(
+            name: "fleetsetd",
+            dependencies: [
+                "FleetAgent", "FleetDeviceFiles", "FleetLogging", "SystemdNotify",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetAgentCoreTests",
+            dependencies: ["FleetAgentCore", "FleetDeviceFiles", "FleetMetadata", "FleetProtocol", "FleetJSON", "FleetIO"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "AgentSystemTests",
+            dependencies: ["ChildProcess", "SystemdNotify", "FileWatch"],
             swiftSettings: fleetSwiftSettings
         ),
         .target(

@@ -5,8 +5,8 @@ import FleetProtocol
 /// Protocol v1 from the calling side, typed, over fleetset's libcurl client: what the agent
 /// and `fleetset admin` use to talk to a server.
 ///
-/// Every refusal throws ``FleetClientError/refused(status:body:)`` carrying the server's
-/// ``ErrorBody``; transport failures throw the `HTTPClientError` as it is.
+/// Every refusal throws ``FleetClientError/refused(status:body:retryAfter:)`` carrying the
+/// server's ``ErrorBody``; transport failures throw the `HTTPClientError` as it is.
 public struct FleetClient: Sendable {
     /// The server's base URL, without a trailing slash: `https://fleet.example.com`.
     public let baseURL: String
@@ -44,7 +44,14 @@ public struct FleetClient: Sendable {
     public func settings(app: String, knownRevision: Int64? = nil, wait: Int = 0) async throws -> SettingsDocument? {
         var headers: HTTPHeaders = [:]
         if let knownRevision { headers["If-None-Match"] = RevisionTag.etag(knownRevision) }
-        let limits = wait > 0 ? TransferLimits(timeout: .seconds(wait + 30), lowSpeedLimit: nil) : nil
+        var limits: TransferLimits?
+        if wait > 0 {
+            // A held request transfers nothing for up to `wait` seconds: no low-speed limit, and a
+            // total timeout above the wait; the size cap stays the client's.
+            limits = http.configuration.limits
+            limits?.timeout = .seconds(wait + 30)
+            limits?.lowSpeedLimit = nil
+        }
         let query = wait > 0 ? "?wait=\(wait)" : ""
         let response = try await send(.get, "/v1/apps/\(app)/settings\(query)", headers: headers, limits: limits, expect: [200, 304])
         guard response.status == 200 else { return nil }
@@ -121,7 +128,7 @@ public struct FleetClient: Sendable {
         let response = try await http.execute(request)
         guard expect.contains(response.status) else {
             let errorBody = (try? JSONParser.parse(response.body)).flatMap { try? ErrorBody(json: $0) }
-            throw FleetClientError.refused(status: response.status, body: errorBody)
+            throw FleetClientError.refused(status: response.status, body: errorBody, retryAfter: response.retryAfter)
         }
         return response
     }
@@ -155,31 +162,38 @@ public struct FleetClient: Sendable {
 
 /// A server answer the client cannot use.
 public enum FleetClientError: Error, Sendable, CustomStringConvertible {
-    /// The server refused the request: its status and error body (if it sent one).
-    case refused(status: Int, body: ErrorBody?)
+    /// The server refused the request: its status, error body (if it sent one) and the delay
+    /// it asked for in `Retry-After` (if it did).
+    case refused(status: Int, body: ErrorBody?, retryAfter: Duration?)
     /// The answer does not match the protocol.
     case badResponse(String)
 
     /// The status of a refusal.
     public var status: Int? {
-        if case .refused(let status, _) = self { return status }
+        if case .refused(let status, _, _) = self { return status }
         return nil
     }
 
     /// The error code of a refusal (`stale-revision`, …).
     public var code: String? {
-        if case .refused(_, let body) = self { return body?.error }
+        if case .refused(_, let body, _) = self { return body?.error }
+        return nil
+    }
+
+    /// The delay the server asked for with `Retry-After`, if any.
+    public var retryAfter: Duration? {
+        if case .refused(_, _, let delay) = self { return delay }
         return nil
     }
 
     /// `409 stale-revision: the settings are at revision 4, …` with one indented line per detail.
     public var description: String {
         switch self {
-        case .refused(let status, let body?):
+        case .refused(let status, let body?, _):
             var text = "\(status) \(body.error): \(body.message)"
             for detail in body.details { text += "\n  \(detail.pointer.isEmpty ? "/" : detail.pointer): \(detail.message)" }
             return text
-        case .refused(let status, nil):
+        case .refused(let status, nil, _):
             return "the server answered \(status) without an error description"
         case .badResponse(let message):
             return message

@@ -34,8 +34,11 @@ public enum FileSystem {
     public static let defaultMaximumSize = 64 << 20
 
     /// The whole contents of the regular file at `path`.
-    public static func readFile(_ path: String, maximumSize: Int = defaultMaximumSize) throws(FileError) -> [UInt8] {
-        let descriptor = retryingOnInterrupt { open(path, O_RDONLY | O_CLOEXEC) }
+    ///
+    /// - Parameter followLinks: `false` refuses a symbolic link (`ELOOP`) instead of reading
+    ///   the file it points at: for files others may have placed.
+    public static func readFile(_ path: String, maximumSize: Int = defaultMaximumSize, followLinks: Bool = true) throws(FileError) -> [UInt8] {
+        let descriptor = retryingOnInterrupt { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (followLinks ? 0 : O_NOFOLLOW)) }
         guard descriptor >= 0 else { throw FileError(path: path, operation: "open") }
         defer { close(descriptor) }
         var status = stat()
@@ -100,9 +103,16 @@ extension FileSystem {
     /// `rename` it over the target, then `fsync` the directory so the rename itself is durable.
     ///
     /// The file gets exactly `mode` (the process umask does not apply), so a file holding a
-    /// secret is created `0600` from its first byte. On failure the temporary file is removed
-    /// and the old file is untouched.
-    public static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws(FileError) {
+    /// secret is created `0600` from its first byte; with `group` it also gets that group (the
+    /// caller must be a member of it). On failure the temporary file is removed and the old
+    /// file is untouched.
+    ///
+    /// - Parameter durable: `false` skips both `fsync`s: the replacement is still atomic for
+    ///   readers, but a power cut may bring back the old contents. For files that are only a
+    ///   report of state (a status file), where flash wear matters more than the last update.
+    public static func writeAtomically(
+        _ bytes: [UInt8], to path: String, mode: mode_t = 0o644, group: gid_t? = nil, durable: Bool = true
+    ) throws(FileError) {
         let directory = parentDirectory(of: path)
         let temporary = "\(path).tmp-\(getpid())-\(UInt32.random(in: .min ... .max))"
         let descriptor = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) }
@@ -111,13 +121,65 @@ extension FileSystem {
         defer { if !written { unlink(temporary) } }
         do {
             defer { close(descriptor) }
+            if let group, fchown(descriptor, uid_t.max, group) != 0 {
+                throw FileError(path: temporary, operation: "give group \(group) to")
+            }
             guard fchmod(descriptor, mode) == 0 else { throw FileError(path: temporary, operation: "chmod") }
             try writeAll(bytes, to: descriptor, path: temporary)
-            guard retryingOnInterrupt({ fsync(descriptor) }) == 0 else { throw FileError(path: temporary, operation: "fsync") }
+            if durable {
+                guard retryingOnInterrupt({ fsync(descriptor) }) == 0 else { throw FileError(path: temporary, operation: "fsync") }
+            }
         }
         guard rename(temporary, path) == 0 else { throw FileError(path: path, operation: "replace") }
         written = true
-        try syncDirectory(directory)
+        if durable { try syncDirectory(directory) }
+    }
+
+    /// Makes `path` a second name of the file at `source`, replacing whatever `path` named, in
+    /// one atomic step (a hard link to a temporary name, then `rename`). Not durable until the
+    /// directory is synced. Returns `false` when `source` does not exist.
+    @discardableResult
+    public static func replaceWithLink(_ path: String, to source: String) throws(FileError) -> Bool {
+        let temporary = "\(path).tmp-\(getpid())-\(UInt32.random(in: .min ... .max))"
+        guard link(source, temporary) == 0 else {
+            if errno == ENOENT { return false }
+            throw FileError(path: source, operation: "link")
+        }
+        guard rename(temporary, path) == 0 else {
+            let error = FileError(path: path, operation: "replace")
+            unlink(temporary)
+            throw error
+        }
+        return true
+    }
+
+    /// Creates the directory `path` and its missing parents; the new ones get exactly `mode`.
+    /// An existing directory is left as it is.
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o755) throws(FileError) {
+        var status = stat()
+        if stat(path, &status) == 0 {
+            guard (status.st_mode & S_IFMT) == S_IFDIR else { throw FileError(path: path, operation: "make directory", code: ENOTDIR) }
+            return
+        }
+        let parent = parentDirectory(of: path)
+        if parent != path && parent != "." && parent != "/" { try makeDirectories(parent, mode: mode) }
+        guard mkdir(path, mode) == 0 || errno == EEXIST else { throw FileError(path: path, operation: "make directory") }
+        guard chmod(path, mode) == 0 else { throw FileError(path: path, operation: "chmod") }
+    }
+
+    /// Removes the file at `path`; a missing file is not an error.
+    public static func removeFile(_ path: String) throws(FileError) {
+        guard unlink(path) == 0 || errno == ENOENT else { throw FileError(path: path, operation: "remove") }
+    }
+
+    /// What `lstat` says of `path` (links are not followed), or `nil` when nothing is there.
+    public static func status(of path: String) throws(FileError) -> stat? {
+        var status = stat()
+        guard lstat(path, &status) == 0 else {
+            if errno == ENOENT { return nil }
+            throw FileError(path: path, operation: "stat")
+        }
+        return status
     }
 
     /// Flushes a directory's entries (a rename or a new file in it) to disk.
@@ -143,5 +205,22 @@ extension FileSystem {
             guard count > 0 else { throw FileError(path: path, operation: "write") }
             offset += count
         }
+    }
+}
+
+extension FileSystem {
+    /// A pipe, both ends close-on-exec (and non-blocking when asked): `[read end, write end]`.
+    public static func makePipe(nonBlocking: Bool = false) throws(FileError) -> [Int32] {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { throw FileError(path: "pipe", operation: "create") }
+        for end in ends {
+            let flags = fcntl(end, F_GETFL)
+            guard fcntl(end, F_SETFD, FD_CLOEXEC) == 0, !nonBlocking || fcntl(end, F_SETFL, flags | O_NONBLOCK) == 0 else {
+                let error = FileError(path: "pipe", operation: "configure")
+                ends.forEach { _ = close($0) }
+                throw error
+            }
+        }
+        return ends
     }
 }

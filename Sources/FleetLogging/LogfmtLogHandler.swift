@@ -15,21 +15,35 @@ import Glibc
 /// same event line up. A value is quoted when it is empty or holds a space, `=`, `"` or a
 /// control character; `"`, `\` and control characters are escaped, so one message is always
 /// one line (journald and log shippers read it as such). Each line is one `write(2)`.
+///
+/// Under systemd (``Style/journald``) a line starts with the syslog priority in angle brackets
+/// (`<6>` for info), which journald strips and keeps as the entry's priority, and has no `ts=`
+/// (journald stamps every entry itself).
 public struct LogfmtLogHandler: LogHandler {
     /// Where lines go.
     public typealias Sink = @Sendable (String) -> Void
+
+    /// How lines begin.
+    public enum Style: Sendable {
+        /// `ts=… level=… msg=…`: for a terminal or a file.
+        case timestamped
+        /// `<6>level=info msg=…`: for standard error connected to journald.
+        case journald
+    }
 
     public var logLevel: Logger.Level
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
     private let sink: Sink
+    private let style: Style
 
     /// The keys that come first, in this order, after `ts`, `level` and `msg`.
     static let leadingKeys = ["event", "app", "device", "scope", "version", "revision", "schema_version", "state", "source"]
 
     /// A handler writing to `sink` (default: standard error).
-    public init(level: Logger.Level = .info, sink: @escaping Sink = LogfmtLogHandler.standardError) {
+    public init(level: Logger.Level = .info, style: Style = .timestamped, sink: @escaping Sink = LogfmtLogHandler.standardError) {
         self.logLevel = level
+        self.style = style
         self.sink = sink
     }
 
@@ -42,12 +56,19 @@ public struct LogfmtLogHandler: LogHandler {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let own = event.metadata { merged.merge(own) { _, new in new } }
-        sink(Self.line(time: Self.now(), level: event.level, message: "\(event.message)", metadata: merged))
+        switch style {
+        case .timestamped:
+            sink(Self.line(time: Self.now(), level: event.level, message: "\(event.message)", metadata: merged))
+        case .journald:
+            sink(Self.line(time: nil, level: event.level, message: "\(event.message)", metadata: merged))
+        }
     }
 
-    /// One formatted line, with its newline.
-    public static func line(time: String, level: Logger.Level, message: String, metadata: Logger.Metadata) -> String {
-        var line = "ts=\(time) level=\(level.rawValue) msg=\(quoted(message))"
+    /// One formatted line, with its newline: with `time`, `ts=… level=…`; without,
+    /// journald's `<N>level=…` (N the syslog priority of `level`).
+    public static func line(time: String?, level: Logger.Level, message: String, metadata: Logger.Metadata) -> String {
+        var line = time.map { "ts=\($0) " } ?? "<\(syslogPriority(level))>"
+        line += "level=\(level.rawValue) msg=\(quoted(message))"
         var keys = leadingKeys.filter { metadata[$0] != nil }
         keys += metadata.keys.filter { !leadingKeys.contains($0) && $0 != "message" }.sorted()
         if metadata["message"] != nil { keys.append("message") }
@@ -56,6 +77,19 @@ public struct LogfmtLogHandler: LogHandler {
             line += " \(key)=\(quoted("\(value)"))"
         }
         return line + "\n"
+    }
+
+    /// The syslog priority journald files a level under: critical 2, error 3, warning 4,
+    /// notice 5, info 6, debug and trace 7.
+    public static func syslogPriority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .critical: 2
+        case .error: 3
+        case .warning: 4
+        case .notice: 5
+        case .info: 6
+        case .debug, .trace: 7
+        }
     }
 
     /// The value as logfmt writes it.

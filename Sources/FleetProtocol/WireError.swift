@@ -17,21 +17,31 @@ public struct WireError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(location.displayText): \(message)" }
 }
 
-/// Reads members of a JSON object, each failure naming the member.
-struct MemberReader {
-    let object: JSONObject
-    let location: JSONPointer
+/// Reads members of a JSON object strictly, each failure a ``WireError`` naming the member by
+/// its JSON pointer: the protocol's messages and the agent's configuration file read with it.
+public struct MemberReader {
+    /// The object being read.
+    public let object: JSONObject
+    /// Where the object is in its document.
+    public let location: JSONPointer
 
-    init(_ value: JSONValue, at location: JSONPointer = .root, allowed: Set<String>) throws(WireError) {
+    /// Starts reading `value`, which must be an object whose members are all in `allowed`.
+    ///
+    /// - Parameter unknownMember: what is said of a member that is not allowed.
+    public init(
+        _ value: JSONValue, at location: JSONPointer = .root, allowed: Set<String>,
+        unknownMember: String = "is not a member of this message"
+    ) throws(WireError) {
         guard case .object(let object) = value else { throw WireError(at: location, "must be an object") }
         for key in object.keys where !allowed.contains(key) {
-            throw WireError(at: location.appending(key), "is not a member of this message")
+            throw WireError(at: location.appending(key), unknownMember)
         }
         self.object = object
         self.location = location
     }
 
-    func string(_ key: String, maximumLength: Int = 4096) throws(WireError) -> String {
+    /// A string of at most `maximumLength` characters (Unicode scalars).
+    public func string(_ key: String, maximumLength: Int = 4096) throws(WireError) -> String {
         guard case .string(let text)? = object[key] else { throw missingOr(key, "must be a string") }
         guard text.unicodeScalars.count <= maximumLength else {
             throw WireError(at: location.appending(key), "must be at most \(maximumLength) characters long")
@@ -39,12 +49,14 @@ struct MemberReader {
         return text
     }
 
-    func optionalString(_ key: String, maximumLength: Int = 4096) throws(WireError) -> String? {
+    /// A string that may be absent.
+    public func optionalString(_ key: String, maximumLength: Int = 4096) throws(WireError) -> String? {
         guard object[key] != nil else { return nil }
         return try string(key, maximumLength: maximumLength)
     }
 
-    func count(_ key: String) throws(WireError) -> Int64 {
+    /// A non-negative integer.
+    public func count(_ key: String) throws(WireError) -> Int64 {
         guard case .number(let number)? = object[key], number.isInteger, let value = number.int64Value, value >= 0 else {
             throw missingOr(key, "must be a non-negative integer")
         }
@@ -52,13 +64,13 @@ struct MemberReader {
     }
 
     /// A non-negative integer that may be `null` or absent.
-    func nullableCount(_ key: String) throws(WireError) -> Int64? {
+    public func nullableCount(_ key: String) throws(WireError) -> Int64? {
         guard let value = object[key], value != .null else { return nil }
         return try count(key)
     }
 
     /// An integer in `range`, or `defaultValue` when absent.
-    func integer(_ key: String, in range: ClosedRange<Int64>, default defaultValue: Int64) throws(WireError) -> Int64 {
+    public func integer(_ key: String, in range: ClosedRange<Int64>, default defaultValue: Int64) throws(WireError) -> Int64 {
         guard let value = object[key] else { return defaultValue }
         guard case .number(let number) = value, number.isInteger, let integer = number.int64Value, range.contains(integer) else {
             throw WireError(at: location.appending(key), "must be an integer from \(range.lowerBound) to \(range.upperBound)")
@@ -67,7 +79,7 @@ struct MemberReader {
     }
 
     /// An RFC 3339 UTC timestamp, as seconds since the epoch.
-    func timestamp(_ key: String) throws(WireError) -> Int64 {
+    public func timestamp(_ key: String) throws(WireError) -> Int64 {
         guard let seconds = Timestamp.parse(try string(key, maximumLength: 64)) else {
             throw WireError(at: location.appending(key), "must be an RFC 3339 UTC timestamp like 2026-11-22T10:00:00Z")
         }
@@ -75,13 +87,13 @@ struct MemberReader {
     }
 
     /// A timestamp that may be `null` or absent.
-    func nullableTimestamp(_ key: String) throws(WireError) -> Int64? {
+    public func nullableTimestamp(_ key: String) throws(WireError) -> Int64? {
         guard let value = object[key], value != .null else { return nil }
         return try timestamp(key)
     }
 
     /// An array of strings, each 1 to `maximumLength` characters long, without duplicates.
-    func names(_ key: String, maximumCount: Int, maximumLength: Int = 128) throws(WireError) -> [String]? {
+    public func names(_ key: String, maximumCount: Int, maximumLength: Int = 128) throws(WireError) -> [String]? {
         guard let value = object[key] else { return nil }
         guard case .array(let elements) = value, elements.count <= maximumCount else {
             throw WireError(at: location.appending(key), "must be an array of at most \(maximumCount) strings")
@@ -98,12 +110,14 @@ struct MemberReader {
         return names
     }
 
-    func values(_ key: String) throws(WireError) -> JSONObject {
+    /// An object member.
+    public func values(_ key: String) throws(WireError) -> JSONObject {
         guard case .object(let values)? = object[key] else { throw missingOr(key, "must be an object") }
         return values
     }
 
-    func oneOf<Choice: RawRepresentable & CaseIterable>(_ key: String, _ type: Choice.Type) throws(WireError) -> Choice
+    /// One of an enumeration's raw values.
+    public func oneOf<Choice: RawRepresentable & CaseIterable>(_ key: String, _ type: Choice.Type) throws(WireError) -> Choice
     where Choice.RawValue == String {
         let text = try string(key)
         guard let choice = Choice(rawValue: text) else {
@@ -113,7 +127,8 @@ struct MemberReader {
         return choice
     }
 
-    private func missingOr(_ key: String, _ message: String) -> WireError {
+    /// "is missing" when the member is absent, else `message`.
+    public func missingOr(_ key: String, _ message: String) -> WireError {
         WireError(at: location.appending(key), object[key] == nil ? "is missing" : message)
     }
 }

@@ -71,7 +71,7 @@ struct ServerOptions: ParsableArguments {
             throw CLIExit.usageOrIO
         }
         let configuration = HTTPClient.Configuration(
-            tls: .init(caFile: caFile), allowInsecureHTTP: Self.isLoopbackHTTP(url), userAgent: "fleetset-admin")
+            tls: .init(caFile: caFile), allowInsecureHTTP: ServerURL.isLoopbackHTTP(url), userAgent: "fleetset-admin")
         do {
             return try await withHTTPClient(configuration: configuration) { http in
                 try await body(FleetClient(http: http, baseURL: url, token: token))
@@ -83,19 +83,6 @@ struct ServerOptions: ParsableArguments {
             StandardError.write("fleetset admin: \(error)")
             throw CLIExit.usageOrIO
         }
-    }
-
-    /// Whether `url` is plain HTTP to this machine (`127.0.0.0/8`, `::1`, `localhost`).
-    static func isLoopbackHTTP(_ url: String) -> Bool {
-        guard url.hasPrefix("http://") else { return false }
-        let authority = url.dropFirst("http://".count).prefix { $0 != "/" }
-        let host: Substring
-        if authority.hasPrefix("[") {
-            host = authority.dropFirst().prefix { $0 != "]" }
-        } else {
-            host = authority.prefix { $0 != ":" }
-        }
-        return host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 
     /// Prints `value` as JSON when --json was given, else `text()`.

@@ -53,7 +53,7 @@ struct AdminRouteTests {
             _ = try await server.admin.patchValues(app: "kiosk", scope: "group:lobby", patch: ["volume": 9])
             let refused = await refusal { try await server.putKioskMetadata(version: 3) }  // version 3 caps volume at 8
             #expect(refused?.status == 409 && refused?.code == "values-invalid")
-            guard case .refused(_, let body?) = refused else { Issue.record("no error body"); return }
+            guard case .refused(_, let body?, _) = refused else { Issue.record("no error body"); return }
             #expect(body.details.map(\.pointer) == ["/volume"])
             #expect(body.details.first?.message == "set at group:lobby: must be <= 8 (got 9); for \(device.id)")
             // Nothing changed; forcing stores it and the device gets the new version.

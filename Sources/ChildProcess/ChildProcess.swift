@@ -1,0 +1,226 @@
+import FleetIO
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs a program as a child process with a time limit, collecting the tail of its output.
+///
+/// The child runs in a process group of its own, with standard input from `/dev/null`,
+/// standard output and error into a pipe, the given environment only, and every signal
+/// disposition reset to the default (the parent may ignore signals it handles itself; a child
+/// must not inherit that). When the time limit passes, or the calling task is cancelled, the
+/// whole group gets `SIGTERM`, and `SIGKILL` after ``killGrace``.
+///
+/// Waiting happens on a thread of its own, never on the Swift concurrency pool.
+public enum ChildProcess {
+    /// How long a child has between `SIGTERM` and `SIGKILL`.
+    public static let killGrace: Duration = .seconds(2)
+
+    /// How a child ended.
+    public struct Result: Sendable, Equatable {
+        /// How the process ended.
+        public enum Termination: Sendable, Equatable {
+            /// It exited with this status.
+            case exited(Int32)
+            /// A signal ended it.
+            case signaled(Int32)
+        }
+
+        public var termination: Termination
+        /// The time limit passed and the child was stopped.
+        public var timedOut: Bool
+        /// The calling task was cancelled and the child was stopped.
+        public var cancelled: Bool
+        /// The last bytes the child wrote to standard output and error, as text.
+        public var output: String
+        /// From start to end.
+        public var duration: Duration
+
+        /// Whether the child exited with status 0 in time.
+        public var succeeded: Bool { termination == .exited(0) && !timedOut && !cancelled }
+    }
+
+    /// Runs `arguments[0]` (an absolute path) with `arguments` as its argv.
+    ///
+    /// - Parameters:
+    ///   - environment: `NAME=value` strings, the child's whole environment.
+    ///   - timeout: when the child is stopped.
+    ///   - outputLimit: how many bytes of output are kept (the last ones).
+    /// - Throws: ``SpawnError`` when the program cannot be started (missing, not executable).
+    public static func run(
+        _ arguments: [String], environment: [String], timeout: Duration, outputLimit: Int = 2048
+    ) async throws(SpawnError) -> Result {
+        precondition(!arguments.isEmpty, "a command needs at least the program")
+        let child = try spawn(arguments, environment: environment)
+        let watch = ChildWatch(pid: child.pid, output: child.output, timeout: timeout, outputLimit: outputLimit)
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                watch.start(continuation)
+            }
+        } onCancel: {
+            watch.cancel()
+        }
+    }
+
+    private static func spawn(_ arguments: [String], environment: [String]) throws(SpawnError) -> (pid: pid_t, output: Int32) {
+        let pipeEnds: [Int32]
+        do {
+            pipeEnds = try FileSystem.makePipe()
+        } catch {
+            throw SpawnError(program: arguments[0], code: error.code, call: "pipe")
+        }
+        defer { close(pipeEnds[1]) }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 2)
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        var pid = pid_t()
+        let status = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
+        guard status == 0 else {
+            close(pipeEnds[0])
+            throw SpawnError(program: arguments[0], code: status, call: "posix_spawn")
+        }
+        return (pid, pipeEnds[0])
+    }
+}
+
+/// A program that could not be started.
+public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let program: String
+    /// The `errno` value.
+    public let code: Int32
+    /// The failing call.
+    public let call: String
+
+    /// `cannot run /usr/local/bin/reload-kiosk: No such file or directory`.
+    public var description: String { "cannot run \(program): \(String(cString: strerror(code)))" }
+}
+
+/// Watches one child on its own thread: collects output, enforces the time limit, reaps it.
+private final class ChildWatch: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<ChildProcess.Result, Never>?
+        var cancelled = false
+    }
+
+    let pid: pid_t
+    let output: Int32
+    let timeout: Duration
+    let outputLimit: Int
+    private let state = Mutex(State())
+
+    init(pid: pid_t, output: Int32, timeout: Duration, outputLimit: Int) {
+        self.pid = pid
+        self.output = output
+        self.timeout = timeout
+        self.outputLimit = outputLimit
+    }
+
+    func cancel() { state.withLock { $0.cancelled = true } }
+
+    func start(_ continuation: CheckedContinuation<ChildProcess.Result, Never>) {
+        state.withLock { $0.continuation = continuation }
+        let context = Unmanaged.passRetained(self).toOpaque()
+        var thread = pthread_t()
+        let started = pthread_create(
+            &thread, nil,
+            { context in
+                let watch = Unmanaged<ChildWatch>.fromOpaque(context!).takeRetainedValue()
+                watch.watch()
+                return nil
+            }, context)
+        if started == 0 {
+            pthread_detach(thread)
+        } else {
+            Unmanaged<ChildWatch>.fromOpaque(context).release()
+            watch()  // no thread to spare: wait here rather than leak the child
+        }
+    }
+
+    private func watch() {
+        let clock = ContinuousClock()
+        let start = clock.now
+        var tail: [UInt8] = []
+        var outputOpen = true
+        var terminateSentAt: ContinuousClock.Instant?
+        var killed = false
+        var timedOut = false
+        var cancelled = false
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        var waitStatus: Int32 = 0
+
+        func readAvailable() {
+            while outputOpen {
+                var descriptor = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
+                guard poll(&descriptor, 1, 0) > 0 else { return }
+                let count = chunk.withUnsafeMutableBytes { read(output, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else {
+                    outputOpen = false
+                    return
+                }
+                tail.append(contentsOf: chunk[..<count])
+                if tail.count > outputLimit { tail.removeFirst(tail.count - outputLimit) }
+            }
+        }
+
+        while true {
+            if outputOpen {
+                var descriptor = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
+                _ = poll(&descriptor, 1, 20)
+                readAvailable()
+            } else {
+                usleep(20_000)
+            }
+            let reaped = waitpid(pid, &waitStatus, WNOHANG)
+            if reaped == pid { break }
+            if reaped < 0 && errno != EINTR { break }
+            let now = clock.now
+            if !cancelled, state.withLock({ $0.cancelled }) { cancelled = true }
+            if terminateSentAt == nil, cancelled || now - start >= timeout {
+                timedOut = !cancelled
+                kill(-pid, SIGTERM)
+                terminateSentAt = now
+            } else if let sentAt = terminateSentAt, !killed, now - sentAt >= ChildProcess.killGrace {
+                kill(-pid, SIGKILL)
+                killed = true
+            }
+        }
+        readAvailable()
+        close(output)
+        let termination: ChildProcess.Result.Termination =
+            (waitStatus & 0x7f) == 0 ? .exited((waitStatus >> 8) & 0xff) : .signaled(waitStatus & 0x7f)
+        let result = ChildProcess.Result(
+            termination: termination, timedOut: timedOut, cancelled: cancelled, output: String(decoding: tail, as: UTF8.self),
+            duration: clock.now - start)
+        let continuation = state.withLock { state in
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        continuation?.resume(returning: result)
+    }
+}

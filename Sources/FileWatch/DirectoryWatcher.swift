@@ -1,0 +1,154 @@
+import FleetIO
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reports files that appear in directories, through inotify, on a thread of its own.
+///
+/// A file "appears" when it is renamed into a watched directory (`IN_MOVED_TO`, how files
+/// written atomically arrive) or when a writer closes it (`IN_CLOSE_WRITE`); a name that is
+/// merely created (`IN_CREATE`: a file still being written, or a link) is reported as
+/// ``Event/created(directory:name:)``. When the kernel's event queue overflows,
+/// ``Event/overflow`` says so: rescan the directories.
+///
+/// ```swift
+/// let watcher = try DirectoryWatcher(directories: ["/var/spool/fleetset/kiosk"])
+/// for await event in watcher.events { … }
+/// ```
+public final class DirectoryWatcher: Sendable {
+    /// Something that happened in a watched directory.
+    public enum Event: Sendable, Hashable {
+        /// A complete file named `name` appeared in `directory`.
+        case appeared(directory: String, name: String)
+        /// A name was created in `directory`; a regular file may still be being written.
+        case created(directory: String, name: String)
+        /// Events were lost; look at the directories again.
+        case overflow
+    }
+
+    /// The events, in order. Ends after ``stop()``.
+    public let events: AsyncStream<Event>
+    private let continuation: AsyncStream<Event>.Continuation
+    private let inotify: Int32
+    /// A pipe: a byte written to `stopSignal[1]` wakes the thread to stop.
+    private let stopSignal: [Int32]
+    private let watches: [Int32: String]
+    private let stopped = Mutex(false)
+
+    /// Starts watching `directories` (which must exist).
+    ///
+    /// - Throws: ``WatchError`` naming the directory that cannot be watched.
+    public init(directories: [String]) throws(WatchError) {
+        let inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard inotify >= 0 else { throw WatchError(path: "", call: "inotify_init1", code: errno) }
+        var watches: [Int32: String] = [:]
+        for directory in directories {
+            let watch = inotify_add_watch(inotify, directory, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_ONLYDIR))
+            guard watch >= 0 else {
+                let error = WatchError(path: directory, call: "inotify_add_watch", code: errno)
+                close(inotify)
+                throw error
+            }
+            watches[watch] = directory
+        }
+        let stopSignal: [Int32]
+        do {
+            stopSignal = try FileSystem.makePipe(nonBlocking: true)
+        } catch {
+            close(inotify)
+            throw WatchError(path: "", call: "pipe", code: error.code)
+        }
+        self.inotify = inotify
+        self.stopSignal = stopSignal
+        self.watches = watches
+        (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(4096))
+
+        let context = Unmanaged.passRetained(self).toOpaque()
+        var thread = pthread_t()
+        let started = pthread_create(
+            &thread, nil,
+            { context in
+                let watcher = Unmanaged<DirectoryWatcher>.fromOpaque(context!).takeRetainedValue()
+                watcher.readLoop()
+                return nil
+            }, context)
+        guard started == 0 else {
+            Unmanaged<DirectoryWatcher>.fromOpaque(context).release()
+            close(inotify)
+            stopSignal.forEach { _ = close($0) }
+            throw WatchError(path: "", call: "pthread_create", code: started)
+        }
+        pthread_detach(thread)
+    }
+
+    deinit {
+        close(inotify)
+        stopSignal.forEach { _ = close($0) }
+    }
+
+    /// Stops the thread and ends ``events``.
+    public func stop() {
+        let first = stopped.withLock { stopped in
+            defer { stopped = true }
+            return !stopped
+        }
+        guard first else { return }
+        var one: UInt8 = 1
+        _ = write(stopSignal[1], &one, 1)
+    }
+
+    private func readLoop() {
+        defer { continuation.finish() }
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            var descriptors = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: stopSignal[0], events: Int16(POLLIN), revents: 0)]
+            let ready = poll(&descriptors, 2, -1)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            if descriptors[1].revents != 0 { return }
+            let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                return
+            }
+            parse(buffer[..<count])
+        }
+    }
+
+    private func parse(_ bytes: ArraySlice<UInt8>) {
+        let headerSize = MemoryLayout<inotify_event>.size
+        var offset = bytes.startIndex
+        while offset + headerSize <= bytes.endIndex {
+            let (watch, mask, nameLength) = bytes.withUnsafeBytes { raw in
+                let base = raw.baseAddress! + (offset - bytes.startIndex)
+                let event = base.loadUnaligned(as: inotify_event.self)
+                return (event.wd, event.mask, Int(event.len))
+            }
+            let nameStart = offset + headerSize
+            let name = String(decoding: bytes[nameStart..<min(nameStart + nameLength, bytes.endIndex)].prefix { $0 != 0 }, as: UTF8.self)
+            offset = nameStart + nameLength
+            if mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                continuation.yield(.overflow)
+            } else if let directory = watches[watch], !name.isEmpty, mask & UInt32(IN_ISDIR) == 0 {
+                let created = mask & UInt32(IN_CREATE) != 0
+                continuation.yield(created ? .created(directory: directory, name: name) : .appeared(directory: directory, name: name))
+            }
+        }
+    }
+}
+
+/// A directory that cannot be watched.
+public struct WatchError: Error, Sendable, CustomStringConvertible {
+    public let path: String
+    public let call: String
+    public let code: Int32
+
+    /// `cannot watch /var/spool/fleetset/kiosk: No such file or directory (inotify_add_watch)`.
+    public var description: String {
+        "cannot watch \(path.isEmpty ? "directories" : path): \(String(cString: strerror(code))) (\(call))"
+    }
+}

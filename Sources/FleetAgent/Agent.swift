@@ -1,0 +1,163 @@
+import Curl
+import FleetAgentCore
+import FleetDeviceFiles
+import Logging
+import ServiceLifecycle
+import SystemdNotify
+import UnixSignals
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `fleetsetd`: keeps every configured app's settings file true to the server.
+///
+/// Run it in a `ServiceGroup` with SIGTERM and SIGINT as graceful-shutdown signals: shutdown
+/// cancels every loop (a long-poll in flight is aborted at once), says `STOPPING=1`, and
+/// returns. SIGHUP re-reads the configuration file: a valid one replaces the running
+/// configuration (every loop restarts from disk, which also syncs at once); an invalid one is
+/// logged and the running configuration stays.
+public final class Agent: Service {
+    private let configurationPath: String
+    private let initialConfiguration: AgentConfiguration
+    private let notifier: SystemdNotifier?
+    private let watchdogInterval: Duration?
+    private let logger: Logger
+    private let clock: any Clock<Duration>
+
+    /// - Parameters:
+    ///   - configurationPath: the file SIGHUP re-reads.
+    ///   - configuration: the configuration read from it at start.
+    ///   - notifier: systemd's notify socket, when run by systemd.
+    ///   - watchdogInterval: how often to feed systemd's watchdog (half of `WatchdogSec`).
+    public init(
+        configurationPath: String, configuration: AgentConfiguration, notifier: SystemdNotifier?, watchdogInterval: Duration?,
+        logger: Logger, clock: any Clock<Duration> = ContinuousClock()
+    ) {
+        self.configurationPath = configurationPath
+        self.initialConfiguration = configuration
+        self.notifier = notifier
+        self.watchdogInterval = watchdogInterval
+        self.logger = logger
+        self.clock = clock
+    }
+
+    public func run() async throws {
+        let reload = Wakeup()
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
+        logger.notice(
+            "starting",
+            metadata: [
+                "event": "starting", "config": "\(configurationPath)", "apps": "\(initialConfiguration.apps.map(\.id).joined(separator: ","))",
+                "server": "\(initialConfiguration.server)",
+            ])
+        await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await _ in hangups { reload.signal() }
+                }
+                group.addTask { await self.superviseGenerations(reload: reload) }
+                await group.next()
+                group.cancelAll()
+            }
+        } onGracefulShutdown: { [notifier, logger] in
+            logger.notice("stopping", metadata: ["event": "stopping"])
+            notifier?.send(.stopping, .status("stopping"))
+        }
+        logger.notice("stopped", metadata: ["event": "stopped"])
+    }
+
+    /// Runs one configuration generation after the other, until shutdown.
+    private func superviseGenerations(reload: Wakeup) async {
+        await cancelWhenGracefulShutdown {
+            var configuration = self.initialConfiguration
+            while !Task.isCancelled {
+                let board = AgentBoard(apps: configuration.apps.map(\.id), notifier: self.notifier, logger: self.logger)
+                let running = configuration
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask { await self.runGeneration(running, board: board) }
+                    group.addTask { await reload.wait() }
+                    await group.next()
+                    group.cancelAll()
+                }
+                guard !Task.isCancelled else { return }
+                self.notifier?.send(.reloading, .status("reloading \(self.configurationPath)"))
+                do {
+                    configuration = try AgentConfiguration.load(self.configurationPath)
+                    self.logger.notice(
+                        "configuration reloaded", metadata: ["event": "reloaded", "apps": "\(configuration.apps.map(\.id).joined(separator: ","))"])
+                } catch {
+                    self.logger.error("configuration refused; keeping the running one", metadata: ["event": "reload-failed", "error": "\(error)"])
+                }
+            }
+        }
+    }
+
+    /// Runs every app's loop, the inbox, the watchdog and the ready timeout for one configuration.
+    private func runGeneration(_ configuration: AgentConfiguration, board: AgentBoard) async {
+        let http: HTTPClient
+        do {
+            http = try HTTPClient(configuration: Self.httpConfiguration(configuration))
+        } catch {
+            logger.critical("cannot start the HTTP client", metadata: ["event": "fatal", "error": "\(error)"])
+            return
+        }
+        let identity = Promise<DeviceIdentity>()
+        let wallClock: @Sendable () -> Int64 = { Int64(time(nil)) }
+        let environment = SyncEnvironment(
+            configuration: configuration, http: http, identity: identity, board: board, clock: clock, wallClock: wallClock, logger: logger)
+        let triggers = Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.id, Wakeup()) })
+        await withTaskGroup(of: Void.self) { group in
+            for app in configuration.apps {
+                group.addTask { await AppSync(app: app, environment: environment, syncNow: triggers[app.id]!).run() }
+            }
+            group.addTask {
+                let enrollment = Enrollment(configuration: configuration, http: http, clock: self.clock, wallClock: wallClock, logger: self.logger)
+                if let found = await enrollment.identity() { identity.fulfil(found) }
+            }
+            group.addTask { await Inbox(configuration: configuration, syncTriggers: triggers, logger: self.logger).run() }
+            group.addTask {
+                try? await self.clock.sleep(for: configuration.readyTimeout)
+                if !Task.isCancelled { board.readyTimeoutPassed() }
+            }
+            if let interval = watchdogInterval {
+                group.addTask { await self.feedWatchdog(every: interval, board: board) }
+            }
+            await group.waitForAll()
+        }
+        await http.shutdown()
+    }
+
+    /// Sends `WATCHDOG=1` every `interval` while no loop is overdue.
+    private func feedWatchdog(every interval: Duration, board: AgentBoard) async {
+        var reported: [String] = []
+        while !Task.isCancelled {
+            let overdue = board.overdueLoops()
+            if overdue.isEmpty {
+                notifier?.send(.watchdog)
+            } else if overdue != reported {
+                logger.critical(
+                    "loops stuck; no longer feeding the watchdog", metadata: ["event": "watchdog", "stuck": "\(overdue.joined(separator: ","))"])
+            }
+            reported = overdue
+            try? await clock.sleep(for: interval)
+        }
+    }
+
+    /// The HTTP client's configuration: TLS as configured (verification always on), plain HTTP
+    /// only when allowed, and a 4 MiB cap on any answer.
+    static func httpConfiguration(_ configuration: AgentConfiguration) -> HTTPClient.Configuration {
+        HTTPClient.Configuration(
+            tls: .init(caFile: configuration.caFile, clientCertificateFile: configuration.clientCertificate, clientKeyFile: configuration.clientKey),
+            allowInsecureHTTP: configuration.allowInsecureHTTP,
+            limits: TransferLimits(maxResponseBytes: maximumResponseSize),
+            userAgent: "fleetsetd/\(version)")
+    }
+
+    /// The largest answer the agent accepts from the server: 4 MiB (the server's own limit for
+    /// a metadata document).
+    public static let maximumResponseSize = 4 << 20
+
+    /// The agent's version.
+    public static let version = "0.5.0"
+}

@@ -1,0 +1,455 @@
+import Curl
+import FleetAgentCore
+import FleetClient
+import FleetDeviceFiles
+import FleetIO
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+import FleetSchema
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What every app's loop shares within one configuration generation.
+struct SyncEnvironment: Sendable {
+    let configuration: AgentConfiguration
+    let http: HTTPClient
+    let identity: Promise<DeviceIdentity>
+    let board: AgentBoard
+    let clock: any Clock<Duration>
+    let wallClock: @Sendable () -> Int64
+    let logger: Logger
+}
+
+/// One app's sync loop: keeps `apps/<app>/settings.json` true to the server and reports what
+/// happened to every revision. Each app has its own loop; one failing app never stalls another.
+///
+/// The loop serves what is on disk first (offline start), finishes a revision whose hook or
+/// report a stop interrupted, then long-polls (or polls) the server, validates every document
+/// against its metadata, persists it, runs the hook, and reports `applied`, `error` or
+/// `unsupported`. Failures back off exponentially with full jitter, honouring `Retry-After`;
+/// the last good settings are never touched by a failure.
+final class AppSync {
+    let app: AppConfiguration
+    let environment: SyncEnvironment
+    let syncNow: Wakeup
+    private let logger: Logger
+    private let layout: DeviceLayout
+    private let readersGroup: gid_t?
+    private let hook: Hook?
+
+    /// The settings on disk (what apps see), and the metadata they were validated with.
+    private var settings: DeviceSettings?
+    private var metadata: Metadata?
+    /// The newest metadata fetched, its bytes and ETag (it may not be in use: its values failed).
+    private var fetchedMetadata: (result: Result<Metadata, MetadataError>, bytes: [UInt8], etag: String)?
+    /// The revision sent in `If-None-Match`: the newest one decided on, applied or refused.
+    private var knownRevision: Int64?
+    private var status: AppStatus
+    private var statusOnDisk: AppStatus?
+    private var statusWrittenAt: ContinuousClock.Instant?
+    /// Why the newest revision was refused (or its hook failed); a network error.
+    private var verdictError: String?
+    private var transportError: String?
+    private var pending = PendingReports()
+    private var pendingOnDisk = PendingReports()
+    private var schedule: PollSchedule
+    private var backoff = RetryBackoff()
+    private var random = SystemRandomNumberGenerator()
+
+    init(app: AppConfiguration, environment: SyncEnvironment, syncNow: Wakeup) {
+        self.app = app
+        self.environment = environment
+        self.syncNow = syncNow
+        var logger = environment.logger
+        logger[metadataKey: "app"] = "\(app.id)"
+        self.logger = logger
+        layout = environment.configuration.layout
+        readersGroup = app.readers.flatMap(GroupLookup.id(of:))
+        hook = app.onChange.isEmpty ? nil : Hook(command: app.onChange, timeout: app.hookTimeout)
+        status = AppStatus(app: app.id)
+        let configuration = environment.configuration
+        schedule = PollSchedule(
+            longPollWait: configuration.longPollWait, pollInterval: configuration.pollInterval, jitter: configuration.jitter)
+    }
+
+    /// Runs until the task is cancelled.
+    func run() async {
+        defer { environment.board.endLoop(app.id) }
+        environment.board.beginStep(app.id, limit: .seconds(60))
+        let unfinished = loadFromDisk()
+        if let unfinished { await finishApply(unfinished, client: nil) }
+        guard let identity = await environment.identity.value() else { return }
+        let client = FleetClient(http: environment.http, baseURL: environment.configuration.server, token: identity.deviceToken)
+        while !Task.isCancelled {
+            await deliverReports(client)
+            let request = schedule.nextRequest
+            var delay: Duration
+            do {
+                let started = ContinuousClock.now
+                switch try await fetchSettings(client, request) {
+                case .interrupted:
+                    logger.debug("sync requested", metadata: ["event": "sync-now"])
+                    delay = .zero
+                case .unchanged:
+                    markReached()
+                    delay = schedule.delay(after: .unchanged(elapsed: ContinuousClock.now - started), using: &random)
+                case .changed(let document):
+                    markReached()
+                    try await handle(document, client: client)
+                    delay = schedule.delay(after: .changed, using: &random)
+                }
+                backoff.reset()
+            } catch is CancellationError {
+                break
+            } catch let error as FleetClientError where error.status == 400 && error.code == "bad-parameter" && request != .poll {
+                logger.warning("the server refuses long-polls; polling on the timer", metadata: ["event": "long-poll-refused"])
+                delay = schedule.delay(after: .longPollRefused, using: &random)
+            } catch {
+                delay = backoff.delayAfterFailure(retryAfter: (error as? FleetClientError)?.retryAfter, using: &random)
+                recordFailure(error, retryIn: delay)
+            }
+            writeStatus()
+            environment.board.beginStep(app.id, limit: delay)
+            if await sleep(for: delay, on: environment.clock, orUntil: syncNow) {
+                logger.debug("sync requested", metadata: ["event": "sync-now"])
+            }
+        }
+    }
+
+    // MARK: - Start-up
+
+    /// Reads what is on disk and serves it; returns the settings whose outcome a stop left open.
+    private func loadFromDisk() -> DeviceSettings? {
+        let appDirectory = layout.appDirectory(app.id)
+        do {
+            try FileSystem.makeDirectories(appDirectory, mode: 0o755)
+        } catch {
+            logger.error("cannot create the app's directory", metadata: ["event": "disk-error", "error": "\(error)"])
+        }
+        let metadataFile = layout.metadataFile(app.id)
+        let found = SettingsOnDisk.load(layout.settingsFile(app.id), app: app.id) { settings in
+            guard let metadata = MetadataOnDisk.load(metadataFile, version: settings.schemaVersion) else { return [] }
+            return metadata.validate(values: .object(settings.values)).map(\.description)
+        }
+        pendingOnDisk = PendingReports.load(layout.reportsFile(app.id)) { problem in
+            logger.error("queued reports unreadable; starting with none", metadata: ["event": "disk-error", "error": "\(problem)"])
+        }
+        pending = pendingOnDisk
+        let stored = AppStatus.load(layout.statusFile(app.id))
+        statusOnDisk = stored
+        if let stored { status = stored }
+        settings = found.settings
+        knownRevision = found.settings?.revision
+        if let settings = found.settings {
+            metadata = MetadataOnDisk.load(metadataFile, version: settings.schemaVersion)
+        }
+        switch found.source {
+        case .previous:
+            guard let settings = found.settings else { break }
+            let message = SettingsVerdict.message(
+                "settings.json was unusable; serving revision \(settings.revision) from settings.previous.json", found.problems)
+            logger.error("settings.json unusable, previous generation restored", metadata: ["event": "restored", "error": "\(message)"])
+            do {
+                try layout.settingsFile(app.id).restorePrevious(mode: 0o640, group: readersGroup)
+            } catch {
+                logger.error("cannot restore settings.json", metadata: ["event": "disk-error", "error": "\(error)"])
+            }
+            verdictError = message
+            queue(StatusReport(revision: settings.revision, schemaVersion: settings.schemaVersion, state: .error, message: message, source: .agent))
+            savePending()
+        case .none where !found.problems.isEmpty:
+            let message = SettingsVerdict.message("no usable settings on disk", found.problems)
+            logger.error("no usable settings on disk", metadata: ["event": "disk-error", "error": "\(message)"])
+            verdictError = message
+        default:
+            break
+        }
+        if let settings {
+            logger.info(
+                "serving settings from disk",
+                metadata: ["event": "loaded", "revision": "\(settings.revision)", "schema_version": "\(settings.schemaVersion)"])
+            environment.board.setStatus(app.id, "revision \(settings.revision) from disk")
+            environment.board.served(app.id)
+        }
+        return StartupRecovery.needsCompletion(settings: settings, status: stored) || found.source == .previous ? settings : nil
+    }
+
+    // MARK: - One request
+
+    private enum Answer {
+        case interrupted
+        case unchanged
+        case changed(SettingsDocument)
+    }
+
+    /// Sends the settings request, or gives up on it when "sync now" is asked for.
+    private func fetchSettings(_ client: FleetClient, _ request: PollSchedule.Request) async throws -> Answer {
+        let wait: Int
+        switch request {
+        case .longPoll(let seconds): wait = seconds
+        case .poll: wait = 0
+        }
+        environment.board.beginStep(app.id, limit: .seconds(Int64(wait) + 100))
+        let known = knownRevision
+        let appID = app.id
+        let syncNow = syncNow
+        return try await withThrowingTaskGroup(of: Answer.self) { group in
+            group.addTask {
+                guard let document = try await client.settings(app: appID, knownRevision: known, wait: wait) else { return .unchanged }
+                return .changed(document)
+            }
+            group.addTask {
+                await syncNow.wait()
+                try Task.checkCancellation()
+                return .interrupted
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw CancellationError() }
+            return first
+        }
+    }
+
+    /// Decides on a document the server sent, and acts.
+    private func handle(_ document: SettingsDocument, client: FleetClient) async throws {
+        if let settings, document.revision == settings.revision, document.schemaVersion == settings.schemaVersion {
+            knownRevision = document.revision
+            return
+        }
+        status.latestRevision = document.revision
+        let candidate = try await metadata(for: document.schemaVersion, client: client)
+        switch SettingsVerdict.evaluate(document, app: app.id, metadata: candidate) {
+        case .needsMetadata(let version):
+            fetchedMetadata = nil
+            throw AgentError.metadataMismatch(settingsVersion: document.schemaVersion, metadataVersion: version)
+        case .refuse(let state, let message):
+            knownRevision = document.revision
+            verdictError = message
+            status.state = state == .unsupported ? .unsupported : .error
+            logger.warning(
+                "revision refused",
+                metadata: [
+                    "event": "refused", "revision": "\(document.revision)", "schema_version": "\(document.schemaVersion)",
+                    "state": "\(state.rawValue)", "message": "\(message)",
+                ])
+            environment.board.setStatus(app.id, "revision \(document.revision) \(state.rawValue), serving \(servedText)")
+            await report(
+                StatusReport(revision: document.revision, schemaVersion: document.schemaVersion, state: state, message: message, source: .agent),
+                client: client)
+            writeStatus(force: true)
+        case .apply:
+            guard case .success(let newMetadata) = candidate else { return }
+            let received = DeviceSettings(document, syncedAt: environment.wallClock())
+            do {
+                try persist(received, metadata: newMetadata)
+            } catch {
+                let message = "cannot write the settings: \(error)"
+                await report(
+                    StatusReport(
+                        revision: document.revision, schemaVersion: document.schemaVersion, state: .error, message: message, source: .agent),
+                    client: client)
+                throw AgentError.disk(message)
+            }
+            let changed = SettingsValues.changedKeys(settings?.values ?? [:], received.values)
+            metadata = newMetadata
+            settings = received
+            knownRevision = document.revision
+            logger.notice(
+                "settings applied",
+                metadata: [
+                    "event": "applied", "revision": "\(received.revision)", "schema_version": "\(received.schemaVersion)",
+                    "changed": "\(changed.joined(separator: ","))",
+                ])
+            environment.board.setStatus(app.id, "revision \(received.revision) written")
+            environment.board.served(app.id)
+            await finishApply(received, client: client)
+        }
+    }
+
+    /// The metadata of `version`: the one in use, or the server's (fetched when its ETag changed).
+    private func metadata(for version: Int64, client: FleetClient) async throws -> Result<Metadata, MetadataError> {
+        if let metadata, Int64(metadata.version) == version { return .success(metadata) }
+        if let fetched = try await client.metadata(app: app.id, ifNoneMatch: fetchedMetadata?.etag) {
+            let result: Result<Metadata, MetadataError>
+            do {
+                result = .success(try Metadata(json: fetched.document))
+            } catch {
+                result = .failure(error)
+            }
+            fetchedMetadata = (result, fetched.document, fetched.etag)
+            logger.info("metadata fetched", metadata: ["event": "metadata", "etag": "\(fetched.etag)"])
+        }
+        guard let fetchedMetadata else { throw AgentError.metadataMissing }
+        return fetchedMetadata.result
+    }
+
+    /// Writes the metadata (when it is new) and then the settings, each keeping its previous
+    /// generation: at every instant one of the metadata generations matches the settings file.
+    private func persist(_ received: DeviceSettings, metadata newMetadata: Metadata) throws(FileError) {
+        if metadata?.version != newMetadata.version || metadata == nil, let bytes = fetchedMetadata?.bytes {
+            try layout.metadataFile(app.id).write(bytes, mode: 0o640, group: readersGroup)
+        }
+        try layout.settingsFile(app.id).write(received.fileBytes, mode: 0o640, group: readersGroup)
+    }
+
+    /// Runs the hook for settings just written (or left unfinished by a stop), reports the
+    /// outcome, and records it in `status.json`. A cancelled hook records nothing: the next
+    /// start finishes it.
+    private func finishApply(_ applied: DeviceSettings, client: FleetClient?) async {
+        var state = StatusReport.State.applied
+        var message = ""
+        if let hook {
+            let delay = RetryBackoff.uniform(upTo: environment.configuration.jitter, using: &random)
+            environment.board.beginStep(app.id, limit: delay + hook.timeout + .seconds(10))
+            try? await environment.clock.sleep(for: delay)
+            guard !Task.isCancelled else { return }
+            let secrets = Hook.secretStrings(in: applied.values, secretKeys: metadata?.secretKeys ?? [])
+            switch await hook.run(for: applied, settingsFile: layout.settingsFile(app.id).path, secrets: secrets) {
+            case .cancelled:
+                return
+            case .failed(let reason):
+                state = .error
+                message = reason
+                logger.error("hook failed", metadata: ["event": "hook", "revision": "\(applied.revision)", "error": "\(reason)"])
+            case .succeeded:
+                logger.info("hook ran", metadata: ["event": "hook", "revision": "\(applied.revision)"])
+            }
+        }
+        verdictError = state == .applied ? nil : message
+        status.revision = applied.revision
+        status.schemaVersion = applied.schemaVersion
+        status.state = state == .applied ? .applied : .error
+        status.latestRevision = max(status.latestRevision ?? applied.revision, applied.revision)
+        let report = StatusReport(
+            revision: applied.revision, schemaVersion: applied.schemaVersion, state: state, message: message, source: .agent)
+        if let client {
+            await self.report(report, client: client)
+        } else {
+            queue(report)
+            savePending()
+        }
+        environment.board.setStatus(app.id, "revision \(applied.revision) \(state.rawValue)")
+        writeStatus(force: true)
+    }
+
+    private var servedText: String { settings.map { "revision \($0.revision)" } ?? "nothing" }
+
+    // MARK: - Reports
+
+    /// Queues a report and tries to deliver the queue at once.
+    private func report(_ report: StatusReport, client: FleetClient) async {
+        queue(report)
+        await deliverReports(client)
+    }
+
+    /// Adds a report to the queue in memory. Delivery (or, failing that, a durable save of the
+    /// queue) comes before `status.json` records the outcome, so a crash in between repeats the
+    /// report rather than losing it.
+    private func queue(_ report: StatusReport) {
+        var report = report
+        if report.message.unicodeScalars.count > StatusReport.maximumMessageLength {
+            report.message = String(String.UnicodeScalarView(report.message.unicodeScalars.prefix(StatusReport.maximumMessageLength - 1))) + "…"
+        }
+        pending.append(report)
+        status.pendingReports = pending.reports.count
+    }
+
+    /// Sends queued reports in order until one fails; a report the server refuses as malformed
+    /// (4xx other than 401, 408, 429) is dropped rather than blocking the queue forever.
+    private func deliverReports(_ client: FleetClient) async {
+        var delivered = 0
+        for report in pending.reports {
+            do {
+                try await client.reportStatus(app: app.id, report)
+            } catch let error as FleetClientError where (400..<500).contains(error.status ?? 0) && ![401, 408, 429].contains(error.status) {
+                logger.error("status report refused; dropped", metadata: ["event": "report-refused", "error": "\(error)"])
+            } catch {
+                break
+            }
+            delivered += 1
+        }
+        pending.removeFirst(delivered)
+        savePending()
+    }
+
+    private func savePending() {
+        status.pendingReports = pending.reports.count
+        guard pending != pendingOnDisk else { return }
+        do {
+            try pending.save(to: layout.reportsFile(app.id))
+            pendingOnDisk = pending
+        } catch {
+            logger.error("cannot save queued reports", metadata: ["event": "disk-error", "error": "\(error)"])
+        }
+    }
+
+    // MARK: - Status
+
+    private func markReached() {
+        status.lastSync = environment.wallClock()
+        if transportError != nil {
+            transportError = nil
+            logger.notice("server reached again", metadata: ["event": "reconnected"])
+            environment.board.setStatus(app.id, settings.map { "revision \($0.revision) \(status.state.rawValue)" } ?? "no settings yet")
+        }
+    }
+
+    private func recordFailure(_ error: any Error, retryIn delay: Duration) {
+        let text = AgentError.describe(error)
+        transportError = text
+        logger.warning("sync failed", metadata: ["event": "sync-failed", "error": "\(text)", "retry_in": "\(Hook.seconds(delay))"])
+        environment.board.setStatus(app.id, "serving \(servedText); sync failed: \(text)")
+    }
+
+    /// Writes `status.json` when something but the time of the last sync changed, or when that
+    /// time is more than a minute newer than the file's (to spare flash storage on quiet devices).
+    private func writeStatus(force: Bool = false) {
+        status.lastError = transportError ?? verdictError
+        status.pendingReports = pending.reports.count
+        var comparable = status
+        var onDisk = statusOnDisk
+        comparable.lastSync = nil
+        comparable.updatedAt = 0
+        onDisk?.lastSync = nil
+        onDisk?.updatedAt = 0
+        let now = ContinuousClock.now
+        let stale = statusWrittenAt.map { now - $0 > .seconds(60) } ?? true
+        guard force || comparable != onDisk || (stale && status.lastSync != statusOnDisk?.lastSync) else { return }
+        status.updatedAt = environment.wallClock()
+        do {
+            try status.write(to: layout.statusFile(app.id))
+            statusOnDisk = status
+            statusWrittenAt = now
+        } catch {
+            logger.error("cannot write status.json", metadata: ["event": "disk-error", "error": "\(error)"])
+        }
+    }
+}
+
+/// Failures of the agent's own making, as people read them.
+enum AgentError: Error, CustomStringConvertible {
+    case metadataMismatch(settingsVersion: Int64, metadataVersion: Int64)
+    case metadataMissing
+    case disk(String)
+
+    var description: String {
+        switch self {
+        case .metadataMismatch(let settings, let metadata):
+            "the settings name schema version \(settings) but the server's metadata is version \(metadata); fetching again"
+        case .metadataMissing: "the server sent no metadata for the app"
+        case .disk(let message): message
+        }
+    }
+
+    /// One line for any failure of a sync step.
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as FleetClientError: "server refused: \(error)".replacingAll("\n  ", with: "; ")
+        case let error as HTTPClientError: "\(error)"
+        default: "\(error)"
+        }
+    }
+}

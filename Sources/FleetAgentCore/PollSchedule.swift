@@ -1,0 +1,87 @@
+/// Whether the next settings request is a long-poll or a plain poll, and how long to wait before
+/// sending it.
+///
+/// Long-polls are the normal case: the server holds the request until the settings change or
+/// `longPollWait` passes, and the next one is sent at once, so a change arrives within the time
+/// of one round trip. They are "not possible" when the configuration turns them off
+/// (`longPollWait` 0), when the server refuses the `wait` parameter, or when something between
+/// agent and server (a proxy, a NAT timing out idle connections) keeps ending them early:
+/// ``earlyEndLimit`` long-polls in a row that come back unchanged in less than half their
+/// wait. Then the agent polls on the jittered timer (`pollInterval` plus up to `jitter`) for
+/// ``fallbackPolls`` polls, and tries long-polling again.
+public struct PollSchedule: Sendable, Equatable {
+    /// What to send next.
+    public enum Request: Sendable, Equatable {
+        /// `GET …/settings?wait=N` with `If-None-Match`.
+        case longPoll(wait: Int)
+        /// `GET …/settings` with `If-None-Match`.
+        case poll
+    }
+
+    /// How a settings request ended.
+    public enum Outcome: Sendable, Equatable {
+        /// A new revision came (200).
+        case changed
+        /// No change (304), after `elapsed`.
+        case unchanged(elapsed: Duration)
+        /// The server refused the long-poll's `wait` parameter (400).
+        case longPollRefused
+    }
+
+    /// Long-polls that end early, in a row, before the agent falls back to polling.
+    public static let earlyEndLimit = 3
+    /// Polls on the timer before long-polls are tried again.
+    public static let fallbackPolls = 10
+
+    public let longPollWait: Int
+    public let pollInterval: Duration
+    public let jitter: Duration
+    private var earlyEnds = 0
+    private var pollsLeftBeforeLongPoll = 0
+
+    public init(longPollWait: Int, pollInterval: Duration, jitter: Duration) {
+        self.longPollWait = longPollWait
+        self.pollInterval = pollInterval
+        self.jitter = jitter
+    }
+
+    /// Whether long-polls are in use right now.
+    public var isLongPolling: Bool { longPollWait > 0 && pollsLeftBeforeLongPoll == 0 }
+
+    /// The request to send next.
+    public var nextRequest: Request { isLongPolling ? .longPoll(wait: longPollWait) : .poll }
+
+    /// Records how a request ended and returns how long to wait before the next one.
+    public mutating func delay(after outcome: Outcome, using random: inout some RandomNumberGenerator) -> Duration {
+        let wasLongPolling = isLongPolling
+        if !wasLongPolling, pollsLeftBeforeLongPoll > 0 { pollsLeftBeforeLongPoll -= 1 }
+        switch outcome {
+        case .changed:
+            earlyEnds = 0
+            return wasLongPolling ? .zero : timerDelay(using: &random)
+        case .unchanged(let elapsed):
+            guard wasLongPolling else { return timerDelay(using: &random) }
+            if elapsed * 2 >= .seconds(longPollWait) {
+                earlyEnds = 0
+                return .zero
+            }
+            earlyEnds += 1
+            if earlyEnds >= Self.earlyEndLimit { fallBackToPolling() }
+            // Never re-send at once after an early end: that could spin against a broken proxy.
+            return RetryBackoff.uniform(upTo: max(jitter, .seconds(1)), using: &random)
+        case .longPollRefused:
+            fallBackToPolling()
+            return timerDelay(using: &random)
+        }
+    }
+
+    /// `pollInterval` plus a random part of `jitter`.
+    public func timerDelay(using random: inout some RandomNumberGenerator) -> Duration {
+        pollInterval + RetryBackoff.uniform(upTo: jitter, using: &random)
+    }
+
+    private mutating func fallBackToPolling() {
+        earlyEnds = 0
+        pollsLeftBeforeLongPoll = longPollWait > 0 ? Self.fallbackPolls : 0
+    }
+}

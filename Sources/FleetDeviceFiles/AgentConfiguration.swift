@@ -1,0 +1,281 @@
+import FleetIO
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The agent's configuration file, `/etc/fleetset/fleetsetd.json`: read by `fleetsetd`, and by
+/// every device-side `fleetset` command to find the agent's directories.
+///
+/// | key | type | default | meaning |
+/// |---|---|---|---|
+/// | `server` | string | required | the server's base URL, `https://…` |
+/// | `caFile` | string | the system's CAs | PEM CA bundle the server's certificate must chain to |
+/// | `clientCertificate`, `clientKey` | string | none | PEM client certificate and key (mutual TLS); both or neither |
+/// | `enrollmentTokenFile` | string | `/etc/fleetset/enrollment-token` | read once, at the first start, to enroll |
+/// | `stateDirectory` | string | `/var/lib/fleetset` | identity, and per app settings, metadata, status |
+/// | `spoolDirectory` | string | `/var/spool/fleetset` | the local inbox (requests from apps and the CLI) |
+/// | `allowInsecureHTTP` | bool | `false` | accept `http://`; only for a loopback server |
+/// | `pollInterval` | seconds | 60 | the polling timer when long-polls are not possible |
+/// | `jitter` | seconds | 5 | the most random delay added to a poll and before a hook |
+/// | `longPollWait` | seconds | 55 | how long the server holds a request; 0 polls on the timer only |
+/// | `readyTimeout` | seconds | 60 | tell systemd "ready" after this even if an app has no settings yet |
+/// | `logLevel` | string | `info` | `trace`, `debug`, `info`, `notice`, `warning`, `error`, `critical` |
+/// | `apps` | array | required | the apps, see ``AppConfiguration`` |
+///
+/// Unknown keys and bad values are refused with the key's JSON pointer, so a typo such as
+/// `"polInterval"` never silently falls back to a default.
+public struct AgentConfiguration: Sendable, Equatable {
+    /// The default location of the file.
+    public static let defaultPath = "/etc/fleetset/fleetsetd.json"
+
+    public var server: String
+    public var caFile: String?
+    public var clientCertificate: String?
+    public var clientKey: String?
+    public var enrollmentTokenFile: String
+    public var stateDirectory: String
+    public var spoolDirectory: String
+    public var allowInsecureHTTP: Bool
+    public var pollInterval: Duration
+    public var jitter: Duration
+    /// The long-poll's wait in whole seconds; 0 turns long-polls off.
+    public var longPollWait: Int
+    public var readyTimeout: Duration
+    public var logLevel: String
+    public var apps: [AppConfiguration]
+
+    /// The levels `logLevel` accepts, lowest first.
+    public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+
+    /// Creates a configuration with the documented defaults.
+    public init(
+        server: String, apps: [AppConfiguration], caFile: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil,
+        enrollmentTokenFile: String = "/etc/fleetset/enrollment-token", stateDirectory: String = "/var/lib/fleetset",
+        spoolDirectory: String = "/var/spool/fleetset", allowInsecureHTTP: Bool = false, pollInterval: Duration = .seconds(60),
+        jitter: Duration = .seconds(5), longPollWait: Int = 55, readyTimeout: Duration = .seconds(60), logLevel: String = "info"
+    ) {
+        self.server = server
+        self.apps = apps
+        self.caFile = caFile
+        self.clientCertificate = clientCertificate
+        self.clientKey = clientKey
+        self.enrollmentTokenFile = enrollmentTokenFile
+        self.stateDirectory = stateDirectory
+        self.spoolDirectory = spoolDirectory
+        self.allowInsecureHTTP = allowInsecureHTTP
+        self.pollInterval = pollInterval
+        self.jitter = jitter
+        self.longPollWait = longPollWait
+        self.readyTimeout = readyTimeout
+        self.logLevel = logLevel
+    }
+
+    /// Where the agent keeps its files.
+    public var layout: DeviceLayout { DeviceLayout(stateDirectory: stateDirectory, spoolDirectory: spoolDirectory) }
+
+    /// The app with this id.
+    public func app(_ id: String) -> AppConfiguration? { apps.first { $0.id == id } }
+
+    /// Reads and checks the file at `path`.
+    ///
+    /// - Throws: ``ConfigurationError`` naming the file and, for a bad value, its JSON pointer.
+    public static func load(_ path: String) throws(ConfigurationError) -> AgentConfiguration {
+        let bytes: [UInt8]
+        do {
+            bytes = try FileSystem.readFile(path, maximumSize: 1 << 20)
+        } catch {
+            throw ConfigurationError(file: path, message: "\(error)")
+        }
+        let document: JSONValue
+        do {
+            document = try JSONParser.parse(bytes)
+        } catch {
+            throw ConfigurationError(file: path, message: "not JSON: \(error)")
+        }
+        do {
+            return try AgentConfiguration(json: document)
+        } catch {
+            throw ConfigurationError(file: path, message: error.description)
+        }
+    }
+
+    static let keys: Set<String> = [
+        "server", "caFile", "clientCertificate", "clientKey", "enrollmentTokenFile", "stateDirectory", "spoolDirectory",
+        "allowInsecureHTTP", "pollInterval", "jitter", "longPollWait", "readyTimeout", "logLevel", "apps", "$comment",
+    ]
+
+    /// Reads a configuration document; every problem names its key.
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: Self.keys, unknownMember: Self.unknownKey(Self.keys))
+        server = try reader.string("server", maximumLength: 2048)
+        allowInsecureHTTP = try reader.bool("allowInsecureHTTP", default: false)
+        guard ServerURL.hasHTTPScheme(server) else {
+            throw WireError(at: reader.location.appending("server"), "must be an https:// URL such as https://fleet.example.com")
+        }
+        if !server.hasPrefix("https://") {
+            guard allowInsecureHTTP else {
+                throw WireError(
+                    at: reader.location.appending("server"), "must be https://; plain http:// needs allowInsecureHTTP (loopback only)")
+            }
+            guard ServerURL.isLoopbackHTTP(server) else {
+                throw WireError(
+                    at: reader.location.appending("allowInsecureHTTP"),
+                    "plain http:// is allowed only to a loopback server (127.0.0.1, ::1, localhost), not \(server)")
+            }
+        }
+        caFile = try reader.path("caFile")
+        clientCertificate = try reader.path("clientCertificate")
+        clientKey = try reader.path("clientKey")
+        if (clientCertificate == nil) != (clientKey == nil) {
+            throw WireError(
+                at: reader.location.appending(clientCertificate == nil ? "clientCertificate" : "clientKey"),
+                "clientCertificate and clientKey go together")
+        }
+        enrollmentTokenFile = try reader.path("enrollmentTokenFile") ?? "/etc/fleetset/enrollment-token"
+        stateDirectory = try reader.path("stateDirectory") ?? "/var/lib/fleetset"
+        spoolDirectory = try reader.path("spoolDirectory") ?? "/var/spool/fleetset"
+        pollInterval = try reader.seconds("pollInterval", in: 0.1...86_400, default: 60)
+        jitter = try reader.seconds("jitter", in: 0...3600, default: 5)
+        longPollWait = Int(try reader.integer("longPollWait", in: 0...300, default: 55))
+        readyTimeout = try reader.seconds("readyTimeout", in: 0...3600, default: 60)
+        logLevel = try reader.optionalString("logLevel", maximumLength: 16) ?? "info"
+        guard Self.logLevels.contains(logLevel) else {
+            throw WireError(
+                at: reader.location.appending("logLevel"),
+                "must be one of \(Self.logLevels.map { "\"\($0)\"" }.joined(separator: ", ")) (got \"\(logLevel)\")")
+        }
+        guard case .array(let list)? = reader.object["apps"], !list.isEmpty, list.count <= 64 else {
+            throw reader.missingOr("apps", "must be an array of 1 to 64 apps, each {\"id\", \"onChange\", \"hookTimeout\"}")
+        }
+        var apps: [AppConfiguration] = []
+        for (index, element) in list.enumerated() {
+            let app = try AppConfiguration(json: element, at: reader.location.appending("apps").appending(index: index))
+            if apps.contains(where: { $0.id == app.id }) {
+                throw WireError(at: reader.location.appending("apps").appending(index: index).appending("id"), "\"\(app.id)\" is listed twice")
+            }
+            apps.append(app)
+        }
+        self.apps = apps
+    }
+
+    static func unknownKey(_ keys: Set<String>) -> String {
+        "unknown key; the keys are " + keys.filter { !$0.hasPrefix("$") }.sorted().joined(separator: ", ")
+    }
+}
+
+/// One app the agent keeps settings for: an element of the configuration's `apps`.
+///
+/// | key | type | default | meaning |
+/// |---|---|---|---|
+/// | `id` | string | required | the app's id on the server (`a-z 0-9 . _ -`) |
+/// | `onChange` | array of strings | none | the hook: an absolute program path and its arguments, run after each apply |
+/// | `hookTimeout` | seconds | 30 | the hook is stopped (SIGTERM, then SIGKILL) after this |
+/// | `readers` | string | the agent's group | the group that may read the app's `settings.json` (mode 0640) |
+public struct AppConfiguration: Sendable, Equatable {
+    public var id: String
+    /// The hook command, `[program, arguments…]`; empty for none.
+    public var onChange: [String]
+    public var hookTimeout: Duration
+    /// The group that may read the settings (by name), `nil` for the agent's own group.
+    public var readers: String?
+
+    /// Creates an app entry.
+    public init(id: String, onChange: [String] = [], hookTimeout: Duration = .seconds(30), readers: String? = nil) {
+        self.id = id
+        self.onChange = onChange
+        self.hookTimeout = hookTimeout
+        self.readers = readers
+    }
+
+    static let keys: Set<String> = ["id", "onChange", "hookTimeout", "readers", "$comment"]
+
+    /// Reads an element of `apps`.
+    public init(json: JSONValue, at location: JSONPointer) throws(WireError) {
+        let reader = try MemberReader(json, at: location, allowed: Self.keys, unknownMember: AgentConfiguration.unknownKey(Self.keys))
+        id = try reader.string("id", maximumLength: 64)
+        guard Metadata.isValidAppID(id) else {
+            throw WireError(at: location.appending("id"), "\"\(id)\" is not an app id: use 1 to 64 of a-z, 0-9, '.', '_', '-'")
+        }
+        var command: [String] = []
+        if let value = reader.object["onChange"] {
+            guard case .array(let parts) = value, (1...64).contains(parts.count) else {
+                throw WireError(at: location.appending("onChange"), "must be an array: the program's absolute path, then its arguments")
+            }
+            for (index, part) in parts.enumerated() {
+                guard case .string(let text) = part, !text.utf8.contains(0), text.utf8.count <= 4096 else {
+                    throw WireError(at: location.appending("onChange").appending(index: index), "must be a string")
+                }
+                command.append(text)
+            }
+            guard command[0].hasPrefix("/") else {
+                throw WireError(at: location.appending("onChange").appending(index: 0), "must be an absolute path such as /usr/bin/logger")
+            }
+        }
+        onChange = command
+        hookTimeout = try reader.seconds("hookTimeout", in: 0.1...3600, default: 30)
+        readers = try reader.optionalString("readers", maximumLength: 32)
+        if let readers, !readers.isEmpty {
+            guard GroupLookup.id(of: readers) != nil else {
+                throw WireError(at: location.appending("readers"), "there is no group named \"\(readers)\" on this system")
+            }
+        } else if readers != nil {
+            throw WireError(at: location.appending("readers"), "must name a group")
+        }
+    }
+}
+
+/// Why the configuration file was refused: the file and what is wrong where.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    /// The configuration file.
+    public let file: String
+    /// `/apps/0/hookTimeout: must be a number of seconds from 0.1 to 3600`.
+    public let message: String
+
+    /// `fleetsetd.json: /pollInterval: must be …`.
+    public var description: String { "\(file): \(message)" }
+}
+
+extension MemberReader {
+    /// A Boolean, or `defaultValue` when absent.
+    func bool(_ key: String, default defaultValue: Bool) throws(WireError) -> Bool {
+        guard let value = object[key] else { return defaultValue }
+        guard case .bool(let flag) = value else { throw WireError(at: location.appending(key), "must be true or false") }
+        return flag
+    }
+
+    /// A number of seconds in `range` (fractions allowed), or `defaultValue` when absent.
+    func seconds(_ key: String, in range: ClosedRange<Double>, default defaultValue: Double) throws(WireError) -> Duration {
+        guard let value = object[key] else { return .milliseconds(Int64(defaultValue * 1000)) }
+        guard case .number(let number) = value, range.contains(number.doubleValue) else {
+            let shown = { (bound: Double) in bound == bound.rounded() ? String(Int64(bound)) : String(bound) }
+            throw WireError(
+                at: location.appending(key),
+                "must be a number of seconds from \(shown(range.lowerBound)) to \(shown(range.upperBound)) (got \(value.serialized()))")
+        }
+        return .milliseconds(Int64((number.doubleValue * 1000).rounded()))
+    }
+
+    /// A non-empty file path, or `nil` when absent.
+    func path(_ key: String) throws(WireError) -> String? {
+        guard let text = try optionalString(key, maximumLength: 4096) else { return nil }
+        guard !text.isEmpty, !text.utf8.contains(0) else { throw WireError(at: location.appending(key), "must be a file path") }
+        return text
+    }
+}
+
+/// Group names to ids, through the system's group database.
+public enum GroupLookup {
+    /// The id of the group named `name`, or `nil` when there is none.
+    public static func id(of name: String) -> gid_t? {
+        var group = group()
+        var result: UnsafeMutablePointer<group>?
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        let status = getgrnam_r(name, &group, &buffer, buffer.count, &result)
+        guard status == 0, result != nil else { return nil }
+        return group.gr_gid
+    }
+}

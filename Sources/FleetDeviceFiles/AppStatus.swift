@@ -1,0 +1,95 @@
+import FleetIO
+import FleetJSON
+import FleetProtocol
+
+/// `apps/<app>/status.json`: what the agent last did for an app, for `fleetset status`,
+/// monitoring scripts and the agent itself after a restart.
+///
+/// ```json
+/// {"app": "kiosk", "revision": 41, "schemaVersion": 3, "state": "error", "latestRevision": 42,
+///  "lastSync": "2026-11-23T10:00:00Z", "lastError": "revision 42: /volume: must be <= 10 (got 11)",
+///  "pendingReports": 0, "updatedAt": "2026-11-23T10:00:01Z"}
+/// ```
+///
+/// - `revision`, `schemaVersion`: what `settings.json` holds, once its outcome (hook, report)
+///   is settled. After a crash between writing `settings.json` and this file, the two differ,
+///   and the agent runs the hook and reports again.
+/// - `state`: the outcome of `latestRevision`, the newest revision the server offered:
+///   `applied`, `error`, `unsupported`, or `none` before the first.
+/// - `lastSync`: when the server last answered; `lastError`: the last failure (network, server,
+///   validation, hook), `null` after a success.
+public struct AppStatus: Sendable, Hashable {
+    /// The outcome of the latest revision.
+    public enum State: String, Sendable, CaseIterable {
+        case none, applied, error, unsupported
+    }
+
+    public var app: String
+    public var revision: Int64?
+    public var schemaVersion: Int64?
+    public var state: State
+    public var latestRevision: Int64?
+    /// Seconds since the epoch.
+    public var lastSync: Int64?
+    public var lastError: String?
+    public var pendingReports: Int
+    /// Seconds since the epoch.
+    public var updatedAt: Int64
+
+    public init(
+        app: String, revision: Int64? = nil, schemaVersion: Int64? = nil, state: State = .none, latestRevision: Int64? = nil,
+        lastSync: Int64? = nil, lastError: String? = nil, pendingReports: Int = 0, updatedAt: Int64 = 0
+    ) {
+        self.app = app
+        self.revision = revision
+        self.schemaVersion = schemaVersion
+        self.state = state
+        self.latestRevision = latestRevision
+        self.lastSync = lastSync
+        self.lastError = lastError
+        self.pendingReports = pendingReports
+        self.updatedAt = updatedAt
+    }
+
+    static let members: Set<String> = [
+        "app", "revision", "schemaVersion", "state", "latestRevision", "lastSync", "lastError", "pendingReports", "updatedAt",
+    ]
+
+    /// Reads the file form.
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: Self.members)
+        app = try reader.string("app", maximumLength: 64)
+        revision = try reader.nullableCount("revision")
+        schemaVersion = try reader.nullableCount("schemaVersion")
+        state = try reader.oneOf("state", State.self)
+        latestRevision = try reader.nullableCount("latestRevision")
+        lastSync = try reader.nullableTimestamp("lastSync")
+        lastError = reader.object["lastError"] == .null ? nil : try reader.optionalString("lastError", maximumLength: 1 << 16)
+        pendingReports = Int(try reader.count("pendingReports"))
+        updatedAt = try reader.timestamp("updatedAt")
+    }
+
+    /// The file form.
+    public var json: JSONValue {
+        func optional(_ value: Int64?) -> JSONValue { value.map { .number(.integer($0)) } ?? .null }
+        return [
+            "app": .string(app), "revision": optional(revision), "schemaVersion": optional(schemaVersion), "state": .string(state.rawValue),
+            "latestRevision": optional(latestRevision), "lastSync": lastSync.map { .string(Timestamp.format($0)) } ?? .null,
+            "lastError": lastError.map(JSONValue.string) ?? .null, "pendingReports": .number(.integer(Int64(pendingReports))),
+            "updatedAt": .string(Timestamp.format(updatedAt)),
+        ]
+    }
+
+    /// Reads `status.json`; `nil` when there is none or it cannot be read.
+    public static func load(_ path: String) -> AppStatus? {
+        guard let bytes = try? FileSystem.readFile(path, maximumSize: 1 << 20), let json = try? JSONParser.parse(bytes) else { return nil }
+        return try? AppStatus(json: json)
+    }
+
+    /// Writes `status.json` atomically for readers, without `fsync` (see
+    /// ``FileSystem/writeAtomically(_:to:mode:group:durable:)``): a power cut may bring back
+    /// an older status, after which the agent repeats the hook and the report.
+    public func write(to path: String) throws(FileError) {
+        try FileSystem.writeAtomically(Array((json.serialized(.pretty) + "\n").utf8), to: path, mode: 0o644, durable: false)
+    }
+}

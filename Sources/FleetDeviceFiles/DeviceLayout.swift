@@ -1,0 +1,45 @@
+/// Where the agent's files are on a device (DESIGN.md, "On the device").
+///
+/// ```
+/// <stateDirectory>/identity.json                     device id and token, 0600
+/// <stateDirectory>/apps/<app>/settings.json          what apps read (0640, group = the app's readers)
+/// <stateDirectory>/apps/<app>/settings.previous.json the generation before it
+/// <stateDirectory>/apps/<app>/metadata.json          the metadata the settings were validated with (+ .previous)
+/// <stateDirectory>/apps/<app>/status.json            revision, state, last sync, last error (0644)
+/// <stateDirectory>/apps/<app>/reports.json           status reports not yet delivered to the server
+/// <spoolDirectory>/<app>/                            the local inbox
+/// ```
+public struct DeviceLayout: Sendable, Equatable {
+    public var stateDirectory: String
+    public var spoolDirectory: String
+
+    public init(stateDirectory: String, spoolDirectory: String) {
+        self.stateDirectory = stateDirectory
+        self.spoolDirectory = spoolDirectory
+    }
+
+    /// `identity.json`: the device id and token.
+    public var identityFile: String { stateDirectory + "/identity.json" }
+
+    /// The folder of one app's files.
+    public func appDirectory(_ app: String) -> String { stateDirectory + "/apps/" + app }
+
+    /// The settings file apps read, and the generation before it.
+    public func settingsFile(_ app: String) -> GenerationFile {
+        GenerationFile(path: appDirectory(app) + "/settings.json", previousPath: appDirectory(app) + "/settings.previous.json")
+    }
+
+    /// The metadata document the settings were validated with, and the one before it.
+    public func metadataFile(_ app: String) -> GenerationFile {
+        GenerationFile(path: appDirectory(app) + "/metadata.json", previousPath: appDirectory(app) + "/metadata.previous.json")
+    }
+
+    /// `status.json`: what `fleetset status` shows.
+    public func statusFile(_ app: String) -> String { appDirectory(app) + "/status.json" }
+
+    /// `reports.json`: status reports waiting to be delivered.
+    public func reportsFile(_ app: String) -> String { appDirectory(app) + "/reports.json" }
+
+    /// The app's inbox folder.
+    public func spoolDirectory(_ app: String) -> String { spoolDirectory + "/" + app }
+}

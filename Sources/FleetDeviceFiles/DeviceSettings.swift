@@ -1,0 +1,142 @@
+import FleetIO
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+
+/// The settings file apps read, `apps/<app>/settings.json`:
+///
+/// ```json
+/// {"app": "kiosk", "schemaVersion": 3, "revision": 41, "syncedAt": "2026-11-23T10:00:00Z", "values": {…}}
+/// ```
+///
+/// Only a document that passed validation against the metadata of `schemaVersion` is ever
+/// written; `syncedAt` is when the agent received it from the server.
+public struct DeviceSettings: Sendable, Hashable {
+    public var app: String
+    public var schemaVersion: Int64
+    public var revision: Int64
+    /// Seconds since the epoch.
+    public var syncedAt: Int64
+    public var values: JSONObject
+
+    public init(app: String, schemaVersion: Int64, revision: Int64, syncedAt: Int64, values: JSONObject) {
+        self.app = app
+        self.schemaVersion = schemaVersion
+        self.revision = revision
+        self.syncedAt = syncedAt
+        self.values = values
+    }
+
+    /// The file form of a document the server sent, received at `syncedAt`.
+    public init(_ document: SettingsDocument, syncedAt: Int64) {
+        self.init(
+            app: document.app, schemaVersion: document.schemaVersion, revision: document.revision, syncedAt: syncedAt,
+            values: document.values)
+    }
+
+    /// Reads the file form; unknown members are refused.
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["app", "schemaVersion", "revision", "syncedAt", "values"])
+        app = try reader.string("app", maximumLength: 64)
+        schemaVersion = try reader.count("schemaVersion")
+        revision = try reader.count("revision")
+        syncedAt = try reader.timestamp("syncedAt")
+        values = try reader.values("values")
+    }
+
+    /// The file form, pretty-printed (people read it too), members in a fixed order.
+    public var json: JSONValue {
+        [
+            "app": .string(app), "schemaVersion": .number(.integer(schemaVersion)), "revision": .number(.integer(revision)),
+            "syncedAt": .string(Timestamp.format(syncedAt)), "values": .object(values),
+        ]
+    }
+
+    /// The bytes written to disk.
+    public var fileBytes: [UInt8] { Array((json.serialized(.pretty) + "\n").utf8) }
+}
+
+/// What was found on disk for an app's settings at start-up, and what is served from it.
+public struct SettingsOnDisk: Sendable {
+    /// Which generation is served.
+    public enum Source: Sendable, Equatable {
+        /// `settings.json` itself.
+        case current
+        /// `settings.json` was missing, torn or invalid: the previous generation is served.
+        case previous
+        /// Nothing usable on disk.
+        case none
+    }
+
+    /// The settings to serve, `nil` when there are none.
+    public var settings: DeviceSettings?
+    public var source: Source
+    /// Why `settings.json` was not used (empty when it was, or when there was none at all).
+    public var problems: [String]
+
+    /// Reads the settings of `app` from `file`, falling back to the previous generation when the
+    /// current one is missing, not JSON, not a settings document of this app, or refused by
+    /// `check` (which returns the reasons, empty when the document is good).
+    public static func load(_ file: GenerationFile, app: String, check: (DeviceSettings) -> [String] = { _ in [] }) -> SettingsOnDisk {
+        var problems: [String] = []
+        func read(_ path: String, _ bytes: () throws(FileError) -> [UInt8]?) -> DeviceSettings? {
+            let data: [UInt8]
+            do {
+                guard let found = try bytes() else {
+                    problems.append("\(path): missing")
+                    return nil
+                }
+                data = found
+            } catch {
+                problems.append("\(error)")
+                return nil
+            }
+            let settings: DeviceSettings
+            do {
+                settings = try DeviceSettings(json: try JSONParser.parse(data))
+            } catch {
+                problems.append("\(path): \(error)")
+                return nil
+            }
+            guard settings.app == app else {
+                problems.append("\(path): /app: the settings are for \"\(settings.app)\", not \"\(app)\"")
+                return nil
+            }
+            let reasons = check(settings)
+            guard reasons.isEmpty else {
+                problems += reasons.map { "\(path): \($0)" }
+                return nil
+            }
+            return settings
+        }
+        if let current = read(file.path, { () throws(FileError) in try file.readCurrent() }) {
+            return SettingsOnDisk(settings: current, source: .current, problems: [])
+        }
+        let currentProblems = problems
+        if let previous = read(file.previousPath, { () throws(FileError) in try file.readPrevious() }) {
+            return SettingsOnDisk(settings: previous, source: .previous, problems: currentProblems)
+        }
+        // Nothing on disk at all is a first start, not a problem.
+        let neverWritten = problems.allSatisfy { $0.hasSuffix(": missing") }
+        return SettingsOnDisk(settings: nil, source: .none, problems: neverWritten ? [] : problems)
+    }
+}
+
+/// The metadata documents kept beside the settings.
+public enum MetadataOnDisk {
+    /// The stored metadata whose version is `version` (the current generation, else the
+    /// previous), or `nil` when neither is that version or readable.
+    public static func load(_ file: GenerationFile, version: Int64) -> Metadata? {
+        for bytes in [try? file.readCurrent(), try? file.readPrevious()] {
+            guard let bytes = bytes ?? nil, let metadata = try? Metadata(json: bytes), metadata.version == version else { continue }
+            return metadata
+        }
+        return nil
+    }
+
+    /// The current generation, whatever its version, or `nil`.
+    public static func loadCurrent(_ file: GenerationFile) -> Metadata? {
+        guard let bytes = try? file.readCurrent() else { return nil }
+        return try? Metadata(json: bytes)
+    }
+}

@@ -1,0 +1,68 @@
+import FleetIO
+import FleetJSON
+import FleetProtocol
+
+/// Status reports the server has not received yet, oldest first, kept in
+/// `apps/<app>/reports.json` so that they survive restarts and power cuts.
+///
+/// The queue is bounded: past ``capacity`` the oldest reports are dropped (the server keeps
+/// only the latest per device and app anyway; the dropped ones are only missing from its log).
+public struct PendingReports: Sendable, Hashable {
+    /// The most reports kept.
+    public static let capacity = 100
+
+    public private(set) var reports: [StatusReport]
+
+    public init(_ reports: [StatusReport] = []) {
+        self.reports = Array(reports.suffix(Self.capacity))
+    }
+
+    public var isEmpty: Bool { reports.isEmpty }
+
+    /// Adds a report at the end; a report identical to one already queued is not added twice.
+    public mutating func append(_ report: StatusReport) {
+        guard !reports.contains(report) else { return }
+        reports.append(report)
+        if reports.count > Self.capacity { reports.removeFirst(reports.count - Self.capacity) }
+    }
+
+    /// Removes the first `count` reports (delivered).
+    public mutating func removeFirst(_ count: Int) {
+        reports.removeFirst(min(count, reports.count))
+    }
+
+    /// Reads the file form `{"reports": [...]}`.
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["reports"])
+        guard case .array(let list)? = reader.object["reports"] else { throw reader.missingOr("reports", "must be an array") }
+        var reports: [StatusReport] = []
+        for (index, element) in list.enumerated() {
+            reports.append(try StatusReport(json: element, at: JSONPointer.root.appending("reports").appending(index: index)))
+        }
+        self.init(reports)
+    }
+
+    /// The file form.
+    public var json: JSONValue { ["reports": .array(reports.map(\.json))] }
+
+    /// The queue saved at `path`; empty when there is none. A file that cannot be read is
+    /// reported through `problem` and treated as empty (the reports are informational).
+    public static func load(_ path: String, problem: (String) -> Void = { _ in }) -> PendingReports {
+        do {
+            guard let bytes = try GenerationFile.readIfPresent(path, maximumSize: 4 << 20) else { return PendingReports() }
+            return try PendingReports(json: try JSONParser.parse(bytes))
+        } catch {
+            problem("\(path): \(error)")
+            return PendingReports()
+        }
+    }
+
+    /// Saves the queue durably (removes the file when the queue is empty).
+    public func save(to path: String) throws(FileError) {
+        if reports.isEmpty {
+            try FileSystem.removeFile(path)
+        } else {
+            try FileSystem.writeAtomically(Array(json.serialized().utf8), to: path, mode: 0o600)
+        }
+    }
+}
