@@ -225,7 +225,24 @@ let package = Package(
         ),
         .testTarget(
             name: "FleetsetCLITests",
-            dependencies: ["fleetset", "fleetset-server", "FleetClient", "Curl", "FleetProtocol", "FleetJSON"],
+            dependencies: ["fleetset", "fleetset-server", "FleetClient", "Curl", "FleetProtocol", "FleetJSON", "FleetTestSupport"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        // Test support shared by the test targets that run the built binaries.
+        .target(
+            name: "FleetTestSupport",
+            path: "Tests/FleetTestSupport",
+            swiftSettings: fleetSwiftSettings
+        ),
+        // The agent run as a process against the real server on 127.0.0.1 (and, for faults no
+        // real server makes, a proxy in front of it).
+        .testTarget(
+            name: "FleetAgentTests",
+            dependencies: [
+                "fleetsetd", "fleetset", "fleetset-server", "FleetTestSupport", "FleetClient", "Curl", "FleetProtocol", "FleetJSON",
+                "FleetMetadata", "FleetDeviceFiles", "FleetIO",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(

@@ -130,6 +130,7 @@ final class AppSync {
         } catch {
             logger.error("cannot create the app's directory", metadata: ["event": "disk-error", "error": "\(error)"])
         }
+        removeInterruptedWrites(in: appDirectory)
         let metadataFile = layout.metadataFile(app.id)
         let found = SettingsOnDisk.load(layout.settingsFile(app.id), app: app.id) { settings in
             guard let metadata = MetadataOnDisk.load(metadataFile, version: settings.schemaVersion) else { return [] }
@@ -176,6 +177,14 @@ final class AppSync {
             environment.board.served(app.id)
         }
         return StartupRecovery.needsCompletion(settings: settings, status: stored) || found.source == .previous ? settings : nil
+    }
+
+    /// Removes the temporary files of writes a crash interrupted (`settings.json.tmp-…`).
+    private func removeInterruptedWrites(in directory: String) {
+        for name in (try? FileSystem.entryNames(of: directory)) ?? [] where name.contains(".tmp-") {
+            try? FileSystem.removeFile(directory + "/" + name)
+            logger.info("removed an interrupted write", metadata: ["event": "cleanup", "file": "\(name)"])
+        }
     }
 
     // MARK: - One request

@@ -68,7 +68,8 @@ struct Inbox: Sendable {
 
     private func rescan(_ directories: [String: String]) {
         for (directory, app) in directories.sorted(by: { $0.key < $1.key }) {
-            for name in Self.entries(of: directory).sorted() { take(name, in: directory, app: app) }
+            let names = (try? FileSystem.entryNames(of: directory)) ?? []
+            for name in names.sorted() where name != "refused" { take(name, in: directory, app: app) }
         }
     }
 
@@ -131,20 +132,6 @@ struct Inbox: Sendable {
             logger.error("cannot move a refused request aside; removing it", metadata: ["event": "inbox", "error": "\(error)"])
             try? FileSystem.removeFile(directory + "/" + name)
         }
-    }
-
-    /// The names in `directory` (files and links, not `.`/`..`).
-    static func entries(of directory: String) -> [String] {
-        guard let stream = opendir(directory) else { return [] }
-        defer { closedir(stream) }
-        var names: [String] = []
-        while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            if name != "." && name != ".." && Int32(entry.pointee.d_type) != Int32(DT_DIR) { names.append(name) }
-        }
-        return names
     }
 }
 

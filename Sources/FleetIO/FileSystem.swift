@@ -67,13 +67,22 @@ public enum FileSystem {
         return found.sorted()
     }
 
-    private static func collectFiles(in directory: String, relative: String, into found: inout [String]) throws(FileError) {
+    /// The names of the entries of `directory` (`.` and `..` left out), unsorted.
+    public static func entryNames(of directory: String) throws(FileError) -> [String] {
         guard let stream = opendir(directory) else { throw FileError(path: directory, operation: "open directory") }
         defer { closedir(stream) }
+        var names: [String] = []
         while let entry = readdir(stream) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    private static func collectFiles(in directory: String, relative: String, into found: inout [String]) throws(FileError) {
+        for name in try entryNames(of: directory) {
             if name.hasPrefix(".") { continue }
             let path = directory + "/" + name
             let relativePath = relative.isEmpty ? name : relative + "/" + name

@@ -64,8 +64,9 @@ public final class SystemdNotifier: Sendable {
         return SystemdNotifier(address: address)
     }
 
-    /// Sends the messages in one datagram. Returns `false` when it could not be sent (systemd
-    /// gone); the protocol is best-effort, so callers go on either way.
+    /// Sends the messages in one datagram, never waiting: when the receiver's queue is full the
+    /// datagram is dropped. Returns `false` when it could not be sent (systemd gone or behind);
+    /// the protocol is best-effort, so callers go on either way.
     @discardableResult
     public func send(_ messages: Message...) -> Bool {
         send(messages)
@@ -86,7 +87,7 @@ public final class SystemdNotifier: Sendable {
         let sent = payload.withUnsafeBytes { bytes in
             withUnsafePointer(to: &socketAddress) { pointer in
                 pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                    sendto(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), address, length)
+                    sendto(descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT), address, length)
                 }
             }
         }

@@ -14,9 +14,12 @@ struct Fleetset: AsyncParsableCommand {
         commandName: "fleetset",
         abstract: "Manage and check app settings on a fleetset device.",
         discussion: """
-            Exit status: 0 on success, 1 when the input is invalid, 2 on usage or I/O errors.
+            get, show, status and sync read the agent's files, found through its configuration             (--config, default /etc/fleetset/fleetsetd.json). Exit status: 0 on success, 1 when             the input is invalid, 2 on usage or I/O errors.
             """,
-        subcommands: [SchemaCommand.self, MetadataCommand.self, SettingsCommand.self, AdminCommand.self]
+        subcommands: [
+            GetCommand.self, ShowCommand.self, StatusCommand.self, SyncCommand.self, SchemaCommand.self, MetadataCommand.self,
+            SettingsCommand.self, AdminCommand.self,
+        ]
     )
 
     /// Runs the command line, mapping argument errors to exit code 2 (ArgumentParser's own

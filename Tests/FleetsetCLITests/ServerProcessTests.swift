@@ -1,4 +1,5 @@
 import Curl
+import FleetTestSupport
 import FleetClient
 import FleetJSON
 import FleetProtocol
@@ -14,7 +15,7 @@ struct ServerProcessTests {
     func adminAndShutdown() async throws {
         let directory = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try ServerProcess.start(in: directory.path)
+        let server = try await ServerProcess.start(in: directory.path)
         defer { server.kill() }
         let tokenFile = directory.appendingPathComponent("admin.token").path
         #expect(try Self.mode(tokenFile) == 0o600)
@@ -63,7 +64,7 @@ struct ServerProcessTests {
 
             // A long-poll waits; SIGTERM makes the server answer it (304) and exit cleanly.
             let poll = Task { try await device.settings(app: "signage", knownRevision: settings.revision, wait: 120) }
-            try server.waitForLog("event=long-poll")
+            try await server.waitForLog("event=long-poll")
             let stopping = ContinuousClock.now
             server.signal(SIGTERM)
             #expect(try await poll.value == nil)
@@ -79,80 +80,4 @@ struct ServerProcessTests {
         let attributes = try FileManager.default.attributesOfItem(atPath: path)
         return (attributes[.posixPermissions] as? Int) ?? -1
     }
-}
-
-/// A `fleetset-server serve` process on 127.0.0.1 with a free port, its log captured.
-final class ServerProcess: Sendable {
-    let port: Int
-    private let process: Process
-    private let capture: LogCapture
-
-    var log: String { capture.text }
-
-    private init(port: Int, process: Process, capture: LogCapture) {
-        self.port = port
-        self.process = process
-        self.capture = capture
-    }
-
-    static func start(in directory: String) throws -> ServerProcess {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLIRunner.binary + "-server")
-        process.arguments = [
-            "serve", "--database", directory + "/fleet.sqlite", "--listen", "127.0.0.1:0", "--admin-token-file", directory + "/admin.token",
-            "--log-level", "debug",
-        ]
-        let pipe = Pipe()
-        process.standardError = pipe
-        try process.run()
-        let capture = LogCapture()
-        let reader = pipe.fileHandleForReading
-        Thread.detachNewThread {
-            while true {
-                let data = reader.availableData
-                if data.isEmpty { return }
-                capture.append(String(decoding: data, as: UTF8.self))
-            }
-        }
-        let line = try capture.waitForLine(containing: "event=listening")
-        guard let range = line.range(of: "address=127.0.0.1:"), let port = Int(line[range.upperBound...].prefix { $0.isNumber }) else {
-            throw ServerProcessFailed(log: capture.text)
-        }
-        return ServerProcess(port: port, process: process, capture: capture)
-    }
-
-    func waitForLog(_ fragment: String) throws { _ = try capture.waitForLine(containing: fragment) }
-
-    func signal(_ number: Int32) { Foundation.kill(process.processIdentifier, number) }
-
-    func waitForExit() -> Int32 {
-        process.waitUntilExit()
-        return process.terminationStatus
-    }
-
-    func kill() { if process.isRunning { process.terminate() } }
-}
-
-/// What a process wrote, collected by a reader thread.
-final class LogCapture: Sendable {
-    private let buffer = Mutex("")
-
-    var text: String { buffer.withLock { $0 } }
-
-    func append(_ text: String) { buffer.withLock { $0 += text } }
-
-    /// The first complete line containing `fragment`, waiting up to 20 s for it to appear.
-    func waitForLine(containing fragment: String) throws -> String {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline {
-            if let line = text.split(separator: "\n").first(where: { $0.contains(fragment) }) { return String(line) }
-            usleep(2_000)
-        }
-        throw ServerProcessFailed(log: "no line with \(fragment) in:\n" + text)
-    }
-}
-
-struct ServerProcessFailed: Error, CustomStringConvertible {
-    let log: String
-    var description: String { log }
 }

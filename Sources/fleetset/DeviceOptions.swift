@@ -1,0 +1,58 @@
+import ArgumentParser
+import FleetDeviceFiles
+import FleetMetadata
+
+/// `--config` and `--app`, shared by the device-side commands: they find the agent's
+/// directories through the agent's own configuration file.
+struct DeviceOptions: ParsableArguments {
+    @Option(name: .customLong("config"), help: "The agent's configuration file.")
+    var configurationPath: String = AgentConfiguration.defaultPath
+
+    @Option(help: "The app (default: the only app configured).")
+    var app: String?
+
+    /// The agent's configuration; an unusable one exits with 2.
+    func configuration() throws -> AgentConfiguration {
+        do {
+            return try AgentConfiguration.load(configurationPath)
+        } catch {
+            StandardError.write("fleetset: \(error)")
+            throw CLIExit.usageOrIO
+        }
+    }
+
+    /// The one app the command is about: `--app`, or the only one configured.
+    func selectedApp(in configuration: AgentConfiguration) throws -> AppConfiguration {
+        let configured = configuration.apps.map(\.id).joined(separator: ", ")
+        if let app {
+            guard let found = configuration.app(app) else {
+                StandardError.write("fleetset: no app \"\(app)\" in \(configurationPath) (configured: \(configured))")
+                throw CLIExit.usageOrIO
+            }
+            return found
+        }
+        guard configuration.apps.count == 1 else {
+            StandardError.write("fleetset: several apps are configured; choose one with --app (\(configured))")
+            throw CLIExit.usageOrIO
+        }
+        return configuration.apps[0]
+    }
+
+    /// `--app`'s app, or every app when it is not given.
+    func selectedApps(in configuration: AgentConfiguration) throws -> [AppConfiguration] {
+        app == nil ? configuration.apps : [try selectedApp(in: configuration)]
+    }
+
+    /// The app's settings on disk and the metadata they were validated with; exits with 1 when
+    /// the agent has not written any yet.
+    func settings(of app: AppConfiguration, in configuration: AgentConfiguration) throws -> (DeviceSettings, Metadata?) {
+        let layout = configuration.layout
+        let found = SettingsOnDisk.load(layout.settingsFile(app.id), app: app.id)
+        guard let settings = found.settings else {
+            let why = found.problems.isEmpty ? "the agent has not received any yet" : found.problems.joined(separator: "; ")
+            StandardError.write("fleetset: no settings for \(app.id) on this device: \(why)")
+            throw CLIExit.invalidInput
+        }
+        return (settings, MetadataOnDisk.load(layout.metadataFile(app.id), version: settings.schemaVersion))
+    }
+}

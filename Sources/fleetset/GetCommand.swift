@@ -1,0 +1,61 @@
+import ArgumentParser
+import FleetDeviceFiles
+import FleetJSON
+import FleetMetadata
+
+/// `fleetset get [--app ID] KEY [--json]`.
+struct GetCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "get",
+        abstract: "Print one setting's value from the device's settings file.",
+        discussion: """
+            KEY is a setting's name, or a JSON pointer into the settings (/rotation/0/url). A string \
+            prints as it is, anything else as JSON; --json prints JSON always. The values of \
+            settings marked x-secret are never printed (apps read them from settings.json or with \
+            FleetSettings). Exit status: 0 printed; 1 no such setting, a secret, or no settings yet; \
+            2 usage or an unreadable configuration.
+            """)
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: "The setting's name, or a JSON pointer.")
+    var key: String
+
+    @Flag(help: "Print the value as JSON (strings quoted).")
+    var json = false
+
+    func run() throws {
+        let configuration = try device.configuration()
+        let app = try device.selectedApp(in: configuration)
+        let (settings, metadata) = try device.settings(of: app, in: configuration)
+        let pointer: JSONPointer
+        if key.hasPrefix("/") {
+            guard let parsed = JSONPointer(key) else {
+                StandardError.write("fleetset get: \"\(key)\" is not a JSON pointer")
+                throw CLIExit.usageOrIO
+            }
+            pointer = parsed
+        } else {
+            pointer = JSONPointer(tokens: [key])
+        }
+        guard let top = pointer.tokens.first, let value = JSONValue.object(settings.values)[pointer: pointer] else {
+            let known = settings.values.keys.joined(separator: ", ")
+            StandardError.write("fleetset get: \(app.id) has no setting \(pointer.displayText) (settings: \(known))")
+            throw CLIExit.invalidInput
+        }
+        guard let metadata else {
+            StandardError.write("fleetset get: the metadata of \(app.id) version \(settings.schemaVersion) is missing; cannot tell secrets apart")
+            throw CLIExit.invalidInput
+        }
+        if metadata.secretKeys.contains(top) {
+            StandardError.write(
+                "fleetset get: \(app.id) \(top) is a secret (x-secret); its value is never printed. Apps read it from settings.json or with FleetSettings.")
+            throw CLIExit.invalidInput
+        }
+        if case .string(let text) = value, !json {
+            print(text)
+        } else {
+            print(value.serialized(json ? .pretty : []))
+        }
+    }
+}

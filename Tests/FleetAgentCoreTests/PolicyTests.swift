@@ -1,0 +1,149 @@
+import FleetAgentCore
+import Testing
+
+/// A repeatable random source for the policies' jitter.
+struct SeededRandom: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var value = state
+        value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
+        return value ^ (value >> 31)
+    }
+}
+
+@Suite("Retry backoff: exponential, full jitter, Retry-After")
+struct RetryBackoffTests {
+    @Test("the ceiling doubles from 1 s to the 5-minute cap; every delay lies within it")
+    func ceilings() {
+        var backoff = RetryBackoff()
+        var random = SeededRandom(state: 1)
+        var ceilings: [Duration] = []
+        for _ in 0..<12 {
+            let ceiling = backoff.nextCeiling
+            ceilings.append(ceiling)
+            let delay = backoff.delayAfterFailure(using: &random)
+            #expect(delay >= .zero && delay <= ceiling)
+        }
+        #expect(Array(ceilings.prefix(10)) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300].map { Duration.seconds($0) })
+        #expect(ceilings.last == .seconds(300) && backoff.failures == 12)
+        backoff.reset()
+        #expect(backoff.nextCeiling == .seconds(1) && backoff.failures == 0)
+    }
+
+    @Test("full jitter spreads a fleet's retries over the whole interval")
+    func spread() {
+        var random = SeededRandom(state: 7)
+        let delays = (0..<1000).map { _ in
+            var backoff = RetryBackoff()
+            for _ in 0..<4 { _ = backoff.delayAfterFailure(using: &random) }
+            return backoff.delayAfterFailure(using: &random)
+        }
+        #expect(delays.allSatisfy { $0 <= .seconds(16) })
+        #expect(delays.filter { $0 < .seconds(4) }.count > 150 && delays.filter { $0 > .seconds(12) }.count > 150)
+    }
+
+    @Test("Retry-After is a lower bound, capped at an hour")
+    func retryAfter() {
+        var random = SeededRandom(state: 3)
+        var backoff = RetryBackoff()
+        #expect(backoff.delayAfterFailure(retryAfter: .seconds(120), using: &random) == .seconds(120))
+        #expect(backoff.delayAfterFailure(retryAfter: .seconds(86_400), using: &random) == .seconds(3600))
+        for _ in 0..<10 { _ = backoff.delayAfterFailure(using: &random) }
+        #expect(backoff.delayAfterFailure(retryAfter: .milliseconds(1), using: &random) <= .seconds(300))
+    }
+}
+
+@Suite("Poll schedule: long-polls, and the jittered timer when they are not possible")
+struct PollScheduleTests {
+    @Test("long-polls follow each other at once, after a change and after a full wait")
+    func longPolls() {
+        var schedule = PollSchedule(longPollWait: 55, pollInterval: .seconds(60), jitter: .seconds(5))
+        var random = SeededRandom(state: 1)
+        #expect(schedule.nextRequest == .longPoll(wait: 55))
+        #expect(schedule.delay(after: .changed, using: &random) == .zero)
+        #expect(schedule.delay(after: .unchanged(elapsed: .seconds(55)), using: &random) == .zero)
+        #expect(schedule.delay(after: .unchanged(elapsed: .seconds(30)), using: &random) == .zero)
+        #expect(schedule.nextRequest == .longPoll(wait: 55))
+    }
+
+    @Test("three long-polls cut short in a row switch to 10 timer polls, then long-polls again")
+    func earlyEnds() {
+        var schedule = PollSchedule(longPollWait: 50, pollInterval: .seconds(60), jitter: .seconds(5))
+        var random = SeededRandom(state: 2)
+        for _ in 0..<2 {
+            let delay = schedule.delay(after: .unchanged(elapsed: .seconds(2)), using: &random)
+            #expect(delay <= .seconds(5) && schedule.isLongPolling)
+        }
+        _ = schedule.delay(after: .unchanged(elapsed: .seconds(2)), using: &random)
+        #expect(schedule.nextRequest == .poll)
+        for _ in 0..<PollSchedule.fallbackPolls {
+            #expect(schedule.nextRequest == .poll)
+            let delay = schedule.delay(after: .unchanged(elapsed: .milliseconds(3)), using: &random)
+            #expect(delay >= .seconds(60) && delay <= .seconds(65))
+        }
+        #expect(schedule.nextRequest == .longPoll(wait: 50))
+    }
+
+    @Test("a long-poll answered normally in between resets the count of early ends")
+    func resets() {
+        var schedule = PollSchedule(longPollWait: 50, pollInterval: .seconds(60), jitter: .zero)
+        var random = SeededRandom(state: 2)
+        for _ in 0..<10 {
+            _ = schedule.delay(after: .unchanged(elapsed: .seconds(1)), using: &random)
+            _ = schedule.delay(after: .unchanged(elapsed: .seconds(1)), using: &random)
+            _ = schedule.delay(after: .changed, using: &random)
+        }
+        #expect(schedule.isLongPolling)
+    }
+
+    @Test("a server refusing wait, or longPollWait 0, means the timer: pollInterval plus up to jitter")
+    func timer() {
+        var random = SeededRandom(state: 4)
+        var refused = PollSchedule(longPollWait: 55, pollInterval: .seconds(30), jitter: .seconds(10))
+        let delay = refused.delay(after: .longPollRefused, using: &random)
+        #expect(delay >= .seconds(30) && delay <= .seconds(40) && refused.nextRequest == .poll)
+
+        var off = PollSchedule(longPollWait: 0, pollInterval: .seconds(30), jitter: .seconds(10))
+        var delays: Set<Duration> = []
+        for _ in 0..<50 {
+            #expect(off.nextRequest == .poll)
+            let next = off.delay(after: .changed, using: &random)
+            #expect(next >= .seconds(30) && next <= .seconds(40))
+            delays.insert(next)
+        }
+        #expect(delays.count > 40, "the timer is jittered")
+    }
+}
+
+@Suite("Liveness and readiness")
+struct LivenessTests {
+    @Test("a loop is overdue only past its announced step limit plus slack")
+    func overdue() {
+        var liveness = Liveness()
+        let start = ContinuousClock.now
+        liveness.beginStep("kiosk", limit: .seconds(85), now: start)
+        liveness.beginStep("signage", limit: .seconds(1), now: start)
+        #expect(liveness.overdueLoops(at: start + .seconds(30)).isEmpty)
+        #expect(liveness.overdueLoops(at: start + .seconds(32)) == ["signage"])
+        #expect(liveness.overdueLoops(at: start + .seconds(200)) == ["kiosk", "signage"])
+        liveness.beginStep("signage", limit: .seconds(1), now: start + .seconds(199))
+        liveness.remove("kiosk")
+        #expect(liveness.overdueLoops(at: start + .seconds(200)).isEmpty)
+    }
+
+    @Test("ready once every app is served, or once at the timeout")
+    func readiness() {
+        var readiness = Readiness(apps: ["a", "b"])
+        let steps = [readiness.served("a"), readiness.served("a"), readiness.served("b"), readiness.served("b"), readiness.timedOut()]
+        #expect(steps == [false, false, true, false, false])
+
+        var waiting = Readiness(apps: ["a", "b"])
+        let first = waiting.served("a")
+        let timedOut = waiting.timedOut()
+        #expect(!first && timedOut && waiting.waiting == ["b"])
+        let late = [waiting.served("b"), waiting.timedOut()]
+        #expect(late == [false, false])
+    }
+}

@@ -1,0 +1,162 @@
+import FleetDeviceFiles
+import FleetJSON
+import FleetProtocol
+import FleetTestSupport
+import Foundation
+import Testing
+
+/// `fleetsetd`'s life as systemd sees it, and the paths where something is wrong: the notify
+/// protocol, reloads, configuration errors, an offline start with a corrupt file, hooks.
+@Suite("fleetsetd lifecycle and failure paths")
+struct AgentLifecycleTests {
+    @Test("the notify protocol: READY with STATUS, WATCHDOG at half the interval, RELOADING/READY on SIGHUP, STOPPING on SIGTERM")
+    func notifyProtocol() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        try await fleet.putMetadata(app: "door")
+        try await fleet.makeEnrollmentToken()
+        try fleet.writeConfiguration(apps: [["id": "door"]])
+        let socket = try NotifySocket(directory: fleet.directory)
+        defer { socket.close() }
+        let agent = try fleet.startAgent(environment: ["NOTIFY_SOCKET": socket.path, "WATCHDOG_USEC": "400000"])
+        defer { agent.kill() }
+
+        var lines = try await socket.waitFor("READY=1")
+        let status = try #require(lines.first { $0.hasPrefix("STATUS=") && lines.firstIndex(of: "READY=1")! < lines.firstIndex(of: $0)! + 2 })
+        #expect(status.contains("door: revision"), "\(lines)")
+        let watchdogStart = ContinuousClock.now
+        try await socket.waitFor("WATCHDOG=1", count: 4)
+        // Four feeds at 200 ms take at least 600 ms; a watchdog fed at the full interval would take 1.2 s or more.
+        #expect(ContinuousClock.now - watchdogStart >= .milliseconds(500))
+
+        // SIGHUP with a valid file: RELOADING=1, then READY=1 again; the app syncs at once.
+        agent.signal(SIGHUP)
+        lines = try await socket.waitFor("READY=1", count: 2)
+        let reloading = try #require(lines.firstIndex(of: "RELOADING=1"))
+        #expect(reloading < lines.lastIndex(of: "READY=1")!)
+        try await agent.waitForLog("event=reloaded")
+
+        // SIGHUP with a broken file: refused, the running configuration kept, still working.
+        try FileSystemWrite.text("{\"server\": 1}", to: fleet.configurationFile, mode: 0o644)
+        agent.signal(SIGHUP)
+        let refused = try await agent.waitForLog("event=reload-failed")
+        #expect(refused.contains("/server: must be a string"), "\(refused)")
+        try await socket.waitFor("READY=1", count: 3)
+        try await fleet.set("door", ["counter": 3])
+        try await fleet.waitForSettings("door", agent: agent) { $0.values["counter"] == 3 }
+
+        agent.signal(SIGTERM)
+        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        #expect(socket.lines.contains("STOPPING=1"))
+    }
+
+    @Test(
+        "a configuration error names the key and exits 2",
+        arguments: [
+            (#"{"server": "https://x", "apps": [{"id": "a"}], "polInterval": 5}"#, "/polInterval: unknown key"),
+            (#"{"server": "https://x", "apps": [{"id": "a", "hookTimeout": -1}]}"#, "/apps/0/hookTimeout: must be a number of seconds from 0.1 to 3600 (got -1)"),
+            (#"{"server": "http://fleet.example.com", "allowInsecureHTTP": true, "apps": [{"id": "a"}]}"#, "/allowInsecureHTTP: plain http:// is allowed only to a loopback server"),
+            (#"{"server": "https://x", "apps": [{"id": "a", "onChange": ["reload.sh"]}]}"#, "/apps/0/onChange/0: must be an absolute path"),
+            (#"{"server": "https://x", "apps": []}"#, "/apps: must be an array of 1 to 64 apps"),
+            (#"{"server": "https://x", "apps": [{"id": "a"}], "server": "https://y"}"#, "duplicate key \"server\""),
+        ])
+    func configurationErrors(text: String, expected: String) throws {
+        let directory = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("fleetsetd.json").path
+        try FileSystemWrite.text(text, to: path, mode: 0o644)
+        let result = try CLIRunner.run(["--config", path], executable: CLIRunner.product("fleetsetd"))
+        #expect(result.status == 2)
+        #expect(result.standardError.contains("fleetsetd: \(path): ") && result.standardError.contains(expected), "\(result.standardError)")
+    }
+
+    @Test("server down at start: served from disk (a corrupt settings.json falls back to the previous generation), then catches up and delivers the queued report")
+    func offlineStartWithCorruptFile() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        try await fleet.putMetadata(app: "menu")
+        try await fleet.makeEnrollmentToken()
+        try fleet.writeConfiguration(apps: [["id": "menu"]])
+        var agent = try fleet.startAgent()
+        let first = try await fleet.waitForSettings("menu", agent: agent) { _ in true }
+        try await fleet.set("menu", ["greeting": "second"])
+        let second = try await fleet.waitForSettings("menu", agent: agent) { $0.revision > first.revision }
+        try await fleet.waitForStatus("menu", agent: agent) { $0.revision == second.revision }
+        agent.signal(SIGTERM)
+        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+
+        // The server goes away and settings.json is torn (as by a faulty disk).
+        let port = fleet.server.port
+        fleet.server.signal(SIGTERM)
+        #expect(fleet.server.waitForExit() == 0)
+        let settingsPath = fleet.layout.settingsFile("menu").path
+        let torn = try Data(contentsOf: URL(fileURLWithPath: settingsPath)).prefix(40)
+        try torn.write(to: URL(fileURLWithPath: settingsPath))
+
+        let socket = try NotifySocket(directory: fleet.directory)
+        defer { socket.close() }
+        agent = try fleet.startAgent(environment: ["NOTIFY_SOCKET": socket.path])
+        defer { agent.kill() }
+        try await socket.waitFor("READY=1")
+        let restored = try await fleet.waitForSettings("menu", agent: agent) { _ in true }
+        #expect(restored == first, "the previous generation is served and written back")
+        try await agent.waitForLog("event=restored")
+        try await agent.waitForLog("event=sync-failed")
+        // Queued: the error about the torn file, and the outcome of the restored revision.
+        let queued = try await fleet.waitForStatus("menu", agent: agent) { $0.pendingReports == 2 }
+        #expect(queued.lastError?.contains("could not connect to 127.0.0.1") == true, "\(queued.lastError ?? "")")
+        #expect(FileManager.default.fileExists(atPath: fleet.layout.reportsFile("menu")))
+
+        // The server comes back on the same port; the agent catches up and sends the report.
+        let revived = try await ServerProcess.start(in: fleet.directory, port: port)
+        defer { revived.kill() }
+        #expect(try fleet.cli(["sync"]).status == 0)
+        let caughtUp = try await fleet.waitForSettings("menu", agent: agent) { $0.revision == second.revision }
+        #expect(caughtUp.values["greeting"] == "second")
+        try await Waiting.until("the queued report never arrived:\n\(revived.log)") {
+            revived.log.contains("state=error") && revived.log.contains("settings.json was unusable")
+        }
+        try await Waiting.until("reports.json stays") { !FileManager.default.fileExists(atPath: fleet.layout.reportsFile("menu")) }
+        try await fleet.waitForStatus("menu", agent: agent) { $0.state == .applied && $0.pendingReports == 0 && $0.revision == second.revision }
+    }
+
+    @Test("hooks: one that fails, one that hangs and one that is missing are each reported as error; the settings are written and the agent lives")
+    func hooks() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        for app in ["ok", "fails", "hangs", "missing"] { try await fleet.putMetadata(app: app) }
+        try await fleet.makeEnrollmentToken()
+        let marker = fleet.directory + "/hook-ran"
+        try fleet.writeConfiguration(apps: [
+            ["id": "ok", "onChange": ["/bin/sh", "-c", .string("echo $FLEETSET_APP $FLEETSET_REVISION $FLEETSET_SCHEMA_VERSION $FLEETSET_SETTINGS_FILE > \(marker)")]],
+            ["id": "fails", "onChange": ["/bin/sh", "-c", "echo the pin is 0000 >&2; exit 3"]],
+            ["id": "hangs", "onChange": ["/bin/sleep", "60"], "hookTimeout": 0.5],
+            ["id": "missing", "onChange": ["/nonexistent/reload-app"]],
+        ])
+        let agent = try fleet.startAgent()
+        defer { agent.kill() }
+
+        let ok = try await fleet.waitForSettings("ok", agent: agent) { _ in true }
+        try await Waiting.until("the ok hook never ran") { FileManager.default.fileExists(atPath: marker) }
+        try await Waiting.until("the ok hook wrote nothing") { (try? String(contentsOfFile: marker, encoding: .utf8))?.isEmpty == false }
+        let written = try String(contentsOfFile: marker, encoding: .utf8)
+        #expect(written == "ok \(ok.revision) 1 \(fleet.layout.settingsFile("ok").path)\n")
+        try await fleet.waitForStatusLine("ok", containing: ["state=applied"], agent: agent)
+
+        let failed = try await fleet.waitForStatusLine("fails", containing: ["state=error"], agent: agent)
+        #expect(failed.contains("hook /bin/sh exited with status 3: the pin is ********"), "\(failed)")
+        let hung = try await fleet.waitForStatusLine("hangs", containing: ["state=error"], agent: agent)
+        #expect(hung.contains("hook /bin/sleep did not finish within 0.5 s and was stopped"), "\(hung)")
+        let missing = try await fleet.waitForStatusLine("missing", containing: ["state=error"], agent: agent)
+        #expect(missing.contains("cannot run /nonexistent/reload-app: No such file or directory"), "\(missing)")
+        for app in ["fails", "hangs", "missing"] {
+            #expect(fleet.settings(app) != nil, "the settings of \(app) are written even though its hook failed")
+            #expect(fleet.status(app)?.state == .error)
+        }
+        #expect(!fleet.server.log.contains("0000"))
+        #expect(agent.isRunning)
+        // The hung hook's process was stopped, not left behind.
+        let leftovers = try CLIRunner.run(["-c", "pgrep -f '^/bin/sleep 60$' || true"], executable: "/bin/sh")
+        #expect(leftovers.standardOutput.isEmpty)
+    }
+}

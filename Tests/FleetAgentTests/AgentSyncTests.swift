@@ -1,0 +1,167 @@
+import FleetDeviceFiles
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+import FleetTestSupport
+import Foundation
+import Testing
+
+/// `fleetsetd` as a process against `fleetset-server` on 127.0.0.1: first sync, long-poll
+/// propagation, refusals, faults, the read-side CLI, SIGTERM.
+@Suite("fleetsetd syncs with the real server")
+struct AgentSyncTests {
+    @Test("first sync enrolls, writes settings, reports applied; a change arrives by long-poll; the CLI reads it; SIGTERM mid long-poll exits 0")
+    func firstSyncAndChange() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        try await fleet.putMetadata(app: "lobby")
+        try await fleet.set("lobby", ["pin": "4711"])
+        try await fleet.makeEnrollmentToken()
+        try fleet.writeConfiguration(apps: [["id": "lobby"]])
+        let agent = try fleet.startAgent()
+        defer { agent.kill() }
+
+        let first = try await fleet.waitForSettings("lobby", agent: agent) { _ in true }
+        #expect(first.app == "lobby" && first.schemaVersion == 1)
+        #expect(first.values == ["greeting": "hello", "volume": 5, "pin": "4711", "counter": 0])
+        let identity = try fleet.identity()
+        #expect(identity.deviceId.hasPrefix("d-"))
+        #expect(try Self.mode(fleet.layout.identityFile) == 0o600)
+        #expect(try Self.mode(fleet.layout.settingsFile("lobby").path) == 0o640)
+        try await fleet.waitForStatusLine("lobby", containing: ["revision=\(first.revision)", "state=applied", "source=agent"], agent: agent)
+        let applied = try await fleet.waitForStatus("lobby", agent: agent) { $0.state == .applied }
+        #expect(applied.revision == first.revision && applied.lastError == nil && applied.lastSync != nil)
+
+        // The agent now waits in a long-poll; an admin change answers it.
+        try await fleet.server.running.waitForLog("event=long-poll app=lobby device=\(identity.deviceId) revision=\(first.revision)")
+        try await fleet.set("lobby", ["greeting": "hi there", "volume": 7])
+        let second = try await fleet.waitForSettings("lobby", agent: agent) { $0.revision > first.revision }
+        #expect(second.values["greeting"] == "hi there" && second.values["volume"] == 7)
+        let previous = try #require(SettingsOnDisk.load(fleet.layout.settingsFile("lobby"), app: "lobby").settings)
+        #expect(previous.revision == second.revision)
+        #expect(FileManager.default.fileExists(atPath: fleet.layout.settingsFile("lobby").previousPath))
+        try await fleet.waitForStatusLine("lobby", containing: ["revision=\(second.revision)", "state=applied"], agent: agent)
+        try await agent.waitForLog("changed=greeting,volume")
+
+        // The read side of the CLI, through the agent's own configuration file.
+        let get = try fleet.cli(["get", "greeting"])
+        #expect(get.status == 0 && get.standardOutput == "hi there\n", "\(get)")
+        let getJSON = try fleet.cli(["get", "--json", "greeting"])
+        #expect(getJSON.standardOutput == "\"hi there\"\n")
+        let secret = try fleet.cli(["get", "pin"])
+        #expect(secret.status == 1 && secret.standardError.contains("pin is a secret") && !secret.standardOutput.contains("4711"))
+        let missing = try fleet.cli(["get", "nope"])
+        #expect(missing.status == 1 && missing.standardError.contains("lobby has no setting /nope"))
+        let show = try fleet.cli(["show"])
+        #expect(show.status == 0 && show.standardOutput.contains("Greeting [greeting]: \"hi there\""), "\(show)")
+        #expect(show.standardOutput.contains("pin: \"********\"") && !show.standardOutput.contains("4711"))
+        let status = try fleet.cli(["status"])
+        let columns = status.lines.last?.split(separator: " ").map(String.init) ?? []
+        #expect(status.status == 0 && status.lines.count == 2 && Array(columns.prefix(3)) == ["lobby", "\(second.revision)", "applied"], "\(status)")
+
+        // SIGTERM while the next long-poll is held by the server.
+        try await fleet.server.running.waitForLog("event=long-poll app=lobby device=\(identity.deviceId) revision=\(second.revision)")
+        let stopping = ContinuousClock.now
+        agent.signal(SIGTERM)
+        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        #expect(ContinuousClock.now - stopping < .seconds(5))
+        #expect(agent.log.contains("event=stopped"))
+        for secret in [identity.deviceToken, "4711"] { #expect(!agent.log.contains(secret) && !fleet.server.log.contains(secret)) }
+    }
+
+    @Test("metadata forced over stored values: error reported with pointers, the old file kept, the agent goes on")
+    func forcedInvalidMetadata() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        try await fleet.putMetadata(app: "panel")
+        try await fleet.set("panel", ["volume": 8])
+        try await fleet.makeEnrollmentToken()
+        try fleet.writeConfiguration(apps: [["id": "panel"]])
+        let agent = try fleet.startAgent()
+        defer { agent.kill() }
+        let good = try await fleet.waitForSettings("panel", agent: agent) { $0.values["volume"] == 8 }
+        let goodBytes = try Data(contentsOf: URL(fileURLWithPath: fleet.layout.settingsFile("panel").path))
+
+        // Version 2 allows volume up to 3; the stored 8 breaks it, so only --force stores it.
+        try await fleet.putMetadata(app: "panel", version: 2, volumeMaximum: 3, force: true)
+        let line = try await fleet.waitForStatusLine("panel", containing: ["state=error", "schema_version=2"], agent: agent)
+        #expect(line.contains("/volume: must be <= 3 (got 8)"), "\(line)")
+        let status = try await fleet.waitForStatus("panel", agent: agent) { $0.state == .error }
+        #expect(status.revision == good.revision && status.latestRevision ?? 0 > good.revision)
+        #expect(status.lastError?.contains("is not valid for metadata version 2: /volume: must be <= 3 (got 8)") == true)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: fleet.layout.settingsFile("panel").path)) == goodBytes)
+        let cli = try fleet.cli(["status"])
+        #expect(cli.status == 1 && cli.standardOutput.contains("error"))
+
+        // Fixing the value brings the app back to applied with schema version 2.
+        try await fleet.set("panel", ["volume": 2])
+        let fixed = try await fleet.waitForSettings("panel", agent: agent) { $0.schemaVersion == 2 }
+        #expect(fixed.values["volume"] == 2)
+        try await fleet.waitForStatus("panel", agent: agent) { $0.state == .applied && $0.revision == fixed.revision && $0.lastError == nil }
+        #expect(agent.isRunning)
+    }
+
+    @Test("metadata the validator cannot honour (from a newer server) is reported unsupported; the last good settings stay")
+    func unsupportedMetadata() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let proxy = try await FaultProxy.start(upstream: fleet.server.url, http: fleet.http)
+        try await fleet.putMetadata(app: "sign")
+        try await fleet.makeEnrollmentToken()
+        try fleet.writeConfiguration(apps: [["id": "sign"]], server: proxy.url)
+        let agent = try fleet.startAgent()
+        defer { agent.kill() }
+        let good = try await fleet.waitForSettings("sign", agent: agent) { _ in true }
+
+        proxy.inject(.unsupportedMetadata)
+        try await fleet.putMetadata(app: "sign", version: 2)
+        let line = try await fleet.waitForStatusLine("sign", containing: ["state=unsupported", "schema_version=2"], agent: agent)
+        #expect(line.contains("asks for what this agent cannot honour") && line.contains("draft"), "\(line)")
+        #expect(fleet.settings("sign") == good)
+        try await fleet.waitForStatus("sign", agent: agent) { $0.state == .unsupported && $0.revision == good.revision }
+        #expect(agent.isRunning)
+    }
+
+    @Test("500 with Retry-After, garbage and an oversized body: the last good file stays, the agent stays up and recovers")
+    func serverFaults() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let proxy = try await FaultProxy.start(upstream: fleet.server.url, http: fleet.http)
+        try await fleet.putMetadata(app: "till")
+        try await fleet.makeEnrollmentToken()
+        try fleet.writeConfiguration(apps: [["id": "till"]], server: proxy.url)
+        let agent = try fleet.startAgent()
+        defer { agent.kill() }
+        let good = try await fleet.waitForSettings("till", agent: agent) { _ in true }
+        let goodBytes = try Data(contentsOf: URL(fileURLWithPath: fleet.layout.settingsFile("till").path))
+
+        let faults: [(FaultProxy.Fault, String)] = [
+            (.serverError(retryAfter: 1), "500"),
+            (.garbage, "not JSON"),
+            (.oversized(bytes: 5 << 20), "larger than the limit of 4 MiB"),
+        ]
+        for (fault, expected) in faults {
+            proxy.inject(fault)
+            // `fleetset sync` cuts the held long-poll short, so the next request meets the fault.
+            #expect(try fleet.cli(["sync"]).status == 0)
+            try await Waiting.until("no fault answered") { proxy.faultsServed("\(fault)") >= 1 }
+            try await agent.waitForLog("event=sync-failed", count: faults.firstIndex { $0.0 == fault }! + 1)
+            let status = try await fleet.waitForStatus("till", agent: agent) { $0.lastError != nil }
+            #expect(status.lastError?.contains(expected) == true, "\(status.lastError ?? "")")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: fleet.layout.settingsFile("till").path)) == goodBytes)
+            #expect(agent.isRunning)
+        }
+        #expect(agent.log.contains("retry_in="))
+
+        proxy.inject(.none)
+        try await fleet.set("till", ["counter": 1])
+        #expect(try fleet.cli(["sync"]).status == 0)
+        let recovered = try await fleet.waitForSettings("till", agent: agent) { $0.revision > good.revision }
+        #expect(recovered.values["counter"] == 1)
+        try await fleet.waitForStatus("till", agent: agent) { $0.state == .applied && $0.lastError == nil }
+    }
+
+    static func mode(_ path: String) throws -> Int {
+        (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
+    }
+}

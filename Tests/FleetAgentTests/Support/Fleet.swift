@@ -1,0 +1,187 @@
+import Curl
+import FleetClient
+import FleetDeviceFiles
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+import FleetTestSupport
+import Foundation
+
+/// One test's fleet: a real `fleetset-server` on 127.0.0.1 with its own SQLite file, an admin
+/// client over libcurl, and the files of one device whose agent the test starts as a process.
+final class Fleet: Sendable {
+    let directory: String
+    let server: ServerProcess
+    let http: HTTPClient
+    private let adminToken: String
+
+    /// The device's directories.
+    var layout: DeviceLayout { DeviceLayout(stateDirectory: directory + "/state", spoolDirectory: directory + "/spool") }
+    /// The admin side of the server.
+    var admin: FleetClient { FleetClient(http: http, baseURL: server.url, token: adminToken) }
+
+    private init(directory: String, server: ServerProcess, http: HTTPClient, adminToken: String) {
+        self.directory = directory
+        self.server = server
+        self.http = http
+        self.adminToken = adminToken
+    }
+
+    /// Starts a server in a fresh folder.
+    static func start() async throws -> Fleet {
+        let directory = try CLIRunner.temporaryDirectory().path
+        let server = try await ServerProcess.start(in: directory)
+        let token = try String(contentsOfFile: directory + "/admin.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let http = try HTTPClient(configuration: .init(allowInsecureHTTP: true))
+        return Fleet(directory: directory, server: server, http: http, adminToken: token)
+    }
+
+    /// Stops the server and removes the folder.
+    func stop() async {
+        server.kill()
+        await http.shutdown()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    // MARK: - Server side
+
+    /// A small app's metadata: `greeting` (writable), `volume` 0…`volumeMaximum`, a secret
+    /// `pin`, and a `counter`.
+    static func metadata(app: String, version: Int, volumeMaximum: Int = 10) -> JSONValue {
+        [
+            "app": .string(app), "version": .number(.integer(Int64(version))),
+            "schema": [
+                "type": "object", "additionalProperties": false,
+                "properties": [
+                    "greeting": ["type": "string", "title": "Greeting", "default": "hello", "x-writable": true],
+                    "volume": [
+                        "type": "integer", "minimum": 0, "maximum": .number(.integer(Int64(volumeMaximum))),
+                        "default": .number(.integer(Int64(min(5, volumeMaximum)))),
+                    ],
+                    "pin": ["type": "string", "default": "0000", "x-secret": true],
+                    "counter": ["type": "integer", "default": 0],
+                ],
+            ],
+        ]
+    }
+
+    /// Stores ``metadata(app:version:volumeMaximum:)``.
+    func putMetadata(app: String, version: Int = 1, volumeMaximum: Int = 10, force: Bool = false) async throws {
+        let document = Self.metadata(app: app, version: version, volumeMaximum: volumeMaximum)
+        _ = try await admin.putMetadata(app: app, document: Array(document.serialized().utf8), force: force)
+    }
+
+    /// Sets values at app scope.
+    func set(_ app: String, _ values: JSONObject) async throws {
+        _ = try await admin.patchValues(app: app, scope: "app", patch: values)
+    }
+
+    /// Makes an enrollment token and writes it where the agent's configuration points.
+    func makeEnrollmentToken() async throws {
+        let made = try await admin.makeEnrollmentToken(EnrollmentTokenRequest())
+        try FileSystemWrite.text(made.enrollmentToken + "\n", to: enrollmentTokenFile, mode: 0o600)
+    }
+
+    var enrollmentTokenFile: String { directory + "/enrollment-token" }
+
+    // MARK: - The device
+
+    /// Writes the agent's configuration and returns its path. `apps` are the `apps` entries;
+    /// `server` defaults to this fleet's server.
+    @discardableResult
+    func writeConfiguration(apps: [JSONValue], server url: String? = nil, extra: JSONObject = [:], name: String = "fleetsetd.json")
+        throws -> String
+    {
+        var object: JSONObject = [
+            "server": .string(url ?? server.url), "allowInsecureHTTP": true, "enrollmentTokenFile": .string(enrollmentTokenFile),
+            "stateDirectory": .string(layout.stateDirectory), "spoolDirectory": .string(layout.spoolDirectory), "jitter": 0,
+            "apps": .array(apps),
+        ]
+        for (key, value) in extra { object[key] = value }
+        let path = directory + "/" + name
+        try FileSystemWrite.text(JSONValue.object(object).serialized(.pretty), to: path, mode: 0o644)
+        return path
+    }
+
+    var configurationFile: String { directory + "/fleetsetd.json" }
+
+    /// Starts `fleetsetd` with the configuration written last.
+    func startAgent(environment: [String: String] = [:]) throws -> RunningProcess {
+        try RunningProcess(CLIRunner.product("fleetsetd"), ["--config", configurationFile], environment: environment)
+    }
+
+    /// The app's `settings.json`, `nil` when missing or unreadable.
+    func settings(_ app: String) -> DeviceSettings? {
+        guard let data = FileManager.default.contents(atPath: layout.settingsFile(app).path),
+            let json = try? JSONParser.parse(Array(data))
+        else { return nil }
+        return try? DeviceSettings(json: json)
+    }
+
+    /// Waits until the app's `settings.json` satisfies `condition`.
+    @discardableResult
+    func waitForSettings(_ app: String, timeout: Duration = .seconds(20), agent: RunningProcess? = nil, _ condition: (DeviceSettings) -> Bool)
+        async throws -> DeviceSettings
+    {
+        var found: DeviceSettings?
+        try await Waiting.until(timeout: timeout, "settings of \(app) never matched; agent log:\n\(agent?.log ?? "-")\nserver log:\n\(server.log)") {
+            found = settings(app)
+            return found.map(condition) ?? false
+        }
+        return found!
+    }
+
+    /// The app's `status.json`.
+    func status(_ app: String) -> AppStatus? { AppStatus.load(layout.statusFile(app)) }
+
+    /// Waits until the app's `status.json` satisfies `condition`.
+    @discardableResult
+    func waitForStatus(_ app: String, agent: RunningProcess? = nil, _ condition: (AppStatus) -> Bool) async throws -> AppStatus {
+        var found: AppStatus?
+        try await Waiting.until("status of \(app) never matched: \(found.map { "\($0.json.serialized())" } ?? "none"); agent log:\n\(agent?.log ?? "-")") {
+            found = status(app)
+            return found.map(condition) ?? false
+        }
+        return found!
+    }
+
+    /// The device's identity, once enrolled.
+    func identity() throws -> DeviceIdentity {
+        guard let identity = try DeviceIdentity.load(layout.identityFile) else { throw ProcessFailed(log: "not enrolled") }
+        return identity
+    }
+
+    /// The device side of the server, with the agent's own token.
+    func deviceClient() throws -> FleetClient {
+        FleetClient(http: http, baseURL: server.url, token: try identity().deviceToken)
+    }
+
+    /// Runs `fleetset` with the agent's configuration.
+    func cli(_ arguments: [String]) throws -> CLIRunner.Output {
+        try CLIRunner.run(arguments + ["--config", configurationFile])
+    }
+
+    /// The server log's `event=status` lines for `app`.
+    func statusLines(_ app: String) -> [String] {
+        server.log.split(separator: "\n").map(String.init).filter { $0.contains("event=status") && $0.contains("app=\(app) ") }
+    }
+
+    /// Waits for a server `event=status` line of `app` containing every fragment.
+    @discardableResult
+    func waitForStatusLine(_ app: String, containing fragments: [String], agent: RunningProcess? = nil) async throws -> String {
+        var line: String?
+        try await Waiting.until("no status line for \(app) with \(fragments); server log:\n\(server.log)\nagent log:\n\(agent?.log ?? "-")") {
+            line = statusLines(app).first { candidate in fragments.allSatisfy { candidate.contains($0) } }
+            return line != nil
+        }
+        return line!
+    }
+}
+
+/// Writing test files with an exact mode.
+enum FileSystemWrite {
+    static func text(_ text: String, to path: String, mode: Int) throws {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+    }
+}

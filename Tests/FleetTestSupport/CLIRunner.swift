@@ -1,0 +1,74 @@
+import Foundation
+
+/// Runs the built binaries (`fleetset`, `fleetsetd`, `fleetset-server`), as a user would, and
+/// captures what they print.
+public enum CLIRunner {
+    /// What a finished process printed, and its exit status.
+    public struct Output: Sendable {
+        public var status: Int32
+        public var standardOutput: String
+        public var standardError: String
+        /// The non-empty lines of standard output.
+        public var lines: [String] {
+            standardOutput.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).filter { !$0.isEmpty }
+        }
+    }
+
+    /// The `fleetset` binary beside the test bundle (SwiftPM builds both into one folder).
+    public static let binary: String = {
+        let testExecutable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var folder = URL(fileURLWithPath: testExecutable).deletingLastPathComponent()
+        while folder.path != "/" && !folder.lastPathComponent.hasSuffix("debug") && !folder.lastPathComponent.hasSuffix("release") {
+            folder.deleteLastPathComponent()
+        }
+        return folder.appendingPathComponent("fleetset").path
+    }()
+
+    /// Another product built beside `fleetset`: `fleetsetd`, `fleetset-server`.
+    public static func product(_ name: String) -> String {
+        URL(fileURLWithPath: binary).deletingLastPathComponent().appendingPathComponent(name).path
+    }
+
+    /// Runs `fleetset` (or `executable`) with `arguments` and waits for it.
+    public static func run(_ arguments: [String], executable: String = binary) throws -> Output {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let standardOutput = Pipe()
+        let standardError = Pipe()
+        process.standardOutput = standardOutput
+        process.standardError = standardError
+        try process.run()
+        let out = standardOutput.fileHandleForReading.readDataToEndOfFile()
+        let err = standardError.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Output(
+            status: process.terminationStatus, standardOutput: String(decoding: out, as: UTF8.self),
+            standardError: String(decoding: err, as: UTF8.self))
+    }
+
+    /// A fresh temporary folder for one test.
+    public static func temporaryDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("fleetset-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// Writes `text` to `url`.
+    public static func write(_ text: String, to url: URL) throws {
+        try Data(text.utf8).write(to: url)
+    }
+}
+
+/// The `../shared` folder beside the repository, and this repository's root.
+public enum Shared {
+    public static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared")
+    public static let suite = root.appendingPathComponent("data/json-schema-test-suite")
+    public static let kiosk = root.appendingPathComponent("examples/kiosk.SettingsSchema.json")
+    /// This repository's root.
+    public static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    public static var hasSuite: Bool { FileManager.default.fileExists(atPath: suite.appendingPathComponent("tests/draft2020-12").path) }
+    public static var hasKiosk: Bool { FileManager.default.fileExists(atPath: kiosk.path) }
+}

@@ -1,0 +1,163 @@
+import Foundation
+import Synchronization
+
+/// A process a test started (a server, the agent), its standard error captured line by line.
+public final class RunningProcess: Sendable {
+    private let process: Process
+    private let capture: LogCapture
+
+    /// Everything the process wrote to standard error so far.
+    public var log: String { capture.text }
+    /// Its process id.
+    public var pid: Int32 { process.processIdentifier }
+    /// Whether it still runs.
+    public var isRunning: Bool { process.isRunning }
+
+    /// Starts `executable` with `arguments`; `environment` is added to this process's own.
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
+        let pipe = Pipe()
+        process.standardError = pipe
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let capture = LogCapture()
+        let reader = pipe.fileHandleForReading
+        Thread.detachNewThread {
+            while true {
+                let data = reader.availableData
+                if data.isEmpty { return }
+                capture.append(String(decoding: data, as: UTF8.self))
+            }
+        }
+        self.process = process
+        self.capture = capture
+    }
+
+    /// The first line containing `fragment`, waiting up to `timeout` for it.
+    @discardableResult
+    public func waitForLog(_ fragment: String, timeout: Duration = .seconds(20)) async throws -> String {
+        try await capture.waitForLine(containing: fragment, timeout: timeout)
+    }
+
+    /// The number of lines containing `fragment` so far.
+    public func count(_ fragment: String) -> Int {
+        log.split(separator: "\n").filter { $0.contains(fragment) }.count
+    }
+
+    /// Waits until `fragment` has appeared in `count` lines.
+    public func waitForLog(_ fragment: String, count: Int, timeout: Duration = .seconds(20)) async throws {
+        try await Waiting.until(timeout: timeout, "\(count) lines with \(fragment) in:\n\(log)") { self.count(fragment) >= count }
+    }
+
+    /// Sends `number` to the process.
+    public func signal(_ number: Int32) { Foundation.kill(process.processIdentifier, number) }
+
+    /// Waits for the process to end and returns its exit status (or the signal that ended it).
+    public func waitForExit() -> Int32 {
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Waits up to `timeout` for the process to end; `nil` when it is still running.
+    public func waitForExit(timeout: Duration) async -> Int32? {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(2)) }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    /// Kills the process (SIGKILL) if it still runs, and waits for it.
+    public func kill() {
+        guard process.isRunning else { return }
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
+
+/// A `fleetset-server serve` process on 127.0.0.1 with its own SQLite file, its log captured.
+public final class ServerProcess: Sendable {
+    /// The port it listens on.
+    public let port: Int
+    public let running: RunningProcess
+
+    public var log: String { running.log }
+    /// `http://127.0.0.1:<port>`.
+    public var url: String { "http://127.0.0.1:\(port)" }
+
+    /// Starts a server with its database and admin token in `directory`, on `port` (0: any free
+    /// port).
+    public static func start(in directory: String, port requested: Int = 0) async throws -> ServerProcess {
+        let running = try RunningProcess(
+            CLIRunner.product("fleetset-server"),
+            [
+                "serve", "--database", directory + "/fleet.sqlite", "--listen", "127.0.0.1:\(requested)", "--admin-token-file",
+                directory + "/admin.token", "--log-level", "debug",
+            ])
+        let line = try await running.waitForLog("event=listening")
+        guard let range = line.range(of: "address=127.0.0.1:"), let port = Int(line[range.upperBound...].prefix { $0.isNumber }) else {
+            throw ProcessFailed(log: running.log)
+        }
+        return ServerProcess(port: port, running: running)
+    }
+
+    private init(port: Int, running: RunningProcess) {
+        self.port = port
+        self.running = running
+    }
+
+    public func waitForLog(_ fragment: String) async throws { try await running.waitForLog(fragment) }
+    public func signal(_ number: Int32) { running.signal(number) }
+    public func waitForExit() -> Int32 { running.waitForExit() }
+    public func kill() { running.kill() }
+}
+
+/// What a process wrote, collected by a reader thread.
+public final class LogCapture: Sendable {
+    private let buffer = Mutex("")
+
+    public init() {}
+
+    public var text: String { buffer.withLock { $0 } }
+
+    public func append(_ text: String) { buffer.withLock { $0 += text } }
+
+    /// The first complete line containing `fragment`, waiting up to `timeout` for it to appear.
+    public func waitForLine(containing fragment: String, timeout: Duration = .seconds(20)) async throws -> String {
+        var found: String?
+        try await Waiting.until(timeout: timeout, "no line with \(fragment) in:\n\(text)") {
+            found = text.split(separator: "\n").first(where: { $0.contains(fragment) }).map(String.init)
+            return found != nil
+        }
+        return found ?? ""
+    }
+}
+
+/// Waiting for a condition another process brings about.
+public enum Waiting {
+    /// Checks `condition` every 2 ms until it holds; throws `message` after `timeout`. The
+    /// timeout only bounds a failing test: a passing one returns as soon as the condition holds.
+    /// It sleeps as a task, never blocking a thread of the concurrency pool (in-process servers
+    /// of the test need those).
+    public static func until(
+        timeout: Duration = .seconds(20), _ message: @autoclosure () -> String, _ condition: () throws -> Bool
+    ) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try condition() { return }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        if try condition() { return }
+        throw ProcessFailed(log: message())
+    }
+}
+
+/// A process did not do what the test waited for; the message holds its log.
+public struct ProcessFailed: Error, CustomStringConvertible {
+    public let log: String
+    public init(log: String) { self.log = log }
+    public var description: String { log }
+}
