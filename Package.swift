@@ -273,6 +273,12 @@ let package = Package(
             swiftSettings: fleetSwiftSettings
         ),
         .executableTarget(
+            name: "AgentBenchmark",
+            dependencies: ["Curl", "FleetClient", "FleetJSON", "FleetProtocol", "FleetIO", "FileWatch"],
+            path: "Benchmarks/AgentBenchmark",
+            swiftSettings: fleetSwiftSettings
+        ),
+        .executableTarget(
             name: "ServerBenchmark",
             dependencies: ["Curl", "FleetClient", "FleetJSON", "FleetProtocol"],
             path: "Benchmarks/ServerBenchmark",

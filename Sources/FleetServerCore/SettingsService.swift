@@ -186,7 +186,12 @@ public final class SettingsService: Sendable {
             let document = try await settings(app: app, device: device)
             if document.revision != knownRevision { return document }
             let remaining = clock.now.duration(to: deadline)
-            guard remaining > .zero, !Task.isCancelled else { return nil }
+            guard remaining > .zero, !Task.isCancelled else {
+                logger.trace(
+                    "settings unchanged",
+                    metadata: ["event": "not-modified", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
+                return nil
+            }
             logger.debug(
                 "long-poll waiting",
                 metadata: ["event": "long-poll", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
