@@ -53,7 +53,7 @@ let package = Package(
         ),
         .target(
             name: "Curl",
-            dependencies: ["CCurl"],
+            dependencies: ["CCurl", "FleetIO"],
             swiftSettings: fleetSwiftSettings
         ),
         .target(
@@ -123,7 +123,6 @@ let package = Package(
             name: "fleetsetd",
             dependencies: [
                 "FleetAgent", "FleetDeviceFiles", "FleetLogging", "SystemdNotify",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

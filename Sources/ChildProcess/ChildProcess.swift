@@ -144,19 +144,7 @@ private final class ChildWatch: Sendable {
 
     func start(_ continuation: CheckedContinuation<ChildProcess.Result, Never>) {
         state.withLock { $0.continuation = continuation }
-        let context = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        let started = pthread_create(
-            &thread, nil,
-            { context in
-                let watch = Unmanaged<ChildWatch>.fromOpaque(context!).takeRetainedValue()
-                watch.watch()
-                return nil
-            }, context)
-        if started == 0 {
-            pthread_detach(thread)
-        } else {
-            Unmanaged<ChildWatch>.fromOpaque(context).release()
+        if DetachedThread.start({ [self] in watch() }) != 0 {
             watch()  // no thread to spare: wait here rather than leak the child
         }
     }

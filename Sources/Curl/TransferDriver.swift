@@ -1,3 +1,4 @@
+import FleetIO
 import Synchronization
 
 #if canImport(Glibc)
@@ -27,22 +28,12 @@ final class TransferDriver: Sendable {
     /// Creates the multi handle and starts the driver thread.
     init() throws(HTTPClientError) {
         multi = try MultiHandle()
-        let context = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        let started = pthread_create(
-            &thread, nil,
-            { context in
-                // The thread holds the driver until its loop ends.
-                let driver = Unmanaged<TransferDriver>.fromOpaque(context!).takeRetainedValue()
-                driver.runLoop()
-                return nil
-            }, context)
+        // The thread holds the driver until its loop ends.
+        let started = DetachedThread.start { [self] in runLoop() }
         guard started == 0 else {
-            Unmanaged<TransferDriver>.fromOpaque(context).release()
             throw HTTPClientError(
                 kind: .libraryUnusable, message: "could not start the HTTP client's thread (error \(started))", call: "pthread_create")
         }
-        pthread_detach(thread)
     }
 
     /// Hands a configured transfer to the thread; `continuation` is resumed with its outcome.

@@ -65,22 +65,12 @@ public final class DirectoryWatcher: Sendable {
         self.watches = watches
         (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(4096))
 
-        let context = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        let started = pthread_create(
-            &thread, nil,
-            { context in
-                let watcher = Unmanaged<DirectoryWatcher>.fromOpaque(context!).takeRetainedValue()
-                watcher.readLoop()
-                return nil
-            }, context)
+        let started = DetachedThread.start { [self] in readLoop() }
         guard started == 0 else {
-            Unmanaged<DirectoryWatcher>.fromOpaque(context).release()
             close(inotify)
             stopSignal.forEach { _ = close($0) }
             throw WatchError(path: "", call: "pthread_create", code: started)
         }
-        pthread_detach(thread)
     }
 
     deinit {

@@ -44,6 +44,24 @@ struct SystemdNotifierTests {
         }
     }
 
+    @Test("the watchdog is fed at half of WATCHDOG_USEC, and only by the process it names")
+    func watchdogInterval() {
+        defer {
+            unsetenv("WATCHDOG_USEC")
+            unsetenv("WATCHDOG_PID")
+        }
+        unsetenv("WATCHDOG_PID")
+        setenv("WATCHDOG_USEC", "30000000", 1)
+        #expect(SystemdNotifier.watchdogInterval() == .seconds(15))
+        setenv("WATCHDOG_PID", "\(getpid())", 1)
+        #expect(SystemdNotifier.watchdogInterval() == .seconds(15))
+        setenv("WATCHDOG_PID", "1", 1)
+        #expect(SystemdNotifier.watchdogInterval() == nil)
+        unsetenv("WATCHDOG_PID")
+        setenv("WATCHDOG_USEC", "garbage", 1)
+        #expect(SystemdNotifier.watchdogInterval() == nil)
+    }
+
     @Test("no socket, or nobody listening: nothing breaks")
     func absent() {
         #expect(SystemdNotifier(address: "relative/path") == nil)

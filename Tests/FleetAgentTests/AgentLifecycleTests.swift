@@ -13,21 +13,19 @@ struct AgentLifecycleTests {
     func notifyProtocol() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
-        try await fleet.putMetadata(app: "door")
-        try await fleet.makeEnrollmentToken()
-        try fleet.writeConfiguration(apps: [["id": "door"]])
         let socket = try NotifySocket(directory: fleet.directory)
         defer { socket.close() }
-        let agent = try fleet.startAgent(environment: ["NOTIFY_SOCKET": socket.path, "WATCHDOG_USEC": "400000"])
+        let agent = try await fleet.launchAgent([["id": "door"]], environment: ["NOTIFY_SOCKET": socket.path, "WATCHDOG_USEC": "400000"])
         defer { agent.kill() }
 
         var lines = try await socket.waitFor("READY=1")
         let status = try #require(lines.first { $0.hasPrefix("STATUS=") && lines.firstIndex(of: "READY=1")! < lines.firstIndex(of: $0)! + 2 })
         #expect(status.contains("door: revision"), "\(lines)")
-        let watchdogStart = ContinuousClock.now
         try await socket.waitFor("WATCHDOG=1", count: 4)
-        // Four feeds at 200 ms take at least 600 ms; a watchdog fed at the full interval would take 1.2 s or more.
-        #expect(ContinuousClock.now - watchdogStart >= .milliseconds(500))
+        // Fed every 200 ms (half of WATCHDOG_USEC): four feeds span at least three intervals.
+        // (Only a lower bound: a sleep never ends early, but a busy machine may make it late.)
+        let feeds = socket.arrivals(of: "WATCHDOG=1")
+        #expect(feeds[3] - feeds[0] >= .milliseconds(550), "\(feeds)")
 
         // SIGHUP with a valid file: RELOADING=1, then READY=1 again; the app syncs at once.
         agent.signal(SIGHUP)
@@ -74,10 +72,7 @@ struct AgentLifecycleTests {
     func offlineStartWithCorruptFile() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
-        try await fleet.putMetadata(app: "menu")
-        try await fleet.makeEnrollmentToken()
-        try fleet.writeConfiguration(apps: [["id": "menu"]])
-        var agent = try fleet.startAgent()
+        var agent = try await fleet.launchAgent([["id": "menu"]])
         let first = try await fleet.waitForSettings("menu", agent: agent) { _ in true }
         try await fleet.set("menu", ["greeting": "second"])
         let second = try await fleet.waitForSettings("menu", agent: agent) { $0.revision > first.revision }
@@ -124,16 +119,13 @@ struct AgentLifecycleTests {
     func hooks() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
-        for app in ["ok", "fails", "hangs", "missing"] { try await fleet.putMetadata(app: app) }
-        try await fleet.makeEnrollmentToken()
         let marker = fleet.directory + "/hook-ran"
-        try fleet.writeConfiguration(apps: [
+        let agent = try await fleet.launchAgent([
             ["id": "ok", "onChange": ["/bin/sh", "-c", .string("echo $FLEETSET_APP $FLEETSET_REVISION $FLEETSET_SCHEMA_VERSION $FLEETSET_SETTINGS_FILE > \(marker)")]],
             ["id": "fails", "onChange": ["/bin/sh", "-c", "echo the pin is 0000 >&2; exit 3"]],
             ["id": "hangs", "onChange": ["/bin/sleep", "60"], "hookTimeout": 0.5],
             ["id": "missing", "onChange": ["/nonexistent/reload-app"]],
         ])
-        let agent = try fleet.startAgent()
         defer { agent.kill() }
 
         let ok = try await fleet.waitForSettings("ok", agent: agent) { _ in true }

@@ -16,9 +16,7 @@ struct AgentSyncTests {
         defer { Task { await fleet.stop() } }
         try await fleet.putMetadata(app: "lobby")
         try await fleet.set("lobby", ["pin": "4711"])
-        try await fleet.makeEnrollmentToken()
-        try fleet.writeConfiguration(apps: [["id": "lobby"]])
-        let agent = try fleet.startAgent()
+        let agent = try await fleet.launchAgent([["id": "lobby"]], storeMetadata: false)
         defer { agent.kill() }
 
         let first = try await fleet.waitForSettings("lobby", agent: agent) { _ in true }
@@ -75,9 +73,7 @@ struct AgentSyncTests {
         defer { Task { await fleet.stop() } }
         try await fleet.putMetadata(app: "panel")
         try await fleet.set("panel", ["volume": 8])
-        try await fleet.makeEnrollmentToken()
-        try fleet.writeConfiguration(apps: [["id": "panel"]])
-        let agent = try fleet.startAgent()
+        let agent = try await fleet.launchAgent([["id": "panel"]], storeMetadata: false)
         defer { agent.kill() }
         let good = try await fleet.waitForSettings("panel", agent: agent) { $0.values["volume"] == 8 }
         let goodBytes = try Data(contentsOf: URL(fileURLWithPath: fleet.layout.settingsFile("panel").path))
@@ -106,10 +102,7 @@ struct AgentSyncTests {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
         let proxy = try await FaultProxy.start(upstream: fleet.server.url, http: fleet.http)
-        try await fleet.putMetadata(app: "sign")
-        try await fleet.makeEnrollmentToken()
-        try fleet.writeConfiguration(apps: [["id": "sign"]], server: proxy.url)
-        let agent = try fleet.startAgent()
+        let agent = try await fleet.launchAgent([["id": "sign"]], server: proxy.url)
         defer { agent.kill() }
         let good = try await fleet.waitForSettings("sign", agent: agent) { _ in true }
 
@@ -127,10 +120,7 @@ struct AgentSyncTests {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
         let proxy = try await FaultProxy.start(upstream: fleet.server.url, http: fleet.http)
-        try await fleet.putMetadata(app: "till")
-        try await fleet.makeEnrollmentToken()
-        try fleet.writeConfiguration(apps: [["id": "till"]], server: proxy.url)
-        let agent = try fleet.startAgent()
+        let agent = try await fleet.launchAgent([["id": "till"]], server: proxy.url)
         defer { agent.kill() }
         let good = try await fleet.waitForSettings("till", agent: agent) { _ in true }
         let goodBytes = try Data(contentsOf: URL(fileURLWithPath: fleet.layout.settingsFile("till").path))
@@ -146,8 +136,7 @@ struct AgentSyncTests {
             #expect(try fleet.cli(["sync"]).status == 0)
             try await Waiting.until("no fault answered") { proxy.faultsServed("\(fault)") >= 1 }
             try await agent.waitForLog("event=sync-failed", count: faults.firstIndex { $0.0 == fault }! + 1)
-            let status = try await fleet.waitForStatus("till", agent: agent) { $0.lastError != nil }
-            #expect(status.lastError?.contains(expected) == true, "\(status.lastError ?? "")")
+            try await fleet.waitForStatus("till", agent: agent) { $0.lastError?.contains(expected) == true }
             #expect(try Data(contentsOf: URL(fileURLWithPath: fleet.layout.settingsFile("till").path)) == goodBytes)
             #expect(agent.isRunning)
         }

@@ -16,11 +16,8 @@ struct CrashTests {
     func killNineDuringApplies() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
-        try await fleet.putMetadata(app: "crash")
-        try await fleet.makeEnrollmentToken()
-        try fleet.writeConfiguration(apps: [["id": "crash"]])
         let metadata = try Metadata(Fleet.metadata(app: "crash", version: 1))
-        var agent = try fleet.startAgent()
+        var agent = try await fleet.launchAgent([["id": "crash"]])
         defer { agent.kill() }
         let first = try await fleet.waitForSettings("crash", agent: agent) { _ in true }
         let device = try fleet.deviceClient()

@@ -105,6 +105,20 @@ final class Fleet: Sendable {
 
     var configurationFile: String { directory + "/fleetsetd.json" }
 
+    /// Stores ``metadata(app:version:volumeMaximum:)`` for each app (unless `storeMetadata` is
+    /// off: the test stored its own), makes an enrollment token, writes the configuration with
+    /// `apps` and starts the agent.
+    func launchAgent(
+        _ apps: [JSONValue], server url: String? = nil, storeMetadata: Bool = true, environment: [String: String] = [:]
+    ) async throws -> RunningProcess {
+        if storeMetadata {
+            for case .string(let id)? in apps.map({ $0["id"] }) { try await putMetadata(app: id) }
+        }
+        try await makeEnrollmentToken()
+        try writeConfiguration(apps: apps, server: url)
+        return try startAgent(environment: environment)
+    }
+
     /// Starts `fleetsetd` with the configuration written last.
     func startAgent(environment: [String: String] = [:]) throws -> RunningProcess {
         try RunningProcess(CLIRunner.product("fleetsetd"), ["--config", configurationFile], environment: environment)

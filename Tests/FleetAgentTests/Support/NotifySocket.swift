@@ -7,7 +7,7 @@ import Synchronization
 final class NotifySocket: Sendable {
     let path: String
     private let descriptor: Int32
-    private let received = Mutex<[String]>([])
+    private let received = Mutex<[(line: String, at: ContinuousClock.Instant)]>([])
     private let closed = Mutex(false)
 
     init(directory: String) throws {
@@ -36,12 +36,17 @@ final class NotifySocket: Sendable {
     deinit { Glibc.close(descriptor) }
 
     /// Every line received so far, in order.
-    var lines: [String] { received.withLock { $0 } }
+    var lines: [String] { received.withLock { $0.map(\.line) } }
+
+    /// When each occurrence of `line` arrived.
+    func arrivals(of line: String) -> [ContinuousClock.Instant] {
+        received.withLock { $0.filter { $0.line == line }.map(\.at) }
+    }
 
     /// Waits until `line` has been received `count` times; returns every line so far.
     @discardableResult
     func waitFor(_ line: String, count: Int = 1, timeout: Duration = .seconds(20)) async throws -> [String] {
-        try await Waiting.until(timeout: timeout, "\(line) ×\(count) never arrived; got \(received.withLock { $0 })") {
+        try await Waiting.until(timeout: timeout, "\(line) ×\(count) never arrived; got \(lines)") {
             lines.filter { $0 == line }.count >= count
         }
         return lines
@@ -52,6 +57,7 @@ final class NotifySocket: Sendable {
         let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
         guard count > 0 else { return }
         let text = String(decoding: buffer[..<count], as: UTF8.self)
-        received.withLock { $0 += text.split(separator: "\n").map(String.init) }
+        let now = ContinuousClock.now
+        received.withLock { $0 += text.split(separator: "\n").map { (String($0), now) } }
     }
 }
