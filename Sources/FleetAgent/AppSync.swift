@@ -82,6 +82,9 @@ final class AppSync {
         environment.board.beginStep(app.id, limit: .seconds(60))
         let unfinished = loadFromDisk()
         if let unfinished { await finishApply(unfinished, client: nil) }
+        // Waiting for enrollment is not being stuck: enrollment retries on its own timers, for
+        // as long as there is no token, and the watchdog must not restart the agent meanwhile.
+        environment.board.endLoop(app.id)
         guard let identity = await environment.identity.value() else { return }
         let client = FleetClient(http: environment.http, baseURL: environment.configuration.server, token: identity.deviceToken)
         while !Task.isCancelled {
@@ -298,7 +301,7 @@ final class AppSync {
     /// Writes the metadata (when it is new) and then the settings, each keeping its previous
     /// generation: at every instant one of the metadata generations matches the settings file.
     private func persist(_ received: DeviceSettings, metadata newMetadata: Metadata) throws(FileError) {
-        if metadata?.version != newMetadata.version || metadata == nil, let bytes = fetchedMetadata?.bytes {
+        if metadata?.version != newMetadata.version, let bytes = fetchedMetadata?.bytes {
             try layout.metadataFile(app.id).write(bytes, mode: 0o640, group: readersGroup)
         }
         try layout.settingsFile(app.id).write(received.fileBytes, mode: 0o640, group: readersGroup)
@@ -369,6 +372,8 @@ final class AppSync {
     /// Sends queued reports in order until one fails; a report the server refuses as malformed
     /// (4xx other than 401, 408, 429) is dropped rather than blocking the queue forever.
     private func deliverReports(_ client: FleetClient) async {
+        guard !pending.isEmpty else { return }
+        environment.board.beginStep(app.id, limit: .seconds(70) * pending.reports.count)
         var delivered = 0
         for report in pending.reports {
             do {

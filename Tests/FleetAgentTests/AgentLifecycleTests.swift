@@ -48,6 +48,31 @@ struct AgentLifecycleTests {
         #expect(socket.lines.contains("STOPPING=1"))
     }
 
+    @Test("no enrollment token yet: READY after readyTimeout naming the app, the watchdog still fed; the token appears and the agent enrolls")
+    func waitsForEnrollmentToken() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        try await fleet.putMetadata(app: "gate")
+        try fleet.writeConfiguration(apps: [["id": "gate"]], extra: ["readyTimeout": 0.3])
+        let socket = try NotifySocket(directory: fleet.directory)
+        defer { socket.close() }
+        let agent = try fleet.startAgent(environment: ["NOTIFY_SOCKET": socket.path, "WATCHDOG_USEC": "200000"])
+        defer { agent.kill() }
+
+        let lines = try await socket.waitFor("READY=1")
+        #expect(lines.contains { $0.hasPrefix("STATUS=no settings yet for gate") }, "\(lines)")
+        let refused = try await agent.waitForLog("event=enroll-failed")
+        #expect(refused.contains("no enrollment token") && refused.contains(fleet.enrollmentTokenFile))
+        let fedBefore = socket.arrivals(of: "WATCHDOG=1").count
+        try await socket.waitFor("WATCHDOG=1", count: fedBefore + 3)
+
+        try await fleet.makeEnrollmentToken()
+        let settings = try await fleet.waitForSettings("gate", agent: agent) { _ in true }
+        #expect(settings.values["greeting"] == "hello")
+        try await agent.waitForLog("event=enrolled")
+        #expect(!agent.log.contains(try fleet.identity().deviceToken))
+    }
+
     @Test(
         "a configuration error names the key and exits 2",
         arguments: [

@@ -150,6 +150,29 @@ struct AgentSyncTests {
         try await fleet.waitForStatus("till", agent: agent) { $0.state == .applied && $0.lastError == nil }
     }
 
+    @Test("over HTTPS: the server's certificate must chain to caFile; without it the agent refuses and says why, then syncs once trusted")
+    func https() async throws {
+        let fleet = try await Fleet.start(tls: true)
+        defer { Task { await fleet.stop() } }
+        #expect(fleet.server.url.hasPrefix("https://127.0.0.1:"))
+        // First without caFile: the system's CAs do not trust a self-signed certificate.
+        let agent = try await fleet.launchAgent([["id": "secure"]])
+        defer { agent.kill() }
+        let refused = try await agent.waitForLog("event=enroll-failed")
+        #expect(refused.contains("not trusted"), "\(refused)")
+        #expect(fleet.settings("secure") == nil)
+        agent.signal(SIGTERM)
+        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+
+        try fleet.writeConfiguration(apps: [["id": "secure"]], extra: ["caFile": .string(fleet.certificateFile)])
+        let trusting = try fleet.startAgent()
+        defer { trusting.kill() }
+        let settings = try await fleet.waitForSettings("secure", agent: trusting) { _ in true }
+        try await fleet.waitForStatusLine("secure", containing: ["revision=\(settings.revision)", "state=applied"], agent: trusting)
+        try await fleet.set("secure", ["counter": 9])
+        try await fleet.waitForSettings("secure", agent: trusting) { $0.values["counter"] == 9 }
+    }
+
     static func mode(_ path: String) throws -> Int {
         (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
     }

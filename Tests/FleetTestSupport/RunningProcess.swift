@@ -83,30 +83,35 @@ public final class ServerProcess: Sendable {
     /// The port it listens on.
     public let port: Int
     public let running: RunningProcess
+    /// Whether it serves HTTPS.
+    public let secure: Bool
 
     public var log: String { running.log }
-    /// `http://127.0.0.1:<port>`.
-    public var url: String { "http://127.0.0.1:\(port)" }
+    /// `http://127.0.0.1:<port>`, or `https://…` with TLS.
+    public var url: String { "\(secure ? "https" : "http")://127.0.0.1:\(port)" }
 
     /// Starts a server with its database and admin token in `directory`, on `port` (0: any free
-    /// port).
-    public static func start(in directory: String, port requested: Int = 0) async throws -> ServerProcess {
-        let running = try RunningProcess(
-            CLIRunner.product("fleetset-server"),
-            [
-                "serve", "--database", directory + "/fleet.sqlite", "--listen", "127.0.0.1:\(requested)", "--admin-token-file",
-                directory + "/admin.token", "--log-level", "debug",
-            ])
+    /// port); with `tls`, over HTTPS with that PEM certificate and key.
+    public static func start(
+        in directory: String, port requested: Int = 0, tls: (certificate: String, key: String)? = nil
+    ) async throws -> ServerProcess {
+        var arguments = [
+            "serve", "--database", directory + "/fleet.sqlite", "--listen", "127.0.0.1:\(requested)", "--admin-token-file",
+            directory + "/admin.token", "--log-level", "debug",
+        ]
+        if let tls { arguments += ["--tls-certificate", tls.certificate, "--tls-key", tls.key] }
+        let running = try RunningProcess(CLIRunner.product("fleetset-server"), arguments)
         let line = try await running.waitForLog("event=listening")
         guard let range = line.range(of: "address=127.0.0.1:"), let port = Int(line[range.upperBound...].prefix { $0.isNumber }) else {
             throw ProcessFailed(log: running.log)
         }
-        return ServerProcess(port: port, running: running)
+        return ServerProcess(port: port, running: running, secure: tls != nil)
     }
 
-    private init(port: Int, running: RunningProcess) {
+    private init(port: Int, running: RunningProcess, secure: Bool) {
         self.port = port
         self.running = running
+        self.secure = secure
     }
 
     public func waitForLog(_ fragment: String) async throws { try await running.waitForLog(fragment) }

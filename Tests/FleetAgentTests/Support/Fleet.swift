@@ -27,14 +27,29 @@ final class Fleet: Sendable {
         self.adminToken = adminToken
     }
 
-    /// Starts a server in a fresh folder.
-    static func start() async throws -> Fleet {
+    /// Starts a server in a fresh folder; with `tls`, over HTTPS with a self-signed certificate
+    /// for 127.0.0.1 (`certificateFile`), made with openssl.
+    static func start(tls: Bool = false) async throws -> Fleet {
         let directory = try CLIRunner.temporaryDirectory().path
-        let server = try await ServerProcess.start(in: directory)
+        var certificate: (certificate: String, key: String)?
+        if tls {
+            certificate = (directory + "/server.pem", directory + "/server.key")
+            let made = try CLIRunner.run(
+                [
+                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", directory + "/server.key", "-out",
+                    directory + "/server.pem",
+                ], executable: "/usr/bin/openssl")
+            guard made.status == 0 else { throw ProcessFailed(log: made.standardError) }
+        }
+        let server = try await ServerProcess.start(in: directory, tls: certificate)
         let token = try String(contentsOfFile: directory + "/admin.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        let http = try HTTPClient(configuration: .init(allowInsecureHTTP: true))
+        let http = try HTTPClient(configuration: .init(tls: .init(caFile: certificate?.certificate), allowInsecureHTTP: !tls))
         return Fleet(directory: directory, server: server, http: http, adminToken: token)
     }
+
+    /// The server's certificate, when it serves HTTPS.
+    var certificateFile: String { directory + "/server.pem" }
 
     /// Stops the server and removes the folder.
     func stop() async {
@@ -93,7 +108,7 @@ final class Fleet: Sendable {
         throws -> String
     {
         var object: JSONObject = [
-            "server": .string(url ?? server.url), "allowInsecureHTTP": true, "enrollmentTokenFile": .string(enrollmentTokenFile),
+            "server": .string(url ?? server.url), "allowInsecureHTTP": .bool(!server.secure), "enrollmentTokenFile": .string(enrollmentTokenFile),
             "stateDirectory": .string(layout.stateDirectory), "spoolDirectory": .string(layout.spoolDirectory), "jitter": 0,
             "apps": .array(apps),
         ]
