@@ -461,7 +461,7 @@ enum AgentError: Error, CustomStringConvertible {
     /// One line for any failure of a sync step.
     static func describe(_ error: any Error) -> String {
         switch error {
-        case let error as FleetClientError: "server refused: \(error)".replacingAll("\n  ", with: "; ")
+        case let error as FleetClientError: "server refused: \(error)".replacing("\n  ", with: "; ")
         case let error as HTTPClientError: "\(error)"
         default: "\(error)"
         }

@@ -6,6 +6,10 @@ import FleetIO
 import FleetProtocol
 import Logging
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The device's identity: read from `identity.json`, or made once by enrolling with the token
 /// in `enrollmentTokenFile` and saved (mode 0600). The enrollment token is not needed again.
 struct Enrollment: Sendable {
@@ -53,8 +57,11 @@ struct Enrollment: Sendable {
 
     /// The enrollment token, `nil` when the file is missing or empty.
     private func readEnrollmentToken() throws(FileError) -> String? {
-        guard let bytes = try GenerationFile.readIfPresent(configuration.enrollmentTokenFile, maximumSize: 4096) else { return nil }
-        let token = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == "\n" || $0 == "\r" || $0 == " " }).first
-        return token.map(String.init)
+        do {
+            let token = try FileSystem.readToken(configuration.enrollmentTokenFile)
+            return token.isEmpty ? nil : token
+        } catch where error.code == ENOENT {
+            return nil
+        }
     }
 }

@@ -62,7 +62,7 @@ struct Hook: Sendable {
     static func redact(_ text: String, secrets: [String]) -> String {
         var result = text
         for secret in secrets.sorted(by: { $0.count > $1.count }) where !secret.isEmpty {
-            result = result.replacingAll(secret, with: "********")
+            result = result.replacing(secret, with: "********")
         }
         return result
     }
@@ -81,20 +81,5 @@ struct Hook: Sendable {
         }
         for key in secretKeys { if let value = values[key] { collect(value) } }
         return found
-    }
-}
-
-extension String {
-    /// Every occurrence of `target` replaced (no Foundation).
-    func replacingAll(_ target: String, with replacement: String) -> String {
-        guard !target.isEmpty else { return self }
-        var result = ""
-        var rest = self[...]
-        while let range = rest.firstRange(of: target) {
-            result += rest[..<range.lowerBound]
-            result += replacement
-            rest = rest[range.upperBound...]
-        }
-        return result + rest
     }
 }

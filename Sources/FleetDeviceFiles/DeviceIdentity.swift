@@ -47,7 +47,7 @@ public struct DeviceIdentity: Sendable, Hashable {
     public static func load(_ path: String) throws(IdentityFileError) -> DeviceIdentity? {
         let bytes: [UInt8]
         do {
-            guard let found = try GenerationFile.readIfPresent(path, maximumSize: 1 << 16) else { return nil }
+            guard let found = try FileSystem.readFileIfPresent(path, maximumSize: 1 << 16) else { return nil }
             bytes = found
         } catch {
             throw IdentityFileError(message: "\(error)")

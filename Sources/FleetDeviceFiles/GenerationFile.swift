@@ -36,20 +36,11 @@ public struct GenerationFile: Sendable, Hashable {
 
     /// The current generation's bytes, `nil` when there is none.
     public func readCurrent(maximumSize: Int = FileSystem.defaultMaximumSize) throws(FileError) -> [UInt8]? {
-        try Self.readIfPresent(path, maximumSize: maximumSize)
+        try FileSystem.readFileIfPresent(path, maximumSize: maximumSize)
     }
 
     /// The previous generation's bytes, `nil` when there is none.
     public func readPrevious(maximumSize: Int = FileSystem.defaultMaximumSize) throws(FileError) -> [UInt8]? {
-        try Self.readIfPresent(previousPath, maximumSize: maximumSize)
-    }
-
-    /// The bytes of the file at `path`, `nil` when there is none.
-    public static func readIfPresent(_ path: String, maximumSize: Int) throws(FileError) -> [UInt8]? {
-        do {
-            return try FileSystem.readFile(path, maximumSize: maximumSize)
-        } catch where error.code == ENOENT {
-            return nil
-        }
+        try FileSystem.readFileIfPresent(previousPath, maximumSize: maximumSize)
     }
 }

@@ -49,7 +49,7 @@ public struct PendingReports: Sendable, Hashable {
     /// reported through `problem` and treated as empty (the reports are informational).
     public static func load(_ path: String, problem: (String) -> Void = { _ in }) -> PendingReports {
         do {
-            guard let bytes = try GenerationFile.readIfPresent(path, maximumSize: 4 << 20) else { return PendingReports() }
+            guard let bytes = try FileSystem.readFileIfPresent(path, maximumSize: 4 << 20) else { return PendingReports() }
             return try PendingReports(json: try JSONParser.parse(bytes))
         } catch {
             problem("\(path): \(error)")

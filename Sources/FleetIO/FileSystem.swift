@@ -59,6 +59,27 @@ public enum FileSystem {
         }
     }
 
+    /// The whole contents of the regular file at `path`, or `nil` when there is none.
+    public static func readFileIfPresent(_ path: String, maximumSize: Int = defaultMaximumSize) throws(FileError) -> [UInt8]? {
+        do {
+            return try readFile(path, maximumSize: maximumSize)
+        } catch where error.code == ENOENT {
+            return nil
+        }
+    }
+
+    /// The token in a token file (admin, enrollment): its first line (ended by LF or CRLF)
+    /// without surrounding spaces or tabs; empty when the file is. Larger than 4 KiB is refused: a token
+    /// file holds one token.
+    public static func readToken(_ path: String) throws(FileError) -> String {
+        let text = String(decoding: try readFile(path, maximumSize: 4096), as: UTF8.self)
+        // Split on `isNewline`: "\r\n" is one Character, which a split on "\n" would not see.
+        var line = text.split(maxSplits: 1, omittingEmptySubsequences: false, whereSeparator: \.isNewline).first ?? ""
+        while let first = line.first, first == " " || first == "\t" { line.removeFirst() }
+        while let last = line.last, last == " " || last == "\t" { line.removeLast() }
+        return String(line)
+    }
+
     /// The regular files under `directory`, recursively, as paths relative to it, sorted.
     /// Symbolic links and hidden entries (names starting with `.`) are skipped.
     public static func regularFiles(under directory: String) throws(FileError) -> [String] {

@@ -32,8 +32,7 @@ public enum AdminTokenFile {
                     "the admin token file \(path) can be read by others (mode \(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(path)"
             )
         }
-        let text = String(decoding: try FileSystem.readFile(path, maximumSize: 4096), as: UTF8.self)
-        let token = text.split(whereSeparator: { $0 == "\n" || $0 == "\r" }).first.map { String($0.trimmingSpaces()) } ?? ""
+        let token = try FileSystem.readToken(path)
         guard token.utf8.count >= 16, !token.contains(" ") else {
             throw Problem(description: "the admin token file \(path) must hold a token of at least 16 characters on its first line")
         }

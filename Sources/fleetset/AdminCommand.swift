@@ -60,8 +60,7 @@ struct ServerOptions: ParsableArguments {
         }
         let token: String
         do {
-            let text = String(decoding: try FileSystem.readFile(tokenPath, maximumSize: 4096), as: UTF8.self)
-            token = String(text.split(whereSeparator: { $0 == "\n" || $0 == "\r" || $0 == " " }).first ?? "")
+            token = try FileSystem.readToken(tokenPath)
         } catch {
             StandardError.write("fleetset admin: \(error)")
             throw CLIExit.usageOrIO
