@@ -34,6 +34,10 @@ let package = Package(
         .library(name: "FleetJSON", targets: ["FleetJSON"]),
         .library(name: "FleetSchema", targets: ["FleetSchema"]),
         .library(name: "FleetMetadata", targets: ["FleetMetadata"]),
+        // For apps: read settings, watch changes, change writable ones, acknowledge revisions.
+        .library(name: "FleetSettings", targets: ["FleetSettings"]),
+        // FleetSettings as a provider for apple/swift-configuration's ConfigReader.
+        .library(name: "FleetSettingsConfiguration", targets: ["FleetSettingsConfiguration"]),
     ],
     dependencies: [
         // Test-only: the real HTTPS (HTTP/1.1 + HTTP/2, mutual TLS) server the client tests talk to.
@@ -44,6 +48,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: []),
     ],
     targets: [
         .systemLibrary(
@@ -88,6 +93,7 @@ let package = Package(
             name: "fleetset",
             dependencies: [
                 "FleetJSON", "FleetSchema", "FleetMetadata", "FleetIO", "FleetProtocol", "FleetClient", "Curl", "FleetDeviceFiles",
+                "FleetSettings",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: fleetSwiftSettings
@@ -126,6 +132,25 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: fleetSwiftSettings
+        ),
+        // The app library: the device's files, inotify; no libcurl, no networking.
+        .target(
+            name: "FleetSettings",
+            dependencies: ["FleetDeviceFiles", "FleetMetadata", "FleetJSON", "FleetIO", "FleetProtocol", "FileWatch"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .target(
+            name: "FleetSettingsConfiguration",
+            dependencies: ["FleetSettings", "FleetJSON", .product(name: "Configuration", package: "swift-configuration")],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetSettingsTests",
+            dependencies: [
+                "FleetSettings", "FleetSettingsConfiguration", "FleetDeviceFiles", "FleetJSON", "FleetIO", "FleetMetadata",
+                .product(name: "Configuration", package: "swift-configuration"),
             ],
             swiftSettings: fleetSwiftSettings
         ),
@@ -239,7 +264,7 @@ let package = Package(
             name: "FleetAgentTests",
             dependencies: [
                 "fleetsetd", "fleetset", "fleetset-server", "FleetTestSupport", "FleetClient", "Curl", "FleetProtocol", "FleetJSON",
-                "FleetMetadata", "FleetDeviceFiles", "FleetIO",
+                "FleetMetadata", "FleetDeviceFiles", "FleetIO", "FleetSettings",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             swiftSettings: fleetSwiftSettings

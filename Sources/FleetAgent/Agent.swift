@@ -106,16 +106,16 @@ public final class Agent: Service {
         let wallClock: @Sendable () -> Int64 = { Int64(time(nil)) }
         let environment = SyncEnvironment(
             configuration: configuration, http: http, identity: identity, board: board, clock: clock, wallClock: wallClock, logger: logger)
-        let triggers = Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.id, Wakeup()) })
+        let mailboxes = Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.id, AppMailbox()) })
         await withTaskGroup(of: Void.self) { group in
             for app in configuration.apps {
-                group.addTask { await AppSync(app: app, environment: environment, syncNow: triggers[app.id]!).run() }
+                group.addTask { await AppSync(app: app, environment: environment, mailbox: mailboxes[app.id]!).run() }
             }
             group.addTask {
                 let enrollment = Enrollment(configuration: configuration, http: http, clock: self.clock, wallClock: wallClock, logger: self.logger)
                 if let found = await enrollment.identity() { identity.fulfil(found) }
             }
-            group.addTask { await Inbox(configuration: configuration, syncTriggers: triggers, logger: self.logger).run() }
+            group.addTask { await Inbox(configuration: configuration, mailboxes: mailboxes, logger: self.logger).run() }
             group.addTask {
                 try? await self.clock.sleep(for: configuration.readyTimeout)
                 if !Task.isCancelled { board.readyTimeoutPassed() }
@@ -159,5 +159,5 @@ public final class Agent: Service {
     public static let maximumResponseSize = 4 << 20
 
     /// The agent's version.
-    public static let version = "0.5.0"
+    public static let version = "0.6.0"
 }

@@ -32,38 +32,48 @@ struct SyncEnvironment: Sendable {
 /// against its metadata, persists it, runs the hook, and reports `applied`, `error` or
 /// `unsupported`. Failures back off exponentially with full jitter, honouring `Retry-After`;
 /// the last good settings are never touched by a failure.
+///
+/// Requests from the inbox (see ``AppMailbox``) are handled between requests to the server:
+/// changes of writable settings are queued in `changes.json` and sent (see
+/// `AppSync+WriteBack.swift`), acknowledgements relayed, and with `expectAck` a silent app is
+/// reported `unsupported` when `ackTimeout` passes.
 final class AppSync {
     let app: AppConfiguration
     let environment: SyncEnvironment
-    let syncNow: Wakeup
-    private let logger: Logger
-    private let layout: DeviceLayout
-    private let readersGroup: gid_t?
+    let mailbox: AppMailbox
+    let logger: Logger
+    let layout: DeviceLayout
+    let readersGroup: gid_t?
     private let hook: Hook?
 
     /// The settings on disk (what apps see), and the metadata they were validated with.
-    private var settings: DeviceSettings?
-    private var metadata: Metadata?
+    var settings: DeviceSettings?
+    var metadata: Metadata?
     /// The newest metadata fetched, its bytes and ETag (it may not be in use: its values failed).
     private var fetchedMetadata: (result: Result<Metadata, MetadataError>, bytes: [UInt8], etag: String)?
     /// The revision sent in `If-None-Match`: the newest one decided on, applied or refused.
-    private var knownRevision: Int64?
-    private var status: AppStatus
+    var knownRevision: Int64?
+    var status: AppStatus
     private var statusOnDisk: AppStatus?
     private var statusWrittenAt: ContinuousClock.Instant?
     /// Why the newest revision was refused (or its hook failed); a network error.
     private var verdictError: String?
     private var transportError: String?
-    private var pending = PendingReports()
-    private var pendingOnDisk = PendingReports()
+    var pending = PendingReports()
+    var pendingOnDisk = PendingReports()
+    /// The device's own changes (`changes.json`), and what the file holds.
+    var journal = ChangeJournal()
+    var journalOnDisk = ChangeJournal()
+    /// Why `changes.json` could not be read: changes wait in the inbox rather than overwrite it.
+    var journalProblem: String?
     private var schedule: PollSchedule
     private var backoff = RetryBackoff()
     private var random = SystemRandomNumberGenerator()
 
-    init(app: AppConfiguration, environment: SyncEnvironment, syncNow: Wakeup) {
+    init(app: AppConfiguration, environment: SyncEnvironment, mailbox: AppMailbox) {
         self.app = app
         self.environment = environment
-        self.syncNow = syncNow
+        self.mailbox = mailbox
         var logger = environment.logger
         logger[metadataKey: "app"] = "\(app.id)"
         self.logger = logger
@@ -88,10 +98,13 @@ final class AppSync {
         guard let identity = await environment.identity.value() else { return }
         let client = FleetClient(http: environment.http, baseURL: environment.configuration.server, token: identity.deviceToken)
         while !Task.isCancelled {
+            handleMailbox()
+            expireAwaitedAck()
             await deliverReports(client)
             let request = schedule.nextRequest
             var delay: Duration
             do {
+                try await pushChanges(client)
                 let started = ContinuousClock.now
                 switch try await fetchSettings(client, request) {
                 case .interrupted:
@@ -116,9 +129,10 @@ final class AppSync {
                 recordFailure(error, retryIn: delay)
             }
             writeStatus()
+            if let untilAckDeadline { delay = min(delay, untilAckDeadline) }
             environment.board.beginStep(app.id, limit: delay)
-            if await sleep(for: delay, on: environment.clock, orUntil: syncNow) {
-                logger.debug("sync requested", metadata: ["event": "sync-now"])
+            if await sleep(for: delay, on: environment.clock, orUntil: mailbox.wakeup) {
+                logger.debug("woken by the inbox", metadata: ["event": "inbox-wakeup"])
             }
         }
     }
@@ -143,6 +157,7 @@ final class AppSync {
             logger.error("queued reports unreadable; starting with none", metadata: ["event": "disk-error", "error": "\(problem)"])
         }
         pending = pendingOnDisk
+        loadJournal()
         let stored = AppStatus.load(layout.statusFile(app.id))
         statusOnDisk = stored
         if let stored { status = stored }
@@ -173,6 +188,7 @@ final class AppSync {
             break
         }
         if let settings {
+            settleChanges(upTo: settings.revision)
             logger.info(
                 "serving settings from disk",
                 metadata: ["event": "loaded", "revision": "\(settings.revision)", "schema_version": "\(settings.schemaVersion)"])
@@ -208,16 +224,24 @@ final class AppSync {
         environment.board.beginStep(app.id, limit: .seconds(Int64(wait) + 100))
         let known = knownRevision
         let appID = app.id
-        let syncNow = syncNow
+        let wakeup = mailbox.wakeup
+        let untilAckDeadline = untilAckDeadline
+        let clock = environment.clock
         return try await withThrowingTaskGroup(of: Answer.self) { group in
             group.addTask {
                 guard let document = try await client.settings(app: appID, knownRevision: known, wait: wait) else { return .unchanged }
                 return .changed(document)
             }
             group.addTask {
-                await syncNow.wait()
+                await wakeup.wait()
                 try Task.checkCancellation()
                 return .interrupted
+            }
+            if let untilAckDeadline {
+                group.addTask {
+                    try await clock.sleep(for: untilAckDeadline)
+                    return .interrupted
+                }
             }
             defer { group.cancelAll() }
             guard let first = try await group.next() else { throw CancellationError() }
@@ -226,9 +250,10 @@ final class AppSync {
     }
 
     /// Decides on a document the server sent, and acts.
-    private func handle(_ document: SettingsDocument, client: FleetClient) async throws {
+    func handle(_ document: SettingsDocument, client: FleetClient) async throws {
         if let settings, document.revision == settings.revision, document.schemaVersion == settings.schemaVersion {
             knownRevision = document.revision
+            settleChanges(upTo: document.revision)
             return
         }
         status.latestRevision = document.revision
@@ -248,6 +273,7 @@ final class AppSync {
                     "state": "\(state.rawValue)", "message": "\(message)",
                 ])
             environment.board.setStatus(app.id, "revision \(document.revision) \(state.rawValue), serving \(servedText)")
+            settleChanges(upTo: document.revision, refusal: message)
             await report(
                 StatusReport(revision: document.revision, schemaVersion: document.schemaVersion, state: state, message: message, source: .agent),
                 client: client)
@@ -269,6 +295,7 @@ final class AppSync {
             metadata = newMetadata
             settings = received
             knownRevision = document.revision
+            settleChanges(upTo: received.revision)
             logger.notice(
                 "settings applied",
                 metadata: [
@@ -331,6 +358,7 @@ final class AppSync {
             }
         }
         verdictError = state == .applied ? nil : message
+        if state == .applied { awaitAck(for: applied.revision) }
         status.revision = applied.revision
         status.schemaVersion = applied.schemaVersion
         status.state = state == .applied ? .applied : .error
@@ -360,7 +388,7 @@ final class AppSync {
     /// Adds a report to the queue in memory. Delivery (or, failing that, a durable save of the
     /// queue) comes before `status.json` records the outcome, so a crash in between repeats the
     /// report rather than losing it.
-    private func queue(_ report: StatusReport) {
+    func queue(_ report: StatusReport) {
         var report = report
         if report.message.unicodeScalars.count > StatusReport.maximumMessageLength {
             report.message = String(String.UnicodeScalarView(report.message.unicodeScalars.prefix(StatusReport.maximumMessageLength - 1))) + "…"
@@ -389,7 +417,7 @@ final class AppSync {
         savePending()
     }
 
-    private func savePending() {
+    func savePending() {
         status.pendingReports = pending.reports.count
         guard pending != pendingOnDisk else { return }
         do {
@@ -420,9 +448,10 @@ final class AppSync {
 
     /// Writes `status.json` when something but the time of the last sync changed, or when that
     /// time is more than a minute newer than the file's (to spare flash storage on quiet devices).
-    private func writeStatus(force: Bool = false) {
+    func writeStatus(force: Bool = false) {
         status.lastError = transportError ?? verdictError
         status.pendingReports = pending.reports.count
+        status.pendingChanges = journal.queued.count
         var comparable = status
         var onDisk = statusOnDisk
         comparable.lastSync = nil

@@ -1,4 +1,5 @@
 import FileWatch
+import FleetAgentCore
 import FleetDeviceFiles
 import FleetIO
 import FleetJSON
@@ -9,16 +10,19 @@ import Glibc
 #endif
 
 /// The local inbox, `<spoolDirectory>/<app>/`: picks up request files (see ``SpoolRequest``)
-/// with inotify, and by a rescan at start and after an inotify overflow.
+/// with inotify, and by a rescan at start and after an inotify overflow, checks them, and hands
+/// them to their app's loop through its ``AppMailbox``. The loop removes a file once it has
+/// queued the request durably or acted on it, so a request survives a crash at any point.
 ///
-/// A request file must be a regular file (not a link), at most
+/// A request file must be owned by an allowed writer (the app's `writers`, root or the agent's
+/// user), be a regular file with one link (no symbolic or hard links), at most
 /// ``SpoolRequest/maximumFileSize`` bytes, and a well-formed request; anything else is moved to
-/// `refused/` with a `.reason` file beside it, never silently dropped. Each app's folder is
-/// created sticky and writable by all (mode 1733, like a mail drop), so apps and the CLI can
-/// leave requests but not read or remove others'.
+/// `refused/` with a `.reason` file beside it, logged, and recorded in `changes.json`, never
+/// silently dropped. Each app's folder is created sticky and writable by all (mode 1733, like a
+/// mail drop), so apps and the CLI can leave requests but not read or remove others'.
 struct Inbox: Sendable {
     let configuration: AgentConfiguration
-    let syncTriggers: [String: Wakeup]
+    let mailboxes: [String: AppMailbox]
     let logger: Logger
 
     /// The mode of each app's inbox folder.
@@ -27,13 +31,13 @@ struct Inbox: Sendable {
     /// Runs until the task is cancelled.
     func run() async {
         let layout = configuration.layout
-        var directories: [String: String] = [:]
+        var directories: [String: AppConfiguration] = [:]
         for app in configuration.apps {
             let directory = layout.spoolDirectory(app.id)
             do {
                 try FileSystem.makeDirectories(layout.spoolDirectory, mode: 0o755)
                 try FileSystem.makeDirectories(directory, mode: Self.directoryMode)
-                directories[directory] = app.id
+                directories[directory] = app
             } catch {
                 logger.error("cannot create the inbox", metadata: ["event": "inbox", "app": "\(app.id)", "error": "\(error)"])
             }
@@ -42,7 +46,7 @@ struct Inbox: Sendable {
         do {
             watcher = try DirectoryWatcher(directories: Array(directories.keys))
         } catch {
-            logger.error("cannot watch the inbox; sync requests wait for the next poll", metadata: ["event": "inbox", "error": "\(error)"])
+            logger.error("cannot watch the inbox; requests wait for the next start", metadata: ["event": "inbox", "error": "\(error)"])
             return
         }
         rescan(directories)
@@ -54,9 +58,12 @@ struct Inbox: Sendable {
                 case .appeared(let directory, let name):
                     if let app = directories[directory] { take(name, in: directory, app: app) }
                 case .created(let directory, let name):
-                    // A regular file is taken once complete; a link or anything else at once.
+                    // A regular file is taken once complete; a link (symbolic or hard) or anything
+                    // else at once: no close or rename will follow.
                     let path = directory + "/" + name
-                    if let app = directories[directory], let status = try? FileSystem.status(of: path), (status.st_mode & S_IFMT) != S_IFREG {
+                    if let app = directories[directory], let status = try? FileSystem.status(of: path),
+                        (status.st_mode & S_IFMT) != S_IFREG || status.st_nlink > 1
+                    {
                         take(name, in: directory, app: app)
                     }
                 }
@@ -66,38 +73,29 @@ struct Inbox: Sendable {
         }
     }
 
-    private func rescan(_ directories: [String: String]) {
+    private func rescan(_ directories: [String: AppConfiguration]) {
         for (directory, app) in directories.sorted(by: { $0.key < $1.key }) {
             let names = (try? FileSystem.entryNames(of: directory)) ?? []
             for name in names.sorted() where name != "refused" { take(name, in: directory, app: app) }
         }
     }
 
-    /// Acts on one request file and removes it, or moves it aside with the reason.
-    private func take(_ name: String, in directory: String, app: String) {
-        guard SpoolRequest.isRequestName(name) else { return }
+    /// Checks one request file and hands it to the app's loop, or moves it aside with the reason.
+    private func take(_ name: String, in directory: String, app: AppConfiguration) {
+        guard SpoolRequest.isRequestName(name), let mailbox = mailboxes[app.id] else { return }
         let path = directory + "/" + name
-        let request: SpoolRequest
+        let id = SpoolRequest.id(ofFileNamed: name)
         do {
-            request = try Self.read(path)
+            let request = try Self.read(path, writers: app.writers, agentUser: geteuid())
+            mailbox.deliver(AppMailbox.Delivery(id: id, path: path, content: .request(request)))
         } catch {
-            refuse(name, in: directory, app: app, reason: error.description)
-            return
-        }
-        switch request {
-        case .sync:
-            syncTriggers[app]?.signal()
-            logger.info("sync requested", metadata: ["event": "inbox", "app": "\(app)", "request": "sync"])
-        }
-        do {
-            try FileSystem.removeFile(path)
-        } catch {
-            logger.error("cannot remove a request", metadata: ["event": "inbox", "app": "\(app)", "error": "\(error)"])
+            refuse(name, in: directory, app: app.id, reason: error.description)
+            mailbox.deliver(AppMailbox.Delivery(id: id, path: nil, content: .refused(error.description)))
         }
     }
 
     /// Reads and checks a request file.
-    static func read(_ path: String) throws(InboxRefusal) -> SpoolRequest {
+    static func read(_ path: String, writers: Writers, agentUser: uid_t) throws(InboxRefusal) -> SpoolRequest {
         let status: stat?
         do {
             status = try FileSystem.status(of: path)
@@ -105,11 +103,11 @@ struct Inbox: Sendable {
             throw InboxRefusal(description: "\(error)")
         }
         guard let status else { throw InboxRefusal(description: "vanished before it was read") }
-        guard (status.st_mode & S_IFMT) == S_IFREG else {
-            throw InboxRefusal(description: "not a regular file (symbolic links, devices and folders are refused)")
-        }
-        guard Int(status.st_size) <= SpoolRequest.maximumFileSize else {
-            throw InboxRefusal(description: "\(status.st_size) bytes, more than the \(SpoolRequest.maximumFileSize) a request may have")
+        if let refusal = RequestFileCheck.refusal(
+            kind: (status.st_mode & S_IFMT) == S_IFREG ? .regular : .other, links: Int(status.st_nlink), size: Int(status.st_size),
+            owner: status.st_uid, group: status.st_gid, writers: writers, agentUser: agentUser)
+        {
+            throw InboxRefusal(description: refusal)
         }
         do {
             let bytes = try FileSystem.readFile(path, maximumSize: SpoolRequest.maximumFileSize, followLinks: false)
@@ -120,18 +118,23 @@ struct Inbox: Sendable {
     }
 
     private func refuse(_ name: String, in directory: String, app: String, reason: String) {
-        let refused = directory + "/refused"
         logger.warning("request refused", metadata: ["event": "inbox-refused", "app": "\(app)", "file": "\(name)", "reason": "\(reason)"])
         do {
-            try FileSystem.makeDirectories(refused, mode: 0o750)
-            guard rename(directory + "/" + name, refused + "/" + name) == 0 else {
-                throw FileError(path: directory + "/" + name, operation: "move aside")
-            }
-            try FileSystem.writeAtomically(Array((reason + "\n").utf8), to: refused + "/" + name + ".reason", mode: 0o640, durable: false)
+            try Self.moveAside(directory + "/" + name, reason: reason)
         } catch {
             logger.error("cannot move a refused request aside; removing it", metadata: ["event": "inbox", "error": "\(error)"])
             try? FileSystem.removeFile(directory + "/" + name)
         }
+    }
+
+    /// Moves the request file at `path` to `refused/` beside it, with `reason` in a `.reason` file.
+    static func moveAside(_ path: String, reason: String) throws(FileError) {
+        let directory = FileSystem.parentDirectory(of: path)
+        let name = String(path.dropFirst(directory.utf8.count + 1))
+        let refused = directory + "/refused"
+        try FileSystem.makeDirectories(refused, mode: 0o750)
+        guard rename(path, refused + "/" + name) == 0 else { throw FileError(path: path, operation: "move aside") }
+        try FileSystem.writeAtomically(Array((reason + "\n").utf8), to: refused + "/" + name + ".reason", mode: 0o640, durable: false)
     }
 }
 

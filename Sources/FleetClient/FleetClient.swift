@@ -106,6 +106,11 @@ public struct FleetClient: Sendable {
         return try decode(response, Explanation.init(json:))
     }
 
+    /// The calling device's own effective values and where each comes from (device token).
+    public func explainSelf(app: String) async throws -> Explanation {
+        try decode(try await send(.get, "/v1/apps/\(app)/explain", expect: [200]), Explanation.init(json:))
+    }
+
     /// Makes an enrollment token.
     public func makeEnrollmentToken(_ request: EnrollmentTokenRequest) async throws -> EnrollmentTokenResponse {
         let response = try await send(.post, "/v1/admin/enrollment-tokens", json: request.json, expect: [201])

@@ -175,6 +175,9 @@ public struct AgentConfiguration: Sendable, Equatable {
 /// | `onChange` | array of strings | none | the hook: an absolute program path and its arguments, run after each apply |
 /// | `hookTimeout` | seconds | 30 | the hook is stopped (SIGTERM, then SIGKILL) after this |
 /// | `readers` | string | the agent's group | the group that may read the app's `settings.json` (mode 0640) |
+/// | `writers` | object | root and the agent's user | `{"users": [names], "groups": [names]}`: who may leave requests in the app's inbox |
+/// | `expectAck` | boolean | false | the app acknowledges each revision itself (`fleetset ack`, the library) |
+/// | `ackTimeout` | seconds | 60 | with `expectAck`: no acknowledgement in this time is reported as `unsupported` |
 public struct AppConfiguration: Sendable, Equatable {
     public var id: String
     /// The hook command, `[program, arguments…]`; empty for none.
@@ -182,16 +185,28 @@ public struct AppConfiguration: Sendable, Equatable {
     public var hookTimeout: Duration
     /// The group that may read the settings (by name), `nil` for the agent's own group.
     public var readers: String?
+    /// Who may leave requests in the app's inbox.
+    public var writers: Writers
+    /// Whether the app acknowledges each revision itself.
+    public var expectAck: Bool
+    /// How long the agent waits for the app's acknowledgement.
+    public var ackTimeout: Duration
 
     /// Creates an app entry.
-    public init(id: String, onChange: [String] = [], hookTimeout: Duration = .seconds(30), readers: String? = nil) {
+    public init(
+        id: String, onChange: [String] = [], hookTimeout: Duration = .seconds(30), readers: String? = nil, writers: Writers = Writers(),
+        expectAck: Bool = false, ackTimeout: Duration = .seconds(60)
+    ) {
         self.id = id
         self.onChange = onChange
         self.hookTimeout = hookTimeout
         self.readers = readers
+        self.writers = writers
+        self.expectAck = expectAck
+        self.ackTimeout = ackTimeout
     }
 
-    static let keys: Set<String> = ["id", "onChange", "hookTimeout", "readers", "$comment"]
+    static let keys: Set<String> = ["id", "onChange", "hookTimeout", "readers", "writers", "expectAck", "ackTimeout", "$comment"]
 
     /// Reads an element of `apps`.
     public init(json: JSONValue, at location: JSONPointer) throws(WireError) {
@@ -225,6 +240,59 @@ public struct AppConfiguration: Sendable, Equatable {
         } else if readers != nil {
             throw WireError(at: location.appending("readers"), "must name a group")
         }
+        writers = try reader.object["writers"].map { value throws(WireError) in try Writers(json: value, at: location.appending("writers")) }
+            ?? Writers()
+        expectAck = try reader.bool("expectAck", default: false)
+        ackTimeout = try reader.seconds("ackTimeout", in: 1...86_400, default: 60)
+    }
+}
+
+/// Who may leave requests in an app's inbox: the owner of a request file must be root, the
+/// agent's own user, one of `users`, or the file's group one of `groups` (a user can give a file
+/// only a group they belong to). Names are resolved when the configuration is read.
+public struct Writers: Sendable, Equatable {
+    /// The allowed users, by name and id.
+    public var users: [String: uid_t]
+    /// The allowed groups, by name and id.
+    public var groups: [String: gid_t]
+
+    /// Creates a policy (root and the agent's user are always allowed).
+    public init(users: [String: uid_t] = [:], groups: [String: gid_t] = [:]) {
+        self.users = users
+        self.groups = groups
+    }
+
+    /// Reads `{"users": [...], "groups": [...]}`, resolving every name.
+    public init(json: JSONValue, at location: JSONPointer) throws(WireError) {
+        let reader = try MemberReader(json, at: location, allowed: ["users", "groups"], unknownMember: "is not a key here: use users, groups")
+        var users: [String: uid_t] = [:]
+        for (index, name) in (try reader.names("users", maximumCount: 64, maximumLength: 32) ?? []).enumerated() {
+            guard let id = UserLookup.id(of: name) else {
+                throw WireError(at: location.appending("users").appending(index: index), "there is no user named \"\(name)\" on this system")
+            }
+            users[name] = id
+        }
+        var groups: [String: gid_t] = [:]
+        for (index, name) in (try reader.names("groups", maximumCount: 64, maximumLength: 32) ?? []).enumerated() {
+            guard let id = GroupLookup.id(of: name) else {
+                throw WireError(at: location.appending("groups").appending(index: index), "there is no group named \"\(name)\" on this system")
+            }
+            groups[name] = id
+        }
+        self.init(users: users, groups: groups)
+    }
+
+    /// Whether a file owned by `owner` and `group` may be a request, for an agent running as `agentUser`.
+    public func allow(owner: uid_t, group: gid_t, agentUser: uid_t) -> Bool {
+        owner == 0 || owner == agentUser || users.values.contains(owner) || groups.values.contains(group)
+    }
+
+    /// Who is allowed, for messages: `root, the agent's user, users kiosk, groups operators`.
+    public var summary: String {
+        var parts = ["root", "the agent's user"]
+        if !users.isEmpty { parts.append("users " + users.keys.sorted().joined(separator: ", ")) }
+        if !groups.isEmpty { parts.append("groups " + groups.keys.sorted().joined(separator: ", ")) }
+        return parts.joined(separator: ", ")
     }
 }
 
@@ -277,5 +345,18 @@ public enum GroupLookup {
         let status = getgrnam_r(name, &group, &buffer, buffer.count, &result)
         guard status == 0, result != nil else { return nil }
         return group.gr_gid
+    }
+}
+
+/// User names to ids, through the system's user database.
+public enum UserLookup {
+    /// The id of the user named `name`, or `nil` when there is none.
+    public static func id(of name: String) -> uid_t? {
+        var user = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        let status = getpwnam_r(name, &user, &buffer, buffer.count, &result)
+        guard status == 0, result != nil else { return nil }
+        return user.pw_uid
     }
 }

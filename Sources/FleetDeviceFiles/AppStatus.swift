@@ -8,7 +8,7 @@ import FleetProtocol
 /// ```json
 /// {"app": "kiosk", "revision": 41, "schemaVersion": 3, "state": "error", "latestRevision": 42,
 ///  "lastSync": "2026-11-23T10:00:00Z", "lastError": "revision 42: /volume: must be <= 10 (got 11)",
-///  "pendingReports": 0, "updatedAt": "2026-11-23T10:00:01Z"}
+///  "pendingReports": 0, "pendingChanges": 1, "awaitingAck": null, "ackDeadline": null, "updatedAt": "2026-11-23T10:00:01Z"}
 /// ```
 ///
 /// - `revision`, `schemaVersion`: what `settings.json` holds, once its outcome (hook, report)
@@ -18,6 +18,9 @@ import FleetProtocol
 ///   `applied`, `error`, `unsupported`, or `none` before the first.
 /// - `lastSync`: when the server last answered; `lastError`: the last failure (network, server,
 ///   validation, hook), `null` after a success.
+/// - `pendingChanges`: the device's own changes not yet in `settings.json` (`changes.json`).
+/// - `awaitingAck`, `ackDeadline`: with `expectAck`, the revision the app has not acknowledged
+///   yet, and when the agent reports it `unsupported` if the app stays silent.
 public struct AppStatus: Sendable, Hashable {
     /// The outcome of the latest revision.
     public enum State: String, Sendable, CaseIterable {
@@ -33,12 +36,17 @@ public struct AppStatus: Sendable, Hashable {
     public var lastSync: Int64?
     public var lastError: String?
     public var pendingReports: Int
+    public var pendingChanges: Int
+    public var awaitingAck: Int64?
+    /// Seconds since the epoch.
+    public var ackDeadline: Int64?
     /// Seconds since the epoch.
     public var updatedAt: Int64
 
     public init(
         app: String, revision: Int64? = nil, schemaVersion: Int64? = nil, state: State = .none, latestRevision: Int64? = nil,
-        lastSync: Int64? = nil, lastError: String? = nil, pendingReports: Int = 0, updatedAt: Int64 = 0
+        lastSync: Int64? = nil, lastError: String? = nil, pendingReports: Int = 0, pendingChanges: Int = 0, awaitingAck: Int64? = nil,
+        ackDeadline: Int64? = nil, updatedAt: Int64 = 0
     ) {
         self.app = app
         self.revision = revision
@@ -48,11 +56,15 @@ public struct AppStatus: Sendable, Hashable {
         self.lastSync = lastSync
         self.lastError = lastError
         self.pendingReports = pendingReports
+        self.pendingChanges = pendingChanges
+        self.awaitingAck = awaitingAck
+        self.ackDeadline = ackDeadline
         self.updatedAt = updatedAt
     }
 
     static let members: Set<String> = [
-        "app", "revision", "schemaVersion", "state", "latestRevision", "lastSync", "lastError", "pendingReports", "updatedAt",
+        "app", "revision", "schemaVersion", "state", "latestRevision", "lastSync", "lastError", "pendingReports", "pendingChanges", "awaitingAck", "ackDeadline",
+        "updatedAt",
     ]
 
     /// Reads the file form.
@@ -66,6 +78,10 @@ public struct AppStatus: Sendable, Hashable {
         lastSync = try reader.nullableTimestamp("lastSync")
         lastError = reader.object["lastError"] == .null ? nil : try reader.optionalString("lastError", maximumLength: 1 << 16)
         pendingReports = Int(try reader.count("pendingReports"))
+        // Members added in 0.6: absent from files an older agent wrote.
+        pendingChanges = reader.object["pendingChanges"] == nil ? 0 : Int(try reader.count("pendingChanges"))
+        awaitingAck = try reader.nullableCount("awaitingAck")
+        ackDeadline = try reader.nullableTimestamp("ackDeadline")
         updatedAt = try reader.timestamp("updatedAt")
     }
 
@@ -76,6 +92,8 @@ public struct AppStatus: Sendable, Hashable {
             "app": .string(app), "revision": optional(revision), "schemaVersion": optional(schemaVersion), "state": .string(state.rawValue),
             "latestRevision": optional(latestRevision), "lastSync": lastSync.map { .string(Timestamp.format($0)) } ?? .null,
             "lastError": lastError.map(JSONValue.string) ?? .null, "pendingReports": .number(.integer(Int64(pendingReports))),
+            "pendingChanges": .number(.integer(Int64(pendingChanges))), "awaitingAck": optional(awaitingAck),
+            "ackDeadline": ackDeadline.map { .string(Timestamp.format($0)) } ?? .null,
             "updatedAt": .string(Timestamp.format(updatedAt)),
         ]
     }

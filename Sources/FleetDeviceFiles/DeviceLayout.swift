@@ -40,6 +40,9 @@ public struct DeviceLayout: Sendable, Equatable {
     /// `reports.json`: status reports waiting to be delivered.
     public func reportsFile(_ app: String) -> String { appDirectory(app) + "/reports.json" }
 
+    /// `changes.json`: the device's own changes, queued and ended (see ``ChangeJournal``).
+    public func changesFile(_ app: String) -> String { appDirectory(app) + "/changes.json" }
+
     /// The app's inbox folder.
     public func spoolDirectory(_ app: String) -> String { spoolDirectory + "/" + app }
 }

@@ -6,30 +6,63 @@ import FleetProtocol
 import Glibc
 #endif
 
-/// A request left in an app's inbox (`<spoolDirectory>/<app>/`) for the agent, by the CLI or
-/// an app, in any language: a small JSON file, written to a temporary name and renamed to its
-/// final name ending in `.json` once complete (the agent reads only names ending in `.json`
-/// and not starting with `.`, so it never reads half a file).
+/// A request left in an app's inbox (`<spoolDirectory>/<app>/`) for the agent, by the CLI, the
+/// FleetSettings library, or an app in any language: a small JSON file (at most
+/// ``maximumFileSize`` bytes), written to a temporary name (one starting with `.` or not ending
+/// in `.json`) and renamed to its final name ending in `.json` once complete. The agent reads only names ending in `.json` and
+/// not starting with `.`, so it never reads half a file. The name without `.json` is the
+/// request's id, under which its outcome is recorded (see ``ChangeJournal``); names sort in the
+/// order requests were made when they start with the time, as ``submit(to:)`` makes them.
 ///
 /// ```json
+/// {"request": "set", "values": {"volume": 7, "kiosk.greeting": "Hello"}}
+/// {"request": "ack", "revision": 42, "state": "applied", "message": "reloaded"}
 /// {"request": "sync"}
 /// ```
 ///
-/// `sync` asks the agent to contact the server now for this app. The agent removes a request
-/// once it has acted on it; one it refuses is moved to `refused/` beside a `.reason` file.
+/// - `set` changes settings the device may change (`x-writable`): each value must fit the
+///   setting's schema; `null` removes the device's own value, so the fleet's applies again.
+/// - `ack` tells the server what the app made of a revision: `applied`, `error` or
+///   `unsupported`, with an optional message (at most 4096 characters).
+/// - `sync` asks the agent to contact the server now for this app.
+///
+/// The agent removes a request once it has queued it durably or acted on it; one it refuses is
+/// moved to `refused/` beside a `.reason` file.
 public enum SpoolRequest: Sendable, Hashable {
     /// Contact the server now.
     case sync
+    /// Change writable settings (`null` removes the device's own value).
+    case set(JSONObject)
+    /// The app's outcome for a revision.
+    case ack(revision: Int64, state: StatusReport.State, message: String)
 
     /// The largest request file the agent reads.
     public static let maximumFileSize = 64 << 10
+    /// The most settings one `set` request may change.
+    public static let maximumKeys = 256
+
+    private enum Kind: String, CaseIterable { case set, ack, sync }
 
     /// Reads a request.
     public init(json: JSONValue) throws(WireError) {
-        enum Kind: String, CaseIterable { case sync }
-        let reader = try MemberReader(json, allowed: ["request"])
-        switch try reader.oneOf("request", Kind.self) {
-        case .sync: self = .sync
+        let kind = try MemberReader(json, allowed: ["request", "values", "revision", "state", "message"]).oneOf("request", Kind.self)
+        switch kind {
+        case .sync:
+            _ = try MemberReader(json, allowed: ["request"], unknownMember: "is not a member of a sync request")
+            self = .sync
+        case .set:
+            let reader = try MemberReader(json, allowed: ["request", "values"], unknownMember: "is not a member of a set request")
+            let values = try reader.values("values")
+            guard (1...Self.maximumKeys).contains(values.count) else {
+                throw WireError(at: reader.location.appending("values"), "must name 1 to \(Self.maximumKeys) settings")
+            }
+            self = .set(values)
+        case .ack:
+            let reader = try MemberReader(
+                json, allowed: ["request", "revision", "state", "message"], unknownMember: "is not a member of an ack request")
+            self = .ack(
+                revision: try reader.count("revision"), state: try reader.oneOf("state", StatusReport.State.self),
+                message: try reader.optionalString("message", maximumLength: StatusReport.maximumMessageLength) ?? "")
         }
     }
 
@@ -37,23 +70,32 @@ public enum SpoolRequest: Sendable, Hashable {
     public var json: JSONValue {
         switch self {
         case .sync: ["request": "sync"]
+        case .set(let values): ["request": "set", "values": .object(values)]
+        case .ack(let revision, let state, let message):
+            ["request": "ack", "revision": .number(.integer(revision)), "state": .string(state.rawValue), "message": .string(message)]
         }
     }
 
     /// Whether `name` is a complete request file's name (not a file still being written).
     public static func isRequestName(_ name: String) -> Bool {
-        !name.hasPrefix(".") && name.hasSuffix(".json")
+        !name.hasPrefix(".") && name.hasSuffix(".json") && name.utf8.count > 5
+    }
+
+    /// The id of the request in the file `name`: the name without `.json`.
+    public static func id(ofFileNamed name: String) -> String {
+        String(name.dropLast(5))
     }
 
     /// Leaves this request in `directory` (the app's inbox), atomically and durably. Returns the
-    /// file's path.
+    /// request's id: the time in microseconds, the process id and a random number, so ids sort
+    /// in the order requests were made and never collide.
     @discardableResult
     public func submit(to directory: String) throws(FileError) -> String {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         let micros = String(spec.tv_nsec / 1000 + 1_000_000).dropFirst()
-        let path = "\(directory)/\(spec.tv_sec)\(micros)-\(getpid())-\(UInt32.random(in: .min ... .max)).json"
-        try FileSystem.writeAtomically(Array(json.serialized().utf8), to: path, mode: 0o644)
-        return path
+        let id = "\(spec.tv_sec)\(micros)-\(getpid())-\(UInt32.random(in: .min ... .max))"
+        try FileSystem.writeAtomically(Array(json.serialized().utf8), to: "\(directory)/\(id).json", mode: 0o644)
+        return id
     }
 }

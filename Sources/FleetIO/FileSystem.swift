@@ -221,7 +221,7 @@ extension FileSystem {
     }
 
     /// The folder `path` is in (`.` for a bare name).
-    static func parentDirectory(of path: String) -> String {
+    public static func parentDirectory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }

@@ -66,6 +66,12 @@ struct Routes: Sendable {
             return settingsResponse(document)
         }
 
+        // A device's own explanation: which scope set each of its values (secrets masked).
+        on(.get, "v1/apps/:app/explain") { request, context in
+            let device = try SettingsService.requireDevice(try await authenticate(request))
+            return json(.ok, try await service.explain(app: try app(context), deviceID: device.id).json)
+        }
+
         on(.post, "v1/apps/:app/status") { request, context in
             let device = try SettingsService.requireDevice(try await authenticate(request))
             let app = try app(context)

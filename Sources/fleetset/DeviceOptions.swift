@@ -1,6 +1,7 @@
 import ArgumentParser
 import FleetDeviceFiles
 import FleetMetadata
+import FleetSettings
 
 /// `--config` and `--app`, shared by the device-side commands: they find the agent's
 /// directories through the agent's own configuration file.
@@ -54,5 +55,10 @@ struct DeviceOptions: ParsableArguments {
             throw CLIExit.invalidInput
         }
         return (settings, MetadataOnDisk.load(layout.metadataFile(app.id), version: settings.schemaVersion))
+    }
+
+    /// The app's files and inbox, for the FleetSettings library.
+    func fleetApp(_ app: AppConfiguration, _ configuration: AgentConfiguration) -> FleetApp {
+        FleetApp(app.id, stateDirectory: configuration.stateDirectory, spoolDirectory: configuration.spoolDirectory)
     }
 }

@@ -14,11 +14,11 @@ struct Fleetset: AsyncParsableCommand {
         commandName: "fleetset",
         abstract: "Manage and check app settings on a fleetset device.",
         discussion: """
-            get, show, status and sync read the agent's files, found through its configuration             (--config, default /etc/fleetset/fleetsetd.json). Exit status: 0 on success, 1 when             the input is invalid, 2 on usage or I/O errors.
+            get, show, status, set, ack, watch and sync use the agent's files, found through its configuration             (--config, default /etc/fleetset/fleetsetd.json). Exit status: 0 on success, 1 when             the input is invalid, 2 on usage or I/O errors.
             """,
         subcommands: [
-            GetCommand.self, ShowCommand.self, StatusCommand.self, SyncCommand.self, SchemaCommand.self, MetadataCommand.self,
-            SettingsCommand.self, AdminCommand.self,
+            GetCommand.self, ShowCommand.self, StatusCommand.self, SetCommand.self, AckCommand.self, WatchCommand.self, SyncCommand.self,
+            ExplainCommand.self, SchemaCommand.self, MetadataCommand.self, SettingsCommand.self, AdminCommand.self,
         ]
     )
 
@@ -48,6 +48,8 @@ enum CLIExit {
     static let invalidInput = ExitCode(1)
     /// A usage error or an unreadable file.
     static let usageOrIO = ExitCode(2)
+    /// `set --wait`: the change is still pending when the timeout passed.
+    static let pending = ExitCode(3)
 }
 
 /// Writing to the standard streams without Foundation.

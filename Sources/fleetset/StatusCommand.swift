@@ -27,16 +27,51 @@ struct StatusCommand: ParsableCommand {
         if json {
             print(JSONValue.array(statuses.map(\.json)).serialized(.pretty))
         } else {
-            var rows = [["APP", "REVISION", "STATE", "LATEST", "LAST SYNC", "PENDING", "LAST ERROR"]]
+            var rows = [["APP", "REVISION", "STATE", "LATEST", "LAST SYNC", "REPORTS", "CHANGES", "LAST ERROR"]]
             for status in statuses {
                 rows.append([
                     status.app, status.revision.map(String.init) ?? "-", status.state.rawValue,
                     status.latestRevision.map(String.init) ?? "-", status.lastSync.map(Timestamp.format) ?? "never",
-                    String(status.pendingReports), status.lastError ?? "-",
+                    String(status.pendingReports), String(status.pendingChanges), status.lastError ?? "-",
                 ])
             }
             print(Table.render(rows))
+            for app in apps { printChanges(of: app.id, layout: configuration.layout) }
         }
         guard statuses.allSatisfy({ $0.state == .applied }) else { throw CLIExit.invalidInput }
     }
+
+    /// The app's queued changes and the most recent outcomes (keys only: values may be secret).
+    private func printChanges(of app: String, layout: DeviceLayout) {
+        let journal: ChangeJournal
+        do {
+            journal = try ChangeJournal.load(layout.changesFile(app))
+        } catch {
+            print("\n\(app): changes.json unreadable: \(error)")
+            return
+        }
+        let recent = journal.ended.suffix(Self.recentOutcomes)
+        guard !journal.queued.isEmpty || !recent.isEmpty else { return }
+        var rows = [["REQUEST", "KEYS", "STATE", "DETAIL"]]
+        for change in journal.queued {
+            rows.append([
+                change.id, change.values.keys.sorted().joined(separator: ","), "pending",
+                change.confirmedRevision.map { "confirmed in revision \($0)" } ?? "queued \(Timestamp.format(change.madeAt))",
+            ])
+        }
+        for outcome in recent.reversed() {
+            let detail =
+                switch outcome.state {
+                case .applied: "revision \(outcome.revision ?? 0)"
+                case .refused: outcome.message
+                case .superseded: "by \(outcome.supersededBy ?? "-")"
+                }
+            rows.append([outcome.id, outcome.keys.joined(separator: ","), outcome.state.rawValue, detail])
+        }
+        print("\n\(app): local changes")
+        print(Table.render(rows))
+    }
+
+    /// How many ended changes `status` shows.
+    static let recentOutcomes = 5
 }

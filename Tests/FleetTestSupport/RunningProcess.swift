@@ -13,8 +13,10 @@ public final class RunningProcess: Sendable {
     /// Whether it still runs.
     public var isRunning: Bool { process.isRunning }
 
-    /// Starts `executable` with `arguments`; `environment` is added to this process's own.
-    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+    /// Starts `executable` with `arguments`; `environment` is added to this process's own. With
+    /// `standardOutputToLog`, standard output is captured into ``log`` too (for commands whose
+    /// output is the point, like `fleetset watch`).
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], standardOutputToLog: Bool = false) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -23,7 +25,7 @@ public final class RunningProcess: Sendable {
         }
         let pipe = Pipe()
         process.standardError = pipe
-        process.standardOutput = FileHandle.nullDevice
+        process.standardOutput = standardOutputToLog ? pipe : FileHandle.nullDevice
         try process.run()
         let capture = LogCapture()
         let reader = pipe.fileHandleForReading

@@ -23,6 +23,8 @@ final class FaultProxy: Sendable {
         case oversized(bytes: Int)
         /// The server's metadata, its schema marked as written for draft 7 (unsupported here).
         case unsupportedMetadata
+        /// A device's PATCH is held (never answered while this fault is in force).
+        case holdPatch
     }
 
     /// The fault in force and how often each was served.
@@ -69,8 +71,12 @@ final class FaultProxy: Sendable {
     private static func forward(_ request: Request, upstream: String, http: HTTPClient, state: State) async throws -> Response {
         let path = request.uri.path
         let current = state.fault.withLock { $0 }
+        if request.method == .patch, current == .holdPatch {
+            state.counts.withLock { $0["\(current)", default: 0] += 1 }
+            while state.fault.withLock({ $0 }) == .holdPatch { try await Task.sleep(for: .milliseconds(50)) }
+        }
         let isSettings = request.method == .get && path.hasSuffix("/settings")
-        if isSettings, current != .none, current != Fault.unsupportedMetadata {
+        if isSettings, current != .none, current != Fault.unsupportedMetadata, current != .holdPatch {
             state.counts.withLock { $0["\(current)", default: 0] += 1 }
             switch current {
             case .serverError(let seconds):

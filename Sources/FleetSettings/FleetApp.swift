@@ -1,0 +1,187 @@
+import FleetDeviceFiles
+import FleetIO
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+
+/// An app's fleet settings on this device: the files `fleetsetd` keeps in
+/// `<stateDirectory>/apps/<app>/` and the app's inbox `<spoolDirectory>/<app>/`.
+///
+/// Reading needs read access to `settings.json` (the app's `readers` group); changing settings,
+/// acknowledging and asking for a sync need the app's `writers` (see the agent's configuration).
+/// Nothing here talks to the network: the agent does that.
+///
+/// ```swift
+/// let kiosk = FleetApp("kiosk")
+/// let settings = try kiosk.settings()
+/// for await change in kiosk.changes(after: settings.revision) { reload(change.settings, change.changedKeys) }
+/// ```
+public struct FleetApp: Sendable, Hashable {
+    /// The app's id.
+    public let id: String
+    /// Where the agent keeps settings (`stateDirectory` in `fleetsetd.json`).
+    public let stateDirectory: String
+    /// The inbox root (`spoolDirectory` in `fleetsetd.json`).
+    public let spoolDirectory: String
+
+    /// The app `id`, in the agent's default folders unless told otherwise.
+    public init(_ id: String, stateDirectory: String = "/var/lib/fleetset", spoolDirectory: String = "/var/spool/fleetset") {
+        self.id = id
+        self.stateDirectory = stateDirectory
+        self.spoolDirectory = spoolDirectory
+    }
+
+    var layout: DeviceLayout { DeviceLayout(stateDirectory: stateDirectory, spoolDirectory: spoolDirectory) }
+
+    // MARK: - Reading
+
+    /// The settings in `settings.json` now (the previous generation if the current file is
+    /// unusable, as the agent serves it).
+    ///
+    /// - Throws: ``FleetSettingsError/noSettings(app:path:reason:)`` when there are none yet
+    ///   (the device has not synced) or they cannot be read.
+    public func settings() throws(FleetSettingsError) -> AppSettings {
+        let file = layout.settingsFile(id)
+        let found = SettingsOnDisk.load(file, app: id)
+        guard let settings = found.settings else {
+            throw FleetSettingsError.noSettings(
+                app: id, path: file.path, reason: found.problems.isEmpty ? "the device has not received them yet" : found.problems.joined(separator: "; "))
+        }
+        return AppSettings(settings)
+    }
+
+    /// The metadata the settings in `settings.json` were validated with.
+    func metadata(for settings: AppSettings) throws(FleetSettingsError) -> Metadata {
+        guard let metadata = MetadataOnDisk.load(layout.metadataFile(id), version: settings.schemaVersion) else {
+            throw FleetSettingsError.noSettings(
+                app: id, path: layout.metadataFile(id).path, reason: "no metadata of schema version \(settings.schemaVersion) on disk")
+        }
+        return metadata
+    }
+
+    /// The keys of the settings marked `x-secret` in the metadata of `settings` (empty when the
+    /// metadata cannot be read).
+    public func secretKeys(of settings: AppSettings) -> Set<String> {
+        (try? metadata(for: settings))?.secretKeys ?? []
+    }
+
+    // MARK: - Changing
+
+    /// A mutable copy of the settings the device may change (`x-writable`), to pass to
+    /// ``update(_:)`` once changed.
+    public func writableSettings() throws(FleetSettingsError) -> WritableSettings {
+        let settings = try settings()
+        let metadata = try metadata(for: settings)
+        var values = JSONObject()
+        for key in metadata.settingKeys where metadata.writableKeys.contains(key) { values[key] = settings.values[key] ?? .null }
+        return WritableSettings(revision: settings.revision, original: values)
+    }
+
+    /// Asks the agent to change the settings changed in `writable`. The change is checked here
+    /// first (the keys exist and are writable, the values fit the schema) and then left in the
+    /// inbox, where it survives restarts until the agent has queued it.
+    ///
+    /// - Returns: the request, whose outcome can be awaited.
+    /// - Throws: ``FleetSettingsError/refused(app:problems:)`` for a change that cannot be
+    ///   made, ``FleetSettingsError/nothingChanged(app:)``, or a file error.
+    public func update(_ writable: WritableSettings) throws(FleetSettingsError) -> ChangeRequest {
+        let changes = writable.changes
+        guard !changes.isEmpty else { throw FleetSettingsError.nothingChanged(app: id) }
+        return try submit(changes)
+    }
+
+    /// Asks the agent to set `values` (a merge patch of writable settings: `null` removes the
+    /// device's own value), checked here first as ``update(_:)`` does.
+    public func submit(_ values: JSONObject) throws(FleetSettingsError) -> ChangeRequest {
+        let settings = try settings()
+        let problems = try metadata(for: settings).problems(ofChange: values, to: settings.values)
+        guard problems.isEmpty else { throw FleetSettingsError.refused(app: id, problems: problems.map(\.description)) }
+        return ChangeRequest(app: self, id: try leave(.set(values)))
+    }
+
+    /// Tells the server, through the agent, what the app made of `revision`.
+    public func acknowledge(revision: Int64, state: AcknowledgementState, message: String = "") throws(FleetSettingsError) {
+        let protocolState: StatusReport.State =
+            switch state {
+            case .applied: .applied
+            case .error: .error
+            case .unsupported: .unsupported
+            }
+        guard message.unicodeScalars.count <= StatusReport.maximumMessageLength else {
+            throw FleetSettingsError.refused(app: id, problems: ["the message is longer than \(StatusReport.maximumMessageLength) characters"])
+        }
+        try leave(.ack(revision: revision, state: protocolState, message: message))
+    }
+
+    /// Asks the agent to contact the server for this app now.
+    public func requestSync() throws(FleetSettingsError) {
+        try leave(.sync)
+    }
+
+    @discardableResult
+    private func leave(_ request: SpoolRequest) throws(FleetSettingsError) -> String {
+        do {
+            return try request.submit(to: layout.spoolDirectory(id))
+        } catch {
+            throw FleetSettingsError.inbox(app: id, reason: "\(error)")
+        }
+    }
+
+    /// Where the request `id` stands now, following a superseded change to the one that
+    /// carries its keys on.
+    public func outcome(ofRequest id: String) -> ChangeOutcome {
+        guard let journal = try? ChangeJournal.load(layout.changesFile(self.id)) else { return .pending }
+        var current = id
+        for _ in 0..<ChangeJournal.endedCapacity {
+            switch journal.lookup(current) {
+            case .unknown, .queued: return .pending
+            case .ended(let outcome):
+                switch outcome.state {
+                case .applied: return .applied(revision: outcome.revision ?? 0)
+                case .refused: return .refused(outcome.message)
+                case .superseded:
+                    guard let next = outcome.supersededBy else { return .pending }
+                    current = next
+                }
+            }
+        }
+        return .pending
+    }
+}
+
+/// What an app made of a revision.
+public enum AcknowledgementState: String, Sendable, CaseIterable {
+    /// The app uses the revision.
+    case applied
+    /// The app could not use it; say why in the message.
+    case error
+    /// The revision asks for something the app cannot do.
+    case unsupported
+}
+
+/// Why settings could not be read or changed.
+public enum FleetSettingsError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// There are no usable settings on disk.
+    case noSettings(app: String, path: String, reason: String)
+    /// The setting is not in this revision.
+    case missingSetting(app: String, key: String, revision: Int64)
+    /// The setting holds another type of value.
+    case wrongType(app: String, key: String, expected: String, found: String)
+    /// The change cannot be made: each problem names the setting.
+    case refused(app: String, problems: [String])
+    /// ``FleetApp/update(_:)`` was given no change.
+    case nothingChanged(app: String)
+    /// The request could not be left in the inbox.
+    case inbox(app: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .noSettings(let app, let path, let reason): "\(app): no settings at \(path): \(reason)"
+        case .missingSetting(let app, let key, let revision): "\(app): no setting \"\(key)\" in revision \(revision)"
+        case .wrongType(let app, let key, let expected, let found): "\(app): setting \"\(key)\" must be \(expected), but it is \(found)"
+        case .refused(let app, let problems): "\(app): the change cannot be made: \(problems.joined(separator: "; "))"
+        case .nothingChanged(let app): "\(app): nothing was changed"
+        case .inbox(let app, let reason): "\(app): cannot leave the request in the inbox: \(reason)"
+        }
+    }
+}

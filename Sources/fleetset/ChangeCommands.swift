@@ -1,0 +1,145 @@
+import ArgumentParser
+import FleetDeviceFiles
+import FleetJSON
+import FleetMetadata
+import FleetSettings
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `fleetset set [--app ID] KEY=VALUE… [--wait [--timeout S]]`.
+struct SetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set",
+        abstract: "Change settings this device may change (x-writable), through the agent.",
+        discussion: """
+            Each VALUE is read by its setting's schema type: 7 is an integer for an integer setting \
+            and the text "7" for a string one; true/false (yes/no, on/off) for booleans; JSON for \
+            arrays and objects; null for a nullable setting. KEY=null on a setting that is not \
+            nullable, or --reset KEY, removes the device's own value so the fleet's applies again. \
+            The change is checked here (the keys exist and are x-writable, the values fit), then \
+            left in the app's inbox: the agent queues it durably and sends it to the server, also \
+            after a restart or while the network is down. With --wait, waits until the server \
+            confirmed it and settings.json holds it. Exit status: 0 queued (or, with --wait, \
+            applied); 1 refused, with the reason; 2 usage or I/O errors; 3 still pending when \
+            --timeout passed (the change stays queued).
+            """)
+
+    @OptionGroup var device: DeviceOptions
+
+    @Argument(help: "KEY=VALUE pairs.")
+    var assignments: [String] = []
+
+    @Option(name: .customLong("reset"), help: "Remove the device's own value of KEY (repeatable).")
+    var resets: [String] = []
+
+    @Flag(help: "Wait for the outcome.")
+    var wait = false
+
+    @Option(help: "With --wait: seconds to wait before giving up with exit status 3.")
+    var timeout: Double = 30
+
+    func validate() throws {
+        guard !assignments.isEmpty || !resets.isEmpty else { throw ValidationError("give at least one KEY=VALUE or --reset KEY") }
+        for assignment in assignments where !assignment.contains("=") {
+            throw ValidationError("\"\(assignment)\" is not KEY=VALUE")
+        }
+        guard timeout > 0, timeout <= 86_400 else { throw ValidationError("--timeout must be from 0 to 86400 seconds") }
+    }
+
+    func run() async throws {
+        let configuration = try device.configuration()
+        let app = try device.selectedApp(in: configuration)
+        let (settings, metadata) = try device.settings(of: app, in: configuration)
+        guard let metadata else {
+            StandardError.write("fleetset set: the metadata of \(app.id) version \(settings.schemaVersion) is missing; wait for the agent's next sync")
+            throw CLIExit.invalidInput
+        }
+        var values = JSONObject()
+        var problems: [String] = []
+        for assignment in assignments {
+            let (key, text) = Self.split(assignment)
+            do {
+                values[key] = try metadata.parseValue(text, forKey: key)
+            } catch {
+                problems.append(error.description)
+            }
+        }
+        for key in resets { values[key] = .null }
+        guard problems.isEmpty else {
+            StandardError.write("fleetset set: refused: " + problems.joined(separator: "; "))
+            throw CLIExit.invalidInput
+        }
+        let fleetApp = device.fleetApp(app, configuration)
+        let request: ChangeRequest
+        do {
+            request = try fleetApp.submit(values)
+        } catch {
+            StandardError.write("fleetset set: \(error)")
+            if case .refused = error { throw CLIExit.invalidInput }
+            throw CLIExit.usageOrIO
+        }
+        let keys = values.keys.sorted().joined(separator: ", ")
+        guard wait else {
+            print("queued \(request.id) for \(app.id): \(keys)")
+            return
+        }
+        switch await request.outcome(waitingUpTo: .milliseconds(Int64(timeout * 1000))) {
+        case .applied(let revision):
+            print("applied in revision \(revision): \(keys)")
+        case .refused(let reason):
+            StandardError.write("fleetset set: refused: \(reason)")
+            throw CLIExit.invalidInput
+        case .pending:
+            StandardError.write(
+                "fleetset set: still pending after \(timeout) s; the agent keeps \(request.id) queued (see fleetset status --app \(app.id))")
+            throw CLIExit.pending
+        }
+    }
+
+    /// `key=value` split at the first `=`.
+    static func split(_ assignment: String) -> (String, String) {
+        let equals = assignment.firstIndex(of: "=") ?? assignment.endIndex
+        return (String(assignment[..<equals]), equals == assignment.endIndex ? "" : String(assignment[assignment.index(after: equals)...]))
+    }
+}
+
+/// `fleetset ack [--app ID] --revision N --state S [--message M]`.
+struct AckCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ack",
+        abstract: "Tell the server what the app made of a revision (relayed by the agent).",
+        discussion: """
+            STATE is applied, error or unsupported; the message says why (at most 4096 characters). \
+            The agent relays it with source "app"; the server logs it and shows it in its device \
+            list. With expectAck in the agent's configuration, an app that does not acknowledge a \
+            revision within ackTimeout is reported unsupported. Exit status: 0 queued; 2 usage or \
+            I/O errors.
+            """)
+
+    @OptionGroup var device: DeviceOptions
+
+    @Option(help: "The revision (settings.json's \"revision\").")
+    var revision: Int64
+
+    @Option(help: "applied, error or unsupported.")
+    var state: AcknowledgementState
+
+    @Option(help: "Why (for error and unsupported).")
+    var message: String = ""
+
+    func run() throws {
+        let configuration = try device.configuration()
+        let app = try device.selectedApp(in: configuration)
+        do {
+            try device.fleetApp(app, configuration).acknowledge(revision: revision, state: state, message: message)
+        } catch {
+            StandardError.write("fleetset ack: \(error)")
+            throw CLIExit.usageOrIO
+        }
+        print("acknowledgement of revision \(revision) (\(state.rawValue)) queued for \(app.id)")
+    }
+}
+
+extension AcknowledgementState: ExpressibleByArgument {}

@@ -1,0 +1,55 @@
+import ArgumentParser
+import FleetDeviceFiles
+import FleetJSON
+import FleetMetadata
+import FleetSettings
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `fleetset watch [--app ID]`.
+struct WatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch",
+        abstract: "Print one JSON line per new revision of the settings, until interrupted.",
+        discussion: """
+            Each line: {"app", "revision", "previousRevision", "schemaVersion", "changed": [keys], \
+            "values": {key: new value}}, the values of x-secret settings masked. Without --app, \
+            every configured app is watched. Lines are flushed at once, for pipes.
+            """)
+
+    @OptionGroup var device: DeviceOptions
+
+    func run() async throws {
+        let configuration = try device.configuration()
+        let apps = try device.selectedApps(in: configuration).map { device.fleetApp($0, configuration) }
+        await withTaskGroup(of: Void.self) { group in
+            for app in apps {
+                group.addTask {
+                    let start = try? app.settings()
+                    for await change in app.changes(after: start?.revision) {
+                        Self.printLine(Self.line(for: change, secretKeys: app.secretKeys(of: change.settings)))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The JSON line for a change, secrets masked.
+    static func line(for change: SettingsChange, secretKeys: Set<String>) -> JSONValue {
+        var values = JSONObject()
+        for key in change.changedKeys { values[key] = secretKeys.contains(key) ? SettingsValues.mask : change.settings.values[key] ?? .null }
+        return [
+            "app": .string(change.settings.app), "revision": .number(.integer(change.settings.revision)),
+            "previousRevision": change.previousRevision.map { .number(.integer($0)) } ?? .null,
+            "schemaVersion": .number(.integer(change.settings.schemaVersion)),
+            "changed": .array(change.changedKeys.map(JSONValue.string)), "values": .object(values),
+        ]
+    }
+
+    static func printLine(_ line: JSONValue) {
+        print(line.serialized())
+        fflush(nil)
+    }
+}

@@ -1,0 +1,177 @@
+import FleetAgentCore
+import FleetDeviceFiles
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("The change journal: coalescing, order, outcomes")
+struct ChangeJournalTests {
+    @Test("changes keep their order; a later change takes its keys out of older unsent ones; an emptied one is superseded")
+    func coalescing() {
+        var journal = ChangeJournal()
+        journal.enqueue(.init(id: "1", values: ["greeting": "a", "volume": 1], madeAt: 10), at: 10)
+        journal.enqueue(.init(id: "2", values: ["greeting": "b"], madeAt: 11), at: 11)
+        journal.enqueue(.init(id: "3", values: ["volume": 3], madeAt: 12), at: 12)
+        #expect(journal.queued.map(\.id) == ["2", "3"])
+        #expect(journal.queued.map(\.values) == [["greeting": "b"], ["volume": 3]])
+        // Its greeting went to change 2 first, its volume to change 3, which ended it.
+        #expect(journal.ended == [.init(id: "1", state: .superseded, keys: ["volume"], supersededBy: "3", endedAt: 12)])
+        #expect(journal.nextToSend?.id == "2")
+    }
+
+    @Test("a confirmed change is not touched by later changes, is not sent again, and is applied once settings.json holds its revision")
+    func confirmAndSettle() {
+        var journal = ChangeJournal()
+        journal.enqueue(.init(id: "1", values: ["greeting": "a"], madeAt: 10), at: 10)
+        journal.confirm("1", revision: 8)
+        journal.enqueue(.init(id: "2", values: ["greeting": "b"], madeAt: 11), at: 11)
+        #expect(journal.queued.map(\.id) == ["1", "2"] && journal.nextToSend?.id == "2")
+        #expect(journal.settle(upTo: 7, at: 12).isEmpty)
+        let outcomes = journal.settle(upTo: 9, at: 13)
+        #expect(outcomes == [.init(id: "1", state: .applied, keys: ["greeting"], revision: 9, endedAt: 13)])
+        #expect(journal.lookup("1") == .ended(outcomes[0]))
+        #expect(journal.lookup("2") == .queued(.init(id: "2", values: ["greeting": "b"], madeAt: 11)))
+        #expect(journal.lookup("3") == .unknown)
+    }
+
+    @Test("a confirmed revision the device refused ends the change refused, saying so")
+    func settleRefused() {
+        var journal = ChangeJournal()
+        journal.enqueue(.init(id: "1", values: ["greeting": "a"], madeAt: 10), at: 10)
+        journal.confirm("1", revision: 8)
+        let outcome = journal.settle(upTo: 8, refusal: "/volume: must be <= 3", at: 11)
+        #expect(outcome.first?.state == .refused)
+        #expect(outcome.first?.message == "the server took the change in revision 8, but the device refused revision 8: /volume: must be <= 3")
+    }
+
+    @Test("the file form round-trips; ended outcomes are capped, oldest dropped")
+    func fileForm() throws {
+        var journal = ChangeJournal()
+        for index in 0..<(ChangeJournal.endedCapacity + 5) {
+            journal.refuseUnqueued(id: "r\(index)", keys: ["volume"], message: "no", at: 100)
+        }
+        journal.enqueue(.init(id: "q", values: ["greeting": "x", "pin": .null], madeAt: 1_800_000_000, confirmedRevision: 4), at: 100)
+        #expect(journal.ended.count == ChangeJournal.endedCapacity && journal.ended.first?.id == "r5")
+        let read = try ChangeJournal(json: try JSONParser.parse(Array(journal.json.serialized().utf8)))
+        #expect(read == journal)
+        #expect(throws: WireError.self) { try ChangeJournal(json: ["queued": [["id": "x"]], "ended": []]) }
+    }
+}
+
+@Suite("Request files in the inbox")
+struct RequestFileTests {
+    @Test("requests are read strictly, with the member that is wrong")
+    func parsing() throws {
+        #expect(try SpoolRequest(json: ["request": "set", "values": ["volume": 3]]) == .set(["volume": 3]))
+        #expect(try SpoolRequest(json: ["request": "ack", "revision": 4, "state": "error"]) == .ack(revision: 4, state: .error, message: ""))
+        #expect(try SpoolRequest(json: ["request": "sync"]) == .sync)
+        #expect(throws: WireError(at: JSONPointer.root.appending("values"), "must name 1 to 256 settings")) {
+            try SpoolRequest(json: ["request": "set", "values": [:]])
+        }
+        #expect(throws: WireError(at: JSONPointer.root.appending("values"), "is not a member of a sync request")) {
+            try SpoolRequest(json: ["request": "sync", "values": ["a": 1]])
+        }
+        #expect(throws: WireError.self) { try SpoolRequest(json: ["request": "ack", "revision": -1, "state": "applied"]) }
+        for request in [SpoolRequest.sync, .set(["a": 1]), .ack(revision: 3, state: .unsupported, message: "m")] {
+            #expect(try SpoolRequest(json: request.json) == request)
+        }
+        #expect(SpoolRequest.isRequestName("1-2-3.json") && !SpoolRequest.isRequestName(".x.json") && !SpoolRequest.isRequestName("a.json.tmp-1"))
+        #expect(SpoolRequest.id(ofFileNamed: "1-2-3.json") == "1-2-3")
+    }
+
+    @Test("links, oversized files and writers not allowed are refused with the reason; root and the agent's user always may write")
+    func fileChecks() {
+        let writers = Writers(users: ["kiosk": 1001], groups: ["operators": 2001])
+        func check(_ kind: RequestFileCheck.Kind = .regular, links: Int = 1, size: Int = 100, owner: uid_t = 1001, group: gid_t = 1001) -> String? {
+            RequestFileCheck.refusal(kind: kind, links: links, size: size, owner: owner, group: group, writers: writers, agentUser: 999)
+        }
+        #expect(check() == nil)
+        #expect(check(owner: 1500, group: 2001) == nil)
+        #expect(check(owner: 0, group: 0) == nil)
+        #expect(check(owner: 999, group: 999) == nil)
+        #expect(check(.other)?.hasPrefix("not a regular file") == true)
+        #expect(check(links: 2) == "has 2 hard links; a request must be a file of its own")
+        #expect(check(size: 70_000) == "70000 bytes, more than the 65536 a request may have")
+        #expect(
+            check(owner: 1500, group: 1500)
+                == "written by uid 1500 (gid 1500), who may not change this app's settings; allowed: root, the agent's user, users kiosk, groups operators")
+    }
+
+    @Test("writers, expectAck and ackTimeout are read from the app's entry; unknown names are refused with their pointer")
+    func configuration() throws {
+        let app = try AppConfiguration(
+            json: ["id": "kiosk", "writers": ["users": ["root"], "groups": ["root"]], "expectAck": true, "ackTimeout": 5], at: .root)
+        #expect(app.writers == Writers(users: ["root": 0], groups: ["root": 0]) && app.expectAck && app.ackTimeout == .seconds(5))
+        #expect(try AppConfiguration(json: ["id": "kiosk"], at: .root).ackTimeout == .seconds(60))
+        #expect(throws: WireError(at: JSONPointer.root.appending("writers").appending("users").appending(index: 0), "there is no user named \"no-such-user\" on this system")) {
+            try AppConfiguration(json: ["id": "kiosk", "writers": ["users": ["no-such-user"]]], at: .root)
+        }
+        #expect(throws: WireError(at: JSONPointer.root.appending("writers").appending("people"), "is not a key here: use users, groups")) {
+            try AppConfiguration(json: ["id": "kiosk", "writers": ["people": []]], at: .root)
+        }
+        #expect(throws: WireError.self) { try AppConfiguration(json: ["id": "kiosk", "ackTimeout": 0], at: .root) }
+    }
+}
+
+@Suite("Checking and reading a device-side change")
+struct LocalChangeTests {
+    static let metadata: JSONValue = [
+        "app": "kiosk", "version": 3,
+        "schema": [
+            "type": "object",
+            "properties": [
+                "greeting": ["type": "string", "x-writable": true],
+                "volume": ["type": "integer", "maximum": 10, "x-writable": true],
+                "brightness": ["type": "integer"],
+                "ratio": ["type": ["number", "null"], "x-writable": true],
+                "enabled": ["type": "boolean", "x-writable": true],
+                "tags": ["type": "array", "items": ["type": "string"], "x-writable": true],
+                "pin": ["type": "string", "minLength": 4, "x-secret": true, "x-writable": true],
+                "code": ["type": ["integer", "string"], "x-writable": true],
+            ],
+        ],
+    ]
+
+    @Test("keys must exist and be x-writable; values must fit; problems earlier metadata caused do not count")
+    func problems() throws {
+        let metadata = try Metadata(Self.metadata)
+        let current: JSONObject = ["greeting": "hi", "volume": 5, "brightness": 400]
+        #expect(metadata.problems(ofChange: ["greeting": "hello", "volume": 10], to: current).isEmpty)
+        #expect(metadata.problems(ofChange: ["brightness": 3, "nope": 1], to: current).map(\.description) == [
+            "/brightness: is not x-writable: only the fleet's administrators may change it",
+            "/nope: is not a setting of kiosk (schema version 3)",
+        ])
+        #expect(metadata.problems(ofChange: ["volume": 11], to: current).map(\.description) == ["/volume: must be <= 10 (got 11)"])
+        let secret = metadata.problems(ofChange: ["pin": "12"], to: current).map(\.description)
+        #expect(secret.count == 1 && secret[0].hasPrefix("/pin: ") && !secret[0].contains("12"))
+        #expect(metadata.problems(ofChange: ["volume": .null], to: current).isEmpty)
+    }
+
+    @Test("values are read by the setting's schema type")
+    func parsing() throws {
+        let metadata = try Metadata(Self.metadata)
+        #expect(try metadata.parseValue("7", forKey: "volume") == 7)
+        #expect(try metadata.parseValue("7", forKey: "greeting") == "7")
+        #expect(try metadata.parseValue("null", forKey: "ratio") == .null)
+        #expect(try metadata.parseValue("0.5", forKey: "ratio") == 0.5)
+        #expect(try metadata.parseValue("yes", forKey: "enabled") == true)
+        #expect(try metadata.parseValue("Off", forKey: "enabled") == false)
+        #expect(try metadata.parseValue("[\"a\"]", forKey: "tags") == ["a"])
+        #expect(try metadata.parseValue("42", forKey: "code") == 42)
+        #expect(try metadata.parseValue("A-42", forKey: "code") == "A-42")
+        #expect(throws: ChangeProblem(JSONPointer.root.appending("volume"), "must be an integer (got \"loud\")")) {
+            try metadata.parseValue("loud", forKey: "volume")
+        }
+        #expect(throws: ChangeProblem(JSONPointer.root.appending("enabled"), "must be true or false (got \"maybe\")")) {
+            try metadata.parseValue("maybe", forKey: "enabled")
+        }
+        #expect(throws: ChangeProblem(JSONPointer.root.appending("nope"), "is not a setting of kiosk (schema version 3)")) {
+            try metadata.parseValue("1", forKey: "nope")
+        }
+    }
+}

@@ -1,0 +1,309 @@
+import FleetClient
+import FleetDeviceFiles
+import FleetIO
+import FleetJSON
+import FleetProtocol
+import FleetSettings
+import FleetTestSupport
+import Foundation
+import Testing
+
+/// Local changes, the inbox's checks and app acknowledgements, end to end: `fleetset` and the
+/// FleetSettings library on the device side, `fleetsetd`, and `fleetset-server` on 127.0.0.1.
+@Suite("Write-back, the inbox and acknowledgements")
+struct WriteBackTests {
+    /// The journal the agent keeps for `app`.
+    static func journal(_ fleet: Fleet, _ app: String) throws -> ChangeJournal {
+        try ChangeJournal.load(fleet.layout.changesFile(app))
+    }
+
+    /// Waits until `changes.json` satisfies `condition`.
+    @discardableResult
+    static func waitForJournal(_ fleet: Fleet, _ app: String, agent: RunningProcess, _ condition: (ChangeJournal) -> Bool) async throws
+        -> ChangeJournal
+    {
+        var found = ChangeJournal()
+        try await Waiting.until("changes.json never matched: \(found.json.serialized()); agent log:\n\(agent.log)") {
+            found = (try? journal(fleet, app)) ?? ChangeJournal()
+            return condition(found)
+        }
+        return found
+    }
+
+    @Test("set --wait: the value is confirmed by the server, downloaded again and in settings.json; status and explain show it")
+    func setAndWait() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+
+        let set = try fleet.cli(["set", "greeting=Welcome, 7", "--wait", "--timeout", "20"])
+        #expect(set.status == 0, "\(set)\n\(agent.log)")
+        let settings = try #require(fleet.settings("kiosk"))
+        #expect(settings.values["greeting"] == "Welcome, 7" && settings.revision > first.revision)
+        #expect(set.standardOutput == "applied in revision \(settings.revision): greeting\n")
+        #expect(fleet.server.log.contains("event=device-write app=kiosk"))
+        try await agent.waitForLog("event=change-applied")
+        let journal = try Self.journal(fleet, "kiosk")
+        #expect(journal.queued.isEmpty && journal.ended.map(\.state) == [.applied])
+
+        // Setting the value it has already: nothing is sent, the change is applied at once.
+        let same = try fleet.cli(["set", "greeting=Welcome, 7", "--wait"])
+        #expect(same.status == 0 && same.standardOutput == "applied in revision \(settings.revision): greeting\n", "\(same)")
+
+        let status = try fleet.cli(["status"])
+        #expect(status.standardOutput.contains("local changes") && status.standardOutput.contains("applied"), "\(status)")
+        let explain = try fleet.cli(["explain"])
+        let row = explain.lines.first { $0.hasPrefix("greeting") } ?? ""
+        #expect(explain.status == 0 && row.contains("\"Welcome, 7\"") && row.contains("device"), "\(explain)")
+        #expect(explain.standardOutput.contains("pin") && explain.standardOutput.contains("********"))
+
+        // --reset removes the device's own value: the fleet's applies again.
+        let reset = try fleet.cli(["set", "--reset", "greeting", "--wait"])
+        #expect(reset.status == 0, "\(reset)")
+        #expect(fleet.settings("kiosk")?.values["greeting"] == "hello")
+    }
+
+    @Test("refused locally with a clear message: a key that is not x-writable, a value of the wrong type; a request that bypasses the CLI is refused by the agent and recorded")
+    func refusedLocally() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+
+        let notWritable = try fleet.cli(["set", "volume=3"])
+        #expect(notWritable.status == 1)
+        #expect(notWritable.standardError == "fleetset set: kiosk: the change cannot be made: /volume: is not x-writable: only the fleet's administrators may change it\n")
+        let unknown = try fleet.cli(["set", "colour=red"])
+        #expect(unknown.status == 1 && unknown.standardError.contains("/colour: is not a setting of kiosk"), "\(unknown)")
+        let usage = try fleet.cli(["set", "greeting"])
+        #expect(usage.status == 2 && usage.standardError.contains("\"greeting\" is not KEY=VALUE"))
+
+        // Straight into the inbox: the agent checks as the CLI does.
+        let id = try SpoolRequest.set(["volume": 3, "greeting": "x"]).submit(to: fleet.layout.spoolDirectory("kiosk"))
+        let journal = try await Self.waitForJournal(fleet, "kiosk", agent: agent) { $0.lookup(id) != .unknown }
+        guard case .ended(let outcome) = journal.lookup(id) else {
+            Issue.record("not ended: \(journal.lookup(id))")
+            return
+        }
+        #expect(outcome.state == .refused && outcome.message.contains("/volume: is not x-writable"))
+        #expect(!fleet.server.log.contains("event=device-write"))
+        #expect(FleetApp("kiosk", stateDirectory: fleet.layout.stateDirectory, spoolDirectory: fleet.layout.spoolDirectory).outcome(ofRequest: id)
+            == .refused(outcome.message))
+        try await Waiting.until("the request file stays") {
+            !FileManager.default.fileExists(atPath: fleet.layout.spoolDirectory("kiosk") + "/\(id).json")
+        }
+    }
+
+    @Test("set while the server is down: queued, pending at the timeout, kept across an agent restart, applied exactly once when the server is back")
+    func offlineSetAcrossRestart() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        var agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        let port = fleet.server.port
+        fleet.server.signal(SIGTERM)
+        #expect(fleet.server.waitForExit() == 0)
+
+        let pending = try fleet.cli(["set", "greeting=offline", "--wait", "--timeout", "1"])
+        #expect(pending.status == 3 && pending.standardError.contains("still pending"), "\(pending)")
+        let queued = try await Self.waitForJournal(fleet, "kiosk", agent: agent) { $0.queued.count == 1 }
+        #expect(queued.queued[0].values == ["greeting": "offline"])
+        try await fleet.waitForStatus("kiosk", agent: agent) { $0.pendingChanges == 1 }
+        // Two later changes of the same key coalesce: only the newest value is sent.
+        #expect(try fleet.cli(["set", "greeting=offline again"]).status == 0)
+        try await Self.waitForJournal(fleet, "kiosk", agent: agent) { $0.queued.count == 1 && $0.ended.map(\.state) == [.superseded] }
+
+        agent.signal(SIGKILL)
+        _ = agent.waitForExit()
+        agent = try fleet.startAgent()
+        try await agent.waitForLog("event=sync-failed")
+        let revived = try await ServerProcess.start(in: fleet.directory, port: port)
+        defer { revived.kill() }
+        let applied = try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["greeting"] == "offline again" }
+        #expect(applied.revision > first.revision)
+        try await Self.waitForJournal(fleet, "kiosk", agent: agent) { $0.queued.isEmpty && $0.ended.last?.state == .applied }
+        #expect(revived.log.components(separatedBy: "event=device-write").count - 1 == 1, "\(revived.log)")
+        try await fleet.waitForStatus("kiosk", agent: agent) { $0.pendingChanges == 0 }
+    }
+
+    @Test("kill -9 while the server holds the write: the change is sent again after the restart and applied once")
+    func killedMidPush() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let proxy = try await FaultProxy.start(upstream: fleet.server.url, http: fleet.http)
+        var agent = try await fleet.launchAgent([["id": "kiosk"]], server: proxy.url)
+        defer { agent.kill() }
+        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        proxy.inject(.holdPatch)
+        #expect(try fleet.cli(["set", "greeting=held"]).status == 0)
+        try await Waiting.until("the write never reached the proxy:\n\(agent.log)") { proxy.faultsServed("holdPatch") == 1 }
+        agent.signal(SIGKILL)
+        _ = agent.waitForExit()
+        #expect(try Self.journal(fleet, "kiosk").queued.map(\.values) == [["greeting": "held"]])
+        proxy.inject(.none)
+        agent = try fleet.startAgent()
+        try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["greeting"] == "held" }
+        try await Self.waitForJournal(fleet, "kiosk", agent: agent) { $0.queued.isEmpty && $0.ended.map(\.state) == [.applied] }
+    }
+
+    @Test("a write that races an admin change gets 409, is checked against the new revision and sent again")
+    func conflict() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        var agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        agent.signal(SIGTERM)
+        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        // The admin changes a setting while the device holds revision `first`, and the device
+        // changes another, based on `first`.
+        try await fleet.set("kiosk", ["volume": 9])
+        #expect(try fleet.cli(["set", "greeting=raced"]).status == 0)
+        agent = try fleet.startAgent()
+        let merged = try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["greeting"] == "raced" }
+        #expect(merged.values["volume"] == 9 && merged.revision > first.revision + 1)
+        try await agent.waitForLog("event=change-conflict")
+        try await Self.waitForJournal(fleet, "kiosk", agent: agent) { $0.ended.map(\.state) == [.applied] }
+    }
+
+    @Test("the inbox refuses malformed, oversized, symlinked and hard-linked files and writers not allowed; each moved aside with its reason; the agent stays alive")
+    func inboxRefusals() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        let inbox = fleet.layout.spoolDirectory("kiosk")
+        let outside = fleet.directory + "/outside.json"
+        try FileSystemWrite.text("{\"request\": \"sync\"}", to: outside, mode: 0o644)
+
+        try FileSystemWrite.text("{\"request\": \"set\", \"values\": ", to: inbox + "/.malformed.tmp", mode: 0o644)
+        #expect(rename(inbox + "/.malformed.tmp", inbox + "/malformed.json") == 0)
+        try FileSystemWrite.text("{\"request\": \"sync\", \"pad\": \"" + String(repeating: "x", count: 70_000) + "\"}", to: inbox + "/.big", mode: 0o644)
+        #expect(rename(inbox + "/.big", inbox + "/oversized.json") == 0)
+        #expect(symlink(outside, inbox + "/symlinked.json") == 0)
+        #expect(link(outside, inbox + "/hardlinked.json") == 0)
+        try FileSystemWrite.text("{\"request\": \"launch\"}", to: inbox + "/.unknown", mode: 0o644)
+        #expect(rename(inbox + "/.unknown", inbox + "/unknown.json") == 0)
+        var expected: [String: String] = [
+            "malformed.json": "not a request", "oversized.json": "more than the 65536 a request may have",
+            "symlinked.json": "not a regular file", "hardlinked.json": "has 2 hard links", "unknown.json": "must be one of",
+        ]
+        if geteuid() == 0 {
+            // A file owned by a user who is not among the app's writers.
+            try FileSystemWrite.text("{\"request\": \"set\", \"values\": {\"greeting\": \"intruder\"}}", to: inbox + "/.foreign", mode: 0o644)
+            #expect(chown(inbox + "/.foreign", 65534, 65534) == 0)
+            #expect(rename(inbox + "/.foreign", inbox + "/foreign.json") == 0)
+            expected["foreign.json"] = "written by uid 65534 (gid 65534), who may not change this app's settings"
+        } else {
+            print("inboxRefusals: not root, so a file of another owner cannot be made; the writers check is covered by RequestFileCheck's tests")
+        }
+        let refused = inbox + "/refused"
+        for (name, reason) in expected {
+            try await Waiting.until("\(name) was not moved aside:\n\(agent.log)") {
+                FileManager.default.fileExists(atPath: refused + "/" + name + ".reason")
+            }
+            let recorded = try String(contentsOfFile: refused + "/" + name + ".reason", encoding: .utf8)
+            #expect(recorded.contains(reason), "\(name): \(recorded)")
+            #expect(!FileManager.default.fileExists(atPath: inbox + "/" + name))
+        }
+        if geteuid() == 0 {
+            let journal = try await Self.waitForJournal(fleet, "kiosk", agent: agent) { $0.lookup("foreign") != .unknown }
+            guard case .ended(let outcome) = journal.lookup("foreign") else { return }
+            #expect(outcome.state == .refused && outcome.message.contains("refused by the inbox: written by uid 65534"))
+            #expect(fleet.settings("kiosk")?.values["greeting"] == "hello")
+        }
+        #expect(agent.count("event=inbox-refused") >= expected.count)
+        // Alive and syncing.
+        try await fleet.set("kiosk", ["volume": 2])
+        try await fleet.waitForSettings("kiosk", agent: agent) { $0.revision > first.revision && $0.values["volume"] == 2 }
+        #expect(agent.isRunning)
+    }
+
+    @Test("an app's acknowledgement is relayed with source app: in the server's log and its device list")
+    func appAcknowledgement() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        let settings = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        try await fleet.waitForStatusLine("kiosk", containing: ["revision=\(settings.revision)", "source=agent"], agent: agent)
+
+        let ack = try fleet.cli(["ack", "--revision", "\(settings.revision)", "--state", "error", "--message", "printer offline"])
+        #expect(ack.status == 0, "\(ack)")
+        let line = try await fleet.waitForStatusLine("kiosk", containing: ["source=app", "state=error"], agent: agent)
+        #expect(line.contains("revision=\(settings.revision)") && line.contains("printer offline"))
+        let devices = try await fleet.admin.devices(app: "kiosk")
+        let status = try #require(devices.devices.first?.status)
+        #expect(status.report.source == .app && status.report.state == .error && status.report.message == "printer offline")
+        try await agent.waitForLog("event=app-ack")
+
+        let future = try fleet.cli(["ack", "--revision", "\(settings.revision + 50)", "--state", "applied"])
+        #expect(future.status == 0)
+        try await agent.waitForLog("but the newest this device received is")
+        let bad = try fleet.cli(["ack", "--revision", "1", "--state", "done"])
+        #expect(bad.status == 2)
+    }
+
+    @Test("expectAck: an app silent past ackTimeout is reported unsupported; an app that acknowledges in time is not")
+    func acknowledgementTimeout() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let agent = try await fleet.launchAgent([["id": "kiosk", "expectAck": true, "ackTimeout": 2]])
+        defer { agent.kill() }
+        let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        let line = try await fleet.waitForStatusLine("kiosk", containing: ["revision=\(first.revision)", "state=unsupported"], agent: agent)
+        #expect(line.contains("no acknowledgement from the app") && line.contains("source=agent"))
+        try await fleet.waitForStatus("kiosk", agent: agent) { $0.awaitingAck == nil && $0.state == .unsupported }
+
+        // The next revision is acknowledged by the app through the library: no timeout report.
+        let app = FleetApp("kiosk", stateDirectory: fleet.layout.stateDirectory, spoolDirectory: fleet.layout.spoolDirectory)
+        try await fleet.set("kiosk", ["volume": 1])
+        let second = try await fleet.waitForSettings("kiosk", agent: agent) { $0.revision > first.revision }
+        try await fleet.waitForStatus("kiosk", agent: agent) { $0.awaitingAck == second.revision }
+        try app.acknowledge(revision: second.revision, state: .applied, message: "reloaded")
+        try await fleet.waitForStatusLine("kiosk", containing: ["revision=\(second.revision)", "source=app", "state=applied"], agent: agent)
+        let settled = try await fleet.waitForStatus("kiosk", agent: agent) { $0.awaitingAck == nil }
+        #expect(settled.ackDeadline == nil)
+        #expect(!fleet.statusLines("kiosk").contains { $0.contains("revision=\(second.revision)") && $0.contains("state=unsupported") })
+    }
+
+    @Test("the library's change stream and fleetset watch see every revision in order, secrets masked in watch")
+    func changeStream() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        let app = FleetApp("kiosk", stateDirectory: fleet.layout.stateDirectory, spoolDirectory: fleet.layout.spoolDirectory)
+        let watch = try RunningProcess(CLIRunner.binary, ["watch", "--config", fleet.configurationFile], standardOutputToLog: true)
+        defer { watch.kill() }
+        let collected = Task {
+            var seen: [(Int64, [String])] = []
+            for await change in app.changes(after: first.revision) {
+                seen.append((change.settings.revision, change.changedKeys))
+                if seen.count == 4 { break }
+            }
+            return seen
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        var written: [Int64] = []
+        for value in Int64(1)...4 {
+            try await fleet.set("kiosk", value == 4 ? ["pin": "9999"] : ["volume": .number(.integer(value))])
+            let settings = try await fleet.waitForSettings("kiosk", agent: agent) { $0.revision > (written.last ?? first.revision) }
+            written.append(settings.revision)
+        }
+        let seen = await collected.value
+        #expect(seen.map(\.0) == written)
+        #expect(seen.map(\.1) == [["volume"], ["volume"], ["volume"], ["pin"]])
+        let lastLine = try await watch.waitForLog("\"revision\":\(written[3])")
+        let parsed = try JSONParser.parse(Array(lastLine.utf8))
+        #expect(parsed["values"] == ["pin": "********"] && parsed["changed"] == ["pin"] && parsed["previousRevision"] == .number(.integer(written[2])))
+        #expect(!watch.log.contains("9999"))
+        for revision in written { #expect(watch.count("\"revision\":\(revision),") == 1, "\(watch.log)") }
+    }
+}
