@@ -24,18 +24,23 @@ extension FleetApp {
     /// While the app's folder does not exist yet (the agent has not run), the sequence checks
     /// for it every second.
     public func changes(after revision: Int64? = nil) -> AsyncStream<SettingsChange> {
-        let start = revision.map { SettingsSequencer.Seen.revision($0) } ?? .current
         let (stream, continuation) = AsyncStream.makeStream(of: SettingsChange.self, bufferingPolicy: .unbounded)
         let app = self
+        let directory = layout.appDirectory(id)
+        // Watch before reading, so nothing written after this call returns is missed.
+        let watching = try? DirectoryWatcher(directories: [directory])
+        let generations = readGenerations()
+        var sequencer = SettingsSequencer(start: revision.map { .revision($0) } ?? .current, on: generations)
+        let first = sequencer.advance(generations)
         let task = Task {
-            let directory = app.layout.appDirectory(app.id)
-            var watcher: DirectoryWatcher?
+            var watcher = watching
             while watcher == nil, !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
                 watcher = try? DirectoryWatcher(directories: [directory])
-                if watcher == nil { try? await Task.sleep(for: .seconds(1)) }
             }
             guard let watcher else { return }
-            var sequencer = SettingsSequencer(start: start, current: app.readGenerations().current)
+            for change in first { continuation.yield(change) }
+            // The folder may have appeared just now: look at what it holds.
             for change in sequencer.advance(app.readGenerations()) { continuation.yield(change) }
             await withTaskCancellationHandler {
                 for await event in watcher.events {
@@ -88,13 +93,15 @@ struct SettingsSequencer {
     private(set) var last: AppSettings?
     private(set) var lastRevision: Int64?
 
-    init(start: Seen, current: AppSettings?) {
+    /// Starts from what the reader has seen; for a given revision, its values are taken from
+    /// whichever generation on disk holds it, so the first change's keys are exact.
+    init(start: Seen, on generations: Generations) {
         switch start {
         case .current:
-            last = current
-            lastRevision = current?.revision
+            last = generations.current
+            lastRevision = generations.current?.revision
         case .revision(let revision):
-            last = current?.revision == revision ? current : nil
+            last = [generations.current, generations.previous].compactMap { $0 }.first { $0.revision == revision }
             lastRevision = revision
         }
     }

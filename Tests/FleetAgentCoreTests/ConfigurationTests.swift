@@ -55,7 +55,7 @@ struct ConfigurationTests {
             (#"{"server": "https://x", "apps": [{"id": "a", "onChange": []}]}"#, "/apps/0/onChange: must be an array"),
             (#"{"server": "https://x", "apps": [{"id": "a", "onChange": ["/bin/x", 3]}]}"#, "/apps/0/onChange/1: must be a string"),
             (#"{"server": "https://x", "apps": [{"id": "a", "readers": "no-such-group-here"}]}"#, "/apps/0/readers: there is no group named"),
-            (#"{"server": "https://x", "apps": [{"id": "a", "hookTimout": 3}]}"#, "/apps/0/hookTimout: unknown key; the keys are hookTimeout, id, onChange, readers"),
+            (#"{"server": "https://x", "apps": [{"id": "a", "hookTimout": 3}]}"#, "/apps/0/hookTimout: unknown key; the keys are ackTimeout, expectAck, hookTimeout, id, onChange, readers, writers"),
             (#"{"server": "https://x", "apps": {"id": "a"}}"#, "/apps: must be an array"),
             (#"[]"#, "/: must be an object"),
         ])

@@ -107,7 +107,7 @@ struct DeviceFilesTests {
         let directory = try folder()
         let status = AppStatus(
             app: "kiosk", revision: 4, schemaVersion: 2, state: .error, latestRevision: 5, lastSync: 1_795_000_000, lastError: "revision 5: …",
-            pendingReports: 1, updatedAt: 1_795_000_001)
+            pendingReports: 1, pendingChanges: 2, awaitingAck: 5, ackDeadline: 1_795_000_060, updatedAt: 1_795_000_001)
         try status.write(to: directory + "/status.json")
         #expect(AppStatus.load(directory + "/status.json") == status)
         #expect(AppStatus.load(directory + "/missing.json") == nil)
@@ -116,8 +116,10 @@ struct DeviceFilesTests {
     @Test("a sync request lands in the inbox under a complete name only")
     func spool() throws {
         let directory = try folder()
-        let path = try SpoolRequest.sync.submit(to: directory)
-        let name = String(path.split(separator: "/").last!)
+        let id = try SpoolRequest.sync.submit(to: directory)
+        let name = id + ".json"
+        let path = directory + "/" + name
+        #expect(SpoolRequest.id(ofFileNamed: name) == id)
         #expect(SpoolRequest.isRequestName(name) && !SpoolRequest.isRequestName(".\(name)") && !SpoolRequest.isRequestName(name + ".tmp-1-2"))
         #expect(try SpoolRequest(json: try JSONParser.parse(try FileSystem.readFile(path))) == .sync)
         #expect(throws: WireError.self) { try SpoolRequest(json: ["request": "reboot"]) }

@@ -212,7 +212,7 @@ struct ChangeStreamTests {
 
     @Test("the sequencer reports each new revision once, recovers one missed generation from the previous file")
     func sequencer() {
-        var sequencer = SettingsSequencer(start: .current, current: Self.settings(1, 1))
+        var sequencer = SettingsSequencer(start: .current, on: .init(current: Self.settings(1, 1), previous: nil))
         #expect(sequencer.advance(.init(current: Self.settings(1, 1), previous: nil)).isEmpty)
         let second = sequencer.advance(.init(current: Self.settings(2, 2), previous: Self.settings(1, 1)))
         #expect(second.map(\.settings.revision) == [2] && second[0].changedKeys == ["volume"] && second[0].previousRevision == 1)
@@ -229,25 +229,28 @@ struct ChangeStreamTests {
     func stream() async throws {
         let folder = try DeviceFolder()
         let app = folder.app
-        let received = Task {
-            var revisions: [(Int64, [String])] = []
-            for await change in app.changes(after: 7) {
-                revisions.append((change.settings.revision, change.changedKeys))
-                if revisions.count == 3 { break }
-            }
-            return revisions
-        }
-        // Give the stream a moment to start watching, then write three generations.
-        try await Task.sleep(for: .milliseconds(200))
+        var changes = app.changes(after: 7).makeAsyncIterator()
+        // The stream watches from the moment changes(after:) returns; write three generations.
         var values = DeviceFolder.values
+        var seen: [(Int64, [String])] = []
         for revision in Int64(8)...10 {
             values["volume"] = .number(.integer(revision - 7))
             try folder.write(revision: revision, values: values)
-            try await Task.sleep(for: .milliseconds(20))
+            if let change = await changes.next() { seen.append((change.settings.revision, change.changedKeys)) }
         }
-        let seen = await received.value
         #expect(seen.map(\.0) == [8, 9, 10])
         #expect(seen.allSatisfy { $0.1 == ["volume"] })
+    }
+
+    @Test("a stream started after a write it was told about reports it with exact keys, from the previous generation")
+    func startedLate() async throws {
+        let folder = try DeviceFolder()
+        var values = DeviceFolder.values
+        values["greeting"] = "later"
+        try folder.write(revision: 8, values: values)
+        var changes = folder.app.changes(after: 7).makeAsyncIterator()
+        let change = await changes.next()
+        #expect(change?.settings.revision == 8 && change?.changedKeys == ["greeting"] && change?.previousRevision == 7)
     }
 }
 
@@ -278,22 +281,23 @@ struct ProviderTests {
         let running = Task { await provider.run() }
         defer { running.cancel() }
         let config = ConfigReader(provider: provider)
+        let (values, forward) = AsyncStream.makeStream(of: Int?.self)
         let watched = Task {
             try await config.watchInt(forKey: "volume") { updates in
-                var seen: [Int?] = []
                 for await value in updates {
-                    seen.append(value)
+                    forward.yield(value)
                     if value == 8 { break }
                 }
-                return seen
             }
+            forward.finish()
         }
-        try await Task.sleep(for: .milliseconds(200))
-        var values = DeviceFolder.values
-        values["volume"] = 8
-        try folder.write(revision: 8, values: values)
-        let seen = try await watched.value
-        #expect(seen.first == 5 && seen.last == 8)
+        var seen = values.makeAsyncIterator()
+        #expect(await seen.next() == 5)
+        var changed = DeviceFolder.values
+        changed["volume"] = 8
+        try folder.write(revision: 8, values: changed)
+        #expect(await seen.next() == 8)
+        try await watched.value
         #expect(provider.revision == 8)
     }
 }
