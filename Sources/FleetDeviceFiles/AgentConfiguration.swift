@@ -234,7 +234,7 @@ public struct AppConfiguration: Sendable, Equatable {
         hookTimeout = try reader.seconds("hookTimeout", in: 0.1...3600, default: 30)
         readers = try reader.optionalString("readers", maximumLength: 32)
         if let readers, !readers.isEmpty {
-            guard GroupLookup.id(of: readers) != nil else {
+            guard AccountLookup.groupID(of: readers) != nil else {
                 throw WireError(at: location.appending("readers"), "there is no group named \"\(readers)\" on this system")
             }
         } else if readers != nil {
@@ -267,14 +267,14 @@ public struct Writers: Sendable, Equatable {
         let reader = try MemberReader(json, at: location, allowed: ["users", "groups"], unknownMember: "is not a key here: use users, groups")
         var users: [String: uid_t] = [:]
         for (index, name) in (try reader.names("users", maximumCount: 64, maximumLength: 32) ?? []).enumerated() {
-            guard let id = UserLookup.id(of: name) else {
+            guard let id = AccountLookup.userID(of: name) else {
                 throw WireError(at: location.appending("users").appending(index: index), "there is no user named \"\(name)\" on this system")
             }
             users[name] = id
         }
         var groups: [String: gid_t] = [:]
         for (index, name) in (try reader.names("groups", maximumCount: 64, maximumLength: 32) ?? []).enumerated() {
-            guard let id = GroupLookup.id(of: name) else {
+            guard let id = AccountLookup.groupID(of: name) else {
                 throw WireError(at: location.appending("groups").appending(index: index), "there is no group named \"\(name)\" on this system")
             }
             groups[name] = id
@@ -335,28 +335,31 @@ extension MemberReader {
     }
 }
 
-/// Group names to ids, through the system's group database.
-public enum GroupLookup {
-    /// The id of the group named `name`, or `nil` when there is none.
-    public static func id(of name: String) -> gid_t? {
-        var group = group()
-        var result: UnsafeMutablePointer<group>?
-        var buffer = [CChar](repeating: 0, count: 16_384)
-        let status = getgrnam_r(name, &group, &buffer, buffer.count, &result)
-        guard status == 0, result != nil else { return nil }
-        return group.gr_gid
-    }
-}
-
-/// User names to ids, through the system's user database.
-public enum UserLookup {
+/// User and group names to ids, through the system's databases (`getpwnam_r`, `getgrnam_r`).
+public enum AccountLookup {
     /// The id of the user named `name`, or `nil` when there is none.
-    public static func id(of name: String) -> uid_t? {
-        var user = passwd()
-        var result: UnsafeMutablePointer<passwd>?
+    public static func userID(of name: String) -> uid_t? {
+        entry(name, getpwnam_r) { $0.pw_uid }
+    }
+
+    /// The id of the group named `name`, or `nil` when there is none.
+    public static func groupID(of name: String) -> gid_t? {
+        entry(name, getgrnam_r) { $0.gr_gid }
+    }
+
+    /// Looks `name` up with a reentrant database call and reads the id while the entry's buffer lives.
+    private static func entry<Entry, ID>(
+        _ name: String,
+        _ lookup: (UnsafePointer<CChar>, UnsafeMutablePointer<Entry>, UnsafeMutablePointer<CChar>, Int, UnsafeMutablePointer<UnsafeMutablePointer<Entry>?>) -> Int32,
+        _ id: (Entry) -> ID
+    ) -> ID? {
+        let entry = UnsafeMutablePointer<Entry>.allocate(capacity: 1)
+        defer { entry.deallocate() }
+        var result: UnsafeMutablePointer<Entry>?
         var buffer = [CChar](repeating: 0, count: 16_384)
-        let status = getpwnam_r(name, &user, &buffer, buffer.count, &result)
-        guard status == 0, result != nil else { return nil }
-        return user.pw_uid
+        return buffer.withUnsafeMutableBufferPointer { buffer in
+            guard lookup(name, entry, buffer.baseAddress!, buffer.count, &result) == 0, result != nil else { return nil }
+            return id(entry.pointee)
+        }
     }
 }

@@ -75,12 +75,8 @@ struct ServerOptions: ParsableArguments {
             return try await withHTTPClient(configuration: configuration) { http in
                 try await body(FleetClient(http: http, baseURL: url, token: token))
             }
-        } catch let error as FleetClientError {
-            StandardError.write("fleetset admin: \(error)")
-            throw error.status == nil ? CLIExit.usageOrIO : CLIExit.invalidInput
-        } catch let error as HTTPClientError {
-            StandardError.write("fleetset admin: \(error)")
-            throw CLIExit.usageOrIO
+        } catch {
+            throw CLIExit.reportingServerFailure(error, as: "fleetset admin")
         }
     }
 
@@ -264,15 +260,7 @@ struct AdminExplain: AsyncParsableCommand {
 
     func run() async throws {
         let explanation = try await server.withClient { try await $0.explain(app: app, deviceID: device) }
-        server.output(explanation.json) {
-            var rows = [["SETTING", "VALUE", "FROM"]]
-            for (key, value) in explanation.values {
-                rows.append([key, value.serialized(maximumLength: 60), explanation.sources[key] ?? "-"])
-            }
-            let served = explanation.servedRevision.map { "revision \($0) served" } ?? "nothing served yet"
-            return "\(explanation.device) · \(explanation.app) schema version \(explanation.schemaVersion) · \(served)\n"
-                + Table.render(rows)
-        }
+        server.output(explanation.json) { explanation.table }
     }
 }
 
@@ -338,5 +326,34 @@ enum Table {
                 index == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[index] - cell.count)
             }.joined(separator: "  ")
         }.joined(separator: "\n")
+    }
+}
+
+extension Explanation {
+    /// `d-1 · kiosk schema version 3 · revision 12 served`, then one row per setting and its scope.
+    var table: String {
+        var rows = [["SETTING", "VALUE", "FROM"]]
+        for (key, value) in values {
+            rows.append([key, value.serialized(maximumLength: 60), sources[key] ?? "-"])
+        }
+        let served = servedRevision.map { "revision \($0) served" } ?? "nothing served yet"
+        return "\(device) · \(app) schema version \(schemaVersion) · \(served)\n" + Table.render(rows)
+    }
+}
+
+extension CLIExit {
+    /// Writes a failed server request to standard error; returns exit 1 for the server's
+    /// refusal, 2 for anything else (unreachable, TLS, a malformed answer).
+    static func reportingServerFailure(_ error: any Error, as command: String) -> any Error {
+        switch error {
+        case let error as FleetClientError:
+            StandardError.write("\(command): \(error)")
+            return error.status == nil ? usageOrIO : invalidInput
+        case let error as HTTPClientError:
+            StandardError.write("\(command): \(error)")
+            return usageOrIO
+        default:
+            return error
+        }
     }
 }

@@ -44,23 +44,9 @@ struct ExplainCommand: AsyncParsableCommand {
             explanation = try await withHTTPClient(configuration: http) { client in
                 try await FleetClient(http: client, baseURL: configuration.server, token: identity.deviceToken).explainSelf(app: app.id)
             }
-        } catch let error as FleetClientError {
-            StandardError.write("fleetset explain: \(error)")
-            throw error.status == nil ? CLIExit.usageOrIO : CLIExit.invalidInput
-        } catch let error as HTTPClientError {
-            StandardError.write("fleetset explain: \(error)")
-            throw CLIExit.usageOrIO
+        } catch {
+            throw CLIExit.reportingServerFailure(error, as: "fleetset explain")
         }
-        if json {
-            print(explanation.json.serialized(.pretty))
-            return
-        }
-        var rows = [["SETTING", "VALUE", "FROM"]]
-        for (key, value) in explanation.values {
-            rows.append([key, value.serialized(maximumLength: 60), explanation.sources[key] ?? "-"])
-        }
-        let served = explanation.servedRevision.map { "revision \($0) served" } ?? "nothing served yet"
-        print("\(explanation.device) · \(explanation.app) schema version \(explanation.schemaVersion) · \(served)")
-        print(Table.render(rows))
+        print(json ? explanation.json.serialized(.pretty) : explanation.table)
     }
 }

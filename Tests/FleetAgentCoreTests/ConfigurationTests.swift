@@ -74,9 +74,10 @@ struct ConfigurationTests {
         let example = repository.appendingPathComponent("Config/fleetsetd.json").path
         let configuration = try AgentConfiguration.load(example)
         #expect(configuration.apps.map(\.id) == ["kiosk", "signage"])
+        #expect(configuration.apps[0].expectAck && configuration.apps[0].writers.groups.keys.sorted() == ["staff"])
         let readme = try String(contentsOf: repository.appendingPathComponent("Config/README.md"), encoding: .utf8)
         for key in ["server", "caFile", "clientCertificate", "clientKey", "enrollmentTokenFile", "stateDirectory", "spoolDirectory",
-            "allowInsecureHTTP", "pollInterval", "jitter", "longPollWait", "readyTimeout", "logLevel", "apps", "onChange", "hookTimeout", "readers"]
+            "allowInsecureHTTP", "pollInterval", "jitter", "longPollWait", "readyTimeout", "logLevel", "apps", "onChange", "hookTimeout", "readers", "writers", "expectAck", "ackTimeout"]
         {
             #expect(readme.contains("`\(key)`"), "Config/README.md does not document \(key)")
         }
