@@ -82,8 +82,10 @@ extension AppSync {
         var handled: [AppMailbox.Delivery] = []
         for delivery in mailbox.takeAll() {
             switch delivery.content {
-            case .refused(let reason):
+            case .refused(let reason) where journal.lookup(delivery.id) == .unknown:
                 journal.refuseUnqueued(id: delivery.id, keys: [], message: "refused by the inbox: \(reason)", at: environment.wallClock())
+            case .refused:
+                continue
             case .request(.sync):
                 logger.info("sync requested", metadata: ["event": "inbox", "request": "sync"])
                 handled.append(delivery)

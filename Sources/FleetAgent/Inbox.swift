@@ -86,7 +86,8 @@ struct Inbox: Sendable {
         let path = directory + "/" + name
         let id = SpoolRequest.id(ofFileNamed: name)
         do {
-            let request = try Self.read(path, writers: app.writers, agentUser: geteuid())
+            // Gone already: handled and removed by the app's loop since the event (or a rescan) named it.
+            guard let request = try Self.read(path, writers: app.writers, agentUser: geteuid()) else { return }
             mailbox.deliver(AppMailbox.Delivery(id: id, path: path, content: .request(request)))
         } catch {
             refuse(name, in: directory, app: app.id, reason: error.description)
@@ -94,15 +95,15 @@ struct Inbox: Sendable {
         }
     }
 
-    /// Reads and checks a request file.
-    static func read(_ path: String, writers: Writers, agentUser: uid_t) throws(InboxRefusal) -> SpoolRequest {
+    /// Reads and checks a request file; `nil` when there is no file at `path`.
+    static func read(_ path: String, writers: Writers, agentUser: uid_t) throws(InboxRefusal) -> SpoolRequest? {
         let status: stat?
         do {
             status = try FileSystem.status(of: path)
         } catch {
             throw InboxRefusal(description: "\(error)")
         }
-        guard let status else { throw InboxRefusal(description: "vanished before it was read") }
+        guard let status else { return nil }
         if let refusal = RequestFileCheck.refusal(
             kind: (status.st_mode & S_IFMT) == S_IFREG ? .regular : .other, links: Int(status.st_nlink), size: Int(status.st_size),
             owner: status.st_uid, group: status.st_gid, writers: writers, agentUser: agentUser)
@@ -112,6 +113,8 @@ struct Inbox: Sendable {
         do {
             let bytes = try FileSystem.readFile(path, maximumSize: SpoolRequest.maximumFileSize, followLinks: false)
             return try SpoolRequest(json: try JSONParser.parse(bytes))
+        } catch let error as FileError where error.code == ENOENT {
+            return nil
         } catch {
             throw InboxRefusal(description: "not a request: \(error)")
         }
