@@ -307,3 +307,66 @@ struct WriteBackTests {
         for revision in written { #expect(watch.count("\"revision\":\(revision),") == 1, "\(watch.log)") }
     }
 }
+
+/// The paths where a local change cannot go on as asked.
+@Suite("Write-back when things go wrong")
+struct WriteBackFailureTests {
+    @Test("new metadata makes a queued change inapplicable: 409, the new revision applied, the change refused saying why")
+    func changeNoLongerApplies() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        var agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        agent.signal(SIGTERM)
+        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        // Checked against version 1 on the device, queued; meanwhile version 2 makes greeting admin-only.
+        #expect(try fleet.cli(["set", "greeting=mine"]).status == 0)
+        guard case .object(var document) = Fleet.metadata(app: "kiosk", version: 2), case .object(var schema)? = document["schema"],
+            case .object(var properties)? = schema["properties"], case .object(var greeting)? = properties["greeting"]
+        else { throw ProcessFailed(log: "metadata shape") }
+        greeting["x-writable"] = nil
+        properties["greeting"] = .object(greeting)
+        schema["properties"] = .object(properties)
+        document["schema"] = .object(schema)
+        _ = try await fleet.admin.putMetadata(app: "kiosk", document: Array(JSONValue.object(document).serialized().utf8))
+
+        agent = try fleet.startAgent()
+        let journal = try await WriteBackTests.waitForJournal(fleet, "kiosk", agent: agent) { !$0.ended.isEmpty }
+        #expect(journal.queued.isEmpty)
+        let outcome = try #require(journal.ended.first)
+        #expect(outcome.state == .refused && outcome.message.contains("no longer applies to revision"), "\(outcome.message)")
+        #expect(outcome.message.contains("/greeting: is not x-writable"))
+        #expect(fleet.settings("kiosk")?.schemaVersion == 2 && fleet.settings("kiosk")?.values["greeting"] == "hello")
+        try await agent.waitForLog("event=change-conflict")
+        #expect(!fleet.server.log.contains("event=device-write"))
+    }
+
+    @Test("an unreadable changes.json is never overwritten: changes wait in the inbox until it is repaired, then go")
+    func unreadableJournal() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        var agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        agent.signal(SIGTERM)
+        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        let journalPath = fleet.layout.changesFile("kiosk")
+        try FileSystemWrite.text("{\"queued\": [", to: journalPath, mode: 0o640)
+
+        agent = try fleet.startAgent()
+        try await agent.waitForLog("changes.json unreadable")
+        let id = try SpoolRequest.set(["greeting": "patient"]).submit(to: fleet.layout.spoolDirectory("kiosk"))
+        try await fleet.set("kiosk", ["volume": 4])   // the loop goes round; the request must stay
+        try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["volume"] == 4 }
+        #expect(FileManager.default.fileExists(atPath: fleet.layout.spoolDirectory("kiosk") + "/\(id).json"))
+        #expect(try String(contentsOfFile: journalPath, encoding: .utf8) == "{\"queued\": [")
+
+        // Repaired (here: removed by the operator), and the agent told to re-read its files.
+        try FileManager.default.removeItem(atPath: journalPath)
+        agent.signal(SIGHUP)
+        try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["greeting"] == "patient" }
+        let journal = try await WriteBackTests.waitForJournal(fleet, "kiosk", agent: agent) { $0.lookup(id) != .unknown && $0.queued.isEmpty }
+        #expect(journal.ended.map(\.id) == [id] && journal.ended[0].state == .applied)
+    }
+}
