@@ -2,6 +2,7 @@ import ChildProcess
 import FleetAgentCore
 import FleetDeviceFiles
 import FleetJSON
+import FleetMetadata
 
 /// The `onChange` command of an app, run after each apply.
 ///
@@ -62,7 +63,7 @@ struct Hook: Sendable {
     static func redact(_ text: String, secrets: [String]) -> String {
         var result = text
         for secret in secrets.sorted(by: { $0.count > $1.count }) where !secret.isEmpty {
-            result = result.replacing(secret, with: "********")
+            result = result.replacing(secret, with: SettingsValues.mask.stringValue ?? "")
         }
         return result
     }

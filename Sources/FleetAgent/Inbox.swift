@@ -74,9 +74,34 @@ struct Inbox: Sendable {
     }
 
     private func rescan(_ directories: [String: AppConfiguration]) {
+        let now = time(nil)
         for (directory, app) in directories.sorted(by: { $0.key < $1.key }) {
             let names = (try? FileSystem.entryNames(of: directory)) ?? []
-            for name in names.sorted() where name != "refused" { take(name, in: directory, app: app) }
+            for name in names.sorted() where name != "refused" {
+                if SpoolRequest.isRequestName(name) {
+                    take(name, in: directory, app: app)
+                } else {
+                    removeIfAbandoned(name, in: directory, now: now)
+                }
+            }
+        }
+    }
+
+    /// How old a temporary file in an inbox must be to count as abandoned by a writer that died.
+    static let abandonedAfter: time_t = 3600
+
+    /// Removes a temporary file a writer left behind (a crash before its rename), once it is
+    /// ``abandonedAfter`` old, so that inboxes do not fill up with them.
+    private func removeIfAbandoned(_ name: String, in directory: String, now: time_t) {
+        let path = directory + "/" + name
+        guard let status = try? FileSystem.status(of: path), (status.st_mode & S_IFMT) != S_IFDIR,
+            now - status.st_mtim.tv_sec > Self.abandonedAfter
+        else { return }
+        do {
+            try FileSystem.removeFile(path)
+            logger.notice("removed an abandoned temporary file", metadata: ["event": "inbox-cleanup", "file": "\(name)"])
+        } catch {
+            logger.error("cannot remove an abandoned temporary file", metadata: ["event": "inbox", "error": "\(error)"])
         }
     }
 

@@ -81,7 +81,7 @@ enum SettingsView {
                 let keys = columnKeys.isEmpty ? object.keys : columnKeys
                 let cells = keys.compactMap { column -> String? in
                     guard let value = object[column] else { return nil }
-                    return "\(column) = \(secretColumns.contains(column) ? "********" : text(value))"
+                    return "\(column) = \(secretColumns.contains(column) ? SettingsValues.mask.stringValue ?? "" : text(value))"
                 }
                 lines.append("\(indent)  \(index + 1). \(cells.joined(separator: ", "))")
             }

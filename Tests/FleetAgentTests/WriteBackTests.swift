@@ -370,3 +370,33 @@ struct WriteBackFailureTests {
         #expect(journal.ended.map(\.id) == [id] && journal.ended[0].state == .applied)
     }
 }
+
+@Suite("The inbox at start")
+struct InboxStartTests {
+    @Test("requests left while the agent was down are taken at start, in order; temporary files abandoned over an hour ago are removed, fresh ones kept")
+    func leftWhileDown() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        var agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        agent.signal(SIGTERM)
+        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        let inbox = fleet.layout.spoolDirectory("kiosk")
+        let first = try SpoolRequest.set(["greeting": "first"]).submit(to: inbox)
+        let second = try SpoolRequest.set(["greeting": "second"]).submit(to: inbox)
+        try FileSystemWrite.text("{\"request\": \"sy", to: inbox + "/.abandoned", mode: 0o644)
+        try FileSystemWrite.text("{\"request\": \"sy", to: inbox + "/.in-progress", mode: 0o644)
+        var twoHoursAgo = [timeval(tv_sec: time(nil) - 7200, tv_usec: 0), timeval(tv_sec: time(nil) - 7200, tv_usec: 0)]
+        #expect(utimes(inbox + "/.abandoned", &twoHoursAgo) == 0)
+
+        agent = try fleet.startAgent()
+        try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["greeting"] == "second" }
+        let journal = try await WriteBackTests.waitForJournal(fleet, "kiosk", agent: agent) { $0.queued.isEmpty && $0.ended.count == 2 }
+        #expect(journal.ended.map(\.id) == [first, second])
+        #expect(journal.ended.map(\.state) == [.superseded, .applied])
+        try await agent.waitForLog("event=inbox-cleanup")
+        #expect(!FileManager.default.fileExists(atPath: inbox + "/.abandoned"))
+        #expect(FileManager.default.fileExists(atPath: inbox + "/.in-progress"))
+    }
+}
