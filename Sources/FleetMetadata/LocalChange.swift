@@ -51,8 +51,8 @@ extension Metadata {
     /// The JSON value a person means by `text` for the setting `key`, read by the setting's
     /// schema type: `7` is an integer for an integer setting and the text "7" for a string
     /// setting; `true`/`false` (also `yes`/`no`, `on`/`off`) for a boolean; JSON for arrays and
-    /// objects; `null` for a nullable setting. A setting with no single type takes JSON when
-    /// `text` is JSON, else the text.
+    /// objects; `null` for a nullable setting (in a merge patch, that removes the device's own
+    /// value). A setting with no single type takes JSON when `text` is JSON, else the text.
     ///
     /// - Throws: ``ChangeProblem`` when the key is not a setting or the text is not of its type
     ///   (never quoting the text of an `x-secret` setting).

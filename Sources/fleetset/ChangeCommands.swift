@@ -16,8 +16,9 @@ struct SetCommand: AsyncParsableCommand {
         discussion: """
             Each VALUE is read by its setting's schema type: 7 is an integer for an integer setting \
             and the text "7" for a string one; true/false (yes/no, on/off) for booleans; JSON for \
-            arrays and objects; null for a nullable setting. KEY=null on a setting that is not \
-            nullable, or --reset KEY, removes the device's own value so the fleet's applies again. \
+            arrays and objects. --reset KEY removes the device's own value, so the fleet's \
+            applies again; KEY=null on a nullable setting does the same (a merge patch cannot \
+            store null). \
             The change is checked here (the keys exist and are x-writable, the values fit), then \
             left in the app's inbox: the agent queues it durably and sends it to the server, also \
             after a restart or while the network is down. With --wait, waits until the server \

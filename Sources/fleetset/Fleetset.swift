@@ -14,7 +14,10 @@ struct Fleetset: AsyncParsableCommand {
         commandName: "fleetset",
         abstract: "Manage and check app settings on a fleetset device.",
         discussion: """
-            get, show, status, set, ack, watch and sync use the agent's files, found through its configuration             (--config, default /etc/fleetset/fleetsetd.json). Exit status: 0 on success, 1 when             the input is invalid, 2 on usage or I/O errors.
+            get, show, status, set, ack, watch, sync and explain use the agent's files, found \
+            through its configuration (--config, default /etc/fleetset/fleetsetd.json); admin talks \
+            to the server. Exit status: 0 on success, 1 when the input is invalid or refused, 2 on \
+            usage or I/O errors, 3 when set --wait timed out with the change still pending.
             """,
         subcommands: [
             GetCommand.self, ShowCommand.self, StatusCommand.self, SetCommand.self, AckCommand.self, WatchCommand.self, SyncCommand.self,
