@@ -10,8 +10,9 @@ import Glibc
 /// A file "appears" when it is renamed into a watched directory (`IN_MOVED_TO`, how files
 /// written atomically arrive) or when a writer closes it (`IN_CLOSE_WRITE`); a name that is
 /// merely created (`IN_CREATE`: a file still being written, or a link) is reported as
-/// ``Event/created(directory:name:)``. When the kernel's event queue overflows,
-/// ``Event/overflow`` says so: rescan the directories.
+/// ``Event/created(directory:name:)``. When the kernel's event queue overflows, or the 4096
+/// events this watcher buffers for a slow reader do, ``Event/overflow`` says so: rescan the
+/// directories.
 ///
 /// ```swift
 /// let watcher = try DirectoryWatcher(directories: ["/var/spool/fleetset/kiosk"])
@@ -27,6 +28,9 @@ public final class DirectoryWatcher: Sendable {
         /// Events were lost; look at the directories again.
         case overflow
     }
+
+    /// How many events wait for a slow reader before the oldest are dropped (and an overflow added).
+    static let bufferSize = 4096
 
     /// The events, in order. Ends after ``stop()``.
     public let events: AsyncStream<Event>
@@ -63,7 +67,7 @@ public final class DirectoryWatcher: Sendable {
         self.inotify = inotify
         self.stopSignal = stopSignal
         self.watches = watches
-        (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(4096))
+        (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(Self.bufferSize))
 
         let started = DetachedThread.start { [self] in readLoop() }
         guard started == 0 else {
@@ -92,6 +96,7 @@ public final class DirectoryWatcher: Sendable {
     private func readLoop() {
         defer { continuation.finish() }
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        var sinceOverflow = Int.max
         while true {
             var descriptors = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: stopSignal[0], events: Int16(POLLIN), revents: 0)]
             let ready = poll(&descriptors, 2, -1)
@@ -105,11 +110,14 @@ public final class DirectoryWatcher: Sendable {
                 if errno == EINTR || errno == EAGAIN { continue }
                 return
             }
-            parse(buffer[..<count])
+            parse(buffer[..<count], sinceOverflow: &sinceOverflow)
         }
     }
 
-    private func parse(_ bytes: ArraySlice<UInt8>) {
+    /// Yields the events in `bytes`. `sinceOverflow` counts the events yielded after the last
+    /// overflow this watcher added for a slow reader: while it is below the buffer's size, that
+    /// overflow is still buffered and covers events dropped since.
+    private func parse(_ bytes: ArraySlice<UInt8>, sinceOverflow: inout Int) {
         let headerSize = MemoryLayout<inotify_event>.size
         var offset = bytes.startIndex
         while offset + headerSize <= bytes.endIndex {
@@ -125,7 +133,14 @@ public final class DirectoryWatcher: Sendable {
                 continuation.yield(.overflow)
             } else if let directory = watches[watch], !name.isEmpty, mask & UInt32(IN_ISDIR) == 0 {
                 let created = mask & UInt32(IN_CREATE) != 0
-                continuation.yield(created ? .created(directory: directory, name: name) : .appeared(directory: directory, name: name))
+                let result = continuation.yield(created ? .created(directory: directory, name: name) : .appeared(directory: directory, name: name))
+                sinceOverflow = sinceOverflow == Int.max ? Int.max : sinceOverflow + 1
+                // A reader too slow for a flood of events lost the oldest: tell it to look again,
+                // unless an overflow that covers the loss is still buffered.
+                if case .dropped = result, sinceOverflow >= Self.bufferSize - 1 {
+                    continuation.yield(.overflow)
+                    sinceOverflow = 0
+                }
             }
         }
     }

@@ -19,32 +19,42 @@ final class AppMailbox: Sendable {
         let content: Content
     }
 
-    private let items = Mutex<[Delivery]>([])
+    private struct State {
+        var items: [Delivery] = []
+        /// Whether a delivery came since the last ``takeAll()`` (put-back ones do not count).
+        var fresh = false
+    }
+
+    private let state = Mutex(State())
     /// Signalled on every delivery.
     let wakeup = Wakeup()
 
     /// Adds a delivery unless one with the same id is waiting (a rescan finds files again).
     func deliver(_ delivery: Delivery) {
-        items.withLock { items in
-            if !items.contains(where: { $0.id == delivery.id }) { items.append(delivery) }
+        state.withLock { state in
+            if !state.items.contains(where: { $0.id == delivery.id }) { state.items.append(delivery) }
+            state.fresh = true
         }
         wakeup.signal()
     }
 
+    /// Whether a delivery came since the last ``takeAll()``: the loop must not sleep on it.
+    var hasFreshDeliveries: Bool { state.withLock { $0.fresh } }
+
     /// Takes every waiting delivery.
     func takeAll() -> [Delivery] {
-        items.withLock { items in
-            defer { items = [] }
-            return items
+        state.withLock { state in
+            defer { state = State() }
+            return state.items
         }
     }
 
     /// Puts deliveries the loop could not handle yet back in front, in their order.
     func putBack(_ deliveries: [Delivery]) {
         guard !deliveries.isEmpty else { return }
-        items.withLock { items in
-            let waiting = items.filter { item in !deliveries.contains { $0.id == item.id } }
-            items = deliveries + waiting
+        state.withLock { state in
+            let waiting = state.items.filter { item in !deliveries.contains { $0.id == item.id } }
+            state.items = deliveries + waiting
         }
     }
 }

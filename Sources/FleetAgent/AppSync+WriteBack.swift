@@ -27,16 +27,22 @@ extension AppSync {
 
     // MARK: - The journal
 
+    /// Reads `changes.json`. While it cannot be read, the agent tries again each time the loop
+    /// turns, so repairing or removing the file is enough; until then changes wait in the inbox.
     func loadJournal() {
         do {
             journal = try ChangeJournal.load(layout.changesFile(app.id))
             journalOnDisk = journal
+            if journalProblem != nil { logger.notice("changes.json readable again", metadata: ["event": "disk-recovered"]) }
             journalProblem = nil
         } catch {
-            journalProblem = "\(layout.changesFile(app.id)): \(error)"
-            logger.error(
-                "changes.json unreadable; local changes wait in the inbox until it is repaired or removed",
-                metadata: ["event": "disk-error", "error": "\(error)"])
+            let problem = "\(layout.changesFile(app.id)): \(error)"
+            if journalProblem != problem {
+                logger.error(
+                    "changes.json unreadable; local changes wait in the inbox until it is repaired or removed",
+                    metadata: ["event": "disk-error", "error": "\(error)"])
+            }
+            journalProblem = problem
         }
     }
 
@@ -78,6 +84,7 @@ extension AppSync {
     /// Handles every request the inbox delivered: queues changes, relays acknowledgements,
     /// records refusals; removes each request file once what it asked for is on disk.
     func handleMailbox() {
+        if journalProblem != nil { loadJournal() }
         var retained: [AppMailbox.Delivery] = []
         var handled: [AppMailbox.Delivery] = []
         for delivery in mailbox.takeAll() {
@@ -90,7 +97,7 @@ extension AppSync {
                 logger.info("sync requested", metadata: ["event": "inbox", "request": "sync"])
                 handled.append(delivery)
             case .request(.set(let values)):
-                if takeChange(delivery.id, values) { handled.append(delivery) } else { retained.append(delivery) }
+                if takeChange(delivery.id, values, path: delivery.path) { handled.append(delivery) } else { retained.append(delivery) }
             case .request(.ack(let revision, let state, let message)):
                 if relayAck(delivery, revision: revision, state: state, message: message) { handled.append(delivery) } else { retained.append(delivery) }
             }
@@ -121,8 +128,18 @@ extension AppSync {
 
     /// Checks a change and queues it (or records its refusal). Returns `false` when it must wait:
     /// no settings or metadata yet to check it against, or `changes.json` unreadable.
-    private func takeChange(_ id: String, _ values: JSONObject) -> Bool {
-        if journal.lookup(id) != .unknown { return true }
+    private func takeChange(_ id: String, _ values: JSONObject, path: String?) -> Bool {
+        switch journal.lookup(id) {
+        case .unknown:
+            break
+        case .queued(let change) where change.values == values:
+            return true  // left behind by a crash after it was queued: already in the queue
+        default:
+            let reason = "request id \(id) was taken already; give each request a file name of its own (the time and a random number)"
+            logger.warning("request refused", metadata: ["event": "inbox-refused", "request": "\(id)", "reason": "\(reason)"])
+            if let path { try? Inbox.moveAside(path, reason: reason) }
+            return true
+        }
         guard journalProblem == nil, let settings, let metadata else { return false }
         let now = environment.wallClock()
         let problems = metadata.problems(ofChange: values, to: settings.values)
@@ -148,9 +165,8 @@ extension AppSync {
     /// revision the device never received. Returns `false` when there are no settings yet.
     private func relayAck(_ delivery: AppMailbox.Delivery, revision: Int64, state: StatusReport.State, message: String) -> Bool {
         guard let settings else { return false }
-        let newest = max(knownRevision ?? settings.revision, settings.revision)
-        guard revision <= newest else {
-            let reason = "acknowledges revision \(revision), but the newest this device received is \(newest)"
+        guard revision <= settings.revision else {
+            let reason = "acknowledges revision \(revision), but the newest revision in settings.json is \(settings.revision)"
             logger.warning("acknowledgement refused", metadata: ["event": "inbox-refused", "request": "\(delivery.id)", "reason": "\(reason)"])
             if let path = delivery.path { try? Inbox.moveAside(path, reason: reason) }
             return true
@@ -245,8 +261,18 @@ extension AppSync {
         return .seconds(max(0, deadline - environment.wallClock()))
     }
 
+    /// Stops waiting for an acknowledgement: a newer revision's outcome replaces it.
+    func stopAwaitingAck() {
+        status.awaitingAck = nil
+        status.ackDeadline = nil
+    }
+
     /// Reports an app that did not acknowledge in time as `unsupported`.
     func expireAwaitedAck() {
+        guard status.awaitingAck != nil, app.expectAck else {
+            stopAwaitingAck()
+            return
+        }
         guard let revision = status.awaitingAck, let deadline = status.ackDeadline, environment.wallClock() >= deadline else { return }
         let message = "no acknowledgement from the app"
         logger.warning("no acknowledgement from the app", metadata: ["event": "ack-timeout", "revision": "\(revision)"])
@@ -255,9 +281,8 @@ extension AppSync {
                 revision: revision, schemaVersion: settings?.schemaVersion ?? status.schemaVersion ?? 0, state: .unsupported, message: message,
                 source: .agent))
         savePending()
-        status.awaitingAck = nil
-        status.ackDeadline = nil
-        status.state = .unsupported
+        stopAwaitingAck()
+        if status.revision == revision { status.state = .unsupported }
         writeStatus(force: true)
     }
 }

@@ -130,6 +130,8 @@ final class AppSync {
             }
             writeStatus()
             if let untilAckDeadline { delay = min(delay, untilAckDeadline) }
+            // A request may have come while the answer won the race with the inbox's wake-up.
+            if mailbox.hasFreshDeliveries { delay = .zero }
             environment.board.beginStep(app.id, limit: delay)
             if await sleep(for: delay, on: environment.clock, orUntil: mailbox.wakeup) {
                 logger.debug("woken by the inbox", metadata: ["event": "inbox-wakeup"])
@@ -273,6 +275,7 @@ final class AppSync {
                     "state": "\(state.rawValue)", "message": "\(message)",
                 ])
             environment.board.setStatus(app.id, "revision \(document.revision) \(state.rawValue), serving \(servedText)")
+            stopAwaitingAck()
             settleChanges(upTo: document.revision, refusal: message)
             await report(
                 StatusReport(revision: document.revision, schemaVersion: document.schemaVersion, state: state, message: message, source: .agent),
@@ -358,7 +361,7 @@ final class AppSync {
             }
         }
         verdictError = state == .applied ? nil : message
-        if state == .applied { awaitAck(for: applied.revision) }
+        if state == .applied { awaitAck(for: applied.revision) } else { stopAwaitingAck() }
         status.revision = applied.revision
         status.schemaVersion = applied.schemaVersion
         status.state = state == .applied ? .applied : .error

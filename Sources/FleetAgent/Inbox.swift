@@ -36,17 +36,18 @@ struct Inbox: Sendable {
             let directory = layout.spoolDirectory(app.id)
             do {
                 try FileSystem.makeDirectories(layout.spoolDirectory, mode: 0o755)
-                try FileSystem.makeDirectories(directory, mode: Self.directoryMode)
+                try Self.prepare(directory)
                 directories[directory] = app
             } catch {
-                logger.error("cannot create the inbox", metadata: ["event": "inbox", "app": "\(app.id)", "error": "\(error)"])
+                logger.error("cannot use the inbox", metadata: ["event": "inbox", "app": "\(app.id)", "error": "\(error)"])
             }
         }
         let watcher: DirectoryWatcher
         do {
             watcher = try DirectoryWatcher(directories: Array(directories.keys))
         } catch {
-            logger.error("cannot watch the inbox; requests wait for the next start", metadata: ["event": "inbox", "error": "\(error)"])
+            logger.error("cannot watch the inbox; taking what is there, later requests wait for the next start", metadata: ["event": "inbox", "error": "\(error)"])
+            rescan(directories)
             return
         }
         rescan(directories)
@@ -113,36 +114,89 @@ struct Inbox: Sendable {
         do {
             // Gone already: handled and removed by the app's loop since the event (or a rescan) named it.
             guard let request = try Self.read(path, writers: app.writers, agentUser: geteuid()) else { return }
+            // Writers that may not read the inbox could not fsync it after their rename.
+            do {
+                try FileSystem.syncDirectory(directory)
+            } catch {
+                logger.error("cannot sync the inbox", metadata: ["event": "disk-error", "error": "\(error)"])
+            }
             mailbox.deliver(AppMailbox.Delivery(id: id, path: path, content: .request(request)))
         } catch {
             refuse(name, in: directory, app: app.id, reason: error.description)
-            mailbox.deliver(AppMailbox.Delivery(id: id, path: nil, content: .refused(error.description)))
+            if error.fromWriter { mailbox.deliver(AppMailbox.Delivery(id: id, path: nil, content: .refused(error.description))) }
         }
     }
 
-    /// Reads and checks a request file; `nil` when there is no file at `path`.
+    /// Reads and checks a request file; `nil` when there is no file at `path`. The type is
+    /// checked before opening (a FIFO or device is never opened for reading), and every check is
+    /// made again on the open file, so that what is checked is what is read.
     static func read(_ path: String, writers: Writers, agentUser: uid_t) throws(InboxRefusal) -> SpoolRequest? {
-        let status: stat?
+        let named: stat?
         do {
-            status = try FileSystem.status(of: path)
+            named = try FileSystem.status(of: path)
         } catch {
-            throw InboxRefusal(description: "\(error)")
+            throw InboxRefusal(description: "\(error)", fromWriter: false)
         }
-        guard let status else { return nil }
-        if let refusal = RequestFileCheck.refusal(
-            kind: (status.st_mode & S_IFMT) == S_IFREG ? .regular : .other, links: Int(status.st_nlink), size: Int(status.st_size),
-            owner: status.st_uid, group: status.st_gid, writers: writers, agentUser: agentUser)
-        {
-            throw InboxRefusal(description: refusal)
-        }
+        guard let named else { return nil }
+        guard (named.st_mode & S_IFMT) == S_IFREG else { throw refusal(named, writers: writers, agentUser: agentUser) }
+        let descriptor: Int32
         do {
-            let bytes = try FileSystem.readFile(path, maximumSize: SpoolRequest.maximumFileSize, followLinks: false)
-            return try SpoolRequest(json: try JSONParser.parse(bytes))
-        } catch let error as FileError where error.code == ENOENT {
+            descriptor = try FileSystem.openForReading(path, followLinks: false)
+        } catch let error where error.code == ENOENT {
             return nil
         } catch {
-            throw InboxRefusal(description: "not a request: \(error)")
+            throw InboxRefusal(description: "\(error)", fromWriter: false)
         }
+        defer { close(descriptor) }
+        var opened = stat()
+        guard fstat(descriptor, &opened) == 0 else { throw InboxRefusal(description: "\(FileError(path: path, operation: "stat"))", fromWriter: false) }
+        if RequestFileCheck.refusal(
+            kind: (opened.st_mode & S_IFMT) == S_IFREG ? .regular : .other, links: Int(opened.st_nlink), size: Int(opened.st_size),
+            owner: opened.st_uid, group: opened.st_gid, writers: writers, agentUser: agentUser) != nil
+        {
+            throw refusal(opened, writers: writers, agentUser: agentUser)
+        }
+        do {
+            let bytes = try FileSystem.readAll(
+                from: descriptor, path: path, maximumSize: SpoolRequest.maximumFileSize, sizeHint: Int(opened.st_size))
+            return try SpoolRequest(json: try JSONParser.parse(bytes))
+        } catch {
+            throw InboxRefusal(description: "not a request: \(error)", fromWriter: true)
+        }
+    }
+
+    /// The refusal of a file with `status`, saying whether an allowed writer left it.
+    private static func refusal(_ status: stat, writers: Writers, agentUser: uid_t) -> InboxRefusal {
+        let reason = RequestFileCheck.refusal(
+            kind: (status.st_mode & S_IFMT) == S_IFREG ? .regular : .other, links: Int(status.st_nlink), size: Int(status.st_size),
+            owner: status.st_uid, group: status.st_gid, writers: writers, agentUser: agentUser)
+        return InboxRefusal(
+            description: reason ?? "refused", fromWriter: writers.allow(owner: status.st_uid, group: status.st_gid, agentUser: agentUser))
+    }
+
+    /// Makes sure the app's inbox is a folder of the agent's own with mode 1733, and that its
+    /// `refused/` is one too (a local user could otherwise have put a link or a folder of their
+    /// own there first: the inbox is writable by all).
+    static func prepare(_ directory: String) throws(FileError) {
+        try FileSystem.makeDirectories(directory, mode: directoryMode)
+        guard let status = try FileSystem.status(of: directory), (status.st_mode & S_IFMT) == S_IFDIR, status.st_uid == geteuid() else {
+            throw FileError(path: directory, operation: "use as an inbox (not a folder of the agent's own)", code: EPERM)
+        }
+        if status.st_mode & 0o7777 != directoryMode {
+            guard chmod(directory, directoryMode) == 0 else { throw FileError(path: directory, operation: "chmod") }
+        }
+        let refused = directory + "/refused"
+        if let found = try FileSystem.status(of: refused), !isOwnFolder(found) {
+            // Squatted: move it out of the way (the agent owns the sticky inbox, so it may).
+            guard rename(refused, directory + "/.squatted-refused-\(time(nil))") == 0 else {
+                throw FileError(path: refused, operation: "move aside")
+            }
+        }
+        try FileSystem.makeDirectories(refused, mode: 0o750)
+    }
+
+    private static func isOwnFolder(_ status: stat) -> Bool {
+        (status.st_mode & S_IFMT) == S_IFDIR && status.st_uid == geteuid()
     }
 
     private func refuse(_ name: String, in directory: String, app: String, reason: String) {
@@ -160,7 +214,9 @@ struct Inbox: Sendable {
         let directory = FileSystem.parentDirectory(of: path)
         let name = String(path.dropFirst(directory.utf8.count + 1))
         let refused = directory + "/refused"
-        try FileSystem.makeDirectories(refused, mode: 0o750)
+        guard let found = try FileSystem.status(of: refused), isOwnFolder(found) else {
+            throw FileError(path: refused, operation: "use (not a folder of the agent's own)", code: EPERM)
+        }
         guard rename(path, refused + "/" + name) == 0 else { throw FileError(path: path, operation: "move aside") }
         try FileSystem.writeAtomically(Array((reason + "\n").utf8), to: refused + "/" + name + ".reason", mode: 0o640, durable: false)
     }
@@ -169,4 +225,7 @@ struct Inbox: Sendable {
 /// Why a request file was refused.
 struct InboxRefusal: Error, CustomStringConvertible {
     let description: String
+    /// Whether the file came from an allowed writer (only then is the refusal recorded in
+    /// `changes.json`: others must not be able to push real outcomes out of it).
+    let fromWriter: Bool
 }

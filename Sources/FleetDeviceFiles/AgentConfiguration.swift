@@ -356,9 +356,16 @@ public enum AccountLookup {
         let entry = UnsafeMutablePointer<Entry>.allocate(capacity: 1)
         defer { entry.deallocate() }
         var result: UnsafeMutablePointer<Entry>?
-        var buffer = [CChar](repeating: 0, count: 16_384)
-        return buffer.withUnsafeMutableBufferPointer { buffer in
-            guard lookup(name, entry, buffer.baseAddress!, buffer.count, &result) == 0, result != nil else { return nil }
+        var size = 16_384
+        while true {
+            var buffer = [CChar](repeating: 0, count: size)
+            let status = buffer.withUnsafeMutableBufferPointer { buffer in lookup(name, entry, buffer.baseAddress!, buffer.count, &result) }
+            // A group with many members needs a larger buffer.
+            if status == ERANGE, size < 16 << 20 {
+                size *= 4
+                continue
+            }
+            guard status == 0, result != nil else { return nil }
             return id(entry.pointee)
         }
     }

@@ -18,9 +18,10 @@ import Glibc
 ///             "message": "/brightness: must be <= 100 (got 140)", "supersededBy": null, "endedAt": "2026-11-23T09:59:51Z"}]}
 /// ```
 ///
-/// The queue keeps the order changes were made. A new change takes its keys out of the older
-/// changes not yet sent (several changes of one key coalesce to the latest); an older change
-/// left with no key ends `superseded`, naming the change that carries its keys on. A change the
+/// The queue keeps the order changes were made. A new change that sets a key of an older change
+/// not yet sent takes that change over (several changes of one key coalesce to the latest; the
+/// older change's other keys go with it, so values asked for together stay together); the older
+/// change ends `superseded`, naming the change that carries its keys on. A change the
 /// server confirmed keeps its place, with `confirmedRevision`, until a revision at least that
 /// new is in `settings.json`; then it ends `applied`. The file is written durably: a change
 /// survives restarts and power cuts.
@@ -118,22 +119,24 @@ public struct ChangeJournal: Sendable, Hashable {
     /// The next change to send: the oldest one the server has not confirmed.
     public var nextToSend: Change? { queued.first { $0.confirmedRevision == nil } }
 
-    /// Queues a change. Keys it sets are taken out of older changes not yet sent; an older change
-    /// left with none ends `superseded`.
+    /// Queues a change. An older change not yet sent that sets one of its keys is merged into it
+    /// (the newer value wins for each key) and ends `superseded`: the values asked for together
+    /// are sent together, so a combination the schema requires is never split.
     public mutating func enqueue(_ change: Change, at time: Int64) {
+        var merged = JSONObject()
         var kept: [Change] = []
-        for var older in queued {
-            if older.confirmedRevision == nil {
-                let keysBefore = older.values.keys.sorted()
-                for key in change.values.keys { older.values[key] = nil }
-                if older.values.isEmpty {
-                    record(Outcome(id: older.id, state: .superseded, keys: keysBefore, supersededBy: change.id, endedAt: time))
-                    continue
-                }
+        for older in queued {
+            if older.confirmedRevision == nil, older.values.keys.contains(where: { change.values[$0] != nil }) {
+                for (key, value) in older.values { merged[key] = value }
+                record(Outcome(id: older.id, state: .superseded, keys: older.values.keys.sorted(), supersededBy: change.id, endedAt: time))
+            } else {
+                kept.append(older)
             }
-            kept.append(older)
         }
-        kept.append(change)
+        var newest = change
+        for (key, value) in change.values { merged[key] = value }
+        newest.values = merged
+        kept.append(newest)
         queued = kept
     }
 
@@ -179,7 +182,14 @@ public struct ChangeJournal: Sendable, Hashable {
         return outcomes
     }
 
+    /// The longest message kept with an outcome (longer ones are cut, ending in `…`).
+    public static let maximumMessageLength = 4096
+
     private mutating func record(_ outcome: Outcome) {
+        var outcome = outcome
+        if outcome.message.unicodeScalars.count > Self.maximumMessageLength {
+            outcome.message = String(String.UnicodeScalarView(outcome.message.unicodeScalars.prefix(Self.maximumMessageLength - 1))) + "…"
+        }
         ended.append(outcome)
         if ended.count > Self.endedCapacity { ended.removeFirst(ended.count - Self.endedCapacity) }
     }
@@ -206,7 +216,7 @@ public struct ChangeJournal: Sendable, Hashable {
             ended.append(
                 Outcome(
                     id: try outcome.string("id", maximumLength: 255), state: try outcome.oneOf("state", Outcome.State.self),
-                    keys: try outcome.names("keys", maximumCount: SpoolRequest.maximumKeys, maximumLength: 1024) ?? [],
+                    keys: try outcome.names("keys", maximumCount: SpoolRequest.maximumKeys, maximumLength: SpoolRequest.maximumKeyLength) ?? [],
                     revision: try outcome.nullableCount("revision"),
                     message: try outcome.optionalString("message", maximumLength: 1 << 16) ?? "",
                     supersededBy: outcome.object["supersededBy"] == .null ? nil : try outcome.optionalString("supersededBy", maximumLength: 255),

@@ -40,6 +40,8 @@ public enum SpoolRequest: Sendable, Hashable {
     public static let maximumFileSize = 64 << 10
     /// The most settings one `set` request may change.
     public static let maximumKeys = 256
+    /// The longest setting key a `set` request may name, in characters.
+    public static let maximumKeyLength = 1024
 
     private enum Kind: String, CaseIterable { case set, ack, sync }
 
@@ -55,6 +57,9 @@ public enum SpoolRequest: Sendable, Hashable {
             let values = try reader.values("values")
             guard (1...Self.maximumKeys).contains(values.count) else {
                 throw WireError(at: reader.location.appending("values"), "must name 1 to \(Self.maximumKeys) settings")
+            }
+            for key in values.keys where !(1...Self.maximumKeyLength).contains(key.unicodeScalars.count) {
+                throw WireError(at: reader.location.appending("values"), "setting keys have 1 to \(Self.maximumKeyLength) characters")
             }
             self = .set(values)
         case .ack:
@@ -86,16 +91,21 @@ public enum SpoolRequest: Sendable, Hashable {
         String(name.dropLast(5))
     }
 
-    /// Leaves this request in `directory` (the app's inbox), atomically and durably. Returns the
-    /// request's id: the time in microseconds, the process id and a random number, so ids sort
-    /// in the order requests were made and never collide.
+    /// Leaves this request in `directory` (the app's inbox), atomically, the file's contents
+    /// fsynced. The rename is made durable here when the caller may read the inbox (root, the
+    /// agent's user); other writers cannot open it to fsync it, so the agent syncs the inbox when
+    /// it takes the request (at once while it runs), and the file system commits it within
+    /// seconds in any case. Returns the request's id: the time in microseconds, the process id
+    /// and a random number, so ids sort in the order requests were made and never collide.
     @discardableResult
     public func submit(to directory: String) throws(FileError) -> String {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
         let micros = String(spec.tv_nsec / 1000 + 1_000_000).dropFirst()
         let id = "\(spec.tv_sec)\(micros)-\(getpid())-\(UInt32.random(in: .min ... .max))"
-        try FileSystem.writeAtomically(Array(json.serialized().utf8), to: "\(directory)/\(id).json", mode: 0o644)
+        // Writers other than root and the agent cannot open the inbox (mode 1733) to fsync it;
+        // the agent syncs it when it takes the request (see the Inbox).
+        try FileSystem.writeAtomically(Array(json.serialized().utf8), to: "\(directory)/\(id).json", mode: 0o644, unreadableDirectory: .skipSync)
         return id
     }
 }

@@ -38,15 +38,29 @@ public enum FileSystem {
     /// - Parameter followLinks: `false` refuses a symbolic link (`ELOOP`) instead of reading
     ///   the file it points at: for files others may have placed.
     public static func readFile(_ path: String, maximumSize: Int = defaultMaximumSize, followLinks: Bool = true) throws(FileError) -> [UInt8] {
-        let descriptor = retryingOnInterrupt { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (followLinks ? 0 : O_NOFOLLOW)) }
-        guard descriptor >= 0 else { throw FileError(path: path, operation: "open") }
+        let descriptor = try openForReading(path, followLinks: followLinks)
         defer { close(descriptor) }
         var status = stat()
         guard fstat(descriptor, &status) == 0 else { throw FileError(path: path, operation: "stat") }
         guard (status.st_mode & S_IFMT) == S_IFREG else { throw FileError(path: path, operation: "read", code: EISDIR) }
-        guard Int(status.st_size) <= maximumSize else { throw FileError(path: path, operation: "read", code: EFBIG) }
+        return try readAll(from: descriptor, path: path, maximumSize: maximumSize, sizeHint: Int(status.st_size))
+    }
+
+    /// Opens `path` for reading (close-on-exec, never blocking on a FIFO); with `followLinks`
+    /// `false`, a symbolic link is refused (`ELOOP`). For callers that check the open file with
+    /// `fstat` before reading it (``readAll(from:path:maximumSize:sizeHint:)``), so that what is
+    /// checked is what is read.
+    public static func openForReading(_ path: String, followLinks: Bool = true) throws(FileError) -> Int32 {
+        let descriptor = retryingOnInterrupt { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (followLinks ? 0 : O_NOFOLLOW)) }
+        guard descriptor >= 0 else { throw FileError(path: path, operation: "open") }
+        return descriptor
+    }
+
+    /// Reads an open file to its end; more than `maximumSize` bytes is `EFBIG`.
+    public static func readAll(from descriptor: Int32, path: String, maximumSize: Int, sizeHint: Int = 0) throws(FileError) -> [UInt8] {
+        guard sizeHint <= maximumSize else { throw FileError(path: path, operation: "read", code: EFBIG) }
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(Int(status.st_size))
+        bytes.reserveCapacity(sizeHint)
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
             let count = chunk.withUnsafeMutableBytes { buffer in
@@ -141,28 +155,45 @@ extension FileSystem {
     ///   readers, but a power cut may bring back the old contents. For files that are only a
     ///   report of state (a status file), where flash wear matters more than the last update.
     public static func writeAtomically(
-        _ bytes: [UInt8], to path: String, mode: mode_t = 0o644, group: gid_t? = nil, durable: Bool = true
+        _ bytes: [UInt8], to path: String, mode: mode_t = 0o644, group: gid_t? = nil, durable: Bool = true,
+        unreadableDirectory: UnreadableDirectory = .fail
     ) throws(FileError) {
         let directory = parentDirectory(of: path)
         let temporary = "\(path).tmp-\(getpid())-\(UInt32.random(in: .min ... .max))"
         let descriptor = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) }
         guard descriptor >= 0 else { throw FileError(path: temporary, operation: "create") }
+        defer { close(descriptor) }
         var written = false
         defer { if !written { unlink(temporary) } }
-        do {
-            defer { close(descriptor) }
-            if let group, fchown(descriptor, uid_t.max, group) != 0 {
-                throw FileError(path: temporary, operation: "give group \(group) to")
-            }
-            guard fchmod(descriptor, mode) == 0 else { throw FileError(path: temporary, operation: "chmod") }
-            try writeAll(bytes, to: descriptor, path: temporary)
-            if durable {
-                guard retryingOnInterrupt({ fsync(descriptor) }) == 0 else { throw FileError(path: temporary, operation: "fsync") }
-            }
+        if let group, fchown(descriptor, uid_t.max, group) != 0 {
+            throw FileError(path: temporary, operation: "give group \(group) to")
+        }
+        guard fchmod(descriptor, mode) == 0 else { throw FileError(path: temporary, operation: "chmod") }
+        try writeAll(bytes, to: descriptor, path: temporary)
+        if durable {
+            guard retryingOnInterrupt({ fsync(descriptor) }) == 0 else { throw FileError(path: temporary, operation: "fsync") }
         }
         guard rename(temporary, path) == 0 else { throw FileError(path: path, operation: "replace") }
         written = true
-        if durable { try syncDirectory(directory) }
+        guard durable else { return }
+        do {
+            try syncDirectory(directory)
+        } catch where error.code == EACCES && unreadableDirectory == .skipSync {
+            // A folder the writer may add to but not read (a mail drop such as an app's inbox,
+            // mode 1733) cannot be opened to fsync it. The file's contents are on disk; the
+            // rename reaches it with the file system's next commit (ext4: within 5 s), or when
+            // the folder's owner syncs it. (sync(2) instead would flush every dirty page of the
+            // machine and can stall for seconds.)
+        }
+    }
+
+    /// What ``writeAtomically(_:to:mode:group:durable:unreadableDirectory:)`` does when the
+    /// folder cannot be opened to fsync it (the writer may add to it but not read it).
+    public enum UnreadableDirectory: Sendable {
+        /// Fail: the rename must be on disk when the call returns.
+        case fail
+        /// Go on: the file is synced and in place; the rename is committed soon after.
+        case skipSync
     }
 
     /// Makes `path` a second name of the file at `source`, replacing whatever `path` named, in

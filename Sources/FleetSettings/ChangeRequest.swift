@@ -8,11 +8,17 @@ public struct ChangeRequest: Sendable, Hashable {
     /// The request's id (its file name in the inbox without `.json`).
     public let id: String
 
+    /// How long a request may be out of the inbox and not yet in `changes.json` (the agent
+    /// records a change a moment after it takes it) before it counts as unknown.
+    public static let unrecordedGrace: Duration = .seconds(2)
+
     /// Where the change stands now.
     public var outcome: ChangeOutcome { app.outcome(ofRequest: id) }
 
-    /// Waits until the change is applied or refused, or `timeout` passes (then ``ChangeOutcome/pending``).
-    /// Watches `changes.json` with inotify; no polling.
+    /// Waits until the change is applied or refused, or `timeout` passes (then
+    /// ``ChangeOutcome/pending``). Watches `changes.json` with inotify; twice a second it also
+    /// checks whether the request left the inbox without being recorded (refused by the inbox
+    /// from a user who may not write): after ``unrecordedGrace`` of that, ``ChangeOutcome/unknown``.
     public func outcome(waitingUpTo timeout: Duration) async -> ChangeOutcome {
         let directory = app.layout.appDirectory(app.id)
         guard let watcher = try? DirectoryWatcher(directories: [directory]) else { return outcome }
@@ -21,15 +27,31 @@ public struct ChangeRequest: Sendable, Hashable {
         return await withTaskGroup(of: ChangeOutcome?.self) { group in
             group.addTask {
                 var current = request.outcome
-                guard current == .pending else { return current }
+                guard !current.isSettled else { return current }
                 for await event in watcher.events {
                     switch event {
                     case .appeared(_, "changes.json"), .overflow:
                         current = request.outcome
-                        if current != .pending { return current }
+                        if current.isSettled { return current }
                     default:
                         continue
                     }
+                }
+                return nil
+            }
+            group.addTask {
+                // A request the inbox refused from a user who may not write never reaches
+                // changes.json: once it has been gone from the inbox unrecorded for a while, say so.
+                var unknownSince: ContinuousClock.Instant?
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(500))
+                    guard request.outcome == .unknown else {
+                        unknownSince = nil
+                        continue
+                    }
+                    let since = unknownSince ?? .now
+                    unknownSince = since
+                    if ContinuousClock.now - since >= Self.unrecordedGrace { return .unknown }
                 }
                 return nil
             }
@@ -52,4 +74,16 @@ public enum ChangeOutcome: Sendable, Hashable {
     case applied(revision: Int64)
     /// Refused by the device or the server; the text says why.
     case refused(String)
+    /// Not in the inbox and not in `changes.json`: refused by the inbox (see the agent's log
+    /// and the inbox's `refused/` folder), or ended so long ago that it is no longer remembered
+    /// (the last 50 outcomes are).
+    case unknown
+
+    /// Whether the change has ended: applied or refused.
+    public var isSettled: Bool {
+        switch self {
+        case .applied, .refused: true
+        case .pending, .unknown: false
+        }
+    }
 }

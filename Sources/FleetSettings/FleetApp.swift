@@ -59,10 +59,10 @@ public struct FleetApp: Sendable, Hashable {
         return metadata
     }
 
-    /// The keys of the settings marked `x-secret` in the metadata of `settings` (empty when the
-    /// metadata cannot be read).
+    /// The keys of the settings marked `x-secret` in the metadata of `settings`; every key
+    /// when that metadata cannot be read (so nothing secret is ever shown by mistake).
     public func secretKeys(of settings: AppSettings) -> Set<String> {
-        (try? metadata(for: settings))?.secretKeys ?? []
+        (try? metadata(for: settings))?.secretKeys ?? Set(settings.keys)
     }
 
     // MARK: - Changing
@@ -96,7 +96,14 @@ public struct FleetApp: Sendable, Hashable {
         let settings = try settings()
         let problems = try metadata(for: settings).problems(ofChange: values, to: settings.values)
         guard problems.isEmpty else { throw FleetSettingsError.refused(app: id, problems: problems.map(\.description)) }
-        return ChangeRequest(app: self, id: try leave(.set(values)))
+        let request = SpoolRequest.set(values)
+        let size = request.json.serialized().utf8.count
+        guard size <= SpoolRequest.maximumFileSize, values.count <= SpoolRequest.maximumKeys else {
+            throw FleetSettingsError.refused(
+                app: id,
+                problems: ["the change is \(size) bytes in \(values.count) settings; a request may have \(SpoolRequest.maximumFileSize) bytes and \(SpoolRequest.maximumKeys) settings"])
+        }
+        return ChangeRequest(app: self, id: try leave(request))
     }
 
     /// Tells the server, through the agent, what the app made of `revision`.
@@ -134,7 +141,11 @@ public struct FleetApp: Sendable, Hashable {
         var current = id
         for _ in 0..<ChangeJournal.endedCapacity {
             switch journal.lookup(current) {
-            case .unknown, .queued: return .pending
+            case .queued: return .pending
+            case .unknown:
+                // Still in the inbox, or taken and no longer remembered (or refused by the inbox).
+                let waiting = (try? FileSystem.status(of: "\(layout.spoolDirectory(self.id))/\(current).json")) != nil
+                return waiting ? .pending : .unknown
             case .ended(let outcome):
                 switch outcome.state {
                 case .applied: return .applied(revision: outcome.revision ?? 0)

@@ -46,7 +46,7 @@ struct SetCommand: AsyncParsableCommand {
         for assignment in assignments where !assignment.contains("=") {
             throw ValidationError("\"\(assignment)\" is not KEY=VALUE")
         }
-        guard timeout > 0, timeout <= 86_400 else { throw ValidationError("--timeout must be from 0 to 86400 seconds") }
+        guard timeout > 0, timeout <= 86_400 else { throw ValidationError("--timeout must be more than 0 and at most 86400 seconds") }
     }
 
     func run() async throws {
@@ -96,6 +96,10 @@ struct SetCommand: AsyncParsableCommand {
             StandardError.write(
                 "fleetset set: still pending after \(timeout) s; the agent keeps \(request.id) queued (see fleetset status --app \(app.id))")
             throw CLIExit.pending
+        case .unknown:
+            StandardError.write(
+                "fleetset set: \(request.id) left the inbox but is not in changes.json: refused by the inbox (see the agent's log) or long forgotten")
+            throw CLIExit.invalidInput
         }
     }
 

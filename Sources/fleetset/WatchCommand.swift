@@ -24,6 +24,14 @@ struct WatchCommand: AsyncParsableCommand {
     func run() async throws {
         let configuration = try device.configuration()
         let apps = try device.selectedApps(in: configuration).map { device.fleetApp($0, configuration) }
+        for app in apps {
+            // Watching a file this user cannot read would print nothing, forever.
+            let path = configuration.layout.settingsFile(app.id).path
+            if access(path, F_OK) == 0, access(path, R_OK) != 0 {
+                StandardError.write("fleetset watch: cannot read \(path) (join the app's readers group)")
+                throw CLIExit.usageOrIO
+            }
+        }
         await withTaskGroup(of: Void.self) { group in
             for app in apps {
                 group.addTask {

@@ -11,17 +11,28 @@ import Glibc
 
 @Suite("The change journal: coalescing, order, outcomes")
 struct ChangeJournalTests {
-    @Test("changes keep their order; a later change takes its keys out of older unsent ones; an emptied one is superseded")
+    @Test("changes keep their order; a later change of a key takes over the older unsent change, values asked for together stay together")
     func coalescing() {
         var journal = ChangeJournal()
-        journal.enqueue(.init(id: "1", values: ["greeting": "a", "volume": 1], madeAt: 10), at: 10)
+        journal.enqueue(.init(id: "1", values: ["minimum": 10, "maximum": 20], madeAt: 10), at: 10)
         journal.enqueue(.init(id: "2", values: ["greeting": "b"], madeAt: 11), at: 11)
-        journal.enqueue(.init(id: "3", values: ["volume": 3], madeAt: 12), at: 12)
+        journal.enqueue(.init(id: "3", values: ["maximum": 30], madeAt: 12), at: 12)
         #expect(journal.queued.map(\.id) == ["2", "3"])
-        #expect(journal.queued.map(\.values) == [["greeting": "b"], ["volume": 3]])
-        // Its greeting went to change 2 first, its volume to change 3, which ended it.
-        #expect(journal.ended == [.init(id: "1", state: .superseded, keys: ["volume"], supersededBy: "3", endedAt: 12)])
+        #expect(journal.queued.map(\.values) == [["greeting": "b"], ["minimum": 10, "maximum": 30]])
+        #expect(journal.ended == [.init(id: "1", state: .superseded, keys: ["maximum", "minimum"], supersededBy: "3", endedAt: 12)])
         #expect(journal.nextToSend?.id == "2")
+        journal.enqueue(.init(id: "4", values: ["greeting": "c", "minimum": 5], madeAt: 13), at: 13)
+        #expect(journal.queued.map(\.id) == ["4"])
+        #expect(journal.queued[0].values == ["greeting": "c", "maximum": 30, "minimum": 5])
+        #expect(journal.ended.map(\.supersededBy) == ["3", "4", "4"])
+    }
+
+    @Test("long messages are cut so the file stays readable")
+    func longMessage() throws {
+        var journal = ChangeJournal()
+        journal.refuseUnqueued(id: "r", keys: ["volume"], message: String(repeating: "x", count: 70_000), at: 1)
+        #expect(journal.ended[0].message.unicodeScalars.count == ChangeJournal.maximumMessageLength)
+        #expect(try ChangeJournal(json: try JSONParser.parse(Array(journal.json.serialized().utf8))) == journal)
     }
 
     @Test("a confirmed change is not touched by later changes, is not sent again, and is applied once settings.json holds its revision")
@@ -77,6 +88,9 @@ struct RequestFileTests {
             try SpoolRequest(json: ["request": "sync", "values": ["a": 1]])
         }
         #expect(throws: WireError.self) { try SpoolRequest(json: ["request": "ack", "revision": -1, "state": "applied"]) }
+        #expect(throws: WireError(at: JSONPointer.root.appending("values"), "setting keys have 1 to 1024 characters")) {
+            try SpoolRequest(json: ["request": "set", "values": ["": 1]])
+        }
         for request in [SpoolRequest.sync, .set(["a": 1]), .ack(revision: 3, state: .unsupported, message: "m")] {
             #expect(try SpoolRequest(json: request.json) == request)
         }

@@ -211,10 +211,13 @@ struct WriteBackTests {
             #expect(recorded.contains(reason), "\(name): \(recorded)")
             #expect(!FileManager.default.fileExists(atPath: inbox + "/" + name))
         }
+        // Refusals of files from allowed writers (here root's) are recorded for set --wait and the
+        // library; a stranger's are not, so nobody can push real outcomes out of changes.json.
+        let journal = try await Self.waitForJournal(fleet, "kiosk", agent: agent) { $0.lookup("malformed") != .unknown }
+        guard case .ended(let outcome) = journal.lookup("malformed") else { return }
+        #expect(outcome.state == .refused && outcome.message.hasPrefix("refused by the inbox: not a request"))
         if geteuid() == 0 {
-            let journal = try await Self.waitForJournal(fleet, "kiosk", agent: agent) { $0.lookup("foreign") != .unknown }
-            guard case .ended(let outcome) = journal.lookup("foreign") else { return }
-            #expect(outcome.state == .refused && outcome.message.contains("refused by the inbox: written by uid 65534"))
+            #expect(journal.lookup("foreign") == .unknown)
             #expect(fleet.settings("kiosk")?.values["greeting"] == "hello")
         }
         #expect(agent.count("event=inbox-refused") >= expected.count)
@@ -244,7 +247,7 @@ struct WriteBackTests {
 
         let future = try fleet.cli(["ack", "--revision", "\(settings.revision + 50)", "--state", "applied"])
         #expect(future.status == 0)
-        try await agent.waitForLog("but the newest this device received is")
+        try await agent.waitForLog("but the newest revision in settings.json is")
         let bad = try fleet.cli(["ack", "--revision", "1", "--state", "done"])
         #expect(bad.status == 2)
     }
@@ -398,5 +401,96 @@ struct InboxStartTests {
         try await agent.waitForLog("event=inbox-cleanup")
         #expect(!FileManager.default.fileExists(atPath: inbox + "/.abandoned"))
         #expect(FileManager.default.fileExists(atPath: inbox + "/.in-progress"))
+    }
+}
+
+/// The inbox as apps that are not root use it, and what a local user may not do to it.
+@Suite("The inbox and other users")
+struct InboxUsersTests {
+    /// Runs `fleetset` as user nobody (65534) with `arguments`; `nil` when this machine cannot
+    /// (not root, no setpriv, or the binary out of nobody's reach), printing why.
+    static func runAsNobody(_ fleet: Fleet, _ arguments: [String]) throws -> CLIRunner.Output? {
+        guard geteuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else {
+            print("InboxUsersTests: needs root and setpriv to act as another user; skipped")
+            return nil
+        }
+        let prefix = ["--reuid=65534", "--regid=65534", "--clear-groups", CLIRunner.binary]
+        let probe = try CLIRunner.run(prefix + ["--help"], executable: "/usr/bin/setpriv")
+        guard probe.status == 0 else {
+            print("InboxUsersTests: user nobody cannot run \(CLIRunner.binary) here; skipped")
+            return nil
+        }
+        return try CLIRunner.run(prefix + arguments + ["--config", fleet.configurationFile], executable: "/usr/bin/setpriv")
+    }
+
+    @Test("an allowed writer who is not root: set --wait returns the applied revision; the same user unlisted is refused")
+    func nonRootWriter() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let agent = try await fleet.launchAgent([["id": "kiosk", "readers": "nogroup", "writers": ["users": ["nobody"]]]])
+        defer { agent.kill() }
+        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        guard let set = try Self.runAsNobody(fleet, ["set", "greeting=from nobody", "--wait", "--timeout", "20"]) else { return }
+        #expect(set.status == 0, "\(set)\n\(agent.log)")
+        #expect(set.standardOutput.hasPrefix("applied in revision"))
+        #expect(fleet.settings("kiosk")?.values["greeting"] == "from nobody")
+
+        // The same user, no longer among the writers: refused, and --wait says so instead of waiting.
+        try fleet.writeConfiguration(apps: [["id": "kiosk", "readers": "nogroup"]])
+        agent.signal(SIGHUP)
+        try await agent.waitForLog("event=reloaded")
+        guard let refused = try Self.runAsNobody(fleet, ["set", "greeting=again", "--wait", "--timeout", "20"]) else { return }
+        #expect(refused.status == 1 && refused.standardError.contains("refused by the inbox"), "\(refused)")
+        try await agent.waitForLog("written by uid 65534")
+    }
+
+    @Test("a refused/ squatted by a link before the agent starts is moved out of the way; refusals go to the agent's own folder")
+    func squattedRefusedFolder() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        var agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        agent.signal(SIGTERM)
+        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        let inbox = fleet.layout.spoolDirectory("kiosk")
+        let elsewhere = fleet.directory + "/elsewhere"
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        try FileManager.default.removeItem(atPath: inbox + "/refused")
+        #expect(symlink(elsewhere, inbox + "/refused") == 0)
+
+        agent = try fleet.startAgent()
+        try await agent.waitForLog("event=loaded")
+        try FileSystemWrite.text("not json", to: inbox + "/.bad", mode: 0o644)
+        #expect(rename(inbox + "/.bad", inbox + "/bad.json") == 0)
+        try await Waiting.until("bad.json was not moved aside:\n\(agent.log)") {
+            FileManager.default.fileExists(atPath: inbox + "/refused/bad.json.reason")
+        }
+        let refused = try #require(try FileSystem.status(of: inbox + "/refused"))
+        #expect((refused.st_mode & S_IFMT) == S_IFDIR && refused.st_uid == geteuid())
+        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere).isEmpty)
+    }
+
+    @Test("a request file name used a second time is moved aside with the reason, not silently dropped")
+    func reusedName() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        let inbox = fleet.layout.spoolDirectory("kiosk")
+        for greeting in ["one", "two"] {
+            try FileSystemWrite.text("{\"request\": \"set\", \"values\": {\"greeting\": \"\(greeting)\"}}", to: inbox + "/.request", mode: 0o644)
+            #expect(rename(inbox + "/.request", inbox + "/request.json") == 0)
+            if greeting == "one" {
+                try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["greeting"] == "one" }
+            }
+        }
+        try await Waiting.until("request.json was not moved aside:\n\(agent.log)") {
+            FileManager.default.fileExists(atPath: inbox + "/refused/request.json.reason")
+        }
+        let reason = try String(contentsOfFile: inbox + "/refused/request.json.reason", encoding: .utf8)
+        #expect(reason.contains("request id request was taken already"))
+        #expect(fleet.settings("kiosk")?.values["greeting"] == "one")
     }
 }

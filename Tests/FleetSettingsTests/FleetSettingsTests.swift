@@ -187,7 +187,9 @@ struct ChangingTests {
         #expect(folder.app.outcome(ofRequest: "a") == .applied(revision: 8))
         #expect(folder.app.outcome(ofRequest: "b") == .applied(revision: 8))
         #expect(folder.app.outcome(ofRequest: "c") == .pending)
-        #expect(folder.app.outcome(ofRequest: "unknown") == .pending)
+        #expect(folder.app.outcome(ofRequest: "unknown") == .unknown)
+        let waiting = try folder.app.submit(["volume": 2])
+        #expect(folder.app.outcome(ofRequest: waiting.id) == .pending, "still in the inbox")
     }
 
     @Test("awaiting an outcome returns when changes.json records it, and pending at the timeout")
