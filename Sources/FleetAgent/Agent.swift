@@ -103,9 +103,10 @@ public final class Agent: Service {
             return
         }
         let identity = Promise<DeviceIdentity>()
+        let inboxScanned = Promise<Void>()
         let wallClock: @Sendable () -> Int64 = { Int64(time(nil)) }
         let environment = SyncEnvironment(
-            configuration: configuration, http: http, identity: identity, board: board, clock: clock, wallClock: wallClock, logger: logger)
+            configuration: configuration, http: http, identity: identity, inboxScanned: inboxScanned, board: board, clock: clock, wallClock: wallClock, logger: logger)
         let mailboxes = Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.id, AppMailbox()) })
         await withTaskGroup(of: Void.self) { group in
             for app in configuration.apps {
@@ -115,7 +116,7 @@ public final class Agent: Service {
                 let enrollment = Enrollment(configuration: configuration, http: http, clock: self.clock, wallClock: wallClock, logger: self.logger)
                 if let found = await enrollment.identity() { identity.fulfil(found) }
             }
-            group.addTask { await Inbox(configuration: configuration, mailboxes: mailboxes, logger: self.logger).run() }
+            group.addTask { await Inbox(configuration: configuration, mailboxes: mailboxes, scanned: inboxScanned, logger: self.logger).run() }
             group.addTask {
                 try? await self.clock.sleep(for: configuration.readyTimeout)
                 if !Task.isCancelled { board.readyTimeoutPassed() }

@@ -18,6 +18,8 @@ struct SyncEnvironment: Sendable {
     let configuration: AgentConfiguration
     let http: HTTPClient
     let identity: Promise<DeviceIdentity>
+    /// Fulfilled once the inbox has taken what was left in it while the agent was down.
+    let inboxScanned: Promise<Void>
     let board: AgentBoard
     let clock: any Clock<Duration>
     let wallClock: @Sendable () -> Int64
@@ -96,6 +98,9 @@ final class AppSync {
         // as long as there is no token, and the watchdog must not restart the agent meanwhile.
         environment.board.endLoop(app.id)
         guard let identity = await environment.identity.value() else { return }
+        // Requests left while the agent was down go first, based on the revision they were made
+        // against (a server that moved on answers 409, and the change is checked again).
+        guard await environment.inboxScanned.value() != nil else { return }
         let client = FleetClient(http: environment.http, baseURL: environment.configuration.server, token: identity.deviceToken)
         while !Task.isCancelled {
             handleMailbox()

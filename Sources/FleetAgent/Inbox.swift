@@ -23,6 +23,8 @@ import Glibc
 struct Inbox: Sendable {
     let configuration: AgentConfiguration
     let mailboxes: [String: AppMailbox]
+    /// Fulfilled after the first scan (or when there is nothing to scan).
+    let scanned: Promise<Void>
     let logger: Logger
 
     /// The mode of each app's inbox folder.
@@ -30,6 +32,7 @@ struct Inbox: Sendable {
 
     /// Runs until the task is cancelled.
     func run() async {
+        defer { scanned.fulfil(()) }
         let layout = configuration.layout
         var directories: [String: AppConfiguration] = [:]
         for app in configuration.apps {
@@ -48,9 +51,11 @@ struct Inbox: Sendable {
         } catch {
             logger.error("cannot watch the inbox; taking what is there, later requests wait for the next start", metadata: ["event": "inbox", "error": "\(error)"])
             rescan(directories)
+            scanned.fulfil(())
             return
         }
         rescan(directories)
+        scanned.fulfil(())
         await withTaskCancellationHandler {
             for await event in watcher.events {
                 switch event {
