@@ -17,9 +17,12 @@ import Glibc
 /// A request file must be owned by an allowed writer (the app's `writers`, root or the agent's
 /// user), be a regular file with one link (no symbolic or hard links), at most
 /// ``SpoolRequest/maximumFileSize`` bytes, and a well-formed request; anything else is moved to
-/// `refused/` with a `.reason` file beside it, logged, and recorded in `changes.json`, never
-/// silently dropped. Each app's folder is created sticky and writable by all (mode 1733, like a
-/// mail drop), so apps and the CLI can leave requests but not read or remove others'.
+/// `refused/` (checked to be the agent's own folder) with a `.reason` file beside it and
+/// logged, never silently dropped; an allowed writer's refused request is also recorded in
+/// `changes.json`. Each app's folder is sticky and writable by all (mode 1733, like a mail
+/// drop), so apps and the CLI can leave requests but not read or remove others'. The first scan
+/// fulfils `scanned`, which the app loops wait for: requests left while the agent was down go
+/// before the first request to the server.
 struct Inbox: Sendable {
     let configuration: AgentConfiguration
     let mailboxes: [String: AppMailbox]

@@ -9,10 +9,12 @@ import Glibc
 /// A request left in an app's inbox (`<spoolDirectory>/<app>/`) for the agent, by the CLI, the
 /// FleetSettings library, or an app in any language: a small JSON file (at most
 /// ``maximumFileSize`` bytes), written to a temporary name (one starting with `.` or not ending
-/// in `.json`) and renamed to its final name ending in `.json` once complete. The agent reads only names ending in `.json` and
-/// not starting with `.`, so it never reads half a file. The name without `.json` is the
-/// request's id, under which its outcome is recorded (see ``ChangeJournal``); names sort in the
-/// order requests were made when they start with the time, as ``submit(to:)`` makes them.
+/// in `.json`) and renamed to its final name ending in `.json` once complete. The agent reads
+/// only names ending in `.json` and not starting with `.`, so it never reads half a file. The
+/// name without `.json` is the request's id, under which its outcome is recorded (see
+/// ``ChangeJournal``); it must be new for each request (a name seen before is refused). Names
+/// sort in the order requests were made when they start with the time, as ``submit(to:)``
+/// makes them.
 ///
 /// ```json
 /// {"request": "set", "values": {"volume": 7, "kiosk.greeting": "Hello"}}
