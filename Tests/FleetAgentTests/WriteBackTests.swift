@@ -154,16 +154,13 @@ struct WriteBackTests {
     func conflict() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
-        var agent = try await fleet.launchAgent([["id": "kiosk"]])
-        defer { agent.kill() }
-        let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
-        agent.signal(SIGTERM)
-        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        let first = try await fleet.syncOnceAndStop([["id": "kiosk"]])
         // The admin changes a setting while the device holds revision `first`, and the device
         // changes another, based on `first`.
         try await fleet.set("kiosk", ["volume": 9])
         #expect(try fleet.cli(["set", "greeting=raced"]).status == 0)
-        agent = try fleet.startAgent()
+        let agent = try fleet.startAgent()
+        defer { agent.kill() }
         let merged = try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["greeting"] == "raced" }
         #expect(merged.values["volume"] == 9 && merged.revision > first.revision + 1)
         try await agent.waitForLog("event=change-conflict")
@@ -318,11 +315,7 @@ struct WriteBackFailureTests {
     func changeNoLongerApplies() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
-        var agent = try await fleet.launchAgent([["id": "kiosk"]])
-        defer { agent.kill() }
-        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
-        agent.signal(SIGTERM)
-        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        try await fleet.syncOnceAndStop([["id": "kiosk"]])
         // Checked against version 1 on the device, queued; meanwhile version 2 makes greeting admin-only.
         #expect(try fleet.cli(["set", "greeting=mine"]).status == 0)
         guard case .object(var document) = Fleet.metadata(app: "kiosk", version: 2), case .object(var schema)? = document["schema"],
@@ -334,7 +327,8 @@ struct WriteBackFailureTests {
         document["schema"] = .object(schema)
         _ = try await fleet.admin.putMetadata(app: "kiosk", document: Array(JSONValue.object(document).serialized().utf8))
 
-        agent = try fleet.startAgent()
+        let agent = try fleet.startAgent()
+        defer { agent.kill() }
         let journal = try await WriteBackTests.waitForJournal(fleet, "kiosk", agent: agent) { !$0.ended.isEmpty }
         #expect(journal.queued.isEmpty)
         let outcome = try #require(journal.ended.first)
@@ -349,15 +343,12 @@ struct WriteBackFailureTests {
     func unreadableJournal() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
-        var agent = try await fleet.launchAgent([["id": "kiosk"]])
-        defer { agent.kill() }
-        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
-        agent.signal(SIGTERM)
-        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        try await fleet.syncOnceAndStop([["id": "kiosk"]])
         let journalPath = fleet.layout.changesFile("kiosk")
         try FileSystemWrite.text("{\"queued\": [", to: journalPath, mode: 0o640)
 
-        agent = try fleet.startAgent()
+        let agent = try fleet.startAgent()
+        defer { agent.kill() }
         try await agent.waitForLog("changes.json unreadable")
         let id = try SpoolRequest.set(["greeting": "patient"]).submit(to: fleet.layout.spoolDirectory("kiosk"))
         try await fleet.set("kiosk", ["volume": 4])   // the loop goes round; the request must stay
@@ -380,11 +371,7 @@ struct InboxStartTests {
     func leftWhileDown() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
-        var agent = try await fleet.launchAgent([["id": "kiosk"]])
-        defer { agent.kill() }
-        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
-        agent.signal(SIGTERM)
-        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        try await fleet.syncOnceAndStop([["id": "kiosk"]])
         let inbox = fleet.layout.spoolDirectory("kiosk")
         let first = try SpoolRequest.set(["greeting": "first"]).submit(to: inbox)
         let second = try SpoolRequest.set(["greeting": "second"]).submit(to: inbox)
@@ -393,7 +380,8 @@ struct InboxStartTests {
         var twoHoursAgo = [timeval(tv_sec: time(nil) - 7200, tv_usec: 0), timeval(tv_sec: time(nil) - 7200, tv_usec: 0)]
         #expect(utimes(inbox + "/.abandoned", &twoHoursAgo) == 0)
 
-        agent = try fleet.startAgent()
+        let agent = try fleet.startAgent()
+        defer { agent.kill() }
         try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["greeting"] == "second" }
         let journal = try await WriteBackTests.waitForJournal(fleet, "kiosk", agent: agent) { $0.queued.isEmpty && $0.ended.count == 2 }
         #expect(journal.ended.map(\.id) == [first, second])
@@ -448,18 +436,15 @@ struct InboxUsersTests {
     func squattedRefusedFolder() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
-        var agent = try await fleet.launchAgent([["id": "kiosk"]])
-        defer { agent.kill() }
-        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
-        agent.signal(SIGTERM)
-        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        try await fleet.syncOnceAndStop([["id": "kiosk"]])
         let inbox = fleet.layout.spoolDirectory("kiosk")
         let elsewhere = fleet.directory + "/elsewhere"
         try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
         try FileManager.default.removeItem(atPath: inbox + "/refused")
         #expect(symlink(elsewhere, inbox + "/refused") == 0)
 
-        agent = try fleet.startAgent()
+        let agent = try fleet.startAgent()
+        defer { agent.kill() }
         try await agent.waitForLog("event=loaded")
         try FileSystemWrite.text("not json", to: inbox + "/.bad", mode: 0o644)
         #expect(rename(inbox + "/.bad", inbox + "/bad.json") == 0)

@@ -134,6 +134,20 @@ final class Fleet: Sendable {
         return try startAgent(environment: environment)
     }
 
+    /// Launches the agent for `apps` (metadata stored as by ``launchAgent(_:server:storeMetadata:environment:)``),
+    /// waits for the first app's settings, and stops it with SIGTERM: the device holds settings
+    /// and the agent is down (the test changes things, then starts it again).
+    @discardableResult
+    func syncOnceAndStop(_ apps: [JSONValue]) async throws -> DeviceSettings {
+        let agent = try await launchAgent(apps)
+        defer { agent.kill() }
+        guard case .string(let app)? = apps.first?["id"] else { throw ProcessFailed(log: "no app") }
+        let settings = try await waitForSettings(app, agent: agent) { _ in true }
+        agent.signal(SIGTERM)
+        guard await agent.waitForExit(timeout: .seconds(10)) == 0 else { throw ProcessFailed(log: "the agent did not stop cleanly:\n\(agent.log)") }
+        return settings
+    }
+
     /// Starts `fleetsetd` with the configuration written last.
     func startAgent(environment: [String: String] = [:]) throws -> RunningProcess {
         try RunningProcess(CLIRunner.product("fleetsetd"), ["--config", configurationFile], environment: environment)
