@@ -16,7 +16,9 @@ struct SetCommand: AsyncParsableCommand {
         discussion: """
             Each VALUE is read by its setting's schema type: 7 is an integer for an integer setting \
             and the text "7" for a string one; true/false (yes/no, on/off) for booleans; JSON for \
-            arrays and objects. --reset KEY removes the device's own value, so the fleet's \
+            arrays and objects. --stdin KEY reads KEY's value from standard input instead (for \
+            secrets: a command line is visible to every user in ps). --reset KEY removes the \
+            device's own value, so the fleet's \
             applies again; KEY=null on a nullable setting does the same (a merge patch cannot \
             store null). \
             The change is checked here (the keys exist and are x-writable, the values fit), then \
@@ -35,6 +37,11 @@ struct SetCommand: AsyncParsableCommand {
     @Option(name: .customLong("reset"), help: "Remove the device's own value of KEY (repeatable).")
     var resets: [String] = []
 
+    @Option(
+        name: .customLong("stdin"),
+        help: "Read KEY's value from standard input (its first line), so that a secret never appears in the command line.")
+    var standardInputKey: String?
+
     @Flag(help: "Wait for the outcome.")
     var wait = false
 
@@ -42,7 +49,9 @@ struct SetCommand: AsyncParsableCommand {
     var timeout: Double = 30
 
     func validate() throws {
-        guard !assignments.isEmpty || !resets.isEmpty else { throw ValidationError("give at least one KEY=VALUE or --reset KEY") }
+        guard !assignments.isEmpty || !resets.isEmpty || standardInputKey != nil else {
+            throw ValidationError("give at least one KEY=VALUE, --stdin KEY or --reset KEY")
+        }
         for assignment in assignments where !assignment.contains("=") {
             throw ValidationError("\"\(assignment)\" is not KEY=VALUE")
         }
@@ -63,6 +72,13 @@ struct SetCommand: AsyncParsableCommand {
             let (key, text) = Self.split(assignment)
             do {
                 values[key] = try metadata.parseValue(text, forKey: key)
+            } catch {
+                problems.append(error.description)
+            }
+        }
+        if let key = standardInputKey {
+            do {
+                values[key] = try metadata.parseValue(readLine(strippingNewline: true) ?? "", forKey: key)
             } catch {
                 problems.append(error.description)
             }

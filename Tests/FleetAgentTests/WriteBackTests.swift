@@ -59,6 +59,12 @@ struct WriteBackTests {
         #expect(explain.status == 0 && row.contains("\"Welcome, 7\"") && row.contains("device"), "\(explain)")
         #expect(explain.standardOutput.contains("pin") && explain.standardOutput.contains("********"))
 
+        // A secret from standard input: never on the command line, never in any output or log.
+        let secret = try fleet.cli(["set", "--stdin", "pin", "--wait"], input: "4711\n")
+        #expect(secret.status == 0 && secret.standardOutput.hasSuffix(": pin\n"), "\(secret)")
+        #expect(fleet.settings("kiosk")?.values["pin"] == "4711")
+        for text in [secret.standardOutput, secret.standardError, agent.log, fleet.server.log] { #expect(!text.contains("4711")) }
+
         // --reset removes the device's own value: the fleet's applies again.
         let reset = try fleet.cli(["set", "--reset", "greeting", "--wait"])
         #expect(reset.status == 0, "\(reset)")

@@ -29,11 +29,18 @@ public enum CLIRunner {
         URL(fileURLWithPath: binary).deletingLastPathComponent().appendingPathComponent(name).path
     }
 
-    /// Runs `fleetset` (or `executable`) with `arguments` and waits for it.
-    public static func run(_ arguments: [String], executable: String = binary) throws -> Output {
+    /// Runs `fleetset` (or `executable`) with `arguments` and waits for it; `input` is its
+    /// standard input (empty when not given).
+    public static func run(_ arguments: [String], executable: String = binary, input: String? = nil) throws -> Output {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if let input {
+            let standardInput = Pipe()
+            process.standardInput = standardInput
+            standardInput.fileHandleForWriting.write(Data(input.utf8))
+            try standardInput.fileHandleForWriting.close()
+        }
         let standardOutput = Pipe()
         let standardError = Pipe()
         process.standardOutput = standardOutput

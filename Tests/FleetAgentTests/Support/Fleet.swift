@@ -61,7 +61,7 @@ final class Fleet: Sendable {
     // MARK: - Server side
 
     /// A small app's metadata: `greeting` (writable), `volume` 0…`volumeMaximum`, a secret
-    /// `pin`, and a `counter`.
+    /// `pin` (writable), and a `counter`.
     static func metadata(app: String, version: Int, volumeMaximum: Int = 10) -> JSONValue {
         [
             "app": .string(app), "version": .number(.integer(Int64(version))),
@@ -73,7 +73,7 @@ final class Fleet: Sendable {
                         "type": "integer", "minimum": 0, "maximum": .number(.integer(Int64(volumeMaximum))),
                         "default": .number(.integer(Int64(min(5, volumeMaximum)))),
                     ],
-                    "pin": ["type": "string", "default": "0000", "x-secret": true],
+                    "pin": ["type": "string", "default": "0000", "x-secret": true, "x-writable": true],
                     "counter": ["type": "integer", "default": 0],
                 ],
             ],
@@ -200,8 +200,8 @@ final class Fleet: Sendable {
     }
 
     /// Runs `fleetset` with the agent's configuration.
-    func cli(_ arguments: [String]) throws -> CLIRunner.Output {
-        try CLIRunner.run(arguments + ["--config", configurationFile])
+    func cli(_ arguments: [String], input: String? = nil) throws -> CLIRunner.Output {
+        try CLIRunner.run(arguments + ["--config", configurationFile], input: input)
     }
 
     /// The server log's `event=status` lines for `app`.
