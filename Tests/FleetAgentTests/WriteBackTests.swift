@@ -345,6 +345,37 @@ struct WriteBackFailureTests {
         #expect(!fleet.server.log.contains("event=device-write"))
     }
 
+    @Test("the server's refusals: 503 keeps the change queued and it goes later; 422 and 403 end it with the server's reason and details")
+    func serverRefusals() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let proxy = try await FaultProxy.start(upstream: fleet.server.url, http: fleet.http)
+        let agent = try await fleet.launchAgent([["id": "kiosk"]], server: proxy.url)
+        defer { agent.kill() }
+        let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+
+        proxy.inject(.refusePatch(status: 503, code: "unavailable"))
+        #expect(try fleet.cli(["set", "greeting=later"]).status == 0)
+        try await Waiting.until("the write never reached the proxy:\n\(agent.log)") { proxy.faultsServed("refusePatch") >= 1 }
+        try await agent.waitForLog("event=sync-failed")
+        #expect(try WriteBackTests.journal(fleet, "kiosk").queued.map(\.values) == [["greeting": "later"]])
+        proxy.inject(.none)
+        #expect(try fleet.cli(["sync"]).status == 0)
+        try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["greeting"] == "later" }
+
+        for (status, code) in [(422, "invalid-values"), (403, "not-writable")] {
+            proxy.inject(.refusePatch(status: status, code: code))
+            let refused = try fleet.cli(["set", "greeting=\(code)", "--wait", "--timeout", "20"])
+            #expect(refused.status == 1, "\(refused)")
+            #expect(refused.standardError.contains("refused: the server refused: \(status) \(code): refused by the test's proxy; /greeting: is not what the proxy wants"))
+        }
+        proxy.inject(.none)
+        #expect(fleet.settings("kiosk")?.values["greeting"] == "later" && (fleet.settings("kiosk")?.revision ?? 0) > first.revision)
+        let journal = try WriteBackTests.journal(fleet, "kiosk")
+        #expect(journal.queued.isEmpty && journal.ended.map(\.state) == [.applied, .refused, .refused])
+        #expect(agent.isRunning)
+    }
+
     @Test("an unreadable changes.json is never overwritten: changes wait in the inbox until it is repaired, then go")
     func unreadableJournal() async throws {
         let fleet = try await Fleet.start()

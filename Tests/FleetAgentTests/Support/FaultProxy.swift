@@ -25,6 +25,9 @@ final class FaultProxy: Sendable {
         case unsupportedMetadata
         /// A device's PATCH is held (never answered while this fault is in force).
         case holdPatch
+        /// A device's PATCH is answered with this status and a protocol error body (`code`, one
+        /// detail at `/greeting`), without reaching the server.
+        case refusePatch(status: Int, code: String)
     }
 
     /// The fault in force and how often each was served.
@@ -75,8 +78,18 @@ final class FaultProxy: Sendable {
             state.counts.withLock { $0["\(current)", default: 0] += 1 }
             while state.fault.withLock({ $0 }) == .holdPatch { try await Task.sleep(for: .milliseconds(50)) }
         }
+        if request.method == .patch, case .refusePatch(let status, let code) = current {
+            state.counts.withLock { $0["refusePatch", default: 0] += 1 }
+            let body: JSONValue = [
+                "error": .string(code), "message": "refused by the test's proxy",
+                "details": [["pointer": "/greeting", "message": "is not what the proxy wants"]],
+            ]
+            return Response(
+                status: HTTPResponse.Status(code: status), headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: body.serialized())))
+        }
         let isSettings = request.method == .get && path.hasSuffix("/settings")
-        if isSettings, current != .none, current != Fault.unsupportedMetadata, current != .holdPatch {
+        if isSettings, current != .none, current != Fault.unsupportedMetadata, current != .holdPatch, !current.isPatchFault {
             state.counts.withLock { $0["\(current)", default: 0] += 1 }
             switch current {
             case .serverError(let seconds):
@@ -116,5 +129,13 @@ final class FaultProxy: Sendable {
         }
         return Response(
             status: HTTPResponse.Status(code: answer.status), headers: responseHeaders, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+}
+
+extension FaultProxy.Fault {
+    /// Whether the fault is about device writes only.
+    var isPatchFault: Bool {
+        if case .refusePatch = self { return true }
+        return false
     }
 }
