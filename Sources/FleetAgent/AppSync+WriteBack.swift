@@ -85,9 +85,11 @@ extension AppSync {
     /// records refusals; removes each request file once what it asked for is on disk.
     func handleMailbox() {
         if journalProblem != nil { loadJournal() }
+        let deliveries = mailbox.takeAll()
+        guard !deliveries.isEmpty else { return }  // the common case, on every turn of the loop
         var retained: [AppMailbox.Delivery] = []
         var handled: [AppMailbox.Delivery] = []
-        for delivery in mailbox.takeAll() {
+        for delivery in deliveries {
             switch delivery.content {
             case .refused(let reason) where journal.lookup(delivery.id) == .unknown:
                 journal.refuseUnqueued(id: delivery.id, keys: [], message: "refused by the inbox: \(reason)", at: environment.wallClock())

@@ -94,7 +94,13 @@ public struct FleetApp: Sendable, Hashable {
     /// device's own value), checked here first as ``update(_:)`` does.
     public func submit(_ values: JSONObject) throws(FleetSettingsError) -> ChangeRequest {
         let settings = try settings()
-        let problems = try metadata(for: settings).problems(ofChange: values, to: settings.values)
+        return try submit(values, checkedAgainst: settings.values, metadata: try metadata(for: settings))
+    }
+
+    /// ``submit(_:)`` for a caller that has read the settings and their metadata already (the
+    /// CLI, which parsed the values with it).
+    package func submit(_ values: JSONObject, checkedAgainst current: JSONObject, metadata: Metadata) throws(FleetSettingsError) -> ChangeRequest {
+        let problems = metadata.problems(ofChange: values, to: current)
         guard problems.isEmpty else { throw FleetSettingsError.refused(app: id, problems: problems.map(\.description)) }
         let request = SpoolRequest.set(values)
         let size = request.json.serialized().utf8.count

@@ -62,10 +62,6 @@ struct SetCommand: AsyncParsableCommand {
         let configuration = try device.configuration()
         let app = try device.selectedApp(in: configuration)
         let (settings, metadata) = try device.settings(of: app, in: configuration)
-        guard let metadata else {
-            StandardError.write("fleetset set: the metadata of \(app.id) version \(settings.schemaVersion) is missing; wait for the agent's next sync")
-            throw CLIExit.invalidInput
-        }
         var values = JSONObject()
         var problems: [String] = []
         for assignment in assignments {
@@ -91,7 +87,7 @@ struct SetCommand: AsyncParsableCommand {
         let fleetApp = device.fleetApp(app, configuration)
         let request: ChangeRequest
         do {
-            request = try fleetApp.submit(values)
+            request = try fleetApp.submit(values, checkedAgainst: settings.values, metadata: metadata)
         } catch {
             StandardError.write("fleetset set: \(error)")
             if case .refused = error { throw CLIExit.invalidInput }

@@ -45,8 +45,9 @@ struct DeviceOptions: ParsableArguments {
     }
 
     /// The app's settings on disk and the metadata they were validated with; exits with 1 when
-    /// the agent has not written any yet.
-    func settings(of app: AppConfiguration, in configuration: AgentConfiguration) throws -> (DeviceSettings, Metadata?) {
+    /// the agent has not written them yet (the metadata tells secrets apart and checks changes,
+    /// so no command goes on without it).
+    func settings(of app: AppConfiguration, in configuration: AgentConfiguration) throws -> (DeviceSettings, Metadata) {
         let layout = configuration.layout
         let found = SettingsOnDisk.load(layout.settingsFile(app.id), app: app.id)
         guard let settings = found.settings else {
@@ -54,7 +55,12 @@ struct DeviceOptions: ParsableArguments {
             StandardError.write("fleetset: no settings for \(app.id) on this device: \(why)")
             throw CLIExit.invalidInput
         }
-        return (settings, MetadataOnDisk.load(layout.metadataFile(app.id), version: settings.schemaVersion))
+        guard let metadata = MetadataOnDisk.load(layout.metadataFile(app.id), version: settings.schemaVersion) else {
+            StandardError.write(
+                "fleetset: the metadata of \(app.id) version \(settings.schemaVersion) is missing on this device; it comes with the agent's next sync")
+            throw CLIExit.invalidInput
+        }
+        return (settings, metadata)
     }
 
     /// The app's files and inbox, for the FleetSettings library.

@@ -43,10 +43,6 @@ struct GetCommand: ParsableCommand {
             StandardError.write("fleetset get: \(app.id) has no setting \(pointer.displayText) (settings: \(known))")
             throw CLIExit.invalidInput
         }
-        guard let metadata else {
-            StandardError.write("fleetset get: the metadata of \(app.id) version \(settings.schemaVersion) is missing; cannot tell secrets apart")
-            throw CLIExit.invalidInput
-        }
         if metadata.secretKeys.contains(top) {
             StandardError.write(
                 "fleetset get: \(app.id) \(top) is a secret (x-secret); its value is never printed. Apps read it from settings.json or with FleetSettings.")

@@ -21,10 +21,6 @@ struct ShowCommand: ParsableCommand {
         let configuration = try device.configuration()
         let app = try device.selectedApp(in: configuration)
         let (settings, metadata) = try device.settings(of: app, in: configuration)
-        guard let metadata else {
-            StandardError.write("fleetset show: the metadata of \(app.id) version \(settings.schemaVersion) is missing; cannot tell secrets apart")
-            throw CLIExit.invalidInput
-        }
         print(SettingsView.render(settings, metadata: metadata))
     }
 }
