@@ -35,6 +35,8 @@ public enum ChildProcess {
         public var cancelled: Bool
         /// The last bytes the child wrote to standard output and error, as text.
         public var output: String
+        /// Whether the child wrote more than was kept, so that ``output`` starts mid-stream.
+        public var outputWasCut: Bool
         /// From start to end.
         public var duration: Duration
 
@@ -153,6 +155,7 @@ private final class ChildWatch: Sendable {
         let clock = ContinuousClock()
         let start = clock.now
         var tail: [UInt8] = []
+        var outputWasCut = false
         var outputOpen = true
         var terminateSentAt: ContinuousClock.Instant?
         var killed = false
@@ -172,7 +175,10 @@ private final class ChildWatch: Sendable {
                     return
                 }
                 tail.append(contentsOf: chunk[..<count])
-                if tail.count > outputLimit { tail.removeFirst(tail.count - outputLimit) }
+                if tail.count > outputLimit {
+                    tail.removeFirst(tail.count - outputLimit)
+                    outputWasCut = true
+                }
             }
         }
 
@@ -204,7 +210,7 @@ private final class ChildWatch: Sendable {
             (waitStatus & 0x7f) == 0 ? .exited((waitStatus >> 8) & 0xff) : .signaled(waitStatus & 0x7f)
         let result = ChildProcess.Result(
             termination: termination, timedOut: timedOut, cancelled: cancelled, output: String(decoding: tail, as: UTF8.self),
-            duration: clock.now - start)
+            outputWasCut: outputWasCut, duration: clock.now - start)
         let continuation = state.withLock { state in
             defer { state.continuation = nil }
             return state.continuation

@@ -38,19 +38,57 @@ public struct ECMAScriptPattern: Sendable {
     }
 
     /// True when the pattern matches anywhere in `text` (unanchored search,
-    /// like `RegExp.prototype.test`).
+    /// like `RegExp.prototype.test`), with no limit on the work it may take.
     ///
     /// Matching is a backtracking search with ECMA-262 semantics, so like in
     /// JavaScript, pathological patterns such as `(a+)+b` take exponential
-    /// time on some inputs. Memory use is on the heap; the native stack does
-    /// not grow with the input length.
+    /// time on some inputs: use this only for patterns you wrote yourself, and
+    /// ``matches(_:budget:)`` for anyone else's. Memory use is on the heap; the
+    /// native stack does not grow with the input length.
     public func matches(_ text: String) -> Bool {
+        var unlimited = MatchBudget(steps: .max)
+        return matches(text, budget: &unlimited) == .match
+    }
+
+    /// Searches `text` like ``matches(_:)``, spending at most `budget`'s remaining steps, and
+    /// takes from `budget` what the search spent, so that one budget can cover many matches.
+    ///
+    /// A step is one instruction of the matcher, one code point consumed or given back, or one
+    /// start position tried: work linear in the input costs a few steps per code point, while
+    /// catastrophic backtracking (`^(a+)+$` against forty `a`s and a `!`) runs out.
+    public func matches(_ text: String, budget: inout MatchBudget) -> MatchResult {
+        guard budget.steps > 0 else { return .outOfSteps }
         var input = ContiguousArray<UInt32>()
         input.reserveCapacity(text.utf8.count)
         for scalar in text.unicodeScalars { input.append(scalar.value) }
-        var state = MatchState(input: input, program: program, bytecode: bytecode)
-        return state.search()
+        var state = MatchState(input: input, program: program, bytecode: bytecode, steps: budget.steps)
+        let found = state.search()
+        budget.steps = max(0, state.stepsLeft)
+        if state.outOfSteps { return .outOfSteps }
+        return found ? .match : .noMatch
     }
+}
+
+/// How much work matching may still do: see ``ECMAScriptPattern/matches(_:budget:)``.
+public struct MatchBudget: Sendable, Hashable {
+    /// Steps left. Each match takes what it spent.
+    public var steps: Int
+
+    /// A budget of `steps` steps.
+    public init(steps: Int) {
+        self.steps = steps
+    }
+}
+
+/// The outcome of a budgeted match.
+public enum MatchResult: Sendable, Hashable {
+    /// The pattern matches somewhere in the text.
+    case match
+    /// The pattern matches nowhere in the text.
+    case noMatch
+    /// The budget ran out before the search could tell: the text is too expensive to check
+    /// against this pattern.
+    case outOfSteps
 }
 
 /// Why a pattern could not be compiled.
@@ -62,8 +100,9 @@ public struct ECMAScriptPatternError: Error, Sendable, CustomStringConvertible {
         case invalid
         /// Valid ECMA-262, but this implementation cannot honour its meaning
         /// exactly: the `(?i:…)` modifier (needs Unicode case folding), the
-        /// `Extended_Pictographic` property, and Script values unknown to the
-        /// Swift runtime's Unicode tables.
+        /// `Extended_Pictographic` property, Script values unknown to the
+        /// Swift runtime's Unicode tables, and patterns beyond its limits (over
+        /// 32,768 code points long, or groups nested over 100 deep).
         case unsupported
     }
 

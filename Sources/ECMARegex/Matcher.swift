@@ -154,11 +154,17 @@ struct MatchState: ~Copyable {
     private var captures: [Int]
     private var registers: [Int]
     private var stack: [Backtrack] = []
+    /// Steps the match may still take: one per instruction executed, per code point a simple
+    /// repeat consumes or gives back, and per start position tried.
+    private(set) var stepsLeft: Int
+    /// Set when `stepsLeft` ran out; every run then fails at once and `search` gives up.
+    private(set) var outOfSteps = false
 
-    init(input: ContiguousArray<UInt32>, program: Program, bytecode: Bytecode) {
+    init(input: ContiguousArray<UInt32>, program: Program, bytecode: Bytecode, steps: Int) {
         self.input = input
         self.program = program
         self.bytecode = bytecode
+        self.stepsLeft = steps
         self.captures = Array(repeating: -1, count: 2 * (program.groupCount + 1))
         self.registers = Array(repeating: -1, count: bytecode.registerCount)
     }
@@ -174,9 +180,18 @@ struct MatchState: ~Copyable {
                 if start == count { return false }
             }
             if run(0, start) { return true }
-            if program.anchoredAtStart { return false }
+            if outOfSteps || program.anchoredAtStart { return false }
             start += 1
         }
+        return false
+    }
+
+    /// Takes `count` steps from the budget; false (and `outOfSteps`) when there are not enough.
+    @inline(__always)
+    private mutating func spend(_ count: Int) -> Bool {
+        stepsLeft -= count
+        if stepsLeft >= 0 { return true }
+        outOfSteps = true
         return false
     }
 
@@ -201,6 +216,10 @@ struct MatchState: ~Copyable {
         var pos = startPos
         let code = bytecode.code
         while true {
+            guard spend(1) else {
+                _ = backtrack(to: base)  // out of steps: drops this run's entries
+                return false
+            }
             var failed = false
             switch code[pc] {
             case .char(let c, let forward):
@@ -238,12 +257,19 @@ struct MatchState: ~Copyable {
                 pc += 1
 
             case .backreference(let slot, let forward):
-                if let next = matchBackreference(slot, pos, forward) { pos = next; pc += 1 } else { failed = true }
+                if let next = matchBackreference(slot, pos, forward), spend(abs(next - pos)) {
+                    pos = next
+                    pc += 1
+                } else {
+                    failed = true
+                }
 
             case .lookaround(let negated, let end):
                 let saved = captures
                 let found = run(pc + 1, pos)
-                if negated {
+                if outOfSteps {
+                    failed = true
+                } else if negated {
                     if found {
                         captures = saved
                         failed = true
@@ -274,13 +300,20 @@ struct MatchState: ~Copyable {
                     failed = true
                     break
                 }
+                let minimumEnd = p
                 if greedy {
-                    let limit = p
                     while count < max, let next = matchSingle(single, p, forward) {
                         p = next
                         count += 1
                     }
-                    if p != limit { stack.append(.giveBack(pc: pc + 1, pos: p, limit: limit, forward: forward)) }
+                }
+                // One step per code point taken (giving one back is a step of its own, later).
+                if !spend(count) {
+                    failed = true
+                    break
+                }
+                if greedy {
+                    if p != minimumEnd { stack.append(.giveBack(pc: pc + 1, pos: p, limit: minimumEnd, forward: forward)) }
                 } else if count < max {
                     stack.append(.takeMore(pc: pc, pos: p, count: count))
                 }
@@ -336,6 +369,11 @@ struct MatchState: ~Copyable {
     /// Pops the backtrack stack down to the next choice point above `base`,
     /// undoing logged changes on the way.
     private mutating func backtrack(to base: Int) -> (Int, Int)? {
+        if outOfSteps {
+            // Out of steps: nothing is tried again, and nothing needs restoring.
+            stack.removeSubrange(base...)
+            return nil
+        }
         while stack.count > base {
             switch stack.removeLast() {
             case .branch(let pc, let pos):

@@ -99,8 +99,17 @@ struct Program: Sendable {
 }
 
 struct Parser {
+    /// Patterns longer than this many code points are not compiled: a `pattern` is a setting's
+    /// constraint, not a program, and the cap bounds the compiler's time and memory.
+    static let maximumLength = 32_768
+    /// Groups and lookarounds nest at most this deep. The parser, the analyses and the
+    /// compiler recurse once per level, so the cap keeps them far from the end of any thread's
+    /// stack (about 200,000 nested `(` overflowed it before the cap).
+    static let maximumNesting = 100
+
     private let src: [Unicode.Scalar]
     private var pos = 0
+    private var nesting = 0
     private var groupCount = 0
     /// Named groups in source order: (name, group number).
     private var namedGroups: [(String, Int)] = []
@@ -120,6 +129,11 @@ struct Parser {
     // MARK: Entry point
 
     mutating func parse() throws(ECMAScriptPatternError) -> Program {
+        if src.count > Parser.maximumLength {
+            throw error(
+                .unsupported, "the pattern is \(src.count) code points long; at most \(Parser.maximumLength) are allowed",
+                at: Parser.maximumLength)
+        }
         let root = try parseDisjunction()
         if pos < src.count {
             // parseDisjunction only stops early at ')'.
@@ -198,6 +212,12 @@ struct Parser {
     // MARK: Disjunction / Alternative / Term
 
     private mutating func parseDisjunction() throws(ECMAScriptPatternError) -> Node {
+        nesting += 1
+        defer { nesting -= 1 }
+        // The top level is level 1; each group or lookaround adds one.
+        if nesting > Parser.maximumNesting + 1 {
+            throw error(.unsupported, "groups nest more than \(Parser.maximumNesting) deep", at: pos)
+        }
         let base = visibleNames
         var defined: Set<String> = []
         var alternatives: [Node] = []

@@ -88,6 +88,11 @@ final class AppSync {
             longPollWait: configuration.longPollWait, pollInterval: configuration.pollInterval, jitter: configuration.jitter)
     }
 
+    /// How long the local part of a turn may take before the watchdog counts the loop as stuck
+    /// (plus ``Liveness/slack``). Checking a request takes milliseconds: pattern matching has a
+    /// step budget.
+    static let localStepLimit: Duration = .seconds(10)
+
     /// Runs until the task is cancelled.
     func run() async {
         defer { environment.board.endLoop(app.id) }
@@ -103,6 +108,10 @@ final class AppSync {
         guard await environment.inboxScanned.value() != nil else { return }
         let client = FleetClient(http: environment.http, baseURL: environment.configuration.server, token: identity.deviceToken)
         while !Task.isCancelled {
+            // The local part of a turn (the inbox's requests, checked against the metadata; the
+            // ack deadline) is a step of its own: a request that took too long to check would
+            // otherwise hide behind the deadline of the sleep it woke the loop from.
+            environment.board.beginStep(app.id, limit: Self.localStepLimit)
             handleMailbox()
             expireAwaitedAck()
             await deliverReports(client)
@@ -353,7 +362,7 @@ final class AppSync {
             environment.board.beginStep(app.id, limit: delay + hook.timeout + .seconds(10))
             try? await environment.clock.sleep(for: delay)
             guard !Task.isCancelled else { return }
-            let secrets = Hook.secretStrings(in: applied.values, secretKeys: metadata?.secretKeys ?? [])
+            let secrets = metadata?.secretScalars(in: applied.values) ?? []
             switch await hook.run(for: applied, settingsFile: layout.settingsFile(app.id).path, secrets: secrets) {
             case .cancelled:
                 return
@@ -471,7 +480,7 @@ final class AppSync {
         guard force || comparable != onDisk || (stale && status.lastSync != statusOnDisk?.lastSync) else { return }
         status.updatedAt = environment.wallClock()
         do {
-            try status.write(to: layout.statusFile(app.id))
+            try status.write(to: layout.statusFile(app.id), group: readersGroup)
             statusOnDisk = status
             statusWrittenAt = now
         } catch {

@@ -11,6 +11,9 @@ import FleetMetadata
 /// kept (the last 2 KiB) for the report when it fails, with every secret value of the settings
 /// replaced by `********`.
 struct Hook: Sendable {
+    /// How much of a failing hook's output is kept, after redaction.
+    static let outputLimit = 2048
+
     let command: [String]
     let timeout: Duration
 
@@ -21,8 +24,8 @@ struct Hook: Sendable {
         case cancelled
     }
 
-    /// Runs the command for `settings` (written to `settingsFile`); `secrets` are redacted
-    /// from its output.
+    /// Runs the command for `settings` (written to `settingsFile`); `secrets` (the text of every
+    /// scalar inside a secret) are redacted from its output before it is cut to size.
     func run(for settings: DeviceSettings, settingsFile: String, secrets: [String]) async -> Outcome {
         let environment = [
             "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -33,7 +36,9 @@ struct Hook: Sendable {
         ]
         let result: ChildProcess.Result
         do {
-            result = try await ChildProcess.run(command, environment: environment, timeout: timeout)
+            result = try await ChildProcess.run(
+                command, environment: environment, timeout: timeout,
+                outputLimit: OutputRedaction.bytesToKeep(limit: Self.outputLimit, secrets: secrets))
         } catch {
             return .failed("hook failed: \(error)")
         }
@@ -48,7 +53,8 @@ struct Hook: Sendable {
             case .signaled(let signal): reason = "hook \(command[0]) was killed by signal \(signal)"
             }
         }
-        let output = Self.redact(result.output, secrets: secrets).split(whereSeparator: \.isNewline).suffix(3).joined(separator: " | ")
+        let output = OutputRedaction.redact(Array(result.output.utf8), secrets: secrets, limit: Self.outputLimit, wasCut: result.outputWasCut)
+            .split(whereSeparator: \.isNewline).suffix(3).joined(separator: " | ")
         if !output.isEmpty { reason += ": " + output }
         return .failed(reason)
     }
@@ -57,30 +63,5 @@ struct Hook: Sendable {
     static func seconds(_ duration: Duration) -> String {
         let milliseconds = duration.milliseconds
         return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(duration.secondsValue) s"
-    }
-
-    /// `text` with every occurrence of a secret replaced by `********`.
-    static func redact(_ text: String, secrets: [String]) -> String {
-        var result = text
-        for secret in secrets.sorted(by: { $0.count > $1.count }) where !secret.isEmpty {
-            result = result.replacing(secret, with: SettingsValues.mask.stringValue ?? "")
-        }
-        return result
-    }
-
-    /// The string values of the settings marked `x-secret` (top-level strings, and strings inside
-    /// secret objects and arrays).
-    static func secretStrings(in values: JSONObject, secretKeys: Set<String>) -> [String] {
-        var found: [String] = []
-        func collect(_ value: JSONValue) {
-            switch value {
-            case .string(let text): found.append(text)
-            case .array(let items): items.forEach(collect)
-            case .object(let object): for (_, member) in object { collect(member) }
-            default: break
-            }
-        }
-        for key in secretKeys { if let value = values[key] { collect(value) } }
-        return found
     }
 }

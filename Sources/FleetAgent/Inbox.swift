@@ -178,8 +178,11 @@ struct Inbox: Sendable {
         let reason = RequestFileCheck.refusal(
             kind: (status.st_mode & S_IFMT) == S_IFREG ? .regular : .other, links: Int(status.st_nlink), size: Int(status.st_size),
             owner: status.st_uid, group: status.st_gid, writers: writers, agentUser: agentUser)
+        let kind: RequestFileCheck.Kind = (status.st_mode & S_IFMT) == S_IFREG ? .regular : .other
         return InboxRefusal(
-            description: reason ?? "refused", fromWriter: writers.allow(owner: status.st_uid, group: status.st_gid, agentUser: agentUser))
+            description: reason ?? "refused",
+            fromWriter: RequestFileCheck.isAttributable(
+                kind: kind, links: Int(status.st_nlink), owner: status.st_uid, group: status.st_gid, writers: writers, agentUser: agentUser))
     }
 
     /// Makes sure the app's inbox is a folder of the agent's own with mode 1733, and that its
@@ -200,7 +203,11 @@ struct Inbox: Sendable {
                 throw FileError(path: refused, operation: "move aside")
             }
         }
-        try FileSystem.makeDirectories(refused, mode: 0o750)
+        try FileSystem.makeDirectories(refused, mode: 0o700)
+        // Refused files are the agent's business alone (0700), whatever an older agent made.
+        if let made = try FileSystem.status(of: refused), made.st_mode & 0o7777 != 0o700 {
+            guard chmod(refused, 0o700) == 0 else { throw FileError(path: refused, operation: "chmod") }
+        }
     }
 
     private static func isOwnFolder(_ status: stat) -> Bool {
@@ -226,7 +233,19 @@ struct Inbox: Sendable {
             throw FileError(path: refused, operation: "use (not a folder of the agent's own)", code: EPERM)
         }
         guard rename(path, refused + "/" + name) == 0 else { throw FileError(path: path, operation: "move aside") }
-        try FileSystem.writeAtomically(Array((reason + "\n").utf8), to: refused + "/" + name + ".reason", mode: 0o640, durable: false)
+        try FileSystem.writeAtomically(Array((reason + "\n").utf8), to: refused + "/" + name + ".reason", mode: 0o600, durable: false)
+        prune(refused)
+    }
+
+    /// Removes what ``RefusedFolder`` no longer keeps from `refused/`.
+    static func prune(_ refused: String, now: time_t = time(nil)) {
+        let entries = ((try? FileSystem.entryNames(of: refused)) ?? []).compactMap { name -> RefusedFolder.Entry? in
+            guard let status = try? FileSystem.status(of: refused + "/" + name) else { return nil }
+            return RefusedFolder.Entry(name: name, modified: Int(status.st_mtim.tv_sec))
+        }
+        for name in RefusedFolder.expired(entries, now: Int(now)) {
+            try? FileSystem.removeFile(refused + "/" + name)
+        }
     }
 }
 

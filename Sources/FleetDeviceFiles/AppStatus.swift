@@ -2,6 +2,10 @@ import FleetIO
 import FleetJSON
 import FleetProtocol
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `apps/<app>/status.json`: what the agent last did for an app, for `fleetset status`,
 /// monitoring scripts and the agent itself after a restart.
 ///
@@ -105,9 +109,13 @@ public struct AppStatus: Sendable, Hashable {
     }
 
     /// Writes `status.json` atomically for readers, without `fsync` (see
-    /// ``FileSystem/writeAtomically(_:to:mode:group:durable:)``): a power cut may bring back
-    /// an older status, after which the agent repeats the hook and the report.
-    public func write(to path: String) throws(FileError) {
-        try FileSystem.writeAtomically(Array((json.serialized(.pretty) + "\n").utf8), to: path, mode: 0o644, durable: false)
+    /// ``FileSystem/writeAtomically(_:to:mode:group:durable:unreadableDirectory:)``): a power cut
+    /// may bring back an older status, after which the agent repeats the hook and the report.
+    ///
+    /// The file is 0640 with the app's readers `group`, like the settings: `lastError` can carry
+    /// a hook's output (redacted, but still the app's business), so other local users do not
+    /// read it.
+    public func write(to path: String, group: gid_t?) throws(FileError) {
+        try FileSystem.writeAtomically(Array((json.serialized(.pretty) + "\n").utf8), to: path, mode: 0o640, group: group, durable: false)
     }
 }

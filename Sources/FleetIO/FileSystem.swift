@@ -160,7 +160,10 @@ extension FileSystem {
     ) throws(FileError) {
         let directory = parentDirectory(of: path)
         let temporary = "\(path).tmp-\(getpid())-\(UInt32.random(in: .min ... .max))"
-        let descriptor = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode) }
+        // Created 0600, so that nobody else can open it before it has its group: a member of the
+        // process's own group could otherwise open it in the moment before `fchown`, keep the
+        // descriptor, and read the secrets written next. Only then does it get its mode.
+        let descriptor = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
         guard descriptor >= 0 else { throw FileError(path: temporary, operation: "create") }
         defer { close(descriptor) }
         var written = false

@@ -326,6 +326,7 @@ private struct Reader {
         guard let value = Double(text), value.isFinite else {
             throw error("number \(text) is out of range", at: start)
         }
+        if isIntegerText, let exact = BigInteger(decimal: text) { return .bigInteger(exact) }
         return .double(value)
     }
 

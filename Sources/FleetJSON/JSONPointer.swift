@@ -108,24 +108,48 @@ public struct JSONPointer: Sendable, Hashable, CustomStringConvertible, Comparab
 }
 
 extension JSONValue {
-    /// The value `pointer` refers to, or `nil` when it does not exist.
+    /// The value `pointer` refers to, or `nil` when it does not exist. Setting a value replaces
+    /// the one there; where nothing is (or on setting `nil`), nothing changes.
     ///
     /// An array token must be a decimal index without leading zeros, as RFC 6901 requires.
     public subscript(pointer pointer: JSONPointer) -> JSONValue? {
-        var current = self
-        for token in pointer.tokens {
-            switch current {
-            case .object(let object):
-                guard let next = object[token] else { return nil }
-                current = next
-            case .array(let elements):
-                guard let index = JSONPointer.arrayIndex(token), index < elements.count else { return nil }
-                current = elements[index]
-            default:
-                return nil
+        get {
+            var current = self
+            for token in pointer.tokens {
+                switch current {
+                case .object(let object):
+                    guard let next = object[token] else { return nil }
+                    current = next
+                case .array(let elements):
+                    guard let index = JSONPointer.arrayIndex(token), index < elements.count else { return nil }
+                    current = elements[index]
+                default:
+                    return nil
+                }
             }
+            return current
         }
-        return current
+        set {
+            guard let newValue else { return }
+            self = replacing(pointer.tokens[...], with: newValue)
+        }
+    }
+
+    /// This value with the value at `tokens` replaced, when there is one there.
+    private func replacing(_ tokens: ArraySlice<String>, with replacement: JSONValue) -> JSONValue {
+        guard let token = tokens.first else { return replacement }
+        switch self {
+        case .object(var object):
+            guard let member = object[token] else { return self }
+            object[token] = member.replacing(tokens.dropFirst(), with: replacement)
+            return .object(object)
+        case .array(var elements):
+            guard let index = JSONPointer.arrayIndex(token), index < elements.count else { return self }
+            elements[index] = elements[index].replacing(tokens.dropFirst(), with: replacement)
+            return .array(elements)
+        default:
+            return self
+        }
     }
 }
 

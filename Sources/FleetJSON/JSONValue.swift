@@ -114,13 +114,16 @@ extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expre
 public enum JSONNumber: Sendable, CustomStringConvertible {
     /// An integer written without fraction or exponent that fits in `Int64`.
     case integer(Int64)
-    /// Any other number (fraction, exponent, or an integer beyond 64 bits).
+    /// An integer written without fraction or exponent beyond `Int64`, kept exact.
+    case bigInteger(BigInteger)
+    /// Any other number (a fraction or an exponent).
     case double(Double)
 
-    /// The value as a `Double` (exact for integers up to 2^53).
+    /// The value as a `Double` (exact for integers up to 2^53; the nearest one beyond).
     public var doubleValue: Double {
         switch self {
         case .integer(let value): Double(value)
+        case .bigInteger(let value): value.doubleValue
         case .double(let value): value
         }
     }
@@ -129,16 +132,26 @@ public enum JSONNumber: Sendable, CustomStringConvertible {
     public var int64Value: Int64? {
         switch self {
         case .integer(let value): return value
+        case .bigInteger(let value): return value.int64Value
         case .double(let value):
             guard value.rounded() == value, let exact = Int64(exactly: value) else { return nil }
             return exact
         }
     }
 
+    /// The value as an exact integer of any size, when it is a whole number.
+    public var exactInteger: BigInteger? {
+        switch self {
+        case .integer(let value): BigInteger(value)
+        case .bigInteger(let value): value
+        case .double(let value): BigInteger(exactly: value)
+        }
+    }
+
     /// Whether the number has no fractional part (`1.0` does not).
     public var isInteger: Bool {
         switch self {
-        case .integer: true
+        case .integer, .bigInteger: true
         case .double(let value): value.isFinite && value.rounded() == value
         }
     }
@@ -147,6 +160,7 @@ public enum JSONNumber: Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .integer(let value): return String(value)
+        case .bigInteger(let value): return value.description
         case .double(let value):
             if let exact = int64Value, abs(value) < 1e15 { return String(exact) }
             return String(value)  // Swift prints the shortest round-tripping form, e.g. 1e-05
@@ -155,11 +169,16 @@ public enum JSONNumber: Sendable, CustomStringConvertible {
 }
 
 extension JSONNumber: Hashable {
+    /// Equal when the values are equal, exactly: `1`, `1.0` and `1e0` are one number, and so are
+    /// `18446744073709551616` and `1.8446744073709552e19` (both 2^64), while
+    /// `18446744073709551617` is another.
     public static func == (lhs: JSONNumber, rhs: JSONNumber) -> Bool {
         switch (lhs, rhs) {
         case (.integer(let a), .integer(let b)): a == b
-        case (.integer(let a), .double(let b)), (.double(let b), .integer(let a)): Int64(exactly: b) == a
         case (.double(let a), .double(let b)): a == b
+        default:
+            // Mixed kinds: equal only when both are whole numbers with the same exact value.
+            lhs.exactInteger.map { $0 == rhs.exactInteger } ?? false
         }
     }
 
@@ -167,6 +186,7 @@ extension JSONNumber: Hashable {
         if let exact = int64Value {
             hasher.combine(exact)
         } else {
+            // Equal numbers have the same nearest Double.
             hasher.combine(doubleValue)
         }
     }

@@ -1,4 +1,5 @@
 import FleetJSON
+import FleetSchema
 
 /// Operations on a settings values object that the server, the agent and the CLI share.
 public enum SettingsValues {
@@ -75,12 +76,25 @@ extension Metadata {
         return values == nil && !filledAny ? nil : result
     }
 
-    /// `values` with every secret setting's value replaced by ``SettingsValues/mask``, for logs
-    /// and output.
+    /// `values` with every secret replaced by ``SettingsValues/mask``, for logs and output: the
+    /// value of each setting marked `x-secret`, and of every value deeper down that an
+    /// `x-secret` subschema applies to (a list item's password). See
+    /// `JSONSchema.secretLocations(in:)`.
     public func masked(_ values: JSONObject) -> JSONObject {
-        var result = values
-        for key in secretKeys where result[key] != nil { result[key] = SettingsValues.mask }
-        return result
+        schema.maskingSecrets(in: .object(values), with: SettingsValues.mask).objectValue ?? values
+    }
+
+    /// Whether the value at `location` in `values` is a secret or holds one (see ``masked(_:)``).
+    public func holdsSecret(at location: JSONPointer, in values: JSONObject) -> Bool {
+        schema.secretLocations(in: .object(values)).contains { secret in
+            location.tokens.starts(with: secret.tokens) || secret.tokens.starts(with: location.tokens)
+        }
+    }
+
+    /// The text of every scalar inside a secret of `values` (strings as they are, numbers as
+    /// JSON), for redacting free text such as a hook's output.
+    public func secretScalars(in values: JSONObject) -> [String] {
+        schema.secretScalars(in: .object(values))
     }
 
     /// The keys of `patch` that devices may not write (not `x-writable`), sorted; empty when

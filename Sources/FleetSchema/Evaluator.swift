@@ -79,9 +79,27 @@ struct Evaluator {
     private var stack: StackGuard?
     /// Below this depth the stack is not checked: even debug frames cannot exhaust it there.
     static let uncheckedDepth = 64
-    /// Set when evaluation ran out of depth: the verdict is then "invalid" whatever the
-    /// branches said, and this is the one error reported.
+    /// Set when evaluation ran out of depth or of pattern steps: the verdict is then "invalid"
+    /// whatever the branches said, and this is the one error reported.
     private(set) var exhaustion: ValidationError?
+
+    /// Steps every validation may spend in regular expressions, whatever it matches. With
+    /// ``patternStepsPerCodePoint`` this bounds a validation's matching work by a line in the size
+    /// of the text it matches: patterns that run in linear time never come near it, while
+    /// catastrophic backtracking (`^(a+)+$` against forty `a`s and a `!`) runs out in
+    /// milliseconds instead of pinning a core for hours.
+    static let patternBaseSteps = 1_000_000
+    /// Steps added to the budget for each code point of each text a pattern is matched against.
+    static let patternStepsPerCodePoint = 64
+    private var patternBudget = MatchBudget(steps: Evaluator.patternBaseSteps)
+
+    /// Adds ``patternStepsPerCodePoint`` steps for each code point of `text` (counted as UTF-8
+    /// bytes: never fewer) to `budget`, before matching `text`.
+    static func topUp(_ budget: inout MatchBudget, toMatch text: String) {
+        let allowance = (text.utf8.count + 1).multipliedReportingOverflow(by: patternStepsPerCodePoint)
+        let sum = budget.steps.addingReportingOverflow(allowance.partialValue)
+        budget.steps = allowance.overflow || sum.overflow ? .max : sum.partialValue
+    }
 
     init(schema: JSONSchema, collectsErrors: Bool) {
         nodes = schema.nodes
@@ -193,12 +211,37 @@ struct Evaluator {
                 return false
             }
         }
-        if let pattern = compiled.node.pattern, !pattern.regex.matches(text),
-            fail(&frame, "pattern", "must match the pattern \(pattern.source)\(Self.got(.string(text), secret: secret))")
-        {
-            return false
+        if let pattern = compiled.node.pattern {
+            guard let matches = self.matches(pattern, text, at: frame.path, keywordLocation: compiled.node.location + "/pattern", "the value")
+            else {
+                frame.valid = false
+                return false
+            }
+            if !matches,
+                fail(&frame, "pattern", "must match the pattern \(pattern.source)\(Self.got(.string(text), secret: secret))")
+            {
+                return false
+            }
         }
         return true
+    }
+
+    /// Whether `text` matches `pattern`, within the validation's pattern budget; nil when the
+    /// budget ran out, which ends the validation with one error naming the keyword.
+    private mutating func matches(
+        _ pattern: CompiledPattern, _ text: String, at path: InstancePath?, keywordLocation: @autoclosure () -> String, _ what: String
+    ) -> Bool? {
+        guard exhaustion == nil else { return nil }
+        Self.topUp(&patternBudget, toMatch: text)
+        switch pattern.regex.matches(text, budget: &patternBudget) {
+        case .match: return true
+        case .noMatch: return false
+        case .outOfSteps:
+            exhaustion = ValidationError(
+                instanceLocation: InstancePath.pointer(path), keywordLocation: keywordLocation(),
+                message: "\(what) is too expensive to check against \(keywordLocation()): the regular expression backtracks too much")
+            return nil
+        }
     }
 
     private mutating func evaluateArray(_ frame: inout Frame, _ compiled: CompiledNode, _ elements: [JSONValue]) -> Bool {
@@ -309,7 +352,16 @@ struct Evaluator {
                 matched = true
                 if apply(&frame, schema, value, child: key) { return false }
             }
-            for entry in compiled.node.patternProperties where entry.pattern.regex.matches(key) {
+            for entry in compiled.node.patternProperties {
+                let location = compiled.node.location + "/patternProperties/" + JSONPointer.escape(entry.pattern.source)
+                guard
+                    let matches = self.matches(
+                        entry.pattern, key, at: childPath(frame.path, key), keywordLocation: location, "the property name")
+                else {
+                    frame.valid = false
+                    return false
+                }
+                guard matches else { continue }
                 matched = true
                 if apply(&frame, entry.schema, value, child: key) { return false }
             }

@@ -61,23 +61,30 @@ extension NumericBound {
         }
     }
 
-    /// -1, 0 or 1 as `a` is less than, equal to or greater than `b`; exact between 64-bit
-    /// integers and doubles.
+    /// -1, 0 or 1 as `a` is less than, equal to or greater than `b`; exact for every pair,
+    /// integers of any size included.
     static func compare(_ a: JSONNumber, _ b: JSONNumber) -> Int {
         switch (a, b) {
         case (.integer(let x), .integer(let y)): return x < y ? -1 : (x > y ? 1 : 0)
         case (.double(let x), .double(let y)): return x < y ? -1 : (x > y ? 1 : 0)
-        case (.double(let x), .integer(let y)): return compare(x, y)
-        case (.integer(let x), .double(let y)): return -compare(y, x)
+        case (.double(let x), _): return -compare(b, x)
+        case (_, .double(let y)): return compare(a, y)
+        default:
+            // Both whole: compare exactly.
+            let x = a.exactInteger!, y = b.exactInteger!
+            return x < y ? -1 : (y < x ? 1 : 0)
         }
     }
 
-    private static func compare(_ double: Double, _ integer: Int64) -> Int {
-        if double >= 0x1p63 { return 1 }
-        if double < -0x1p63 { return -1 }
-        let whole = Int64(double.rounded(.down))  // Exact: |double| < 2^63.
-        if whole != integer { return whole < integer ? -1 : 1 }
-        return double > Double(whole) ? 1 : 0
+    /// Compares a whole number with a double exactly: against the whole numbers on either side
+    /// of the double when it has a fraction.
+    private static func compare(_ integer: JSONNumber, _ double: Double) -> Int {
+        guard let whole = integer.exactInteger, let below = BigInteger(exactly: double.rounded(.down)) else {
+            return double > 0 ? -1 : 1  // an infinity (the reader makes none)
+        }
+        if whole < below { return -1 }
+        if below < whole { return 1 }  // whole >= floor + 1 >= double
+        return double > double.rounded(.down) ? -1 : 0
     }
 
     /// Whether `number` is an integer multiple of `divisor` (> 0).
@@ -89,6 +96,9 @@ extension NumericBound {
     static func isMultiple(_ number: JSONNumber, of divisor: JSONNumber) -> Bool {
         if case .integer(let value) = number, case .integer(let step) = divisor {
             return value % step == 0
+        }
+        if let value = number.exactInteger, let step = divisor.exactInteger {
+            return value.magnitudeRemainder(dividingBy: step).isZero
         }
         let value = number.doubleValue
         let step = divisor.doubleValue

@@ -28,3 +28,35 @@ public actor SerialSection {
         }
     }
 }
+
+extension SerialSection {
+    /// How many times ``checkedWrite(read:check:commit:)`` checks again after another write
+    /// changed what it checked, before it gives up with 409 `concurrent-write`.
+    public static let checkAttempts = 5
+
+    /// A write whose check runs outside the section: `check` (a validation, which may be slow)
+    /// works on what `read` returned; then, inside the section, `read` runs again and `commit`
+    /// runs only if it returns the same. If another write changed it in between, the check is
+    /// made again on the new state. So one slow validation never holds up the other writes,
+    /// and no write is committed on the strength of a check of something else.
+    ///
+    /// - Throws: what `read`, `check` or `commit` throw; 409 `concurrent-write` when the state
+    ///   changed under every one of ``checkAttempts`` checks.
+    public func checkedWrite<State: Equatable & Sendable, Checked: Sendable, Result: Sendable>(
+        read: @Sendable () async throws -> State,
+        check: @Sendable (State) throws -> Checked,
+        commit: @Sendable (State, Checked) async throws -> Result
+    ) async throws -> Result {
+        for _ in 0..<Self.checkAttempts {
+            let state = try await read()
+            let checked = try check(state)
+            let outcome: Result? = try await run {
+                guard try await read() == state else { return nil }
+                return try await commit(state, checked)
+            }
+            if let outcome { return outcome }
+        }
+        throw ServiceError(
+            409, "concurrent-write", "other writes kept changing what this one depends on; send it again")
+    }
+}

@@ -31,41 +31,56 @@ extension SettingsService {
                 details: error.problems.map { ErrorBody.Detail(pointer: $0.location.description, message: $0.message) })
         }
         let document = String(decoding: bytes, as: UTF8.self)
-        return try await writes.run {
-            let stored = try await store.metadata(app: app)
-            if let stored, stored.version >= metadata.version {
-                throw ServiceError(
-                    409, "version-not-increased",
-                    "version \(metadata.version) is not greater than the stored version \(stored.version); a changed document needs a new version"
-                )
-            }
-            if !force {
-                let values = try await store.allValues(app: app)
-                let devices = try await store.devices()
-                let audiences = devices.map(ValueAudit.Audience.device) + [.future(groups: [])]
-                let findings = ValueAudit.findings(metadata: metadata, values: values, audiences: audiences)
+        // The stored values are checked against the new version outside the write section;
+        // the section writes only if nothing the check read has changed since.
+        return try await writes.checkedWrite(
+            read: { () async throws -> MetadataWriteState in
+                let stored = try await self.store.metadata(app: app)
+                guard !force else { return MetadataWriteState(storedVersion: stored?.version, values: [:], audiences: []) }
+                return MetadataWriteState(
+                    storedVersion: stored?.version, values: try await self.store.allValues(app: app),
+                    audiences: try await self.audiences(of: .app))
+            },
+            check: { state in
+                if let storedVersion = state.storedVersion, storedVersion >= metadata.version {
+                    throw ServiceError(
+                        409, "version-not-increased",
+                        "version \(metadata.version) is not greater than the stored version \(storedVersion); a changed document needs a new version"
+                    )
+                }
+                guard !force else { return }
+                let findings = ValueAudit.findings(metadata: metadata, values: state.values, audiences: state.audiences)
                 guard findings.isEmpty else {
                     throw ServiceError(
                         409, "values-invalid",
                         "stored values are not valid under version \(metadata.version); change them first, or force the upload and let the devices report the error",
                         details: findings.map(\.detail))
                 }
-            }
-            let replaced = try await store.replaceMetadata(
-                StoredMetadata(app: app, version: metadata.version, document: document), expectedVersion: stored?.version)
-            guard replaced else {
-                throw ServiceError(
-                    409, "version-not-increased", "another upload for \(app) was stored at the same time; fetch it and retry")
-            }
-            await notifier.changed(app)
-            logger.notice(
-                "metadata stored",
-                metadata: [
-                    "event": "metadata", "app": "\(app)", "version": "\(metadata.version)",
-                    "previous_version": "\(stored.map { String($0.version) } ?? "none")", "forced": "\(force)",
-                ])
-            return MetadataPutResult(app: app, version: Int64(metadata.version), previousVersion: stored.map { Int64($0.version) })
-        }
+            },
+            commit: { state, _ in
+                let replaced = try await self.store.replaceMetadata(
+                    StoredMetadata(app: app, version: metadata.version, document: document), expectedVersion: state.storedVersion)
+                guard replaced else {
+                    throw ServiceError(
+                        409, "version-not-increased", "another upload for \(app) was stored at the same time; fetch it and retry")
+                }
+                await self.notifier.changed(app)
+                self.logger.notice(
+                    "metadata stored",
+                    metadata: [
+                        "event": "metadata", "app": "\(app)", "version": "\(metadata.version)",
+                        "previous_version": "\(state.storedVersion.map { String($0) } ?? "none")", "forced": "\(force)",
+                    ])
+                return MetadataPutResult(app: app, version: Int64(metadata.version), previousVersion: state.storedVersion.map { Int64($0) })
+            })
+    }
+
+    /// What a metadata upload is checked against (whose settings: ids and groups, not the
+    /// devices' last-seen times, which change all the time).
+    struct MetadataWriteState: Equatable, Sendable {
+        let storedVersion: Int?
+        let values: [Scope: JSONObject]
+        let audiences: [ValueAudit.Audience]
     }
 
     /// The values set at one scope, secrets masked.
@@ -84,28 +99,46 @@ extension SettingsService {
     /// - Throws: 400 for a bad scope or a body that is not an object; 404 for an unknown app
     ///   or device; 422 `invalid-values` with each problem the change causes, naming the devices.
     public func patchValues(app: String, scope parameter: String?, patch body: JSONValue) async throws -> ScopedValues {
-        let metadata = try await metadata(app: app)
+        _ = try await metadata(app: app)  // 404 for an unknown app
         let scope = try await writableScope(parameter)
         guard case .object(let patch) = body else { throw ServiceError.badRequest("the merge patch must be a JSON object of settings") }
-        return try await writes.run {
-            let before = try await store.allValues(app: app)
-            var after = before
-            after[scope] = Self.merged(before[scope] ?? [:], patch)
-            let audiences = try await audiences(of: scope)
-            let findings = ValueAudit.newFindings(metadata: metadata, before: before, after: after, audiences: audiences)
-            guard findings.isEmpty else {
-                throw ServiceError(422, "invalid-values", "the change makes settings invalid", details: findings.map(\.detail))
-            }
-            let values = after[scope] ?? [:]
-            try await store.setValues(values, app: app, scope: scope)
-            await notifier.changed(app)
-            logger.notice(
-                "values changed",
-                metadata: [
-                    "event": "values", "app": "\(app)", "scope": "\(scope)",
-                    "keys": "\(SettingsValues.changedKeys(before[scope] ?? [:], values).joined(separator: ","))",
-                ])
-            return ScopedValues(app: app, scope: scope.description, values: metadata.masked(values))
+        // Validated outside the write section; written only if nothing checked has changed.
+        return try await writes.checkedWrite(
+            read: { () async throws -> ValuesWriteState in
+                ValuesWriteState(
+                    metadata: try await self.metadata(app: app), values: try await self.store.allValues(app: app),
+                    audiences: try await self.audiences(of: scope))
+            },
+            check: { state in
+                var after = state.values
+                after[scope] = Self.merged(state.values[scope] ?? [:], patch)
+                let findings = ValueAudit.newFindings(metadata: state.metadata, before: state.values, after: after, audiences: state.audiences)
+                guard findings.isEmpty else {
+                    throw ServiceError(422, "invalid-values", "the change makes settings invalid", details: findings.map(\.detail))
+                }
+                return after[scope] ?? [:]
+            },
+            commit: { state, values in
+                try await self.store.setValues(values, app: app, scope: scope)
+                await self.notifier.changed(app)
+                self.logger.notice(
+                    "values changed",
+                    metadata: [
+                        "event": "values", "app": "\(app)", "scope": "\(scope)",
+                        "keys": "\(SettingsValues.changedKeys(state.values[scope] ?? [:], values).joined(separator: ","))",
+                    ])
+                return ScopedValues(app: app, scope: scope.description, values: state.metadata.masked(values))
+            })
+    }
+
+    /// What a write of values is checked against.
+    struct ValuesWriteState: Equatable, Sendable {
+        let metadata: Metadata
+        let values: [Scope: JSONObject]
+        let audiences: [ValueAudit.Audience]
+
+        static func == (lhs: Self, rhs: Self) -> Bool {
+            lhs.metadata.version == rhs.metadata.version && lhs.values == rhs.values && lhs.audiences == rhs.audiences
         }
     }
 

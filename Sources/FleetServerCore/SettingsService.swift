@@ -212,44 +212,67 @@ public final class SettingsService: Sendable {
             throw ServiceError(400, "bad-precondition", "If-Match must be one strong revision tag like \"41\"")
         }
         guard case .object(let patch) = body else { throw ServiceError.badRequest("the merge patch must be a JSON object of settings") }
-        let metadata = try await metadata(app: app)
-        return try await writes.run {
-            let (current, layers) = try await current(app: app, device: device)
-            guard current.revision == expected else {
-                throw ServiceError(
-                    409, "stale-revision",
-                    "the settings are at revision \(current.revision), not \(expected); download them, re-apply the change and send it again"
-                )
-            }
-            let forbidden = metadata.forbiddenKeys(in: patch)
-            guard forbidden.isEmpty else {
-                throw ServiceError(
-                    403, "not-writable", "the device may change only settings marked x-writable",
-                    details: forbidden.map {
-                        ErrorBody.Detail(pointer: JSONPointer.root.appending($0).description, message: "is not x-writable")
-                    })
-            }
-            var before: [Scope: JSONObject] = [.app: layers.app, .device(device.id): layers.device]
-            for (group, values) in layers.groups { before[.group(group)] = values }
-            var after = before
-            after[.device(device.id)] = Self.merged(before[.device(device.id)] ?? [:], patch)
-            let findings = ValueAudit.newFindings(metadata: metadata, before: before, after: after, audiences: [.device(device)])
-            guard findings.isEmpty else {
-                throw ServiceError(
-                    422, "invalid-values", "the change makes the settings invalid",
-                    details: findings.map { ErrorBody.Detail(pointer: $0.pointer.description, message: $0.message) })
-            }
-            try await store.setValues(after[.device(device.id)] ?? [:], app: app, scope: .device(device.id))
-            await notifier.changed(app)
-            let updated = try await settings(app: app, device: device)
-            logger.info(
-                "device changed settings",
-                metadata: [
-                    "event": "device-write", "app": "\(app)", "device": "\(device.id)", "revision": "\(updated.revision)",
-                    "keys": "\(patch.keys.sorted().joined(separator: ","))",
-                ])
-            return updated
+        // Validation runs outside the write section, on a snapshot that the section checks is
+        // still current before it writes (see SerialSection.checkedWrite).
+        return try await writes.checkedWrite(
+            read: { try await self.deviceWriteState(app: app, device: device) },
+            check: { state in
+                guard state.revision == expected else {
+                    throw ServiceError(
+                        409, "stale-revision",
+                        "the settings are at revision \(state.revision), not \(expected); download them, re-apply the change and send it again"
+                    )
+                }
+                let forbidden = state.metadata.forbiddenKeys(in: patch)
+                guard forbidden.isEmpty else {
+                    throw ServiceError(
+                        403, "not-writable", "the device may change only settings marked x-writable",
+                        details: forbidden.map {
+                            ErrorBody.Detail(pointer: JSONPointer.root.appending($0).description, message: "is not x-writable")
+                        })
+                }
+                var before: [Scope: JSONObject] = [.app: state.layers.app, .device(device.id): state.layers.device]
+                for (group, values) in state.layers.groups { before[.group(group)] = values }
+                var after = before
+                after[.device(device.id)] = Self.merged(before[.device(device.id)] ?? [:], patch)
+                let findings = ValueAudit.newFindings(metadata: state.metadata, before: before, after: after, audiences: [.device(device)])
+                guard findings.isEmpty else {
+                    throw ServiceError(
+                        422, "invalid-values", "the change makes the settings invalid",
+                        details: findings.map { ErrorBody.Detail(pointer: $0.pointer.description, message: $0.message) })
+                }
+                return after[.device(device.id)] ?? [:]
+            },
+            commit: { _, deviceValues in
+                try await self.store.setValues(deviceValues, app: app, scope: .device(device.id))
+                await self.notifier.changed(app)
+                let updated = try await self.settings(app: app, device: device)
+                self.logger.info(
+                    "device changed settings",
+                    metadata: [
+                        "event": "device-write", "app": "\(app)", "device": "\(device.id)", "revision": "\(updated.revision)",
+                        "keys": "\(patch.keys.sorted().joined(separator: ","))",
+                    ])
+                return updated
+            })
+    }
+
+    /// What a device's write is checked against: its revision and value layers (equal states
+    /// mean nothing the check depends on has changed), with the metadata of that revision.
+    struct DeviceWriteState: Equatable, Sendable {
+        let revision: Int64
+        let layers: ValueLayers
+        let metadata: Metadata
+
+        static func == (lhs: Self, rhs: Self) -> Bool {
+            lhs.revision == rhs.revision && lhs.layers == rhs.layers && lhs.metadata.version == rhs.metadata.version
         }
+    }
+
+    private func deviceWriteState(app: String, device: Device) async throws -> DeviceWriteState {
+        let metadata = try await metadata(app: app)
+        let (current, layers) = try await current(app: app, device: device)
+        return DeviceWriteState(revision: current.revision, layers: layers, metadata: metadata)
     }
 
     /// Keeps a device's status report and writes its log line.

@@ -59,10 +59,23 @@ public struct FleetApp: Sendable, Hashable {
         return metadata
     }
 
-    /// The keys of the settings marked `x-secret` in the metadata of `settings`; every key
-    /// when that metadata cannot be read (so nothing secret is ever shown by mistake).
+    /// The keys of the settings whose values are or hold a secret (`x-secret` at the setting or
+    /// anywhere inside it, such as a list item's password) in the metadata of `settings`; every
+    /// key when that metadata cannot be read (so nothing secret is ever shown by mistake).
     public func secretKeys(of settings: AppSettings) -> Set<String> {
-        (try? metadata(for: settings))?.secretKeys ?? Set(settings.keys)
+        guard let metadata = try? metadata(for: settings) else { return Set(settings.keys) }
+        return Set(settings.keys.filter { metadata.holdsSecret(at: JSONPointer(tokens: [$0]), in: settings.values) })
+    }
+
+    /// The values of `settings` with every secret replaced by `********`, at any depth; every
+    /// value masked when the metadata cannot be read.
+    public func maskedValues(of settings: AppSettings) -> JSONObject {
+        guard let metadata = try? metadata(for: settings) else {
+            var masked = settings.values
+            for key in settings.keys { masked[key] = SettingsValues.mask }
+            return masked
+        }
+        return metadata.masked(settings.values)
     }
 
     // MARK: - Changing

@@ -38,14 +38,16 @@ struct GetCommand: ParsableCommand {
         } else {
             pointer = JSONPointer(tokens: [key])
         }
-        guard let top = pointer.tokens.first, let value = JSONValue.object(settings.values)[pointer: pointer] else {
+        guard !pointer.isRoot, let value = JSONValue.object(settings.values)[pointer: pointer] else {
             let known = settings.values.keys.joined(separator: ", ")
             StandardError.write("fleetset get: \(app.id) has no setting \(pointer.displayText) (settings: \(known))")
             throw CLIExit.invalidInput
         }
-        if metadata.secretKeys.contains(top) {
+        let masked = JSONValue.object(metadata.masked(settings.values))[pointer: pointer]
+        if masked != value {
+            let what = masked == SettingsValues.mask ? "is a secret" : "holds a secret"
             StandardError.write(
-                "fleetset get: \(app.id) \(top) is a secret (x-secret); its value is never printed. Apps read it from settings.json or with FleetSettings.")
+                "fleetset get: \(app.id) \(pointer.tokens.count == 1 ? key : pointer.displayText) \(what) (x-secret); its value is never printed. Apps read it from settings.json or with FleetSettings.")
             throw CLIExit.invalidInput
         }
         if case .string(let text) = value, !json {

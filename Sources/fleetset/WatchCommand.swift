@@ -37,17 +37,17 @@ struct WatchCommand: AsyncParsableCommand {
                 group.addTask {
                     let start = try? app.settings()
                     for await change in app.changes(after: start?.revision) {
-                        Self.printLine(Self.line(for: change, secretKeys: app.secretKeys(of: change.settings)))
+                        Self.printLine(Self.line(for: change, maskedValues: app.maskedValues(of: change.settings)))
                     }
                 }
             }
         }
     }
 
-    /// The JSON line for a change, secrets masked.
-    static func line(for change: SettingsChange, secretKeys: Set<String>) -> JSONValue {
+    /// The JSON line for a change, from the new values with their secrets masked.
+    static func line(for change: SettingsChange, maskedValues: JSONObject) -> JSONValue {
         var values = JSONObject()
-        for key in change.changedKeys { values[key] = secretKeys.contains(key) ? SettingsValues.mask : change.settings.values[key] ?? .null }
+        for key in change.changedKeys { values[key] = maskedValues[key] ?? .null }
         return [
             "app": .string(change.settings.app), "revision": .number(.integer(change.settings.revision)),
             "previousRevision": change.previousRevision.map { .number(.integer($0)) } ?? .null,

@@ -79,6 +79,8 @@ struct ChildProcessTests {
         task.cancel()
         let result = try await task.value
         #expect(result.cancelled && !result.timedOut && result.termination == .signaled(SIGTERM))
-        #expect(ContinuousClock.now - started < .seconds(2))
+        // Far less than the child's 30 s: it was stopped, not waited for (the margin is for a
+        // loaded machine, where the whole suite starts at once on two cores).
+        #expect(ContinuousClock.now - started < .seconds(10))
     }
 }

@@ -108,8 +108,10 @@ struct DeviceFilesTests {
         let status = AppStatus(
             app: "kiosk", revision: 4, schemaVersion: 2, state: .error, latestRevision: 5, lastSync: 1_795_000_000, lastError: "revision 5: …",
             pendingReports: 1, pendingChanges: 2, awaitingAck: 5, ackDeadline: 1_795_000_060, updatedAt: 1_795_000_001)
-        try status.write(to: directory + "/status.json")
+        try status.write(to: directory + "/status.json", group: getegid())
         #expect(AppStatus.load(directory + "/status.json") == status)
+        // It can carry a hook's output: never world-readable.
+        #expect(try FileSystem.status(of: directory + "/status.json").map { $0.st_mode & 0o777 } == 0o640)
         #expect(AppStatus.load(directory + "/missing.json") == nil)
     }
 

@@ -1,4 +1,5 @@
 import FleetAgentCore
+import FleetDeviceFiles
 import Testing
 
 /// A repeatable random source for the policies' jitter.
@@ -145,5 +146,80 @@ struct LivenessTests {
         #expect(!first && timedOut && waiting.waiting == ["b"])
         let late = [waiting.served("b"), waiting.timedOut()]
         #expect(late == [false, false])
+    }
+}
+
+@Suite("Redacting a hook's output")
+struct OutputRedactionTests {
+    @Test("every occurrence of every secret is masked, longer secrets first")
+    func masks() {
+        let output = Array("connect user=kiosk password=hunter2 pin 4711 hunter2\n".utf8)
+        #expect(
+            OutputRedaction.redact(output, secrets: ["hunter2", "4711", "hunter"], limit: 2048, wasCut: false)
+                == "connect user=kiosk password=******** pin ******** ********\n")
+        #expect(OutputRedaction.redact(Array("nothing".utf8), secrets: [""], limit: 2048, wasCut: false) == "nothing")
+    }
+
+    @Test("a secret that straddles the cut is masked whole: redaction comes before the cut")
+    func straddlingTheCut() {
+        let secret = "correct-horse-battery-staple"
+        let text = "x" + secret + String(repeating: "y", count: 20)
+        // Cut first, then redact (the old order), would keep "battery-staple…" in the last 30 bytes.
+        let limit = 30
+        let keep = OutputRedaction.bytesToKeep(limit: limit, secrets: [secret])
+        #expect(keep == limit + secret.utf8.count - 1)
+        let collected = Array(text.utf8.suffix(keep))
+        let redacted = OutputRedaction.redact(collected, secrets: [secret], limit: limit, wasCut: text.utf8.count > keep)
+        #expect(!redacted.contains("staple") && !redacted.contains("battery"))
+        #expect(redacted.hasSuffix("********" + String(repeating: "y", count: 20)))
+    }
+
+    @Test("the fragment of a secret whose start was lost before the collected tail is dropped")
+    func fragmentAtTheStart() {
+        let secret = "0123456789abcdef"
+        let collected = Array(("89abcdef" + " and the rest of the output").utf8)  // the tail of a longer stream
+        let redacted = OutputRedaction.redact(collected, secrets: [secret], limit: 2048, wasCut: true)
+        // As many bytes as the longest secret less one may be a fragment: they are dropped.
+        #expect(redacted == "e rest of the output")
+        // Not cut: nothing was lost, so nothing is dropped.
+        #expect(OutputRedaction.redact(collected, secrets: [secret], limit: 2048, wasCut: false) == "89abcdef and the rest of the output")
+    }
+}
+
+@Suite("What refused/ keeps")
+struct RefusedFolderTests {
+    @Test("requests older than a week go with their reasons")
+    func age() {
+        let now = 2_000_000_000
+        let entries = [
+            RefusedFolder.Entry(name: "old.json", modified: now - RefusedFolder.maximumAge - 10),
+            RefusedFolder.Entry(name: "old.json.reason", modified: now - RefusedFolder.maximumAge - 10),
+            RefusedFolder.Entry(name: "new.json", modified: now - 10),
+            RefusedFolder.Entry(name: "new.json.reason", modified: now - 10),
+        ]
+        #expect(RefusedFolder.expired(entries, now: now) == ["old.json", "old.json.reason"])
+    }
+
+    @Test("beyond 100 requests the oldest go; a request whose reason is newer counts as new")
+    func count() {
+        let now = 2_000_000_000
+        var entries: [RefusedFolder.Entry] = []
+        for index in 0..<105 {
+            entries.append(.init(name: "r\(index).json", modified: now - 1000 + index))
+            entries.append(.init(name: "r\(index).json.reason", modified: now - 1000 + index))
+        }
+        entries[0] = .init(name: "r0.json", modified: now - 1000)
+        entries[1] = .init(name: "r0.json.reason", modified: now)  // just refused: kept
+        let expired = RefusedFolder.expired(entries, now: now)
+        #expect(expired == ["r1.json", "r1.json.reason", "r2.json", "r2.json.reason", "r3.json", "r3.json.reason", "r4.json", "r4.json.reason", "r5.json", "r5.json.reason"])
+    }
+
+    @Test("a hard link or a stranger's file is never attributed to an allowed writer")
+    func attribution() {
+        let writers = Writers(users: ["kiosk": 1000])
+        #expect(RequestFileCheck.isAttributable(kind: .regular, links: 1, owner: 1000, group: 1000, writers: writers, agentUser: 999))
+        #expect(!RequestFileCheck.isAttributable(kind: .regular, links: 2, owner: 1000, group: 1000, writers: writers, agentUser: 999))
+        #expect(!RequestFileCheck.isAttributable(kind: .other, links: 1, owner: 1000, group: 1000, writers: writers, agentUser: 999))
+        #expect(!RequestFileCheck.isAttributable(kind: .regular, links: 1, owner: 1001, group: 1001, writers: writers, agentUser: 999))
     }
 }
