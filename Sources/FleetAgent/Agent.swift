@@ -102,11 +102,11 @@ public final class Agent: Service {
             logger.critical("cannot start the HTTP client", metadata: ["event": "fatal", "error": "\(error)"])
             return
         }
-        let identity = Promise<DeviceIdentity>()
+        let credentials = Promise<DeviceCredentials>()
         let inboxScanned = Promise<Void>()
         let wallClock: @Sendable () -> Int64 = { Int64(time(nil)) }
         let environment = SyncEnvironment(
-            configuration: configuration, http: http, identity: identity, inboxScanned: inboxScanned, board: board, clock: clock, wallClock: wallClock, logger: logger)
+            configuration: configuration, http: http, credentials: credentials, inboxScanned: inboxScanned, board: board, clock: clock, wallClock: wallClock, logger: logger)
         let mailboxes = Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.id, AppMailbox()) })
         await withTaskGroup(of: Void.self) { group in
             for app in configuration.apps {
@@ -114,7 +114,9 @@ public final class Agent: Service {
             }
             group.addTask {
                 let enrollment = Enrollment(configuration: configuration, http: http, clock: self.clock, wallClock: wallClock, logger: self.logger)
-                if let found = await enrollment.identity() { identity.fulfil(found) }
+                if let found = await enrollment.identity() {
+                    credentials.fulfil(DeviceCredentials(found, identityFile: configuration.layout.identityFile, logger: self.logger))
+                }
             }
             group.addTask { await Inbox(configuration: configuration, mailboxes: mailboxes, scanned: inboxScanned, logger: self.logger).run() }
             group.addTask {

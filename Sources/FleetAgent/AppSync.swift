@@ -17,7 +17,7 @@ import Glibc
 struct SyncEnvironment: Sendable {
     let configuration: AgentConfiguration
     let http: HTTPClient
-    let identity: Promise<DeviceIdentity>
+    let credentials: Promise<DeviceCredentials>
     /// Fulfilled once the inbox has taken what was left in it while the agent was down.
     let inboxScanned: Promise<Void>
     let board: AgentBoard
@@ -102,16 +102,17 @@ final class AppSync {
         // Waiting for enrollment is not being stuck: enrollment retries on its own timers, for
         // as long as there is no token, and the watchdog must not restart the agent meanwhile.
         environment.board.endLoop(app.id)
-        guard let identity = await environment.identity.value() else { return }
+        guard let credentials = await environment.credentials.value() else { return }
         // Requests left while the agent was down go first, based on the revision they were made
         // against (a server that moved on answers 409, and the change is checked again).
         guard await environment.inboxScanned.value() != nil else { return }
-        let client = FleetClient(http: environment.http, baseURL: environment.configuration.server, token: identity.deviceToken)
         while !Task.isCancelled {
             // The local part of a turn (the inbox's requests, checked against the metadata; the
             // ack deadline) is a step of its own: a request that took too long to check would
             // otherwise hide behind the deadline of the sleep it woke the loop from.
             environment.board.beginStep(app.id, limit: Self.localStepLimit)
+            // Built each turn: a rotation may have changed the token since the last one.
+            let client = credentials.client(http: environment.http, server: environment.configuration.server)
             handleMailbox()
             expireAwaitedAck()
             await deliverReports(client)
@@ -120,14 +121,16 @@ final class AppSync {
             do {
                 try await pushChanges(client)
                 let started = ContinuousClock.now
-                switch try await fetchSettings(client, request) {
+                let answer = try await fetchSettings(client, request)
+                if answer.rotationRequested { await credentials.rotate(with: client) }
+                switch answer {
                 case .interrupted:
                     logger.debug("sync requested", metadata: ["event": "sync-now"])
                     delay = .zero
                 case .unchanged:
                     markReached()
                     delay = schedule.delay(after: .unchanged(elapsed: ContinuousClock.now - started), using: &random)
-                case .changed(let document):
+                case .changed(let document, _):
                     markReached()
                     try await handle(document, client: client)
                     delay = schedule.delay(after: .changed, using: &random)
@@ -226,8 +229,16 @@ final class AppSync {
 
     private enum Answer {
         case interrupted
-        case unchanged
-        case changed(SettingsDocument)
+        /// `rotationRequested`: the admin asked the device for a new token.
+        case unchanged(rotationRequested: Bool)
+        case changed(SettingsDocument, rotationRequested: Bool)
+
+        var rotationRequested: Bool {
+            switch self {
+            case .interrupted: false
+            case .unchanged(let requested), .changed(_, let requested): requested
+            }
+        }
     }
 
     /// Sends the settings request, or gives up on it when "sync now" is asked for.
@@ -245,8 +256,9 @@ final class AppSync {
         let clock = environment.clock
         return try await withThrowingTaskGroup(of: Answer.self) { group in
             group.addTask {
-                guard let document = try await client.settings(app: appID, knownRevision: known, wait: wait) else { return .unchanged }
-                return .changed(document)
+                let answer = try await client.settingsAnswer(app: appID, knownRevision: known, wait: wait)
+                guard let document = answer.document else { return .unchanged(rotationRequested: answer.tokenRotationRequested) }
+                return .changed(document, rotationRequested: answer.tokenRotationRequested)
             }
             group.addTask {
                 await wakeup.wait()

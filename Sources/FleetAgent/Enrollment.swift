@@ -5,6 +5,7 @@ import FleetDeviceFiles
 import FleetIO
 import FleetProtocol
 import Logging
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -12,6 +13,12 @@ import Glibc
 
 /// The device's identity: read from `identity.json`, or made once by enrolling with the token
 /// in `enrollmentTokenFile` and saved (mode 0600). The enrollment token is not needed again.
+///
+/// Enrollment is idempotent: the request id in `enrollment-request.json` is made before the
+/// first attempt and sent with every retry, so an answer lost on the way (a stop, a full disk,
+/// a dropped connection) gives the same device again, not "token used up". An identity made by
+/// another server than the configured one is never used: its token is not sent to a server that
+/// did not issue it.
 struct Enrollment: Sendable {
     let configuration: AgentConfiguration
     let http: HTTPClient
@@ -19,28 +26,58 @@ struct Enrollment: Sendable {
     let wallClock: @Sendable () -> Int64
     let logger: Logger
 
+    /// How often an identity of another server is reported while the agent waits for its
+    /// owner to act.
+    static let mismatchReportInterval: Duration = .seconds(300)
+
     /// The identity, enrolling first when there is none; retries with backoff until it has one.
     /// `nil` only when the task is cancelled.
     func identity() async -> DeviceIdentity? {
-        let path = configuration.layout.identityFile
+        let layout = configuration.layout
         var backoff = RetryBackoff(base: .seconds(2), cap: .seconds(300))
         var random = SystemRandomNumberGenerator()
         while !Task.isCancelled {
             var retryAfter: Duration?
             do {
-                if let identity = try DeviceIdentity.load(path) { return identity }
+                if let identity = try DeviceIdentity.load(layout.identityFile) {
+                    if identity.belongs(to: configuration.server) { return identity }
+                    logger.critical(
+                        "identity.json was made by another server than the configured one; its token is never sent elsewhere",
+                        metadata: [
+                            "event": "server-mismatch", "enrolled_with": "\(identity.server)", "configured": "\(configuration.server)",
+                            "fix":
+                                "set server back to \(identity.server) in the configuration, or to move the device: remove \(layout.identityFile), put an enrollment token of the new server in \(configuration.enrollmentTokenFile), and restart fleetsetd",
+                        ])
+                    try? await clock.sleep(for: Self.mismatchReportInterval)
+                    continue
+                }
                 guard let token = try readEnrollmentToken() else {
                     logger.error(
                         "not enrolled: no identity and no enrollment token",
-                        metadata: ["event": "enroll-failed", "identity": "\(path)", "token_file": "\(configuration.enrollmentTokenFile)"])
+                        metadata: ["event": "enroll-failed", "identity": "\(layout.identityFile)", "token_file": "\(configuration.enrollmentTokenFile)"])
                     try? await clock.sleep(for: backoff.delayAfterFailure(using: &random))
                     continue
                 }
-                let response = try await FleetClient(http: http, baseURL: configuration.server, token: nil).enroll(enrollmentToken: token)
+                let request = try EnrollmentRequestFile.loadOrMake(
+                    layout.enrollmentRequestFile, server: configuration.server, random: { random.next() })
+                let response = try await FleetClient(http: http, baseURL: configuration.server, token: nil)
+                    .enroll(enrollmentToken: token, requestId: request.requestId)
                 let identity = DeviceIdentity(
                     deviceId: response.deviceId, deviceToken: response.deviceToken, server: configuration.server, enrolledAt: wallClock())
-                try identity.save(to: path)
-                logger.notice("enrolled", metadata: ["event": "enrolled", "device": "\(identity.deviceId)", "server": "\(configuration.server)"])
+                try identity.save(to: layout.identityFile)
+                try? FileSystem.removeFile(layout.enrollmentRequestFile)
+                logger.notice(
+                    "enrolled",
+                    metadata: [
+                        "event": "enrolled", "device": "\(identity.deviceId)", "server": "\(configuration.server)",
+                        "apps": "\(response.apps.joined(separator: ","))", "groups": "\(response.groups.joined(separator: ","))",
+                    ])
+                let missing = configuration.apps.map(\.id).filter { !response.apps.contains($0) }
+                if !missing.isEmpty {
+                    logger.error(
+                        "the enrollment token does not give this device every configured app; the server answers those as unknown",
+                        metadata: ["event": "apps-not-granted", "apps": "\(missing.joined(separator: ","))"])
+                }
                 return identity
             } catch is CancellationError {
                 return nil
@@ -62,6 +99,60 @@ struct Enrollment: Sendable {
             return token.isEmpty ? nil : token
         } catch where error.code == ENOENT {
             return nil
+        }
+    }
+}
+
+/// The device's credentials while the agent runs: the identity every loop sends requests with,
+/// and the rotation of its token when the admin asks for it.
+///
+/// A rotation saves the new token in `identity.json` before any loop uses it; the server keeps
+/// the old token working until the new one is first used, so a stop or a lost answer at any
+/// point leaves a token that works. Only one rotation runs at a time.
+final class DeviceCredentials: Sendable {
+    private struct State {
+        var identity: DeviceIdentity
+        var rotating = false
+    }
+
+    private let state: Mutex<State>
+    private let identityFile: String
+    private let logger: Logger
+
+    init(_ identity: DeviceIdentity, identityFile: String, logger: Logger) {
+        state = Mutex(State(identity: identity))
+        self.identityFile = identityFile
+        self.logger = logger
+    }
+
+    /// The identity requests are sent with now.
+    var identity: DeviceIdentity { state.withLock { $0.identity } }
+
+    /// A client for `http` with the current token.
+    func client(http: HTTPClient, server: String) -> FleetClient {
+        FleetClient(http: http, baseURL: server, token: identity.deviceToken)
+    }
+
+    /// Fetches a new token with `client`, saves it, and uses it from then on. Does nothing when
+    /// another loop is rotating already; a failure is logged and tried again at the next request.
+    func rotate(with client: FleetClient) async {
+        let started = state.withLock { state in
+            guard !state.rotating else { return false }
+            state.rotating = true
+            return true
+        }
+        guard started else { return }
+        defer { state.withLock { $0.rotating = false } }
+        do {
+            let rotation = try await client.rotateToken()
+            var identity = self.identity
+            identity.deviceToken = rotation.deviceToken
+            try identity.save(to: identityFile)
+            state.withLock { $0.identity = identity }
+            logger.notice("device token rotated", metadata: ["event": "token-rotated", "device": "\(identity.deviceId)"])
+        } catch is CancellationError {
+        } catch {
+            logger.error("cannot rotate the device token; the current one keeps working", metadata: ["event": "token-rotation-failed", "error": "\(error)"])
         }
     }
 }

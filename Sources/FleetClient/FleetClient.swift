@@ -24,10 +24,17 @@ public struct FleetClient: Sendable {
 
     // MARK: - Device side
 
-    /// Exchanges an enrollment token for a device identity.
-    public func enroll(enrollmentToken: String) async throws -> EnrollResponse {
-        let response = try await send(.post, "/v1/enroll", json: EnrollRequest(enrollmentToken: enrollmentToken).json, expect: [201])
+    /// Exchanges an enrollment token for a device identity. Send the same `requestId` when
+    /// retrying after a lost answer: the server then answers with the same device.
+    public func enroll(enrollmentToken: String, requestId: String) async throws -> EnrollResponse {
+        let request = EnrollRequest(enrollmentToken: enrollmentToken, requestId: requestId)
+        let response = try await send(.post, "/v1/enroll", json: request.json, expect: [201])
         return try decode(response, EnrollResponse.init(json:))
+    }
+
+    /// A new token for this device. The old one works until the new one is first used.
+    public func rotateToken() async throws -> TokenRotation {
+        try decode(try await send(.post, "/v1/device/token", expect: [201]), TokenRotation.init(json:))
     }
 
     /// The app's metadata document and its ETag, or `nil` when it still has `etag`.
@@ -42,6 +49,20 @@ public struct FleetClient: Sendable {
     /// The device's settings, or `nil` when they are still at `knownRevision` (after waiting up
     /// to `wait` seconds for a change: a long-poll).
     public func settings(app: String, knownRevision: Int64? = nil, wait: Int = 0) async throws -> SettingsDocument? {
+        try await settingsAnswer(app: app, knownRevision: knownRevision, wait: wait).document
+    }
+
+    /// What ``settings(app:knownRevision:wait:)`` answers, with what the server asks of the
+    /// device beside it.
+    public struct SettingsAnswer: Sendable, Hashable {
+        /// `nil`: still at the known revision.
+        public var document: SettingsDocument?
+        /// The admin asked the device to rotate its token (`Fleetset-Rotate-Token`).
+        public var tokenRotationRequested: Bool
+    }
+
+    /// As ``settings(app:knownRevision:wait:)``, with the server's requests of the device.
+    public func settingsAnswer(app: String, knownRevision: Int64? = nil, wait: Int = 0) async throws -> SettingsAnswer {
         var headers: HTTPHeaders = [:]
         if let knownRevision { headers["If-None-Match"] = RevisionTag.etag(knownRevision) }
         var limits: TransferLimits?
@@ -54,8 +75,9 @@ public struct FleetClient: Sendable {
         }
         let query = wait > 0 ? "?wait=\(wait)" : ""
         let response = try await send(.get, "/v1/apps/\(app)/settings\(query)", headers: headers, limits: limits, expect: [200, 304])
-        guard response.status == 200 else { return nil }
-        return try decode(response, SettingsDocument.init(json:))
+        let rotation = response.headers["Fleetset-Rotate-Token"] == "requested"
+        guard response.status == 200 else { return SettingsAnswer(document: nil, tokenRotationRequested: rotation) }
+        return SettingsAnswer(document: try decode(response, SettingsDocument.init(json:)), tokenRotationRequested: rotation)
     }
 
     /// Sends a merge patch of writable settings based on `revision`; returns the new settings.
@@ -115,6 +137,39 @@ public struct FleetClient: Sendable {
     public func makeEnrollmentToken(_ request: EnrollmentTokenRequest) async throws -> EnrollmentTokenResponse {
         let response = try await send(.post, "/v1/admin/enrollment-tokens", json: request.json, expect: [201])
         return try decode(response, EnrollmentTokenResponse.init(json:))
+    }
+
+    /// Every device with its apps, groups and state.
+    public func allDevices() async throws -> DeviceRecordList {
+        try decode(try await send(.get, "/v1/admin/devices", expect: [200]), DeviceRecordList.init(json:))
+    }
+
+    /// One device.
+    public func device(id: String) async throws -> DeviceRecord {
+        try decode(try await send(.get, "/v1/admin/devices/\(Self.percentEncoded(id))", expect: [200]), { json throws(WireError) in try DeviceRecord(json: json) })
+    }
+
+    /// Changes a device's apps or groups, disables or enables it, or asks it to rotate its token.
+    public func updateDevice(id: String, _ update: DeviceUpdate) async throws -> DeviceRecord {
+        let response = try await send(
+            .patch, "/v1/admin/devices/\(Self.percentEncoded(id))", json: update.json, contentType: "application/merge-patch+json",
+            expect: [200])
+        return try decode(response, { json throws(WireError) in try DeviceRecord(json: json) })
+    }
+
+    /// Deletes a device; its token stops working at once.
+    public func deleteDevice(id: String) async throws {
+        _ = try await send(.delete, "/v1/admin/devices/\(Self.percentEncoded(id))", expect: [204])
+    }
+
+    /// The enrollment tokens that can still be used.
+    public func enrollmentTokens() async throws -> EnrollmentTokenList {
+        try decode(try await send(.get, "/v1/admin/enrollment-tokens", expect: [200]), EnrollmentTokenList.init(json:))
+    }
+
+    /// Revokes an enrollment token by its id.
+    public func revokeEnrollmentToken(id: String) async throws {
+        _ = try await send(.delete, "/v1/admin/enrollment-tokens/\(Self.percentEncoded(id))", expect: [204])
     }
 
     // MARK: - Transport

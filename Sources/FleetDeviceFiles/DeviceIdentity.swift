@@ -59,6 +59,17 @@ public struct DeviceIdentity: Sendable, Hashable {
         }
     }
 
+    /// Whether this identity was made by `server` (trailing slashes aside): the device token is
+    /// never sent anywhere else.
+    public func belongs(to server: String) -> Bool {
+        func trimmed(_ url: String) -> Substring {
+            var url = Substring(url)
+            while url.hasSuffix("/") { url = url.dropLast() }
+            return url
+        }
+        return trimmed(self.server) == trimmed(server)
+    }
+
     /// Saves the identity at `path`, mode 0600, durably.
     public func save(to path: String) throws(FileError) {
         try FileSystem.writeAtomically(Array((json.serialized(.pretty) + "\n").utf8), to: path, mode: 0o600)
@@ -69,4 +80,37 @@ public struct DeviceIdentity: Sendable, Hashable {
 public struct IdentityFileError: Error, Sendable, CustomStringConvertible {
     public let message: String
     public var description: String { message }
+}
+
+/// `enrollment-request.json`: `{"requestId": "…", "server": "…"}`, made once before the first
+/// enrollment request and removed once `identity.json` is saved.
+public struct EnrollmentRequestFile: Sendable, Hashable {
+    public var requestId: String
+    /// The server it was sent to: a request id is never sent to another one.
+    public var server: String
+
+    public init(requestId: String, server: String) {
+        self.requestId = requestId
+        self.server = server
+    }
+
+    /// The request under way at `path`, or a new one for `server` saved there (mode 0600,
+    /// durably) before it is first sent. An unreadable file, or one made for another server,
+    /// is replaced.
+    public static func loadOrMake(_ path: String, server: String, random: () -> UInt64) throws(FileError) -> EnrollmentRequestFile {
+        if let bytes = try? FileSystem.readFileIfPresent(path, maximumSize: 4096), let json = try? JSONParser.parse(bytes),
+            let reader = try? MemberReader(json, allowed: ["requestId", "server"]), let id = try? reader.string("requestId", maximumLength: 64),
+            let saved = try? reader.string("server", maximumLength: 2048), saved == server, EnrollRequest.isValidRequestID(id)
+        {
+            return EnrollmentRequestFile(requestId: id, server: saved)
+        }
+        let id = "er-" + (0..<2).map { _ in
+            let hex = String(random(), radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }.joined(separator: "-")
+        let request = EnrollmentRequestFile(requestId: id, server: server)
+        let json: JSONValue = ["requestId": .string(request.requestId), "server": .string(server)]
+        try FileSystem.writeAtomically(Array((json.serialized() + "\n").utf8), to: path, mode: 0o600)
+        return request
+    }
 }

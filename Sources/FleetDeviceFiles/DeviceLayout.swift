@@ -2,10 +2,11 @@
 ///
 /// ```
 /// <stateDirectory>/identity.json                     device id and token, 0600
+/// <stateDirectory>/enrollment-request.json           the request id of an enrollment under way, 0600
 /// <stateDirectory>/apps/<app>/settings.json          what apps read (0640, group = the app's readers)
 /// <stateDirectory>/apps/<app>/settings.previous.json the generation before it
 /// <stateDirectory>/apps/<app>/metadata.json          the metadata the settings were validated with (+ .previous)
-/// <stateDirectory>/apps/<app>/status.json            revision, state, last sync, last error (0644)
+/// <stateDirectory>/apps/<app>/status.json            revision, state, last sync, last error (0640, readers)
 /// <stateDirectory>/apps/<app>/reports.json           status reports not yet delivered to the server
 /// <spoolDirectory>/<app>/                            the local inbox
 /// ```
@@ -20,6 +21,11 @@ public struct DeviceLayout: Sendable, Equatable {
 
     /// `identity.json`: the device id and token.
     public var identityFile: String { stateDirectory + "/identity.json" }
+
+    /// `enrollment-request.json`: the request id of an enrollment that has not got its answer
+    /// yet, so that a retry after a lost answer (a stop, a full disk, a dropped connection)
+    /// gets the same device from the server.
+    public var enrollmentRequestFile: String { stateDirectory + "/enrollment-request.json" }
 
     /// The folder of one app's files.
     public func appDirectory(_ app: String) -> String { stateDirectory + "/apps/" + app }

@@ -1,26 +1,32 @@
 import FleetJSON
 
-/// `POST /v1/admin/enrollment-tokens` request: which groups enrolled devices join, how long
-/// the token lasts and how many devices may use it.
+/// `POST /v1/admin/enrollment-tokens` request: which apps enrolled devices get (at least one)
+/// and which groups they join, how long the token lasts and how many devices may use it.
 public struct EnrollmentTokenRequest: Sendable, Hashable {
     /// The allowed lifetimes, in seconds (a minute to a year).
     public static let lifetimes: ClosedRange<Int64> = 60...31_536_000
     /// The allowed numbers of uses.
     public static let useCounts: ClosedRange<Int64> = 1...100_000
 
+    public var apps: [String]
     public var groups: [String]
     public var expiresInSeconds: Int64
     public var uses: Int64
 
     /// Creates a request; the defaults are one device within a day.
-    public init(groups: [String] = [], expiresInSeconds: Int64 = 86_400, uses: Int64 = 1) {
+    public init(apps: [String], groups: [String] = [], expiresInSeconds: Int64 = 86_400, uses: Int64 = 1) {
+        self.apps = apps
         self.groups = groups
         self.expiresInSeconds = expiresInSeconds
         self.uses = uses
     }
 
     public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["groups", "expiresInSeconds", "uses"])
+        let reader = try MemberReader(json, allowed: ["apps", "groups", "expiresInSeconds", "uses"])
+        apps = try reader.names("apps", maximumCount: 256, maximumLength: 64) ?? []
+        guard !apps.isEmpty else {
+            throw WireError(at: JSONPointer.root.appending("apps"), "must name at least one app: a device reads only the apps it is given")
+        }
         groups = try reader.names("groups", maximumCount: 32) ?? []
         expiresInSeconds = try reader.integer("expiresInSeconds", in: Self.lifetimes, default: 86_400)
         uses = try reader.integer("uses", in: Self.useCounts, default: 1)
@@ -28,39 +34,46 @@ public struct EnrollmentTokenRequest: Sendable, Hashable {
 
     public var json: JSONValue {
         [
-            "groups": .array(groups.map(JSONValue.string)), "expiresInSeconds": .number(.integer(expiresInSeconds)),
-            "uses": .number(.integer(uses)),
+            "apps": .array(apps.map(JSONValue.string)), "groups": .array(groups.map(JSONValue.string)),
+            "expiresInSeconds": .number(.integer(expiresInSeconds)), "uses": .number(.integer(uses)),
         ]
     }
 }
 
-/// `POST /v1/admin/enrollment-tokens` response. The token is shown this once.
+/// `POST /v1/admin/enrollment-tokens` response. The token is shown this once; `id` names it
+/// afterwards (to list or revoke it).
 public struct EnrollmentTokenResponse: Sendable, Hashable {
+    public var id: String
     public var enrollmentToken: String
     /// Seconds since the epoch (RFC 3339 on the wire).
     public var expiresAt: Int64
     public var uses: Int64
+    public var apps: [String]
     public var groups: [String]
 
-    public init(enrollmentToken: String, expiresAt: Int64, uses: Int64, groups: [String]) {
+    public init(id: String, enrollmentToken: String, expiresAt: Int64, uses: Int64, apps: [String], groups: [String]) {
+        self.id = id
         self.enrollmentToken = enrollmentToken
         self.expiresAt = expiresAt
         self.uses = uses
+        self.apps = apps
         self.groups = groups
     }
 
     public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["enrollmentToken", "expiresAt", "uses", "groups"])
+        let reader = try MemberReader(json, allowed: ["id", "enrollmentToken", "expiresAt", "uses", "apps", "groups"])
+        id = try reader.string("id", maximumLength: 128)
         enrollmentToken = try reader.string("enrollmentToken", maximumLength: 512)
         expiresAt = try reader.timestamp("expiresAt")
         uses = try reader.count("uses")
+        apps = try reader.names("apps", maximumCount: 256, maximumLength: 64) ?? []
         groups = try reader.names("groups", maximumCount: 32) ?? []
     }
 
     public var json: JSONValue {
         [
-            "enrollmentToken": .string(enrollmentToken), "expiresAt": .string(Timestamp.format(expiresAt)),
-            "uses": .number(.integer(uses)), "groups": .array(groups.map(JSONValue.string)),
+            "id": .string(id), "enrollmentToken": .string(enrollmentToken), "expiresAt": .string(Timestamp.format(expiresAt)),
+            "uses": .number(.integer(uses)), "apps": .array(apps.map(JSONValue.string)), "groups": .array(groups.map(JSONValue.string)),
         ]
     }
 }

@@ -100,39 +100,88 @@ public struct StatusReport: Sendable, Hashable {
     }
 }
 
-/// `POST /v1/enroll` request: `{"enrollmentToken": "…"}`.
+/// `POST /v1/enroll` request: `{"enrollmentToken": "…", "requestId": "…"}`.
+///
+/// `requestId` makes enrollment idempotent: the agent makes it once, keeps it on disk, and sends
+/// the same one when it retries after a lost answer; the server then answers with the same
+/// device (and a fresh token for it) instead of spending another use of the enrollment token.
 public struct EnrollRequest: Sendable, Hashable {
-    public var enrollmentToken: String
+    /// The characters a request id may use.
+    public static let requestIDCharacters = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".unicodeScalars)
 
-    public init(enrollmentToken: String) {
+    public var enrollmentToken: String
+    /// 16 to 64 characters of `A-Z a-z 0-9 - _`.
+    public var requestId: String
+
+    public init(enrollmentToken: String, requestId: String) {
         self.enrollmentToken = enrollmentToken
+        self.requestId = requestId
     }
 
     public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["enrollmentToken"])
+        let reader = try MemberReader(json, allowed: ["enrollmentToken", "requestId"])
         enrollmentToken = try reader.string("enrollmentToken", maximumLength: 512)
+        requestId = try reader.string("requestId", maximumLength: 64)
+        guard Self.isValidRequestID(requestId) else {
+            throw WireError(at: JSONPointer.root.appending("requestId"), "must be 16 to 64 characters of A-Z a-z 0-9 - _")
+        }
     }
 
-    public var json: JSONValue { ["enrollmentToken": .string(enrollmentToken)] }
+    /// Whether `text` may be a request id.
+    public static func isValidRequestID(_ text: String) -> Bool {
+        (16...64).contains(text.unicodeScalars.count) && text.unicodeScalars.allSatisfy(requestIDCharacters.contains)
+    }
+
+    public var json: JSONValue { ["enrollmentToken": .string(enrollmentToken), "requestId": .string(requestId)] }
 }
 
-/// `POST /v1/enroll` response: `{"deviceId": "…", "deviceToken": "…"}`.
+/// `POST /v1/enroll` response: the device's id and token, and the apps and groups the
+/// enrollment token gave it.
 public struct EnrollResponse: Sendable, Hashable {
     public var deviceId: String
     public var deviceToken: String
+    /// The apps whose settings the device may read and write.
+    public var apps: [String]
+    public var groups: [String]
 
-    public init(deviceId: String, deviceToken: String) {
+    public init(deviceId: String, deviceToken: String, apps: [String], groups: [String]) {
         self.deviceId = deviceId
+        self.deviceToken = deviceToken
+        self.apps = apps
+        self.groups = groups
+    }
+
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["deviceId", "deviceToken", "apps", "groups"])
+        deviceId = try reader.string("deviceId", maximumLength: 128)
+        deviceToken = try reader.string("deviceToken", maximumLength: 512)
+        apps = try reader.names("apps", maximumCount: 256, maximumLength: 64) ?? []
+        groups = try reader.names("groups", maximumCount: 32) ?? []
+    }
+
+    public var json: JSONValue {
+        [
+            "deviceId": .string(deviceId), "deviceToken": .string(deviceToken), "apps": .array(apps.map(JSONValue.string)),
+            "groups": .array(groups.map(JSONValue.string)),
+        ]
+    }
+}
+
+/// `POST /v1/device/token` response: the device's new token. The old one keeps working until
+/// the new one is first used, so an answer lost on the way never locks the device out.
+public struct TokenRotation: Sendable, Hashable {
+    public var deviceToken: String
+
+    public init(deviceToken: String) {
         self.deviceToken = deviceToken
     }
 
     public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["deviceId", "deviceToken"])
-        deviceId = try reader.string("deviceId", maximumLength: 128)
+        let reader = try MemberReader(json, allowed: ["deviceToken"])
         deviceToken = try reader.string("deviceToken", maximumLength: 512)
     }
 
-    public var json: JSONValue { ["deviceId": .string(deviceId), "deviceToken": .string(deviceToken)] }
+    public var json: JSONValue { ["deviceToken": .string(deviceToken)] }
 }
 
 /// The body of every 4xx/5xx answer: `{"error": "stale-revision", "message": "…", "details": [{"pointer", "message"}]}`.

@@ -110,6 +110,13 @@ public struct MemberReader {
         return names
     }
 
+    /// A Boolean that may be absent.
+    public func optionalBool(_ key: String) throws(WireError) -> Bool? {
+        guard let value = object[key] else { return nil }
+        guard case .bool(let flag) = value else { throw WireError(at: location.appending(key), "must be true or false") }
+        return flag
+    }
+
     /// An object member.
     public func values(_ key: String) throws(WireError) -> JSONObject {
         guard case .object(let values)? = object[key] else { throw missingOr(key, "must be an object") }

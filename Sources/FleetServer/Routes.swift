@@ -12,55 +12,66 @@ import ServiceLifecycle
 struct Routes: Sendable {
     /// The largest body accepted on settings, values, status and token routes: 1 MiB.
     static let bodyLimit = 1 << 20
+    /// The largest enrollment request: 4 KiB (a token and a request id; anyone may send one).
+    static let enrollLimit = 4 << 10
+    /// Tells a device in every answer that the admin asked it to rotate its token.
+    static let rotateTokenHeader = HTTPField.Name("Fleetset-Rotate-Token")!
     /// The largest metadata document accepted: 4 MiB.
     static let metadataLimit = 4 << 20
 
     let service: SettingsService
     let logger: Logger
 
-    func router() -> Router<BasicRequestContext> {
+    func router() -> Router<FleetRequestContext> {
         var routes: [(method: HTTPRequest.Method, path: String, handler: Handler)] = []
         defineRoutes { method, path, handler in routes.append((method, path, handler)) }
-        let router = Router()
+        let router = Router(context: FleetRequestContext.self)
         // Middleware applies to the routes added after it: add it first.
         router.add(middleware: ErrorBodyMiddleware(logger: logger, routes: RouteTable(routes.map { ($0.method, $0.path) })))
         for route in routes { router.on(RouterPath(route.path), method: route.method, use: route.handler) }
         return router
     }
 
-    typealias Handler = @Sendable (Request, BasicRequestContext) async throws -> Response
+    typealias Handler = @Sendable (Request, FleetRequestContext) async throws -> Response
 
     private func defineRoutes(_ on: (HTTPRequest.Method, String, @escaping Handler) -> Void) {
         on(.get, "healthz") { _, _ in json(.ok, ["status": "ok"]) }
 
         on(.post, "v1/enroll") { request, _ in
-            let body = try await jsonBody(request, limit: Self.bodyLimit)
+            let body = try await jsonBody(request, limit: Self.enrollLimit)
             return json(.created, try await service.enroll(body).json)
         }
 
+        // Every device route answers an app the device was not given exactly as an app that
+        // does not exist (requireDevice(_:app:)).
         on(.get, "v1/apps/:app/metadata") { request, context in
-            _ = try SettingsService.requireDevice(try await authenticate(request))
-            return try await metadataResponse(request, app: try app(context))
+            let app = try app(context)
+            let device = try SettingsService.requireDevice(try await authenticate(request), app: app)
+            return withRotationRequest(try await metadataResponse(request, app: app), device)
         }
 
         on(.get, "v1/apps/:app/settings") { request, context in
-            let device = try SettingsService.requireDevice(try await authenticate(request))
             let app = try app(context)
+            let device = try SettingsService.requireDevice(try await authenticate(request), app: app)
             let wait = try waitParameter(request)
             let known = request.headers[.ifNoneMatch].flatMap(RevisionTag.revision)
             let service = service
-            let document = try await cancelWhenGracefulShutdown {
-                try await service.settings(app: app, device: device, knownRevision: known, wait: .seconds(wait))
+            // Ends when the client goes away, and on a graceful shutdown (answered 304).
+            let document = try await cancelWhenClosed(context.channel) {
+                try await cancelWhenGracefulShutdown {
+                    try await service.settings(app: app, device: device, knownRevision: known, wait: .seconds(wait))
+                }
             }
             guard let document else {
-                return Response(status: .notModified, headers: [.eTag: RevisionTag.etag(known ?? 0), .cacheControl: "no-store"])
+                return withRotationRequest(
+                    Response(status: .notModified, headers: [.eTag: RevisionTag.etag(known ?? 0), .cacheControl: "no-store"]), device)
             }
-            return settingsResponse(document)
+            return withRotationRequest(settingsResponse(document), device)
         }
 
         on(.patch, "v1/apps/:app/settings") { request, context in
-            let device = try SettingsService.requireDevice(try await authenticate(request))
             let app = try app(context)
+            let device = try SettingsService.requireDevice(try await authenticate(request), app: app)
             let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
             let document = try await service.patchSettings(app: app, device: device, ifMatch: request.headers[.ifMatch], patch: patch)
             return settingsResponse(document)
@@ -68,15 +79,44 @@ struct Routes: Sendable {
 
         // A device's own explanation: which scope set each of its values (secrets masked).
         on(.get, "v1/apps/:app/explain") { request, context in
-            let device = try SettingsService.requireDevice(try await authenticate(request))
-            return json(.ok, try await service.explain(app: try app(context), deviceID: device.id).json)
+            let app = try app(context)
+            let device = try SettingsService.requireDevice(try await authenticate(request), app: app)
+            return json(.ok, try await service.explain(app: app, deviceID: device.id).json)
         }
 
         on(.post, "v1/apps/:app/status") { request, context in
-            let device = try SettingsService.requireDevice(try await authenticate(request))
             let app = try app(context)
+            let device = try SettingsService.requireDevice(try await authenticate(request), app: app)
             try await service.recordStatus(app: app, device: device, try await jsonBody(request, limit: Self.bodyLimit))
             return Response(status: .accepted)
+        }
+
+        // A new token for the calling device; the old one works until the new one is used.
+        on(.post, "v1/device/token") { request, _ in
+            let device = try SettingsService.requireDevice(try await authenticate(request))
+            return json(.created, try await service.rotateToken(device: device).json)
+        }
+
+        on(.get, "v1/admin/devices") { request, _ in
+            try SettingsService.requireAdmin(try await authenticate(request))
+            return json(.ok, try await service.allDevices().json)
+        }
+
+        on(.get, "v1/admin/devices/:id") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request))
+            return json(.ok, try await service.device(id: context.parameters.get("id") ?? "").json)
+        }
+
+        on(.patch, "v1/admin/devices/:id") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request))
+            let body = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
+            return json(.ok, try await service.updateDevice(id: context.parameters.get("id") ?? "", body).json)
+        }
+
+        on(.delete, "v1/admin/devices/:id") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request))
+            try await service.deleteDevice(id: context.parameters.get("id") ?? "")
+            return Response(status: .noContent)
         }
 
         on(.put, "v1/admin/apps/:app/metadata") { request, context in
@@ -123,6 +163,17 @@ struct Routes: Sendable {
             let body = try await jsonBody(request, limit: Self.bodyLimit)
             return json(.created, try await service.makeEnrollmentToken(body).json)
         }
+
+        on(.get, "v1/admin/enrollment-tokens") { request, _ in
+            try SettingsService.requireAdmin(try await authenticate(request))
+            return json(.ok, try await service.enrollmentTokens().json)
+        }
+
+        on(.delete, "v1/admin/enrollment-tokens/:id") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request))
+            try await service.revokeEnrollmentToken(id: context.parameters.get("id") ?? "")
+            return Response(status: .noContent)
+        }
     }
 
     // MARK: - Reading requests
@@ -131,7 +182,7 @@ struct Routes: Sendable {
         try await service.authenticate(authorization: request.headers[.authorization])
     }
 
-    private func app(_ context: BasicRequestContext) throws -> String {
+    private func app(_ context: FleetRequestContext) throws -> String {
         context.parameters.get("app") ?? ""
     }
 
@@ -194,6 +245,14 @@ struct Routes: Sendable {
             status: .ok, headers: [.eTag: etag, .contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: document)))
     }
 
+    /// `response` with ``rotateTokenHeader`` when the admin asked `device` to rotate its token.
+    private func withRotationRequest(_ response: Response, _ device: Device) -> Response {
+        guard device.rotationRequested else { return response }
+        var response = response
+        response.headers[Self.rotateTokenHeader] = "requested"
+        return response
+    }
+
     private func settingsResponse(_ document: SettingsDocument) -> Response {
         var response = json(.ok, document.json)
         response.headers[.eTag] = RevisionTag.etag(document.revision)
@@ -215,7 +274,7 @@ struct ErrorBodyMiddleware: RouterMiddleware {
     let logger: Logger
     let routes: RouteTable
 
-    func handle(_ request: Request, context: BasicRequestContext, next: (Request, BasicRequestContext) async throws -> Response)
+    func handle(_ request: Request, context: FleetRequestContext, next: (Request, FleetRequestContext) async throws -> Response)
         async throws
         -> Response
     {

@@ -1,16 +1,55 @@
-/// Wakes long-polls when an app's settings change, without polling the database.
+/// Wakes long-polls when what their device sees may have changed, without polling the database,
+/// and wakes only those.
 ///
-/// Every write that can change what devices of an app see (metadata, values at any scope)
-/// calls ``changed(_:)``. A long-poll reads ``generation(of:)`` *before* it computes the
-/// device's revision, and waits with ``waitForChange(of:after:)`` only if that revision is the
-/// one the device already has: a change between the two is never lost, because the generation
-/// has then moved and the wait returns at once. Waking is per app; each woken long-poll
-/// recomputes its own device's revision and waits again if it did not move.
+/// Every write that can change what devices of an app see calls ``changed(_:scope:)`` with the
+/// scope it wrote: a device-scope write wakes that device's long-poll for the app, a group
+/// write the long-polls of the group's devices, an app-wide write or a metadata upload all of
+/// the app's. A change to a device itself (disabled, deleted, its apps or groups changed, its
+/// token rotated) calls ``deviceChanged(_:)``, which wakes all of that device's long-polls so
+/// that each checks its device again (a revoked device is then answered 401 at once).
+///
+/// A long-poll reads ``generation(of:)`` *before* it computes the device's revision, and waits
+/// with ``waitForChange(of:device:groups:after:)`` only if that revision is the one the device
+/// already has: a change between the two is never lost, because the generation has then moved
+/// and the wait returns at once.
+///
+/// One long-poll per device and app: a newer one replaces the older, which ends
+/// ``WaitOutcome/replaced`` (a device that reconnected after a dropped connection leaves no
+/// stale waiter behind, and a device cannot pile up waiters).
 public actor ChangeNotifier {
+    /// How a wait ended.
+    public enum WaitOutcome: Sendable, Hashable {
+        /// Something the device sees may have changed: check again.
+        case changed
+        /// The calling task was cancelled (the client went away, or a shutdown).
+        case cancelled
+        /// A newer long-poll of the same device and app took its place.
+        case replaced
+        /// The time was up.
+        case timedOut
+    }
+
+    private struct Waiter {
+        let app: String
+        let device: String
+        let groups: [String]
+        let continuation: CheckedContinuation<WaitOutcome, Never>
+    }
+
+    private struct DeviceApp: Hashable {
+        let device: String
+        let app: String
+    }
+
     private var generations: [String: UInt64] = [:]
-    private var waiters: [String: [Int: CheckedContinuation<Bool, Never>]] = [:]
+    private var waiters: [Int: Waiter] = [:]
+    private var waitersByApp: [String: Set<Int>] = [:]
+    private var waitersByDevice: [String: Set<Int>] = [:]
+    private var waiterByDeviceApp: [DeviceApp: Int] = [:]
     private var cancelledBeforeRegistration: Set<Int> = []
     private var nextWaiter = 0
+    /// How many long-polls the last ``changed(_:scope:)`` or ``deviceChanged(_:)`` woke.
+    public private(set) var lastWakeCount = 0
 
     public init() {}
 
@@ -19,57 +58,99 @@ public actor ChangeNotifier {
         generations[app, default: 0]
     }
 
-    /// Records a change of `app` and wakes everything waiting on it.
-    public func changed(_ app: String) {
+    /// Records a write of `app` at `scope` and wakes the long-polls of the devices it reaches.
+    /// `.app` and `.defaults` (a metadata upload) reach every device of the app.
+    public func changed(_ app: String, scope: Scope) {
         generations[app, default: 0] += 1
-        guard let woken = waiters.removeValue(forKey: app) else { return }
-        for continuation in woken.values { continuation.resume(returning: true) }
+        let reached = (waitersByApp[app] ?? []).filter { id in
+            guard let waiter = waiters[id] else { return false }
+            switch scope {
+            case .defaults, .app: return true
+            case .group(let name): return waiter.groups.contains(name)
+            case .device(let device): return waiter.device == device
+            }
+        }
+        lastWakeCount = wake(reached, with: .changed)
     }
 
-    /// The number of long-polls waiting on `app` (for tests and metrics).
+    /// Wakes every long-poll of `device`, in every app, so that each checks the device again.
+    public func deviceChanged(_ device: String) {
+        for app in Set((waitersByDevice[device] ?? []).compactMap { waiters[$0]?.app }) { generations[app, default: 0] += 1 }
+        lastWakeCount = wake(waitersByDevice[device] ?? [], with: .changed)
+    }
+
+    /// The number of long-polls waiting on `app`.
     public func waiterCount(of app: String) -> Int {
-        waiters[app]?.count ?? 0
+        waitersByApp[app]?.count ?? 0
     }
 
-    /// Returns true when `app` changed after `generation` (at once if it already has), false
-    /// when the calling task is cancelled first.
-    public func waitForChange(of app: String, after generation: UInt64) async -> Bool {
-        if generations[app, default: 0] != generation { return true }
+    /// Waits until a change that reaches `device` (in `groups`) of `app` after `generation`
+    /// (at once if `app` has changed since), a newer long-poll of the same device and app, or
+    /// the cancellation of the calling task.
+    public func waitForChange(of app: String, device: String, groups: [String], after generation: UInt64) async -> WaitOutcome {
+        if generations[app, default: 0] != generation { return .changed }
         let id = nextWaiter
         nextWaiter += 1
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 if cancelledBeforeRegistration.remove(id) != nil || Task.isCancelled {
-                    continuation.resume(returning: false)
-                } else {
-                    waiters[app, default: [:]][id] = continuation
+                    continuation.resume(returning: .cancelled)
+                    return
                 }
+                let key = DeviceApp(device: device, app: app)
+                if let older = waiterByDeviceApp[key] { _ = wake([older], with: .replaced) }
+                waiters[id] = Waiter(app: app, device: device, groups: groups, continuation: continuation)
+                waitersByApp[app, default: []].insert(id)
+                waitersByDevice[device, default: []].insert(id)
+                waiterByDeviceApp[key] = id
             }
         } onCancel: {
-            Task { await self.cancel(id, app: app) }
+            Task { await self.cancel(id) }
         }
     }
 
-    private func cancel(_ id: Int, app: String) {
-        if let continuation = waiters[app]?.removeValue(forKey: id) {
-            continuation.resume(returning: false)
+    /// As ``waitForChange(of:device:groups:after:)``, for at most `timeout` on `clock`.
+    public func waitForChange<C: Clock>(
+        of app: String, device: String, groups: [String], after generation: UInt64, timeout: C.Duration, clock: C
+    ) async -> WaitOutcome {
+        await withTaskGroup(of: WaitOutcome.self) { group in
+            group.addTask { await self.waitForChange(of: app, device: device, groups: groups, after: generation) }
+            group.addTask {
+                do {
+                    try await clock.sleep(for: timeout)
+                    return .timedOut
+                } catch {
+                    return .cancelled
+                }
+            }
+            let first = await group.next() ?? .cancelled
+            group.cancelAll()
+            return first
+        }
+    }
+
+    private func cancel(_ id: Int) {
+        if waiters[id] != nil {
+            _ = wake([id], with: .cancelled)
         } else {
             cancelledBeforeRegistration.insert(id)
         }
     }
 
-    /// Waits for a change of `app` after `generation` for at most `timeout` on `clock`;
-    /// returns whether it changed.
-    public func waitForChange<C: Clock>(of app: String, after generation: UInt64, timeout: C.Duration, clock: C) async -> Bool {
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask { await self.waitForChange(of: app, after: generation) }
-            group.addTask {
-                try? await clock.sleep(for: timeout)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
+    /// Ends the waits `ids` with `outcome`; returns how many there were.
+    private func wake(_ ids: some Collection<Int>, with outcome: WaitOutcome) -> Int {
+        var count = 0
+        for id in ids {
+            guard let waiter = waiters.removeValue(forKey: id) else { continue }
+            waitersByApp[waiter.app]?.remove(id)
+            if waitersByApp[waiter.app]?.isEmpty == true { waitersByApp[waiter.app] = nil }
+            waitersByDevice[waiter.device]?.remove(id)
+            if waitersByDevice[waiter.device]?.isEmpty == true { waitersByDevice[waiter.device] = nil }
+            let key = DeviceApp(device: waiter.device, app: waiter.app)
+            if waiterByDeviceApp[key] == id { waiterByDeviceApp[key] = nil }
+            waiter.continuation.resume(returning: outcome)
+            count += 1
         }
+        return count
     }
 }

@@ -29,6 +29,8 @@ public struct ServiceError: Error, Sendable, Hashable, CustomStringConvertible {
     static func unknownApp(_ app: String) -> ServiceError {
         ServiceError(404, "unknown-app", "no metadata is stored for app \"\(app)\"")
     }
+    static let deviceDisabled = ServiceError(
+        401, "device-disabled", "this device is disabled; an admin can enable it again, or re-enroll it with a new enrollment token")
     static func unknownDevice(_ id: String) -> ServiceError {
         ServiceError(404, "unknown-device", "no device \"\(id)\" is enrolled")
     }

@@ -39,7 +39,7 @@ extension SettingsService {
                 guard !force else { return MetadataWriteState(storedVersion: stored?.version, values: [:], audiences: []) }
                 return MetadataWriteState(
                     storedVersion: stored?.version, values: try await self.store.allValues(app: app),
-                    audiences: try await self.audiences(of: .app))
+                    audiences: try await self.audiences(of: .app, app: app))
             },
             check: { state in
                 if let storedVersion = state.storedVersion, storedVersion >= metadata.version {
@@ -64,7 +64,7 @@ extension SettingsService {
                     throw ServiceError(
                         409, "version-not-increased", "another upload for \(app) was stored at the same time; fetch it and retry")
                 }
-                await self.notifier.changed(app)
+                await self.notifier.changed(app, scope: .app)
                 self.logger.notice(
                     "metadata stored",
                     metadata: [
@@ -107,7 +107,7 @@ extension SettingsService {
             read: { () async throws -> ValuesWriteState in
                 ValuesWriteState(
                     metadata: try await self.metadata(app: app), values: try await self.store.allValues(app: app),
-                    audiences: try await self.audiences(of: scope))
+                    audiences: try await self.audiences(of: scope, app: app))
             },
             check: { state in
                 var after = state.values
@@ -120,7 +120,7 @@ extension SettingsService {
             },
             commit: { state, values in
                 try await self.store.setValues(values, app: app, scope: scope)
-                await self.notifier.changed(app)
+                await self.notifier.changed(app, scope: scope)
                 self.logger.notice(
                     "values changed",
                     metadata: [
@@ -151,7 +151,7 @@ extension SettingsService {
         let (allDevices, served, reports) = try await (devices, revisions, statuses)
         return DeviceList(
             app: app,
-            devices: allDevices.map { device in
+            devices: allDevices.filter { $0.has(app: app) }.map { device in
                 DeviceSummary(
                     id: device.id, groups: device.groups, enrolledAt: device.enrolledAt, lastSeenAt: device.lastSeenAt,
                     servedRevision: served[device.id]?.revision,
@@ -172,23 +172,111 @@ extension SettingsService {
             sources: effective.sources.mapValues(\.description))
     }
 
-    /// Makes an enrollment token; only its hash is stored.
+    /// Makes an enrollment token for the apps and groups it names; only its hash is stored.
     public func makeEnrollmentToken(_ body: JSONValue) async throws -> EnrollmentTokenResponse {
         let request = try Self.read(body, as: EnrollmentTokenRequest.init(json:))
-        for (index, group) in request.groups.enumerated() where !Scope.isValidName(group) {
-            throw ServiceError.badRequest("/groups/\(index): a group name has 1 to 128 characters and no control characters")
-        }
+        try Self.checkNames(apps: request.apps, groups: request.groups)
         let token = Credentials.generate(.enrollment)
         let expiresAt = wallClock.secondsSinceEpoch() + request.expiresInSeconds
+        let id = Credentials.identifier(prefix: "et-")
         try await store.addEnrollmentToken(
-            EnrollmentTokenRecord(hash: Credentials.hash(token), expiresAt: expiresAt, usesLeft: Int(request.uses), groups: request.groups))
+            EnrollmentTokenRecord(
+                hash: Credentials.hash(token), id: id, expiresAt: expiresAt, usesLeft: Int(request.uses), apps: request.apps,
+                groups: request.groups))
         logger.notice(
             "enrollment token made",
             metadata: [
-                "event": "enrollment-token", "groups": "\(request.groups.joined(separator: ","))", "uses": "\(request.uses)",
-                "expires": "\(Timestamp.format(expiresAt))",
+                "event": "enrollment-token", "id": "\(id)", "apps": "\(request.apps.joined(separator: ","))",
+                "groups": "\(request.groups.joined(separator: ","))", "uses": "\(request.uses)", "expires": "\(Timestamp.format(expiresAt))",
             ])
-        return EnrollmentTokenResponse(enrollmentToken: token, expiresAt: expiresAt, uses: request.uses, groups: request.groups)
+        return EnrollmentTokenResponse(
+            id: id, enrollmentToken: token, expiresAt: expiresAt, uses: request.uses, apps: request.apps, groups: request.groups)
+    }
+
+    /// The enrollment tokens that can still be used (by id; the tokens themselves are never
+    /// shown again).
+    public func enrollmentTokens() async throws -> EnrollmentTokenList {
+        let now = wallClock.secondsSinceEpoch()
+        return EnrollmentTokenList(
+            tokens: try await store.enrollmentTokens().filter { $0.expiresAt > now && $0.usesLeft > 0 }.map { token in
+                EnrollmentTokenInfo(id: token.id, apps: token.apps, groups: token.groups, usesLeft: Int64(token.usesLeft), expiresAt: token.expiresAt)
+            })
+    }
+
+    /// Revokes an enrollment token: no device can enroll with it any more (devices enrolled
+    /// with it stay).
+    ///
+    /// - Throws: 404 `unknown-enrollment-token`.
+    public func revokeEnrollmentToken(id: String) async throws {
+        guard try await store.deleteEnrollmentToken(id: id) else {
+            throw ServiceError(404, "unknown-enrollment-token", "no enrollment token has the id \"\(id)\"")
+        }
+        logger.notice("enrollment token revoked", metadata: ["event": "enrollment-token-revoked", "id": "\(id)"])
+    }
+
+    // MARK: - Devices
+
+    /// Every device, with its apps and groups, whether it is disabled, and when it was seen.
+    public func allDevices() async throws -> DeviceRecordList {
+        DeviceRecordList(devices: try await store.devices().map(Self.record))
+    }
+
+    /// One device.
+    ///
+    /// - Throws: 404 `unknown-device`.
+    public func device(id: String) async throws -> DeviceRecord {
+        guard let device = try await store.device(id: id) else { throw ServiceError.unknownDevice(id) }
+        return Self.record(device)
+    }
+
+    /// Changes a device's apps or groups, disables or enables it, or asks it to rotate its
+    /// token. Its waiting long-polls are woken to check it again at once: a disabled device's
+    /// are answered 401, and those of an app taken away 404.
+    ///
+    /// Moving a device between groups or apps is not checked against the values it will then
+    /// get: it gets them as any device of those groups would, and reports what it makes of them.
+    ///
+    /// - Throws: 400 for a malformed change, 404 `unknown-device`.
+    public func updateDevice(id: String, _ body: JSONValue) async throws -> DeviceRecord {
+        let update = try Self.read(body, as: DeviceUpdate.init(json:))
+        try Self.checkNames(apps: update.apps ?? [], groups: update.groups ?? [])
+        let change = DeviceChange(apps: update.apps, groups: update.groups, disabled: update.disabled, rotationRequested: update.rotateToken)
+        guard let device = try await store.updateDevice(id: id, change) else { throw ServiceError.unknownDevice(id) }
+        await notifier.deviceChanged(id)
+        var changed: [String] = []
+        if let apps = update.apps { changed.append("apps=\(apps.joined(separator: ","))") }
+        if let groups = update.groups { changed.append("groups=\(groups.joined(separator: ","))") }
+        if let disabled = update.disabled { changed.append(disabled ? "disabled" : "enabled") }
+        if update.rotateToken == true { changed.append("token rotation requested") }
+        logger.notice("device changed", metadata: ["event": "device", "device": "\(id)", "change": "\(changed.joined(separator: " "))"])
+        return Self.record(device)
+    }
+
+    /// Deletes a device: its token stops working at once (waiting long-polls are answered 401),
+    /// and its device-scope values, revisions and reports go. To bring it back, enroll it again
+    /// with a new enrollment token (see the README).
+    ///
+    /// - Throws: 404 `unknown-device`.
+    public func deleteDevice(id: String) async throws {
+        guard try await store.deleteDevice(id: id) else { throw ServiceError.unknownDevice(id) }
+        await notifier.deviceChanged(id)
+        logger.notice("device deleted", metadata: ["event": "device-deleted", "device": "\(id)"])
+    }
+
+    private static func record(_ device: Device) -> DeviceRecord {
+        DeviceRecord(
+            id: device.id, apps: device.apps, groups: device.groups, disabled: device.disabled, enrolledAt: device.enrolledAt,
+            lastSeenAt: device.lastSeenAt, tokenRotationRequested: device.rotationRequested)
+    }
+
+    /// App ids as metadata has them; group names as scopes have them.
+    private static func checkNames(apps: [String], groups: [String]) throws(ServiceError) {
+        for (index, app) in apps.enumerated() where !Metadata.isValidAppID(app) {
+            throw ServiceError.badRequest("/apps/\(index): an app id has 1 to 64 characters of a-z 0-9 . _ -, starting with a letter or digit")
+        }
+        for (index, group) in groups.enumerated() where !Scope.isValidName(group) {
+            throw ServiceError.badRequest("/groups/\(index): a group name has 1 to 128 characters and no control characters")
+        }
     }
 
     /// The scope an admin names; `defaults` is not one (defaults live in the metadata).
@@ -204,12 +292,13 @@ extension SettingsService {
 
     /// Whose settings a change at `scope` reaches: the enrolled devices it applies to and the
     /// devices that will enroll later.
-    private func audiences(of scope: Scope) async throws -> [ValueAudit.Audience] {
+    private func audiences(of scope: Scope, app: String) async throws -> [ValueAudit.Audience] {
         switch scope {
         case .defaults, .app:
-            return try await store.devices().map(ValueAudit.Audience.device) + [.future(groups: [])]
+            return try await store.devices().filter { $0.has(app: app) }.map(ValueAudit.Audience.device) + [.future(groups: [])]
         case .group(let name):
-            return try await store.devices().filter { $0.groups.contains(name) }.map(ValueAudit.Audience.device) + [.future(groups: [name])]
+            return try await store.devices().filter { $0.has(app: app) && $0.groups.contains(name) }.map(ValueAudit.Audience.device)
+                + [.future(groups: [name])]
         case .device(let id):
             guard let device = try await store.device(id: id) else { throw ServiceError.unknownDevice(id) }
             return [.device(device)]

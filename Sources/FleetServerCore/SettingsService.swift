@@ -60,6 +60,13 @@ public final class SettingsService: Sendable {
         guard var device = try await store.device(tokenHash: hash) else {
             throw ServiceError(401, "unauthenticated", "the bearer token is not one this server issued")
         }
+        guard !device.disabled else { throw ServiceError.deviceDisabled }
+        if device.pendingTokenHash == hash {
+            // The first use of a rotated token: from now on the old one is refused.
+            device = try await store.promotePendingToken(deviceID: device.id) ?? device
+            await notifier.deviceChanged(device.id)
+            logger.notice("device token rotated", metadata: ["event": "token-rotated", "device": "\(device.id)"])
+        }
         let now = wallClock.secondsSinceEpoch()
         if now - (device.lastSeenAt ?? .min / 2) >= Self.lastSeenResolution {
             try await store.touch(deviceID: device.id, at: now)
@@ -76,6 +83,31 @@ public final class SettingsService: Sendable {
             throw ServiceError(403, "device-only", "this route is for devices; the admin token cannot act as a device")
         }
         return device
+    }
+
+    /// The device calling a device route about `app`, which must be one of its apps.
+    ///
+    /// - Throws: 403 `device-only` for the admin; for an app the device was not given, exactly
+    ///   what an app that does not exist gets (404 `unknown-app`), so that a device learns
+    ///   nothing about other apps.
+    public static func requireDevice(_ principal: Principal, app: String) throws(ServiceError) -> Device {
+        let device = try requireDevice(principal)
+        guard device.has(app: app) else { throw ServiceError.unknownApp(app) }
+        return device
+    }
+
+    /// The device as stored now, checked again: after a long-poll wakes, the device may have been
+    /// deleted or disabled (401), its token rotated and the old one retired (401), or `app`
+    /// taken from it (404 as for any unknown app).
+    func recheck(_ device: Device, app: String) async throws -> Device {
+        guard let current = try await store.device(id: device.id),
+            current.tokenHash == device.tokenHash || current.pendingTokenHash == device.tokenHash
+        else {
+            throw ServiceError(401, "unauthenticated", "the bearer token is not one this server issued")
+        }
+        guard !current.disabled else { throw ServiceError.deviceDisabled }
+        guard current.has(app: app) else { throw ServiceError.unknownApp(app) }
+        return current
     }
 
     /// Checks that the caller of an admin route is the admin.
@@ -104,25 +136,55 @@ public final class SettingsService: Sendable {
     ///   token is unknown, expired or used up.
     public func enroll(_ body: JSONValue) async throws -> EnrollResponse {
         let request = try Self.read(body, as: EnrollRequest.init(json:))
+        let enrollmentTokenHash = Credentials.hash(request.enrollmentToken)
+        // A read first: a token that does not exist never takes the write lock.
+        guard try await store.enrollmentToken(hash: enrollmentTokenHash) != nil else {
+            try refuseEnrollment("the enrollment token is not one this server issued")
+        }
         let deviceToken = Credentials.generate(.device)
         let tokenHash = Credentials.hash(deviceToken)
         let now = wallClock.secondsSinceEpoch()
-        let outcome = try await store.enroll(tokenHash: Credentials.hash(request.enrollmentToken), now: now) { groups in
-            Device(id: Credentials.identifier(prefix: "d-"), tokenHash: tokenHash, groups: groups, enrolledAt: now, lastSeenAt: now)
+        let attempt = EnrollmentAttempt(
+            tokenHash: enrollmentTokenHash, requestID: request.requestId, now: now, retryWindow: Self.enrollmentRetryWindow)
+        let outcome = try await store.enroll(attempt, newTokenHash: tokenHash) { apps, groups in
+            Device(
+                id: Credentials.identifier(prefix: "d-"), tokenHash: tokenHash, apps: apps, groups: groups, enrolledAt: now, lastSeenAt: now)
         }
         let refusal: String
         switch outcome {
         case .enrolled(let device):
+            let again = device.enrolledAt != now
+            if again { await notifier.deviceChanged(device.id) }
             logger.info(
-                "device enrolled",
-                metadata: ["event": "enrolled", "device": "\(device.id)", "groups": "\(device.groups.joined(separator: ","))"])
-            return EnrollResponse(deviceId: device.id, deviceToken: deviceToken)
+                again ? "device enrolled again (a retry: same device, new token)" : "device enrolled",
+                metadata: [
+                    "event": "enrolled", "device": "\(device.id)", "apps": "\(device.apps.joined(separator: ","))",
+                    "groups": "\(device.groups.joined(separator: ","))", "retry": "\(again)",
+                ])
+            return EnrollResponse(deviceId: device.id, deviceToken: deviceToken, apps: device.apps, groups: device.groups)
         case .unknown: refusal = "the enrollment token is not one this server issued"
         case .expired: refusal = "the enrollment token has expired; ask the admin for a new one"
         case .usedUp: refusal = "the enrollment token has been used as often as it allows; ask the admin for a new one"
         }
+        try refuseEnrollment(refusal)
+    }
+
+    /// How long after an enrollment a retry with the same request id gets the same device: a day.
+    public static let enrollmentRetryWindow: Int64 = 86_400
+
+    private func refuseEnrollment(_ refusal: String) throws -> Never {
         logger.notice("enrollment refused", metadata: ["event": "enrollment-refused", "reason": "\(refusal)"])
         throw ServiceError(401, "invalid-enrollment-token", refusal)
+    }
+
+    /// Hands the device a new token (`POST /v1/device/token`). The old token keeps working until
+    /// the new one is first used, so an answer lost on the way locks nothing out; asking again
+    /// replaces the pending token.
+    public func rotateToken(device: Device) async throws -> TokenRotation {
+        let token = Credentials.generate(.device)
+        try await store.setPendingToken(deviceID: device.id, hash: Credentials.hash(token))
+        logger.notice("device token rotation started", metadata: ["event": "token-rotation", "device": "\(device.id)"])
+        return TokenRotation(deviceToken: token)
     }
 
     // MARK: - Metadata and settings
@@ -181,8 +243,11 @@ public final class SettingsService: Sendable {
         app: String, device: Device, knownRevision: Int64?, wait: Duration, clock: C
     ) async throws -> SettingsDocument? {
         let deadline = clock.now.advanced(by: wait)
+        var device = device
+        var woken = false
         while true {
             let generation = await notifier.generation(of: app)
+            if woken { device = try await recheck(device, app: app) }
             let document = try await settings(app: app, device: device)
             if document.revision != knownRevision { return document }
             let remaining = clock.now.duration(to: deadline)
@@ -195,7 +260,10 @@ public final class SettingsService: Sendable {
             logger.debug(
                 "long-poll waiting",
                 metadata: ["event": "long-poll", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
-            guard await notifier.waitForChange(of: app, after: generation, timeout: remaining, clock: clock) else { return nil }
+            let outcome = await notifier.waitForChange(
+                of: app, device: device.id, groups: device.groups, after: generation, timeout: remaining, clock: clock)
+            guard outcome == .changed else { return nil }
+            woken = true
         }
     }
 
@@ -245,7 +313,7 @@ public final class SettingsService: Sendable {
             },
             commit: { _, deviceValues in
                 try await self.store.setValues(deviceValues, app: app, scope: .device(device.id))
-                await self.notifier.changed(app)
+                await self.notifier.changed(app, scope: .device(device.id))
                 let updated = try await self.settings(app: app, device: device)
                 self.logger.info(
                     "device changed settings",

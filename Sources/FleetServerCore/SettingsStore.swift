@@ -30,7 +30,7 @@ public protocol SettingsStore: Sendable {
     /// Adds a device. Throws when the id or the token hash exists.
     func addDevice(_ device: Device) async throws
 
-    /// The device whose token hashes to `tokenHash`, or `nil`.
+    /// The device whose token, or pending token, hashes to `tokenHash`, or `nil`.
     func device(tokenHash: String) async throws -> Device?
 
     /// The device with `id`, or `nil`.
@@ -42,10 +42,37 @@ public protocol SettingsStore: Sendable {
     /// Adds an enrollment token (by hash).
     func addEnrollmentToken(_ token: EnrollmentTokenRecord) async throws
 
-    /// Uses one use of the enrollment token with `hash` if it exists, has not expired at `now`
-    /// and has uses left, and then adds the device that `makeDevice` returns for its groups,
-    /// all in one transaction (a device is never added for a token that was not used).
-    func enroll(tokenHash: String, now: Int64, makeDevice: @Sendable ([String]) -> Device) async throws -> EnrollmentOutcome
+    /// The enrollment token with `hash`, or `nil` (a read: enrollment looks the token up before
+    /// it asks for the write lock, so unknown tokens never contend for it).
+    func enrollmentToken(hash: String) async throws -> EnrollmentTokenRecord?
+
+    /// The enrollment tokens, ordered by id.
+    func enrollmentTokens() async throws -> [EnrollmentTokenRecord]
+
+    /// Removes the enrollment token with `id`; false when there is none.
+    func deleteEnrollmentToken(id: String) async throws -> Bool
+
+    /// Enrolls in one transaction. When a device was enrolled with the same token and request id
+    /// within the retry window, it gets `newTokenHash` as its token and is returned (a retry
+    /// after a lost answer). Otherwise one use of the token is spent, if the token exists, has
+    /// not expired and has uses left, and the device `makeDevice` returns for the token's apps
+    /// and groups is added (never a device for a token that was not used).
+    func enroll(
+        _ attempt: EnrollmentAttempt, newTokenHash: String, makeDevice: @escaping @Sendable (_ apps: [String], _ groups: [String]) -> Device
+    ) async throws -> EnrollmentOutcome
+
+    /// Changes a device; returns it as changed, `nil` when there is none.
+    func updateDevice(id: String, _ change: DeviceChange) async throws -> Device?
+
+    /// Removes a device with its revisions and status reports; false when there is none.
+    func deleteDevice(id: String) async throws -> Bool
+
+    /// Records a rotation: `hash` becomes the device's pending token (replacing an earlier one).
+    func setPendingToken(deviceID: String, hash: String) async throws
+
+    /// The pending token was used: it becomes the device's token, the old one stops working,
+    /// and a requested rotation is done. Returns the device as it is now.
+    func promotePendingToken(deviceID: String) async throws -> Device?
 
     /// The revision last served to a device for an app.
     func revision(app: String, deviceID: String) async throws -> RevisionState?
@@ -116,31 +143,88 @@ public struct Device: Sendable, Hashable {
     public var id: String
     /// The hash of its token (the token itself is never stored).
     public var tokenHash: String
+    /// The apps whose settings it may read and write; any other app does not exist for it.
+    public var apps: [String]
     /// The groups it belongs to.
     public var groups: [String]
     public var enrolledAt: Int64
     public var lastSeenAt: Int64?
+    /// A disabled device's token is refused.
+    public var disabled: Bool
+    /// The hash of a token handed out by a rotation and not used yet. Until its first use the
+    /// old token keeps working too, so that a rotation whose answer was lost locks nobody out.
+    public var pendingTokenHash: String?
+    /// The admin asked for a new token; the device is told so in its answers.
+    public var rotationRequested: Bool
 
-    public init(id: String, tokenHash: String, groups: [String], enrolledAt: Int64, lastSeenAt: Int64? = nil) {
+    public init(
+        id: String, tokenHash: String, apps: [String], groups: [String], enrolledAt: Int64, lastSeenAt: Int64? = nil,
+        disabled: Bool = false, pendingTokenHash: String? = nil, rotationRequested: Bool = false
+    ) {
         self.id = id
         self.tokenHash = tokenHash
+        self.apps = apps
         self.groups = groups
         self.enrolledAt = enrolledAt
         self.lastSeenAt = lastSeenAt
+        self.disabled = disabled
+        self.pendingTokenHash = pendingTokenHash
+        self.rotationRequested = rotationRequested
+    }
+
+    /// Whether the device may read and write `app`'s settings.
+    public func has(app: String) -> Bool { apps.contains(app) }
+}
+
+/// What an admin changes of a device; `nil` members stay as they are.
+public struct DeviceChange: Sendable, Hashable {
+    public var apps: [String]?
+    public var groups: [String]?
+    public var disabled: Bool?
+    public var rotationRequested: Bool?
+
+    public init(apps: [String]? = nil, groups: [String]? = nil, disabled: Bool? = nil, rotationRequested: Bool? = nil) {
+        self.apps = apps
+        self.groups = groups
+        self.disabled = disabled
+        self.rotationRequested = rotationRequested
     }
 }
 
-/// An enrollment token as stored: its hash, expiry, uses left and the groups devices join.
+/// An enrollment token as stored: its hash, id, expiry, uses left, and the apps and groups
+/// devices get.
 public struct EnrollmentTokenRecord: Sendable, Hashable {
     public var hash: String
+    /// Names the token to admins (the token itself is shown only once).
+    public var id: String
     public var expiresAt: Int64
     public var usesLeft: Int
+    public var apps: [String]
     public var groups: [String]
 
-    public init(hash: String, expiresAt: Int64, usesLeft: Int, groups: [String]) {
+    public init(hash: String, id: String, expiresAt: Int64, usesLeft: Int, apps: [String], groups: [String]) {
         self.hash = hash
+        self.id = id
         self.expiresAt = expiresAt
         self.usesLeft = usesLeft
+        self.apps = apps
         self.groups = groups
+    }
+}
+
+/// One enrollment attempt as the store sees it: the token presented and the agent's request
+/// id, which makes a retry after a lost answer find the device it made.
+public struct EnrollmentAttempt: Sendable, Hashable {
+    public var tokenHash: String
+    public var requestID: String
+    public var now: Int64
+    /// How long after an enrollment a retry with the same request id gets the same device.
+    public var retryWindow: Int64
+
+    public init(tokenHash: String, requestID: String, now: Int64, retryWindow: Int64) {
+        self.tokenHash = tokenHash
+        self.requestID = requestID
+        self.now = now
+        self.retryWindow = retryWindow
     }
 }

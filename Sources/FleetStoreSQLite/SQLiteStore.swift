@@ -41,6 +41,23 @@ public final class SQLiteStore: SettingsStore {
                         source TEXT NOT NULL, received_at INTEGER NOT NULL, PRIMARY KEY (app, device_id));
                     """)
         }
+        migrator.registerMigration("v2: devices confined to apps, disabled, token rotation, idempotent enrollment; token ids") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE devices ADD COLUMN apps TEXT NOT NULL DEFAULT '[]';
+                    ALTER TABLE devices ADD COLUMN disabled INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE devices ADD COLUMN pending_token_hash TEXT;
+                    ALTER TABLE devices ADD COLUMN rotation_requested INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE devices ADD COLUMN enrollment_token_hash TEXT;
+                    ALTER TABLE devices ADD COLUMN enrollment_request_id TEXT;
+                    CREATE UNIQUE INDEX devices_pending_token ON devices (pending_token_hash);
+                    CREATE UNIQUE INDEX devices_enrollment_request ON devices (enrollment_token_hash, enrollment_request_id);
+                    ALTER TABLE enrollment_tokens ADD COLUMN id TEXT;
+                    ALTER TABLE enrollment_tokens ADD COLUMN apps TEXT NOT NULL DEFAULT '[]';
+                    UPDATE enrollment_tokens SET id = 'et-' || substr(hash, 1, 16);
+                    CREATE UNIQUE INDEX enrollment_tokens_id ON enrollment_tokens (id);
+                    """)
+        }
         return migrator
     }
 
@@ -60,7 +77,7 @@ public final class SQLiteStore: SettingsStore {
     }
 
     public func replaceMetadata(_ metadata: StoredMetadata, expectedVersion: Int?) async throws -> Bool {
-        try await pool.write { db in
+        try await durableWrite { db in
             let current = try Int.fetchOne(db, sql: "SELECT version FROM metadata WHERE app = ?", arguments: [metadata.app])
             guard current == expectedVersion else { return false }
             try db.execute(
@@ -83,7 +100,7 @@ public final class SQLiteStore: SettingsStore {
 
     public func setValues(_ values: JSONObject, app: String, scope: Scope) async throws {
         let text = JSONValue.object(values).serialized()
-        try await pool.write { db in
+        try await durableWrite { db in
             if values.isEmpty {
                 try db.execute(sql: "DELETE FROM scoped_values WHERE app = ? AND scope = ?", arguments: [app, scope.description])
             } else {
@@ -137,22 +154,29 @@ public final class SQLiteStore: SettingsStore {
         try await pool.write { db in try Self.insert(device, db) }
     }
 
-    private static func insert(_ device: Device, _ db: Database) throws {
+    private static func insert(_ device: Device, _ db: Database, enrolledWith attempt: EnrollmentAttempt? = nil) throws {
         try db.execute(
-            sql: "INSERT INTO devices (id, token_hash, groups, enrolled_at, last_seen_at) VALUES (?, ?, ?, ?, ?)",
-            arguments: [device.id, device.tokenHash, text(device.groups), device.enrolledAt, device.lastSeenAt])
+            sql: """
+                INSERT INTO devices (id, token_hash, apps, groups, enrolled_at, last_seen_at, disabled, pending_token_hash,
+                    rotation_requested, enrollment_token_hash, enrollment_request_id)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                device.id, device.tokenHash, text(device.apps), text(device.groups), device.enrolledAt, device.lastSeenAt, device.disabled,
+                device.pendingTokenHash, device.rotationRequested, attempt?.tokenHash, attempt?.requestID,
+            ])
     }
 
     public func device(tokenHash: String) async throws -> Device? {
-        try await fetchDevice(sql: "SELECT * FROM devices WHERE token_hash = ?", tokenHash)
+        try await fetchDevice(sql: "SELECT * FROM devices WHERE token_hash = ? OR pending_token_hash = ?", [tokenHash, tokenHash])
     }
 
     public func device(id: String) async throws -> Device? {
-        try await fetchDevice(sql: "SELECT * FROM devices WHERE id = ?", id)
+        try await fetchDevice(sql: "SELECT * FROM devices WHERE id = ?", [id])
     }
 
-    private func fetchDevice(sql: String, _ argument: String) async throws -> Device? {
-        try await pool.read { db in try Row.fetchOne(db, sql: sql, arguments: [argument]).map(Self.device) }
+    private func fetchDevice(sql: String, _ arguments: StatementArguments) async throws -> Device? {
+        try await pool.read { db in try Row.fetchOne(db, sql: sql, arguments: arguments).map(Self.device) }
     }
 
     public func devices() async throws -> [Device] {
@@ -165,28 +189,118 @@ public final class SQLiteStore: SettingsStore {
         }
     }
 
-    public func addEnrollmentToken(_ token: EnrollmentTokenRecord) async throws {
-        let groups = Self.text(token.groups)
-        try await pool.write { db in
+    public func updateDevice(id: String, _ change: DeviceChange) async throws -> Device? {
+        try await durableWrite { db in
+            guard var device = try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE id = ?", arguments: [id]).map(Self.device) else {
+                return nil
+            }
+            if let apps = change.apps { device.apps = apps }
+            if let groups = change.groups { device.groups = groups }
+            if let disabled = change.disabled { device.disabled = disabled }
+            if let requested = change.rotationRequested { device.rotationRequested = requested }
             try db.execute(
-                sql: "INSERT INTO enrollment_tokens (hash, expires_at, uses_left, groups) VALUES (?, ?, ?, ?)",
-                arguments: [token.hash, token.expiresAt, token.usesLeft, groups])
+                sql: "UPDATE devices SET apps = ?, groups = ?, disabled = ?, rotation_requested = ? WHERE id = ?",
+                arguments: [Self.text(device.apps), Self.text(device.groups), device.disabled, device.rotationRequested, id])
+            return device
         }
     }
 
-    public func enroll(tokenHash: String, now: Int64, makeDevice: @Sendable ([String]) -> Device) async throws -> EnrollmentOutcome {
-        try await pool.write { db -> EnrollmentOutcome in
-            guard
-                let row = try Row.fetchOne(
-                    db, sql: "SELECT expires_at, uses_left, groups FROM enrollment_tokens WHERE hash = ?", arguments: [tokenHash])
+    public func deleteDevice(id: String) async throws -> Bool {
+        try await durableWrite { db in
+            try db.execute(sql: "DELETE FROM revisions WHERE device_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM status_reports WHERE device_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM scoped_values WHERE scope = ?", arguments: [Scope.device(id).description])
+            try db.execute(sql: "DELETE FROM devices WHERE id = ?", arguments: [id])
+            return db.changesCount > 0
+        }
+    }
+
+    public func setPendingToken(deviceID: String, hash: String) async throws {
+        try await durableWrite { db in
+            try db.execute(sql: "UPDATE devices SET pending_token_hash = ? WHERE id = ?", arguments: [hash, deviceID])
+        }
+    }
+
+    public func promotePendingToken(deviceID: String) async throws -> Device? {
+        try await durableWrite { db in
+            try db.execute(
+                sql: """
+                    UPDATE devices SET token_hash = pending_token_hash, pending_token_hash = NULL, rotation_requested = 0
+                    WHERE id = ? AND pending_token_hash IS NOT NULL
+                    """,
+                arguments: [deviceID])
+            return try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE id = ?", arguments: [deviceID]).map(Self.device)
+        }
+    }
+
+    public func addEnrollmentToken(_ token: EnrollmentTokenRecord) async throws {
+        try await durableWrite { db in
+            try db.execute(
+                sql: "INSERT INTO enrollment_tokens (hash, id, expires_at, uses_left, apps, groups) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [token.hash, token.id, token.expiresAt, token.usesLeft, Self.text(token.apps), Self.text(token.groups)])
+        }
+    }
+
+    public func enrollmentToken(hash: String) async throws -> EnrollmentTokenRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM enrollment_tokens WHERE hash = ?", arguments: [hash]).map(Self.enrollmentToken)
+        }
+    }
+
+    public func enrollmentTokens() async throws -> [EnrollmentTokenRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM enrollment_tokens ORDER BY id").map(Self.enrollmentToken)
+        }
+    }
+
+    public func deleteEnrollmentToken(id: String) async throws -> Bool {
+        try await durableWrite { db in
+            try db.execute(sql: "DELETE FROM enrollment_tokens WHERE id = ?", arguments: [id])
+            return db.changesCount > 0
+        }
+    }
+
+    public func enroll(
+        _ attempt: EnrollmentAttempt, newTokenHash: String, makeDevice: @escaping @Sendable (_ apps: [String], _ groups: [String]) -> Device
+    ) async throws -> EnrollmentOutcome {
+        try await durableWrite { db -> EnrollmentOutcome in
+            guard let token = try Row.fetchOne(db, sql: "SELECT * FROM enrollment_tokens WHERE hash = ?", arguments: [attempt.tokenHash])
+                .map(Self.enrollmentToken)
             else { return .unknown }
-            guard (row["expires_at"] as Int64) > now else { return .expired }
-            guard (row["uses_left"] as Int64) > 0 else { return .usedUp }
-            let groups = try Self.strings(row["groups"], what: "groups of an enrollment token")
-            try db.execute(sql: "UPDATE enrollment_tokens SET uses_left = uses_left - 1 WHERE hash = ?", arguments: [tokenHash])
-            let device = makeDevice(groups)
-            try Self.insert(device, db)
+            // A retry of an enrollment whose answer was lost: the same device, with a new token.
+            if let earlier = try Row.fetchOne(
+                db, sql: "SELECT * FROM devices WHERE enrollment_token_hash = ? AND enrollment_request_id = ? AND enrolled_at >= ?",
+                arguments: [attempt.tokenHash, attempt.requestID, attempt.now - attempt.retryWindow]
+            ).map(Self.device) {
+                try db.execute(
+                    sql: "UPDATE devices SET token_hash = ?, pending_token_hash = NULL WHERE id = ?", arguments: [newTokenHash, earlier.id])
+                var device = earlier
+                device.tokenHash = newTokenHash
+                device.pendingTokenHash = nil
+                return .enrolled(device)
+            }
+            guard token.expiresAt > attempt.now else { return .expired }
+            guard token.usesLeft > 0 else { return .usedUp }
+            try db.execute(sql: "UPDATE enrollment_tokens SET uses_left = uses_left - 1 WHERE hash = ?", arguments: [attempt.tokenHash])
+            let device = makeDevice(token.apps, token.groups)
+            try Self.insert(device, db, enrolledWith: attempt)
             return .enrolled(device)
+        }
+    }
+
+    /// A write transaction that is on disk when it returns: `synchronous = FULL` for it alone
+    /// (WAL with NORMAL, the default here, is durable only at the next checkpoint). For every
+    /// write whose success is confirmed to a client: enrollment, device and admin writes.
+    private func durableWrite<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            defer { try? db.execute(sql: "PRAGMA synchronous = NORMAL") }
+            var result: T?
+            try db.inTransaction(.immediate) {
+                result = try updates(db)
+                return .commit
+            }
+            return result!
         }
     }
 
@@ -278,8 +392,18 @@ public final class SQLiteStore: SettingsStore {
     private static func device(_ row: Row) throws -> Device {
         let id: String = row["id"]
         return Device(
-            id: id, tokenHash: row["token_hash"], groups: try strings(row["groups"], what: "groups of device \(id)"),
-            enrolledAt: row["enrolled_at"], lastSeenAt: row["last_seen_at"])
+            id: id, tokenHash: row["token_hash"], apps: try strings(row["apps"], what: "apps of device \(id)"),
+            groups: try strings(row["groups"], what: "groups of device \(id)"), enrolledAt: row["enrolled_at"],
+            lastSeenAt: row["last_seen_at"], disabled: row["disabled"], pendingTokenHash: row["pending_token_hash"],
+            rotationRequested: row["rotation_requested"])
+    }
+
+    private static func enrollmentToken(_ row: Row) throws -> EnrollmentTokenRecord {
+        let id: String = row["id"]
+        return EnrollmentTokenRecord(
+            hash: row["hash"], id: id, expiresAt: row["expires_at"], usesLeft: row["uses_left"],
+            apps: try strings(row["apps"], what: "apps of enrollment token \(id)"),
+            groups: try strings(row["groups"], what: "groups of enrollment token \(id)"))
     }
 
     private static func text(_ strings: [String]) -> String {

@@ -28,7 +28,7 @@ struct AdminCommand: AsyncParsableCommand {
             """,
         subcommands: [
             AdminPutMetadata.self, AdminValues.self, AdminSet.self, AdminClear.self, AdminDevices.self, AdminExplain.self,
-            AdminEnrollmentToken.self,
+            AdminEnrollmentToken.self, AdminEnrollmentTokens.self,
         ]
     )
 }
@@ -213,38 +213,6 @@ struct AdminClear: AsyncParsableCommand {
     }
 }
 
-/// `fleetset admin devices --app A`.
-struct AdminDevices: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "devices", abstract: "List devices: last seen, the revision served and the latest status report.")
-
-    @OptionGroup var server: ServerOptions
-
-    @Option(help: "The app id.")
-    var app: String
-
-    func run() async throws {
-        let list = try await server.withClient { try await $0.devices(app: app) }
-        server.output(list.json) {
-            var rows = [["DEVICE", "GROUPS", "LAST SEEN", "SERVED", "STATUS"]]
-            for device in list.devices {
-                let status = device.status.map { status in
-                    let report = status.report
-                    let message = report.message.isEmpty ? "" : ": " + report.message
-                    return
-                        "\(report.state.rawValue) r\(report.revision) by \(report.source.rawValue) at \(Timestamp.format(status.receivedAt))\(message)"
-                }
-                rows.append([
-                    device.id, device.groups.isEmpty ? "-" : device.groups.joined(separator: ","),
-                    device.lastSeenAt.map(Timestamp.format) ?? "never", device.servedRevision.map { "r\($0)" } ?? "-",
-                    status ?? "no report",
-                ])
-            }
-            return Table.render(rows)
-        }
-    }
-}
-
 /// `fleetset admin explain --app A DEVICE`.
 struct AdminExplain: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -264,7 +232,7 @@ struct AdminExplain: AsyncParsableCommand {
     }
 }
 
-/// `fleetset admin enrollment-token --out FILE [--group G]… [--uses N] [--expires-in S]`.
+/// `fleetset admin enrollment-token --out FILE --app A… [--group G]… [--uses N] [--expires-in S]`.
 struct AdminEnrollmentToken: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "enrollment-token", abstract: "Make an enrollment token and write it to a file (mode 0600).")
@@ -273,6 +241,9 @@ struct AdminEnrollmentToken: AsyncParsableCommand {
 
     @Option(help: "Where to write the token (created with mode 0600; never printed).")
     var out: String
+
+    @Option(name: .customLong("app"), help: "An app enrolled devices may read and write (repeatable; at least one).")
+    var apps: [String] = []
 
     @Option(name: .customLong("group"), help: "A group enrolled devices join (repeatable).")
     var groups: [String] = []
@@ -283,8 +254,14 @@ struct AdminEnrollmentToken: AsyncParsableCommand {
     @Option(help: "Seconds until it expires (60 to 31536000).")
     var expiresIn: Int64 = 86_400
 
+    func validate() throws {
+        guard !apps.isEmpty else {
+            throw ValidationError("name the apps enrolled devices get with --app (repeatable): a device reads only its own apps")
+        }
+    }
+
     func run() async throws {
-        let request = EnrollmentTokenRequest(groups: groups, expiresInSeconds: expiresIn, uses: uses)
+        let request = EnrollmentTokenRequest(apps: apps, groups: groups, expiresInSeconds: expiresIn, uses: uses)
         let made = try await server.withClient { try await $0.makeEnrollmentToken(request) }
         do {
             try FileSystem.writeAtomically(Array((made.enrollmentToken + "\n").utf8), to: out, mode: 0o600)
@@ -301,7 +278,7 @@ struct AdminEnrollmentToken: AsyncParsableCommand {
         server.output(shown) {
             let groups = made.groups.isEmpty ? "no group" : "group " + made.groups.joined(separator: ", ")
             return
-                "enrollment token for \(made.uses) device(s) in \(groups), valid until \(Timestamp.format(made.expiresAt)), written to \(out)"
+                "enrollment token \(made.id) for \(made.uses) device(s) of \(made.apps.joined(separator: ", ")) in \(groups), valid until \(Timestamp.format(made.expiresAt)), written to \(out)"
         }
     }
 }

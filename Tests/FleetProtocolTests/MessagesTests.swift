@@ -60,11 +60,34 @@ struct MessagesTests {
         #expect(ErrorBody(error: "x", message: "y").json == ["error": "x", "message": "y"])
     }
 
-    @Test("enrollment messages round-trip")
+    @Test("enrollment messages round-trip; a request id is 16 to 64 safe characters")
     func enrollment() throws {
-        #expect(try EnrollRequest(json: EnrollRequest(enrollmentToken: "t").json) == EnrollRequest(enrollmentToken: "t"))
-        let response = EnrollResponse(deviceId: "d-1", deviceToken: "secret")
+        let request = EnrollRequest(enrollmentToken: "t", requestId: "r-0123456789abcdef")
+        #expect(try EnrollRequest(json: request.json) == request)
+        for bad in ["short", String(repeating: "a", count: 65), "0123456789abcdef/", "0123456789abcdef "] {
+            #expect(throws: WireError.self) { try EnrollRequest(json: ["enrollmentToken": "t", "requestId": .string(bad)]) }
+        }
+        #expect(throws: WireError.self) { try EnrollRequest(json: ["enrollmentToken": "t"]) }
+        let response = EnrollResponse(deviceId: "d-1", deviceToken: "secret", apps: ["kiosk"], groups: ["lobby"])
         #expect(try EnrollResponse(json: response.json) == response)
+    }
+
+    @Test("admin device and token messages round-trip; a token names at least one app")
+    func deviceAdministration() throws {
+        let record = DeviceRecord(
+            id: "d-1", apps: ["kiosk"], groups: ["lobby"], disabled: true, enrolledAt: 1_795_000_000, lastSeenAt: nil,
+            tokenRotationRequested: false)
+        #expect(try DeviceRecordList(json: DeviceRecordList(devices: [record]).json) == DeviceRecordList(devices: [record]))
+        let update = DeviceUpdate(apps: ["kiosk", "signage"], disabled: false)
+        #expect(try DeviceUpdate(json: update.json) == update)
+        #expect(throws: WireError.self) { try DeviceUpdate(json: ["rotateToken": false]) }
+        #expect(throws: WireError.self) { try DeviceUpdate(json: ["disabled": "yes"]) }
+        let info = EnrollmentTokenInfo(id: "et-1", apps: ["kiosk"], groups: [], usesLeft: 3, expiresAt: 1_795_000_000)
+        #expect(try EnrollmentTokenList(json: EnrollmentTokenList(tokens: [info]).json) == EnrollmentTokenList(tokens: [info]))
+        #expect(throws: WireError.self) { try EnrollmentTokenRequest(json: ["groups": ["lobby"]]) }
+        let tokenRequest = EnrollmentTokenRequest(apps: ["kiosk"], groups: ["lobby"])
+        #expect(try EnrollmentTokenRequest(json: tokenRequest.json) == tokenRequest)
+        #expect(try TokenRotation(json: TokenRotation(deviceToken: "x").json) == TokenRotation(deviceToken: "x"))
     }
 
     @Test("revision ETags are strong, quoted decimals")

@@ -8,54 +8,106 @@ struct ChangeNotifierTests {
         while await notifier.waiterCount(of: app) != count { await Task.yield() }
     }
 
-    @Test("a change wakes every waiter of that app, and only of that app")
+    @Test("an app-wide change wakes every waiter of that app, and only of that app")
     func wakes() async {
         let notifier = ChangeNotifier()
         let start = await notifier.generation(of: "kiosk")
-        async let first = notifier.waitForChange(of: "kiosk", after: start)
-        async let second = notifier.waitForChange(of: "kiosk", after: start)
+        async let first = notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: start)
+        async let second = notifier.waitForChange(of: "kiosk", device: "d-2", groups: ["lobby"], after: start)
         await awaitWaiters(notifier, "kiosk", 2)
-        await notifier.changed("signage")
+        await notifier.changed("signage", scope: .app)
         #expect(await notifier.waiterCount(of: "kiosk") == 2)
-        await notifier.changed("kiosk")
-        #expect(await first)
-        #expect(await second)
+        await notifier.changed("kiosk", scope: .app)
+        #expect(await first == .changed)
+        #expect(await second == .changed)
+        #expect(await notifier.lastWakeCount == 2)
         #expect(await notifier.waiterCount(of: "kiosk") == 0)
+    }
+
+    @Test("a device-scope write wakes that device only; a group write the group's devices only")
+    func scoped() async {
+        let notifier = ChangeNotifier()
+        var waits: [String: Task<ChangeNotifier.WaitOutcome, Never>] = [:]
+        for index in 0..<100 {
+            let device = "d-\(index)"
+            waits[device] = Task { await notifier.waitForChange(of: "kiosk", device: device, groups: index < 10 ? ["lobby"] : [], after: 0) }
+        }
+        await awaitWaiters(notifier, "kiosk", 100)
+        await notifier.changed("kiosk", scope: .device("d-42"))
+        #expect(await notifier.lastWakeCount == 1)
+        #expect(await waits["d-42"]?.value == .changed)
+        await notifier.changed("kiosk", scope: .group("lobby"))
+        #expect(await notifier.lastWakeCount == 10)
+        for index in 0..<10 { #expect(await waits["d-\(index)"]?.value == .changed) }
+        #expect(await notifier.waiterCount(of: "kiosk") == 89)
+        await notifier.changed("kiosk", scope: .group("nobody"))
+        #expect(await notifier.lastWakeCount == 0)
+        await notifier.changed("kiosk", scope: .app)
+        #expect(await notifier.lastWakeCount == 89)
+    }
+
+    @Test("a change to a device wakes its long-polls in every app")
+    func deviceChanged() async {
+        let notifier = ChangeNotifier()
+        async let kiosk = notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: 0)
+        async let signage = notifier.waitForChange(of: "signage", device: "d-1", groups: [], after: 0)
+        async let other = notifier.waitForChange(of: "kiosk", device: "d-2", groups: [], after: 0, timeout: .milliseconds(200), clock: ContinuousClock())
+        await awaitWaiters(notifier, "kiosk", 2)
+        await awaitWaiters(notifier, "signage", 1)
+        await notifier.deviceChanged("d-1")
+        #expect(await notifier.lastWakeCount == 2)
+        let (woken, alsoWoken) = await (kiosk, signage)
+        #expect(woken == .changed && alsoWoken == .changed)
+        #expect(await other == .timedOut)
+    }
+
+    @Test("one long-poll per device and app: a newer one replaces the older")
+    func replacement() async {
+        let notifier = ChangeNotifier()
+        let older = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: 0) }
+        await awaitWaiters(notifier, "kiosk", 1)
+        async let newer = notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: 0)
+        #expect(await older.value == .replaced)
+        await awaitWaiters(notifier, "kiosk", 1)
+        await notifier.changed("kiosk", scope: .device("d-1"))
+        #expect(await newer == .changed)
     }
 
     @Test("a change between reading the generation and waiting is not lost")
     func noLostWakeup() async {
         let notifier = ChangeNotifier()
         let before = await notifier.generation(of: "kiosk")
-        await notifier.changed("kiosk")
-        #expect(await notifier.waitForChange(of: "kiosk", after: before))
+        await notifier.changed("kiosk", scope: .device("d-9"))
+        #expect(await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: before) == .changed)
         #expect(await notifier.waiterCount(of: "kiosk") == 0)
     }
 
-    @Test("cancelling a long-poll removes its waiter and returns false")
+    @Test("cancelling a long-poll removes its waiter")
     func cancellation() async {
         let notifier = ChangeNotifier()
-        let waiting = Task { await notifier.waitForChange(of: "kiosk", after: 0) }
+        let waiting = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: 0) }
         await awaitWaiters(notifier, "kiosk", 1)
         waiting.cancel()
-        #expect(await waiting.value == false)
+        #expect(await waiting.value == .cancelled)
         #expect(await notifier.waiterCount(of: "kiosk") == 0)
     }
 
     @Test("the timeout ends a wait with no change, and the waiter is gone")
     func timeout() async {
         let notifier = ChangeNotifier()
-        let changed = await notifier.waitForChange(of: "kiosk", after: 0, timeout: .milliseconds(5), clock: ContinuousClock())
-        #expect(!changed)
+        let outcome = await notifier.waitForChange(
+            of: "kiosk", device: "d-1", groups: [], after: 0, timeout: .milliseconds(5), clock: ContinuousClock())
+        #expect(outcome == .timedOut)
         await awaitWaiters(notifier, "kiosk", 0)
     }
 
     @Test("a change before the timeout answers at once")
     func changeBeforeTimeout() async {
         let notifier = ChangeNotifier()
-        async let changed = notifier.waitForChange(of: "kiosk", after: 0, timeout: .seconds(300), clock: ContinuousClock())
+        async let outcome = notifier.waitForChange(
+            of: "kiosk", device: "d-1", groups: [], after: 0, timeout: .seconds(300), clock: ContinuousClock())
         await awaitWaiters(notifier, "kiosk", 1)
-        await notifier.changed("kiosk")
-        #expect(await changed)
+        await notifier.changed("kiosk", scope: .app)
+        #expect(await outcome == .changed)
     }
 }

@@ -11,10 +11,10 @@ struct EnrollmentAndAuthTests {
     func enrollment() async throws {
         try await TestFleetServer.with { server in
             try await server.putKioskMetadata()
-            let token = try await server.admin.makeEnrollmentToken(EnrollmentTokenRequest(groups: ["lobby", "north"], uses: 2))
+            let token = try await server.admin.makeEnrollmentToken(EnrollmentTokenRequest(apps: ["kiosk"], groups: ["lobby", "north"], uses: 2))
             #expect(token.enrollmentToken.hasPrefix("fse_"))
             #expect(token.expiresAt == server.clock.secondsSinceEpoch() + 86_400)
-            let identity = try await server.client(token: nil).enroll(enrollmentToken: token.enrollmentToken)
+            let identity = try await server.client(token: nil).enroll(enrollmentToken: token.enrollmentToken, requestId: newRequestID())
             #expect(identity.deviceId.hasPrefix("d-"))
             #expect(identity.deviceToken.hasPrefix("fsd_"))
             let devices = try await server.admin.devices(app: "kiosk")
@@ -32,18 +32,18 @@ struct EnrollmentAndAuthTests {
     func refusedEnrollment() async throws {
         try await TestFleetServer.with { server in
             let anonymous = server.client(token: nil)
-            let wrong = await refusal { try await anonymous.enroll(enrollmentToken: "fse_not-a-token") }
+            let wrong = await refusal { try await anonymous.enroll(enrollmentToken: "fse_not-a-token", requestId: newRequestID()) }
             #expect(wrong?.status == 401 && wrong?.code == "invalid-enrollment-token")
             #expect(wrong?.description.contains("not one this server issued") == true)
 
-            let once = try await server.admin.makeEnrollmentToken(EnrollmentTokenRequest(uses: 1))
-            _ = try await anonymous.enroll(enrollmentToken: once.enrollmentToken)
-            let usedUp = await refusal { try await anonymous.enroll(enrollmentToken: once.enrollmentToken) }
+            let once = try await server.admin.makeEnrollmentToken(EnrollmentTokenRequest(apps: ["kiosk"], uses: 1))
+            _ = try await anonymous.enroll(enrollmentToken: once.enrollmentToken, requestId: newRequestID())
+            let usedUp = await refusal { try await anonymous.enroll(enrollmentToken: once.enrollmentToken, requestId: newRequestID()) }
             #expect(usedUp?.status == 401 && usedUp?.description.contains("used as often as it allows") == true)
 
-            let short = try await server.admin.makeEnrollmentToken(EnrollmentTokenRequest(expiresInSeconds: 60, uses: 5))
+            let short = try await server.admin.makeEnrollmentToken(EnrollmentTokenRequest(apps: ["kiosk"], expiresInSeconds: 60, uses: 5))
             server.clock.advance(by: 61)
-            let expired = await refusal { try await anonymous.enroll(enrollmentToken: short.enrollmentToken) }
+            let expired = await refusal { try await anonymous.enroll(enrollmentToken: short.enrollmentToken, requestId: newRequestID()) }
             #expect(expired?.status == 401 && expired?.description.contains("expired") == true)
             #expect(server.log.events("enrollment-refused").count == 3)
         }
@@ -54,9 +54,14 @@ struct EnrollmentAndAuthTests {
         try await TestFleetServer.with { server in
             let response = try await server.raw(
                 .post, "/v1/admin/enrollment-tokens", token: TestFleetServer.adminToken, headers: ["Content-Type": "application/json"],
-                body: #"{"uses": 0}"#)
+                body: #"{"apps": ["kiosk"], "uses": 0}"#)
             #expect(response.status == 400)
             #expect(String(decoding: response.body, as: UTF8.self).contains("/uses: must be an integer from 1 to 100000"))
+            let noApps = try await server.raw(
+                .post, "/v1/admin/enrollment-tokens", token: TestFleetServer.adminToken, headers: ["Content-Type": "application/json"],
+                body: #"{"groups": ["lobby"]}"#)
+            #expect(noApps.status == 400)
+            #expect(String(decoding: noApps.body, as: UTF8.self).contains("/apps: must name at least one app"))
         }
     }
 

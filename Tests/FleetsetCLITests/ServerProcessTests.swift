@@ -32,7 +32,7 @@ struct ServerProcessTests {
         #expect(again.standardError.contains("409 version-not-increased: version 4 is not greater than the stored version 4"))
 
         let enrollFile = directory.appendingPathComponent("enroll.token").path
-        let token = try CLIRunner.run(["admin", "enrollment-token", "--out", enrollFile, "--group", "lobby"] + common)
+        let token = try CLIRunner.run(["admin", "enrollment-token", "--out", enrollFile, "--app", "signage", "--group", "lobby"] + common)
         #expect(token.status == 0 && token.standardOutput.contains("written to \(enrollFile)"))
         #expect(try Self.mode(enrollFile) == 0o600)
         let enrollmentToken = try String(contentsOfFile: enrollFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
@@ -49,7 +49,7 @@ struct ServerProcessTests {
 
         try await withHTTPClient(configuration: .init(allowInsecureHTTP: true)) { http in
             let base = "http://127.0.0.1:\(server.port)"
-            let identity = try await FleetClient(http: http, baseURL: base, token: nil).enroll(enrollmentToken: enrollmentToken)
+            let identity = try await FleetClient(http: http, baseURL: base, token: nil).enroll(enrollmentToken: enrollmentToken, requestId: "cli-test-request-0001")
             let device = FleetClient(http: http, baseURL: base, token: identity.deviceToken)
             let settings = try #require(try await device.settings(app: "signage"))
             #expect(settings.values["welcomeText"] == "Hi" && settings.values["servicePin"] == "4711")

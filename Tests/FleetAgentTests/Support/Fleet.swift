@@ -91,13 +91,19 @@ final class Fleet: Sendable {
         _ = try await admin.patchValues(app: app, scope: "app", patch: values)
     }
 
-    /// Makes an enrollment token and writes it where the agent's configuration points.
-    func makeEnrollmentToken() async throws {
-        let made = try await admin.makeEnrollmentToken(EnrollmentTokenRequest())
+    /// Makes an enrollment token for `apps` (by default every app the agent tests use) and
+    /// writes it where the agent's configuration points.
+    func makeEnrollmentToken(apps: [String] = Fleet.testApps) async throws {
+        let made = try await admin.makeEnrollmentToken(EnrollmentTokenRequest(apps: apps))
         try FileSystemWrite.text(made.enrollmentToken + "\n", to: enrollmentTokenFile, mode: 0o600)
     }
 
     var enrollmentTokenFile: String { directory + "/enrollment-token" }
+
+    /// The apps the agent tests configure.
+    static let testApps = [
+        "a", "crash", "door", "fails", "gate", "hangs", "kiosk", "lobby", "menu", "missing", "ok", "panel", "secure", "sign", "till",
+    ]
 
     // MARK: - The device
 

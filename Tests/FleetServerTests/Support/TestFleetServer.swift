@@ -92,10 +92,10 @@ struct TestFleetServer: Sendable {
     /// A client with `token`.
     func client(token: String?) -> FleetClient { FleetClient(http: http, baseURL: baseURL, token: token) }
 
-    /// Enrolls a device into `groups`; returns its id, its token and a client with the token.
-    func enrollDevice(groups: [String] = []) async throws -> (id: String, token: String, client: FleetClient) {
-        let token = try await admin.makeEnrollmentToken(EnrollmentTokenRequest(groups: groups))
-        let identity = try await client(token: nil).enroll(enrollmentToken: token.enrollmentToken)
+    /// Enrolls a device for `apps` into `groups`; returns its id, its token and a client with the token.
+    func enrollDevice(apps: [String] = ["kiosk"], groups: [String] = []) async throws -> (id: String, token: String, client: FleetClient) {
+        let token = try await admin.makeEnrollmentToken(EnrollmentTokenRequest(apps: apps, groups: groups))
+        let identity = try await client(token: nil).enroll(enrollmentToken: token.enrollmentToken, requestId: newRequestID())
         return (identity.deviceId, identity.deviceToken, client(token: identity.deviceToken))
     }
 
@@ -116,6 +116,9 @@ struct TestFleetServer: Sendable {
 }
 
 struct TestServerFailed: Error {}
+
+/// A fresh enrollment request id.
+func newRequestID() -> String { "req-" + UUID().uuidString }
 
 /// Test metadata documents.
 enum TestMetadata {

@@ -1,0 +1,165 @@
+import FleetJSON
+
+/// One device as the admin manages it (`GET /v1/admin/devices`, `GET`/`PATCH
+/// /v1/admin/devices/{id}`): the apps it may read and write, its groups, whether it is
+/// disabled.
+public struct DeviceRecord: Sendable, Hashable {
+    public var id: String
+    public var apps: [String]
+    public var groups: [String]
+    /// A disabled device's token is refused (401) until it is enabled again.
+    public var disabled: Bool
+    public var enrolledAt: Int64
+    public var lastSeenAt: Int64?
+    /// The admin asked for a new token; the agent fetches one at its next request.
+    public var tokenRotationRequested: Bool
+
+    public init(
+        id: String, apps: [String], groups: [String], disabled: Bool, enrolledAt: Int64, lastSeenAt: Int64?,
+        tokenRotationRequested: Bool
+    ) {
+        self.id = id
+        self.apps = apps
+        self.groups = groups
+        self.disabled = disabled
+        self.enrolledAt = enrolledAt
+        self.lastSeenAt = lastSeenAt
+        self.tokenRotationRequested = tokenRotationRequested
+    }
+
+    public init(json: JSONValue, at location: JSONPointer = .root) throws(WireError) {
+        let reader = try MemberReader(
+            json, at: location, allowed: ["id", "apps", "groups", "disabled", "enrolledAt", "lastSeenAt", "tokenRotationRequested"])
+        id = try reader.string("id", maximumLength: 128)
+        apps = try reader.names("apps", maximumCount: 256, maximumLength: 64) ?? []
+        groups = try reader.names("groups", maximumCount: 32) ?? []
+        disabled = try reader.optionalBool("disabled") ?? false
+        enrolledAt = try reader.timestamp("enrolledAt")
+        lastSeenAt = try reader.nullableTimestamp("lastSeenAt")
+        tokenRotationRequested = try reader.optionalBool("tokenRotationRequested") ?? false
+    }
+
+    public var json: JSONValue {
+        [
+            "id": .string(id), "apps": .array(apps.map(JSONValue.string)), "groups": .array(groups.map(JSONValue.string)),
+            "disabled": .bool(disabled), "enrolledAt": .string(Timestamp.format(enrolledAt)),
+            "lastSeenAt": lastSeenAt.map { .string(Timestamp.format($0)) } ?? .null,
+            "tokenRotationRequested": .bool(tokenRotationRequested),
+        ]
+    }
+}
+
+/// `GET /v1/admin/devices`.
+public struct DeviceRecordList: Sendable, Hashable {
+    public var devices: [DeviceRecord]
+
+    public init(devices: [DeviceRecord]) {
+        self.devices = devices
+    }
+
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["devices"])
+        guard case .array(let elements)? = reader.object["devices"] else { throw reader.missingOr("devices", "must be an array") }
+        var devices: [DeviceRecord] = []
+        for (index, element) in elements.enumerated() {
+            devices.append(try DeviceRecord(json: element, at: JSONPointer.root.appending("devices").appending(index: index)))
+        }
+        self.devices = devices
+    }
+
+    public var json: JSONValue { ["devices": .array(devices.map(\.json))] }
+}
+
+/// `PATCH /v1/admin/devices/{id}`: what to change; absent members stay as they are.
+public struct DeviceUpdate: Sendable, Hashable {
+    /// The apps the device may read and write, replacing its list.
+    public var apps: [String]?
+    /// Its groups, replacing its list.
+    public var groups: [String]?
+    /// Disable (its token is refused at once, waiting long-polls included) or enable it.
+    public var disabled: Bool?
+    /// Ask the agent to fetch a new token at its next request.
+    public var rotateToken: Bool?
+
+    public init(apps: [String]? = nil, groups: [String]? = nil, disabled: Bool? = nil, rotateToken: Bool? = nil) {
+        self.apps = apps
+        self.groups = groups
+        self.disabled = disabled
+        self.rotateToken = rotateToken
+    }
+
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["apps", "groups", "disabled", "rotateToken"])
+        apps = try reader.names("apps", maximumCount: 256, maximumLength: 64)
+        groups = try reader.names("groups", maximumCount: 32)
+        disabled = try reader.optionalBool("disabled")
+        rotateToken = try reader.optionalBool("rotateToken")
+        if rotateToken == false {
+            throw WireError(at: JSONPointer.root.appending("rotateToken"), "can only be true (a requested rotation ends when the agent rotates)")
+        }
+    }
+
+    public var json: JSONValue {
+        var object = JSONObject()
+        if let apps { object["apps"] = .array(apps.map(JSONValue.string)) }
+        if let groups { object["groups"] = .array(groups.map(JSONValue.string)) }
+        if let disabled { object["disabled"] = .bool(disabled) }
+        if let rotateToken { object["rotateToken"] = .bool(rotateToken) }
+        return .object(object)
+    }
+}
+
+/// One enrollment token that can still be used (`GET /v1/admin/enrollment-tokens`); the token
+/// itself is never shown again, only its id.
+public struct EnrollmentTokenInfo: Sendable, Hashable {
+    public var id: String
+    public var apps: [String]
+    public var groups: [String]
+    public var usesLeft: Int64
+    public var expiresAt: Int64
+
+    public init(id: String, apps: [String], groups: [String], usesLeft: Int64, expiresAt: Int64) {
+        self.id = id
+        self.apps = apps
+        self.groups = groups
+        self.usesLeft = usesLeft
+        self.expiresAt = expiresAt
+    }
+
+    public init(json: JSONValue, at location: JSONPointer = .root) throws(WireError) {
+        let reader = try MemberReader(json, at: location, allowed: ["id", "apps", "groups", "usesLeft", "expiresAt"])
+        id = try reader.string("id", maximumLength: 128)
+        apps = try reader.names("apps", maximumCount: 256, maximumLength: 64) ?? []
+        groups = try reader.names("groups", maximumCount: 32) ?? []
+        usesLeft = try reader.count("usesLeft")
+        expiresAt = try reader.timestamp("expiresAt")
+    }
+
+    public var json: JSONValue {
+        [
+            "id": .string(id), "apps": .array(apps.map(JSONValue.string)), "groups": .array(groups.map(JSONValue.string)),
+            "usesLeft": .number(.integer(usesLeft)), "expiresAt": .string(Timestamp.format(expiresAt)),
+        ]
+    }
+}
+
+/// `GET /v1/admin/enrollment-tokens`.
+public struct EnrollmentTokenList: Sendable, Hashable {
+    public var tokens: [EnrollmentTokenInfo]
+
+    public init(tokens: [EnrollmentTokenInfo]) {
+        self.tokens = tokens
+    }
+
+    public init(json: JSONValue) throws(WireError) {
+        let reader = try MemberReader(json, allowed: ["tokens"])
+        guard case .array(let elements)? = reader.object["tokens"] else { throw reader.missingOr("tokens", "must be an array") }
+        var tokens: [EnrollmentTokenInfo] = []
+        for (index, element) in elements.enumerated() {
+            tokens.append(try EnrollmentTokenInfo(json: element, at: JSONPointer.root.appending("tokens").appending(index: index)))
+        }
+        self.tokens = tokens
+    }
+
+    public var json: JSONValue { ["tokens": .array(tokens.map(\.json))] }
+}
