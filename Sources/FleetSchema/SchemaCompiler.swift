@@ -428,8 +428,10 @@ struct SchemaCompiler {
             return CompiledPattern(source: source, regex: try ECMAScriptPattern(source))
         } catch {
             let kind: SchemaError.Kind = error.kind == .unsupported ? .unsupported : .invalid
+            // Quoted in part only: an attack can be hundreds of kilobytes long.
+            let shown = source.unicodeScalars.count > 80 ? String(String.UnicodeScalarView(source.unicodeScalars.prefix(80))) + "…" : source
             throw SchemaError(
-                kind, at: describe(location), "the regular expression \(JSONValue.string(source).serialized()): \(error.message)")
+                kind, at: describe(location), "the regular expression \(JSONValue.string(shown).serialized()): \(error.message)")
         }
     }
 }

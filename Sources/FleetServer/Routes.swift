@@ -21,6 +21,7 @@ struct Routes: Sendable {
 
     let service: SettingsService
     let logger: Logger
+    let limits: RequestLimits
 
     func router() -> Router<FleetRequestContext> {
         var routes: [(method: HTTPRequest.Method, path: String, handler: Handler)] = []
@@ -37,22 +38,29 @@ struct Routes: Sendable {
     private func defineRoutes(_ on: (HTTPRequest.Method, String, @escaping Handler) -> Void) {
         on(.get, "healthz") { _, _ in json(.ok, ["status": "ok"]) }
 
-        on(.post, "v1/enroll") { request, _ in
+        on(.post, "v1/enroll") { request, context in
+            let address = Self.address(context)
+            try limits.admit(address: address)
             let body = try await jsonBody(request, limit: Self.enrollLimit)
-            return json(.created, try await service.enroll(body).json)
+            do {
+                return json(.created, try await service.enroll(body).json)
+            } catch let error as ServiceError where error.status == 401 {
+                limits.recordFailure(address: address)
+                throw error
+            }
         }
 
         // Every device route answers an app the device was not given exactly as an app that
         // does not exist (requireDevice(_:app:)).
         on(.get, "v1/apps/:app/metadata") { request, context in
             let app = try app(context)
-            let device = try SettingsService.requireDevice(try await authenticate(request), app: app)
+            let device = try SettingsService.requireDevice(try await authenticate(request, context), app: app)
             return withRotationRequest(try await metadataResponse(request, app: app), device)
         }
 
         on(.get, "v1/apps/:app/settings") { request, context in
             let app = try app(context)
-            let device = try SettingsService.requireDevice(try await authenticate(request), app: app)
+            let device = try SettingsService.requireDevice(try await authenticate(request, context), app: app)
             let wait = try waitParameter(request)
             let known = request.headers[.ifNoneMatch].flatMap(RevisionTag.revision)
             let service = service
@@ -71,7 +79,7 @@ struct Routes: Sendable {
 
         on(.patch, "v1/apps/:app/settings") { request, context in
             let app = try app(context)
-            let device = try SettingsService.requireDevice(try await authenticate(request), app: app)
+            let device = try SettingsService.requireDevice(try await authenticate(request, context), app: app)
             let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
             let document = try await service.patchSettings(app: app, device: device, ifMatch: request.headers[.ifMatch], patch: patch)
             return settingsResponse(document)
@@ -80,47 +88,47 @@ struct Routes: Sendable {
         // A device's own explanation: which scope set each of its values (secrets masked).
         on(.get, "v1/apps/:app/explain") { request, context in
             let app = try app(context)
-            let device = try SettingsService.requireDevice(try await authenticate(request), app: app)
+            let device = try SettingsService.requireDevice(try await authenticate(request, context), app: app)
             return json(.ok, try await service.explain(app: app, deviceID: device.id).json)
         }
 
         on(.post, "v1/apps/:app/status") { request, context in
             let app = try app(context)
-            let device = try SettingsService.requireDevice(try await authenticate(request), app: app)
+            let device = try SettingsService.requireDevice(try await authenticate(request, context), app: app)
             try await service.recordStatus(app: app, device: device, try await jsonBody(request, limit: Self.bodyLimit))
             return Response(status: .accepted)
         }
 
         // A new token for the calling device; the old one works until the new one is used.
-        on(.post, "v1/device/token") { request, _ in
-            let device = try SettingsService.requireDevice(try await authenticate(request))
+        on(.post, "v1/device/token") { request, context in
+            let device = try SettingsService.requireDevice(try await authenticate(request, context))
             return json(.created, try await service.rotateToken(device: device).json)
         }
 
-        on(.get, "v1/admin/devices") { request, _ in
-            try SettingsService.requireAdmin(try await authenticate(request))
+        on(.get, "v1/admin/devices") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request, context))
             return json(.ok, try await service.allDevices().json)
         }
 
         on(.get, "v1/admin/devices/:id") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request))
+            try SettingsService.requireAdmin(try await authenticate(request, context))
             return json(.ok, try await service.device(id: context.parameters.get("id") ?? "").json)
         }
 
         on(.patch, "v1/admin/devices/:id") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request))
+            try SettingsService.requireAdmin(try await authenticate(request, context))
             let body = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
             return json(.ok, try await service.updateDevice(id: context.parameters.get("id") ?? "", body).json)
         }
 
         on(.delete, "v1/admin/devices/:id") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request))
+            try SettingsService.requireAdmin(try await authenticate(request, context))
             try await service.deleteDevice(id: context.parameters.get("id") ?? "")
             return Response(status: .noContent)
         }
 
         on(.put, "v1/admin/apps/:app/metadata") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request))
+            try SettingsService.requireAdmin(try await authenticate(request, context))
             let app = try app(context)
             let force = try booleanParameter(request, "force")
             try requireMediaType(request, "application/json")
@@ -129,18 +137,18 @@ struct Routes: Sendable {
         }
 
         on(.get, "v1/admin/apps/:app/metadata") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request))
+            try SettingsService.requireAdmin(try await authenticate(request, context))
             return try await metadataResponse(request, app: try app(context))
         }
 
         on(.get, "v1/admin/apps/:app/values") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request))
+            try SettingsService.requireAdmin(try await authenticate(request, context))
             let values = try await service.values(app: try app(context), scope: request.uri.queryParameters.get("scope"))
             return json(.ok, values.json)
         }
 
         on(.patch, "v1/admin/apps/:app/values") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request))
+            try SettingsService.requireAdmin(try await authenticate(request, context))
             let app = try app(context)
             let scope = request.uri.queryParameters.get("scope")
             let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
@@ -148,29 +156,29 @@ struct Routes: Sendable {
         }
 
         on(.get, "v1/admin/apps/:app/devices") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request))
+            try SettingsService.requireAdmin(try await authenticate(request, context))
             return json(.ok, try await service.devices(app: try app(context)).json)
         }
 
         on(.get, "v1/admin/apps/:app/devices/:id/explain") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request))
+            try SettingsService.requireAdmin(try await authenticate(request, context))
             let id = context.parameters.get("id") ?? ""
             return json(.ok, try await service.explain(app: try app(context), deviceID: id).json)
         }
 
-        on(.post, "v1/admin/enrollment-tokens") { request, _ in
-            try SettingsService.requireAdmin(try await authenticate(request))
+        on(.post, "v1/admin/enrollment-tokens") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request, context))
             let body = try await jsonBody(request, limit: Self.bodyLimit)
             return json(.created, try await service.makeEnrollmentToken(body).json)
         }
 
-        on(.get, "v1/admin/enrollment-tokens") { request, _ in
-            try SettingsService.requireAdmin(try await authenticate(request))
+        on(.get, "v1/admin/enrollment-tokens") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request, context))
             return json(.ok, try await service.enrollmentTokens().json)
         }
 
         on(.delete, "v1/admin/enrollment-tokens/:id") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request))
+            try SettingsService.requireAdmin(try await authenticate(request, context))
             try await service.revokeEnrollmentToken(id: context.parameters.get("id") ?? "")
             return Response(status: .noContent)
         }
@@ -178,8 +186,25 @@ struct Routes: Sendable {
 
     // MARK: - Reading requests
 
-    private func authenticate(_ request: Request) async throws -> SettingsService.Principal {
-        try await service.authenticate(authorization: request.headers[.authorization])
+    /// The caller, within the limits: its address's, then its own (see ``RequestLimits``). A
+    /// failed authentication counts against the address.
+    private func authenticate(_ request: Request, _ context: FleetRequestContext) async throws -> SettingsService.Principal {
+        let address = Self.address(context)
+        try limits.admit(address: address)
+        let principal: SettingsService.Principal
+        do {
+            principal = try await service.authenticate(authorization: request.headers[.authorization])
+        } catch let error as ServiceError where error.status == 401 {
+            limits.recordFailure(address: address)
+            throw error
+        }
+        if case .device(let device) = principal { try limits.admit(device: device.id) }
+        return principal
+    }
+
+    /// The client's IP address (`unknown` when the transport has none).
+    private static func address(_ context: FleetRequestContext) -> String {
+        context.remoteAddress?.ipAddress ?? "unknown"
     }
 
     private func app(_ context: FleetRequestContext) throws -> String {
@@ -283,6 +308,7 @@ struct ErrorBodyMiddleware: RouterMiddleware {
         } catch let error as ServiceError {
             var response = json(HTTPResponse.Status(code: error.status), error.body.json)
             if error.status == 401 { response.headers[.wwwAuthenticate] = "Bearer realm=\"fleetset\"" }
+            if let seconds = error.retryAfterSeconds { response.headers[.retryAfter] = String(seconds) }
             return response
         } catch let error as HTTPError where error.status == .notFound && !routes.methods(for: request.uri.path).isEmpty {
             let allowed = routes.methods(for: request.uri.path).map(\.rawValue).joined(separator: ", ")

@@ -17,10 +17,20 @@ public struct ServerOptions: Sendable {
     /// and HTTP/1.1 by ALPN) itself. `nil`: plain HTTP, for loopback or behind a TLS proxy.
     public var tls: (certificateFile: String, keyFile: String)?
 
-    public init(host: String, port: Int, tls: (certificateFile: String, keyFile: String)? = nil) {
+    /// How long a client has to send a whole request (see `SlowClientGuard`).
+    public var readTimeout: TimeAmount
+    /// Request rates beyond which clients are answered 429 (see ``RequestLimits``).
+    public var limits: RequestLimits.Configuration
+
+    public init(
+        host: String, port: Int, tls: (certificateFile: String, keyFile: String)? = nil, readTimeout: TimeAmount = .seconds(30),
+        limits: RequestLimits.Configuration = .init()
+    ) {
         self.host = host
         self.port = port
         self.tls = tls
+        self.readTimeout = readTimeout
+        self.limits = limits
     }
 }
 
@@ -35,14 +45,16 @@ public enum FleetServerApplication {
         service: SettingsService, options: ServerOptions, logger: Logger,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> some ApplicationProtocol {
-        let router = Routes(service: service, logger: logger).router()
+        let router = Routes(service: service, logger: logger, limits: RequestLimits(options.limits)).router()
         let server: HTTPServerBuilder
         if let tls = options.tls {
             let chain = try NIOSSLCertificate.fromPEMFile(tls.certificateFile).map { NIOSSLCertificateSource.certificate($0) }
             let key = NIOSSLPrivateKeySource.privateKey(try NIOSSLPrivateKey(file: tls.keyFile, format: .pem))
-            server = try .http2Upgrade(tlsConfiguration: TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: key))
+            server = try .http2Upgrade(
+                tlsConfiguration: TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: key),
+                additionalChannelHandlers: [SlowClientGuard(readTimeout: options.readTimeout)])
         } else {
-            server = .http1()
+            server = .http1(configuration: .init(additionalChannelHandlers: [SlowClientGuard(readTimeout: options.readTimeout)]))
         }
         return Application(
             router: router, server: server,

@@ -11,12 +11,22 @@ public struct ServiceError: Error, Sendable, Hashable, CustomStringConvertible {
     public let message: String
     /// Per-key or per-value reasons.
     public let details: [ErrorBody.Detail]
+    /// Whole seconds to wait before trying again (`Retry-After`), for 429 and 503.
+    public let retryAfterSeconds: Int?
 
-    public init(_ status: Int, _ code: String, _ message: String, details: [ErrorBody.Detail] = []) {
+    public init(_ status: Int, _ code: String, _ message: String, details: [ErrorBody.Detail] = [], retryAfterSeconds: Int? = nil) {
         self.status = status
         self.code = code
         self.message = message
         self.details = details
+        self.retryAfterSeconds = retryAfterSeconds
+    }
+
+    /// 429 `rate-limited`: the caller sent more than it may; `Retry-After` says when to go on.
+    public static func rateLimited(_ who: String, retryAfter: Duration) -> ServiceError {
+        let seconds = max(1, Int((Double(retryAfter.components.seconds) + Double(retryAfter.components.attoseconds) / 1e18).rounded(.up)))
+        return ServiceError(
+            429, "rate-limited", "\(who) sent more requests than the server allows; retry after \(seconds) s", retryAfterSeconds: seconds)
     }
 
     /// The answer's body.

@@ -46,12 +46,28 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The lowest level logged: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
+    @Option(help: "Requests per second one device may send, sustained (beyond: 429 with Retry-After).")
+    var deviceRate: Double = 10
+
+    @Option(help: "Requests one device may send at once.")
+    var deviceBurst: Double = 50
+
+    @Option(help: "Requests per second one client address may send, sustained (all its devices together).")
+    var addressRate: Double = 200
+
+    @Option(help: "Requests one client address may send at once.")
+    var addressBurst: Double = 400
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
         guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-certificate and --tls-key go together") }
         guard Self.address(listen) != nil else { throw ValidationError("--listen must be HOST:PORT, e.g. 0.0.0.0:8443 or [::]:8443") }
+        for (name, value) in [("--device-rate", deviceRate), ("--device-burst", deviceBurst), ("--address-rate", addressRate), ("--address-burst", addressBurst)]
+        where !(value >= 1 && value.isFinite) {
+            throw ValidationError("\(name) must be a number of requests, 1 or more")
+        }
     }
 
     func run() async throws {
@@ -69,7 +85,12 @@ struct Serve: AsyncParsableCommand {
             let service = SettingsService(store: store, adminTokenHash: admin.tokenHash, wallClock: SystemWallClock(), logger: logger)
             let tls = tlsCertificate.flatMap { certificate in tlsKey.map { (certificateFile: certificate, keyFile: $0) } }
             let app = try FleetServerApplication.make(
-                service: service, options: ServerOptions(host: host, port: port, tls: tls), logger: logger,
+                service: service,
+                options: ServerOptions(
+                    host: host, port: port, tls: tls,
+                    limits: RequestLimits.Configuration(
+                        perAddress: .init(rate: addressRate, burst: addressBurst), perDevice: .init(rate: deviceRate, burst: deviceBurst))),
+                logger: logger,
                 onServerRunning: { port in
                     logger.notice(
                         "listening",

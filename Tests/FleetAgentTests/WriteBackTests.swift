@@ -259,7 +259,8 @@ struct WriteBackTests {
     func acknowledgementTimeout() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
-        let agent = try await fleet.launchAgent([["id": "kiosk", "expectAck": true, "ackTimeout": 2]])
+        // 5 s: time enough for the test to acknowledge the second revision on a loaded machine.
+        let agent = try await fleet.launchAgent([["id": "kiosk", "expectAck": true, "ackTimeout": 5]])
         defer { agent.kill() }
         let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
         let line = try await fleet.waitForStatusLine("kiosk", containing: ["revision=\(first.revision)", "state=unsupported"], agent: agent)

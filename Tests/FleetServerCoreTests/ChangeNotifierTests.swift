@@ -111,3 +111,32 @@ struct ChangeNotifierTests {
         #expect(await outcome == .changed)
     }
 }
+
+@Suite("Rate limiter")
+struct RateLimiterTests {
+    @Test("a burst goes through, then one request per 1/rate; the wait is said")
+    func bucket() {
+        var limiter = RateLimiter<String>(.init(rate: 2, burst: 3))
+        let start = Duration.seconds(100)
+        for _ in 0..<3 { #expect(limiter.take("a", now: start) == nil) }
+        #expect(limiter.take("a", now: start) == .milliseconds(500))
+        #expect(limiter.take("b", now: start) == nil)  // keys are separate
+        #expect(limiter.take("a", now: start + .milliseconds(499)) != nil)
+        #expect(limiter.take("a", now: start + .milliseconds(500)) == nil)
+        #expect(limiter.isExhausted("a", now: start + .milliseconds(500)))
+        #expect(!limiter.isExhausted("a", now: start + .seconds(2)))
+        // Idle for long, it holds no more than the burst.
+        let later = start + .seconds(3600)
+        for _ in 0..<3 { #expect(limiter.take("a", now: later) == nil) }
+        #expect(limiter.take("a", now: later) != nil)
+    }
+
+    @Test("memory is bounded: full buckets go first, then the longest idle")
+    func bounded() {
+        var limiter = RateLimiter<Int>(.init(rate: 1, burst: 1), maximumKeys: 100)
+        for key in 0..<1000 { _ = limiter.take(key, now: .seconds(Int64(key))) }
+        #expect(limiter.keyCount <= 100)
+        // The newest keys are still limited.
+        #expect(limiter.take(999, now: .seconds(999)) != nil)
+    }
+}

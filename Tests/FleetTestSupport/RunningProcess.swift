@@ -94,13 +94,15 @@ public final class ServerProcess: Sendable {
 
     /// Starts a server with its database and admin token in `directory`, on `port` (0: any free
     /// port); with `tls`, over HTTPS with that PEM certificate and key.
+    ///
+    /// - Parameter extraArguments: more `serve` options (limits, timeouts).
     public static func start(
-        in directory: String, port requested: Int = 0, tls: (certificate: String, key: String)? = nil
+        in directory: String, port requested: Int = 0, tls: (certificate: String, key: String)? = nil, extraArguments: [String] = []
     ) async throws -> ServerProcess {
         var arguments = [
             "serve", "--database", directory + "/fleet.sqlite", "--listen", "127.0.0.1:\(requested)", "--admin-token-file",
             directory + "/admin.token", "--log-level", "debug",
-        ]
+        ] + extraArguments
         if let tls { arguments += ["--tls-certificate", tls.certificate, "--tls-key", tls.key] }
         let running = try RunningProcess(CLIRunner.product("fleetset-server"), arguments)
         let line = try await running.waitForLog("event=listening")

@@ -29,7 +29,9 @@ final class Fleet: Sendable {
 
     /// Starts a server in a fresh folder; with `tls`, over HTTPS with a self-signed certificate
     /// for 127.0.0.1 (`certificateFile`), made with openssl.
-    static func start(tls: Bool = false) async throws -> Fleet {
+    ///
+    /// - Parameter serverArguments: more `fleetset-server serve` options.
+    static func start(tls: Bool = false, serverArguments: [String] = []) async throws -> Fleet {
         let directory = try CLIRunner.temporaryDirectory().path
         var certificate: (certificate: String, key: String)?
         if tls {
@@ -42,7 +44,7 @@ final class Fleet: Sendable {
                 ], executable: "/usr/bin/openssl")
             guard made.status == 0 else { throw ProcessFailed(log: made.standardError) }
         }
-        let server = try await ServerProcess.start(in: directory, tls: certificate)
+        let server = try await ServerProcess.start(in: directory, tls: certificate, extraArguments: serverArguments)
         let token = try String(contentsOfFile: directory + "/admin.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let http = try HTTPClient(configuration: .init(tls: .init(caFile: certificate?.certificate), allowInsecureHTTP: !tls))
         return Fleet(directory: directory, server: server, http: http, adminToken: token)

@@ -9,6 +9,7 @@ import FleetStoreSQLite
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import Synchronization
 
 /// A wall clock the test sets.
@@ -47,7 +48,9 @@ struct TestFleetServer: Sendable {
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
     /// Runs `body` against a fresh server and stops it afterwards.
-    static func with<T: Sendable>(_ body: (TestFleetServer) async throws -> T) async throws -> T {
+    static func with<T: Sendable>(
+        readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(), _ body: (TestFleetServer) async throws -> T
+    ) async throws -> T {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let clock = TestWallClock()
@@ -60,7 +63,7 @@ struct TestFleetServer: Sendable {
             store: store, adminTokenHash: Credentials.hash(adminToken), wallClock: clock, notifier: notifier, logger: logger)
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let app = try FleetServerApplication.make(
-            service: service, options: ServerOptions(host: "127.0.0.1", port: 0), logger: logger,
+            service: service, options: ServerOptions(host: "127.0.0.1", port: 0, readTimeout: readTimeout, limits: limits), logger: logger,
             onServerRunning: { port in
                 portContinuation.yield(port)
                 portContinuation.finish()
@@ -116,6 +119,13 @@ struct TestFleetServer: Sendable {
 }
 
 struct TestServerFailed: Error {}
+
+extension RequestLimits.Configuration {
+    /// Limits no test run reaches: for tests of something else that send many bad requests (the
+    /// OpenAPI contract's fuzzing).
+    static let unreachable = RequestLimits.Configuration(
+        perAddress: .init(rate: 1e6, burst: 1e6), failures: .init(rate: 1e6, burst: 1e6), perDevice: .init(rate: 1e6, burst: 1e6))
+}
 
 /// A fresh enrollment request id.
 func newRequestID() -> String { "req-" + UUID().uuidString }
