@@ -65,16 +65,21 @@ struct Routes: Sendable {
             let known = request.headers[.ifNoneMatch].flatMap(RevisionTag.revision)
             let service = service
             // Ends when the client goes away, and on a graceful shutdown (answered 304).
-            let document = try await cancelWhenClosed(context.channel) {
-                try await cancelWhenGracefulShutdown {
-                    try await service.settings(app: app, device: device, knownRevision: known, wait: .seconds(wait))
+            let answer = try await cancelWhenClosed(context.channel) {
+                do {
+                    return try await cancelWhenGracefulShutdown {
+                        try await service.longPoll(app: app, device: device, knownRevision: known, wait: .seconds(wait))
+                    }
+                } catch is CancellationError {
+                    // A graceful shutdown: answered 304 at once (a closed client gets nothing anyway).
+                    return SettingsService.LongPollAnswer(document: nil, device: device)
                 }
             }
-            guard let document else {
+            guard let document = answer.document else {
                 return withRotationRequest(
-                    Response(status: .notModified, headers: [.eTag: RevisionTag.etag(known ?? 0), .cacheControl: "no-store"]), device)
+                    Response(status: .notModified, headers: [.eTag: RevisionTag.etag(known ?? 0), .cacheControl: "no-store"]), answer.device)
             }
-            return withRotationRequest(settingsResponse(document), device)
+            return withRotationRequest(settingsResponse(document), answer.device)
         }
 
         on(.patch, "v1/apps/:app/settings") { request, context in

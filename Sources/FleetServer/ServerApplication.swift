@@ -14,8 +14,12 @@ public struct ServerOptions: Sendable {
     /// The port; 0 picks a free one (reported to `onServerRunning`).
     public var port: Int
     /// PEM files of the certificate chain and its private key: the server speaks HTTPS (HTTP/2
-    /// and HTTP/1.1 by ALPN) itself. `nil`: plain HTTP, for loopback or behind a TLS proxy.
+    /// and HTTP/1.1 by ALPN) itself, TLS 1.2 or newer only. `nil`: plain HTTP, for loopback or
+    /// behind a TLS proxy.
     public var tls: (certificateFile: String, keyFile: String)?
+    /// A PEM file of the CAs whose client certificates the server requires (mutual TLS): a
+    /// client without a certificate they signed cannot even connect. Only with `tls`.
+    public var clientCAFile: String?
 
     /// How long a client has to send a whole request (see `SlowClientGuard`).
     public var readTimeout: TimeAmount
@@ -23,12 +27,13 @@ public struct ServerOptions: Sendable {
     public var limits: RequestLimits.Configuration
 
     public init(
-        host: String, port: Int, tls: (certificateFile: String, keyFile: String)? = nil, readTimeout: TimeAmount = .seconds(30),
-        limits: RequestLimits.Configuration = .init()
+        host: String, port: Int, tls: (certificateFile: String, keyFile: String)? = nil, clientCAFile: String? = nil,
+        readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init()
     ) {
         self.host = host
         self.port = port
         self.tls = tls
+        self.clientCAFile = clientCAFile
         self.readTimeout = readTimeout
         self.limits = limits
     }
@@ -50,9 +55,15 @@ public enum FleetServerApplication {
         if let tls = options.tls {
             let chain = try NIOSSLCertificate.fromPEMFile(tls.certificateFile).map { NIOSSLCertificateSource.certificate($0) }
             let key = NIOSSLPrivateKeySource.privateKey(try NIOSSLPrivateKey(file: tls.keyFile, format: .pem))
+            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: key)
+            configuration.minimumTLSVersion = .tlsv12
+            if let clientCAFile = options.clientCAFile {
+                // Devices are not host names: the chain is checked against the CAs, not a name.
+                configuration.certificateVerification = .noHostnameVerification
+                configuration.trustRoots = .file(clientCAFile)
+            }
             server = try .http2Upgrade(
-                tlsConfiguration: TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: key),
-                additionalChannelHandlers: [SlowClientGuard(readTimeout: options.readTimeout)])
+                tlsConfiguration: configuration, additionalChannelHandlers: [SlowClientGuard(readTimeout: options.readTimeout)])
         } else {
             server = .http1(configuration: .init(additionalChannelHandlers: [SlowClientGuard(readTimeout: options.readTimeout)]))
         }

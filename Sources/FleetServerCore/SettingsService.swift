@@ -236,33 +236,55 @@ public final class SettingsService: Sendable {
     ///
     /// The wait is woken by the write itself (``ChangeNotifier``), never by polling the store.
     public func settings(app: String, device: Device, knownRevision: Int64?, wait: Duration) async throws -> SettingsDocument? {
-        try await settings(app: app, device: device, knownRevision: knownRevision, wait: wait, clock: waitClock)
+        try await longPoll(app: app, device: device, knownRevision: knownRevision, wait: wait).document
     }
 
-    private func settings<C: Clock<Duration>>(
-        app: String, device: Device, knownRevision: Int64?, wait: Duration, clock: C
-    ) async throws -> SettingsDocument? {
+    /// What a long-poll answers: the settings (`nil`: unchanged, 304) and the device as it is
+    /// at the answer, whose state (a token rotation the admin asked for meanwhile) goes with it.
+    public struct LongPollAnswer: Sendable {
+        public var document: SettingsDocument?
+        public var device: Device
+
+        public init(document: SettingsDocument?, device: Device) {
+            self.document = document
+            self.device = device
+        }
+    }
+
+    /// As ``settings(app:device:knownRevision:wait:)``, with the device as it is at the answer.
+    /// A rotation the admin asks for while the device waits ends the wait at once (304), so the
+    /// device learns of it without waiting out the long-poll.
+    public func longPoll(app: String, device: Device, knownRevision: Int64?, wait: Duration) async throws -> LongPollAnswer {
+        try await longPoll(app: app, device: device, knownRevision: knownRevision, wait: wait, clock: waitClock)
+    }
+
+    private func longPoll<C: Clock<Duration>>(
+        app: String, device original: Device, knownRevision: Int64?, wait: Duration, clock: C
+    ) async throws -> LongPollAnswer {
         let deadline = clock.now.advanced(by: wait)
-        var device = device
+        var device = original
         var woken = false
         while true {
             let generation = await notifier.generation(of: app)
-            if woken { device = try await recheck(device, app: app) }
+            if woken {
+                device = try await recheck(device, app: app)
+                if device.rotationRequested && !original.rotationRequested { return LongPollAnswer(document: nil, device: device) }
+            }
             let document = try await settings(app: app, device: device)
-            if document.revision != knownRevision { return document }
+            if document.revision != knownRevision { return LongPollAnswer(document: document, device: device) }
             let remaining = clock.now.duration(to: deadline)
             guard remaining > .zero, !Task.isCancelled else {
                 logger.trace(
                     "settings unchanged",
                     metadata: ["event": "not-modified", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
-                return nil
+                return LongPollAnswer(document: nil, device: device)
             }
             logger.debug(
                 "long-poll waiting",
                 metadata: ["event": "long-poll", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
             let outcome = await notifier.waitForChange(
                 of: app, device: device.id, groups: device.groups, after: generation, timeout: remaining, clock: clock)
-            guard outcome == .changed else { return nil }
+            guard outcome == .changed else { return LongPollAnswer(document: nil, device: device) }
             woken = true
         }
     }

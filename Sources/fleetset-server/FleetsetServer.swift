@@ -40,6 +40,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "PEM private key of --tls-certificate.")
     var tlsKey: String?
 
+    @Option(help: "PEM CA bundle: require client certificates signed by it (mutual TLS; with --tls-certificate).")
+    var clientCa: String?
+
     @Option(help: "The admin token file; created with a fresh token (mode 0600) if missing.")
     var adminTokenFile: String = "admin-token"
 
@@ -63,6 +66,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
         guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-certificate and --tls-key go together") }
+        guard clientCa == nil || tlsCertificate != nil else { throw ValidationError("--client-ca needs --tls-certificate and --tls-key") }
         guard Self.address(listen) != nil else { throw ValidationError("--listen must be HOST:PORT, e.g. 0.0.0.0:8443 or [::]:8443") }
         for (name, value) in [("--device-rate", deviceRate), ("--device-burst", deviceBurst), ("--address-rate", addressRate), ("--address-burst", addressBurst)]
         where !(value >= 1 && value.isFinite) {
@@ -87,7 +91,7 @@ struct Serve: AsyncParsableCommand {
             let app = try FleetServerApplication.make(
                 service: service,
                 options: ServerOptions(
-                    host: host, port: port, tls: tls,
+                    host: host, port: port, tls: tls, clientCAFile: clientCa,
                     limits: RequestLimits.Configuration(
                         perAddress: .init(rate: addressRate, burst: addressBurst), perDevice: .init(rate: deviceRate, burst: deviceBurst))),
                 logger: logger,
@@ -97,6 +101,7 @@ struct Serve: AsyncParsableCommand {
                         metadata: [
                             "event": "listening", "address": "\(host.contains(":") ? "[\(host)]" : host):\(port)",
                             "scheme": "\(tls == nil ? "http" : "https")", "database": "\(database)",
+                            "client_certificates": "\(clientCa == nil ? "not required" : "required")",
                         ])
                 })
             try await app.runService()

@@ -28,13 +28,19 @@ final class FaultProxy: Sendable {
         /// A device's PATCH is answered with this status and a protocol error body (`code`, one
         /// detail at `/greeting`), without reaching the server.
         case refusePatch(status: Int, code: String)
+        /// An enrollment reaches the server, but its answer is lost: the agent gets a 502.
+        case loseEnrollAnswer
     }
 
-    /// The fault in force and how often each was served.
+    /// The fault in force, how often each was served, and every Authorization header seen.
     final class State: Sendable {
         let fault = Mutex(Fault.none)
         let counts = Mutex<[String: Int]>([:])
+        let authorizations = Mutex<[String]>([])
     }
+
+    /// The Authorization headers of every request the proxy received.
+    var authorizationsSeen: [String] { state.authorizations.withLock { $0 } }
 
     let port: Int
     private let state: State
@@ -74,6 +80,7 @@ final class FaultProxy: Sendable {
     private static func forward(_ request: Request, upstream: String, http: HTTPClient, state: State) async throws -> Response {
         let path = request.uri.path
         let current = state.fault.withLock { $0 }
+        if let authorization = request.headers[.authorization] { state.authorizations.withLock { $0.append(authorization) } }
         if request.method == .patch, current == .holdPatch {
             state.counts.withLock { $0["\(current)", default: 0] += 1 }
             while state.fault.withLock({ $0 }) == .holdPatch { try await Task.sleep(for: .milliseconds(50)) }
@@ -89,7 +96,9 @@ final class FaultProxy: Sendable {
                 body: .init(byteBuffer: ByteBuffer(string: body.serialized())))
         }
         let isSettings = request.method == .get && path.hasSuffix("/settings")
-        if isSettings, current != .none, current != Fault.unsupportedMetadata, current != .holdPatch, !current.isPatchFault {
+        if isSettings, current != .none, current != Fault.unsupportedMetadata, current != .holdPatch, current != .loseEnrollAnswer,
+            !current.isPatchFault
+        {
             state.counts.withLock { $0["\(current)", default: 0] += 1 }
             switch current {
             case .serverError(let seconds):
@@ -115,6 +124,10 @@ final class FaultProxy: Sendable {
             method: Curl.HTTPMethod(rawValue: request.method.rawValue), url: upstream + path + query, headers: headers,
             body: body.readableBytes > 0 ? Array(buffer: body) : nil, limits: limits)
         let answer = try await http.execute(upstreamRequest)
+        if current == .loseEnrollAnswer, request.method == .post, path == "/v1/enroll" {
+            state.counts.withLock { $0["loseEnrollAnswer", default: 0] += 1 }
+            return Response(status: .badGateway, body: .init(byteBuffer: ByteBuffer(string: "the answer was lost on the way")))
+        }
         var bytes = answer.body
         if current == Fault.unsupportedMetadata, request.method == .get, path.hasSuffix("/metadata"), answer.status == 200,
             case .object(var document) = try JSONParser.parse(bytes), case .object(var schema)? = document["schema"]

@@ -31,24 +31,55 @@ final class Fleet: Sendable {
     /// for 127.0.0.1 (`certificateFile`), made with openssl.
     ///
     /// - Parameter serverArguments: more `fleetset-server serve` options.
-    static func start(tls: Bool = false, serverArguments: [String] = []) async throws -> Fleet {
+    ///   - clientCertificates: with `tls`, the server requires client certificates signed by a CA
+    ///     made here (mutual TLS); ``clientCertificateFile`` and ``clientKeyFile`` are one, which
+    ///     the fleet's own client uses too.
+    static func start(tls: Bool = false, clientCertificates: Bool = false, serverArguments: [String] = []) async throws -> Fleet {
         let directory = try CLIRunner.temporaryDirectory().path
         var certificate: (certificate: String, key: String)?
+        var arguments = serverArguments
         if tls {
             certificate = (directory + "/server.pem", directory + "/server.key")
-            let made = try CLIRunner.run(
-                [
-                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
-                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", directory + "/server.key", "-out",
-                    directory + "/server.pem",
-                ], executable: "/usr/bin/openssl")
-            guard made.status == 0 else { throw ProcessFailed(log: made.standardError) }
+            try openssl([
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", directory + "/server.key", "-out",
+                directory + "/server.pem",
+            ])
         }
-        let server = try await ServerProcess.start(in: directory, tls: certificate, extraArguments: serverArguments)
+        if tls && clientCertificates {
+            try openssl([
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                "/CN=fleet devices CA", "-keyout", directory + "/devices-ca.key", "-out", directory + "/devices-ca.pem",
+            ])
+            try openssl([
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=device", "-keyout",
+                directory + "/client.key", "-out", directory + "/client.csr",
+            ])
+            try openssl([
+                "x509", "-req", "-in", directory + "/client.csr", "-CA", directory + "/devices-ca.pem", "-CAkey", directory + "/devices-ca.key",
+                "-CAcreateserial", "-days", "1", "-out", directory + "/client.pem",
+            ])
+            arguments += ["--client-ca", directory + "/devices-ca.pem"]
+        }
+        let server = try await ServerProcess.start(in: directory, tls: certificate, extraArguments: arguments)
         let token = try String(contentsOfFile: directory + "/admin.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        let http = try HTTPClient(configuration: .init(tls: .init(caFile: certificate?.certificate), allowInsecureHTTP: !tls))
+        let http = try HTTPClient(
+            configuration: .init(
+                tls: .init(
+                    caFile: certificate?.certificate, clientCertificateFile: clientCertificates ? directory + "/client.pem" : nil,
+                    clientKeyFile: clientCertificates ? directory + "/client.key" : nil), allowInsecureHTTP: !tls))
         return Fleet(directory: directory, server: server, http: http, adminToken: token)
     }
+
+    /// Runs openssl; throws with its error output when it fails.
+    static func openssl(_ arguments: [String]) throws {
+        let made = try CLIRunner.run(arguments, executable: "/usr/bin/openssl")
+        guard made.status == 0 else { throw ProcessFailed(log: made.standardError) }
+    }
+
+    /// With `clientCertificates`: a client certificate the server accepts, and its key.
+    var clientCertificateFile: String { directory + "/client.pem" }
+    var clientKeyFile: String { directory + "/client.key" }
 
     /// The server's certificate, when it serves HTTPS.
     var certificateFile: String { directory + "/server.pem" }
@@ -104,7 +135,8 @@ final class Fleet: Sendable {
 
     /// The apps the agent tests configure.
     static let testApps = [
-        "a", "crash", "door", "fails", "gate", "hangs", "kiosk", "lobby", "menu", "missing", "ok", "panel", "secure", "sign", "till",
+        "a", "cams", "crash", "door", "fails", "gate", "hangs", "kiosk", "lobby", "menu", "missing", "ok", "panel", "secure", "sign",
+        "till",
     ]
 
     // MARK: - The device
