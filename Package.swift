@@ -306,6 +306,15 @@ let package = Package(
             swiftSettings: fleetSwiftSettings
         ),
         .executableTarget(
+            name: "SecurityBenchmark",
+            dependencies: [
+                "ECMARegex", "FleetJSON", "FleetSchema", "FleetServerCore", "FleetStoreSQLite", "FleetProtocol",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/SecurityBenchmark",
+            swiftSettings: fleetSwiftSettings
+        ),
+        .executableTarget(
             name: "ServerBenchmark",
             dependencies: ["Curl", "FleetClient", "FleetJSON", "FleetProtocol"],
             path: "Benchmarks/ServerBenchmark",

@@ -216,14 +216,7 @@ public struct DeviceList: Sendable, Hashable {
     public init(json: JSONValue) throws(WireError) {
         let reader = try MemberReader(json, allowed: ["app", "devices"])
         app = try reader.string("app", maximumLength: 64)
-        guard case .array(let elements)? = reader.object["devices"] else {
-            throw WireError(at: JSONPointer.root.appending("devices"), "must be an array")
-        }
-        var devices: [DeviceSummary] = []
-        for (index, element) in elements.enumerated() {
-            devices.append(try DeviceSummary(json: element, at: JSONPointer.root.appending("devices").appending(index: index)))
-        }
-        self.devices = devices
+        devices = try reader.array("devices") { element, location throws(WireError) in try DeviceSummary(json: element, at: location) }
     }
 
     public var json: JSONValue { ["app": .string(app), "devices": .array(devices.map(\.json))] }

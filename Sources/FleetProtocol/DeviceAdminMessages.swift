@@ -59,12 +59,7 @@ public struct DeviceRecordList: Sendable, Hashable {
 
     public init(json: JSONValue) throws(WireError) {
         let reader = try MemberReader(json, allowed: ["devices"])
-        guard case .array(let elements)? = reader.object["devices"] else { throw reader.missingOr("devices", "must be an array") }
-        var devices: [DeviceRecord] = []
-        for (index, element) in elements.enumerated() {
-            devices.append(try DeviceRecord(json: element, at: JSONPointer.root.appending("devices").appending(index: index)))
-        }
-        self.devices = devices
+        devices = try reader.array("devices") { element, location throws(WireError) in try DeviceRecord(json: element, at: location) }
     }
 
     public var json: JSONValue { ["devices": .array(devices.map(\.json))] }
@@ -153,12 +148,7 @@ public struct EnrollmentTokenList: Sendable, Hashable {
 
     public init(json: JSONValue) throws(WireError) {
         let reader = try MemberReader(json, allowed: ["tokens"])
-        guard case .array(let elements)? = reader.object["tokens"] else { throw reader.missingOr("tokens", "must be an array") }
-        var tokens: [EnrollmentTokenInfo] = []
-        for (index, element) in elements.enumerated() {
-            tokens.append(try EnrollmentTokenInfo(json: element, at: JSONPointer.root.appending("tokens").appending(index: index)))
-        }
-        self.tokens = tokens
+        tokens = try reader.array("tokens") { element, location throws(WireError) in try EnrollmentTokenInfo(json: element, at: location) }
     }
 
     public var json: JSONValue { ["tokens": .array(tokens.map(\.json))] }

@@ -110,6 +110,19 @@ public struct MemberReader {
         return names
     }
 
+    /// An array member whose elements `each` reads, each at its own pointer.
+    public func array<Element>(
+        _ key: String, each: (JSONValue, JSONPointer) throws(WireError) -> Element
+    ) throws(WireError) -> [Element] {
+        guard case .array(let elements)? = object[key] else { throw missingOr(key, "must be an array") }
+        var result: [Element] = []
+        result.reserveCapacity(elements.count)
+        for (index, element) in elements.enumerated() {
+            result.append(try each(element, location.appending(key).appending(index: index)))
+        }
+        return result
+    }
+
     /// A Boolean that may be absent.
     public func optionalBool(_ key: String) throws(WireError) -> Bool? {
         guard let value = object[key] else { return nil }

@@ -118,6 +118,8 @@ public final class ServerProcess: Sendable {
         self.secure = secure
     }
 
+    /// The process id.
+    public var pid: Int32 { running.pid }
     public func waitForLog(_ fragment: String) async throws { try await running.waitForLog(fragment) }
     public func signal(_ number: Int32) { running.signal(number) }
     public func waitForExit() -> Int32 { running.waitForExit() }
