@@ -34,7 +34,9 @@ public enum ChildProcess {
         /// The calling task was cancelled and the child was stopped.
         public var cancelled: Bool
         /// The last bytes the child wrote to standard output and error, as text.
-        public var output: String
+        public var output: String { String(decoding: outputBytes, as: UTF8.self) }
+        /// The same bytes as written (a cut may fall inside a character).
+        public var outputBytes: [UInt8]
         /// Whether the child wrote more than was kept, so that ``output`` starts mid-stream.
         public var outputWasCut: Bool
         /// From start to end.
@@ -209,8 +211,8 @@ private final class ChildWatch: Sendable {
         let termination: ChildProcess.Result.Termination =
             (waitStatus & 0x7f) == 0 ? .exited((waitStatus >> 8) & 0xff) : .signaled(waitStatus & 0x7f)
         let result = ChildProcess.Result(
-            termination: termination, timedOut: timedOut, cancelled: cancelled, output: String(decoding: tail, as: UTF8.self),
-            outputWasCut: outputWasCut, duration: clock.now - start)
+            termination: termination, timedOut: timedOut, cancelled: cancelled, outputBytes: tail, outputWasCut: outputWasCut,
+            duration: clock.now - start)
         let continuation = state.withLock { state in
             defer { state.continuation = nil }
             return state.continuation

@@ -257,7 +257,9 @@ struct MatchState: ~Copyable {
                 pc += 1
 
             case .backreference(let slot, let forward):
-                if let next = matchBackreference(slot, pos, forward), spend(abs(next - pos)) {
+                // Comparing costs what it compares, whether it matches or not.
+                let (next, compared) = matchBackreference(slot, pos, forward)
+                if spend(compared), let next {
                     pos = next
                     pc += 1
                 } else {
@@ -265,6 +267,10 @@ struct MatchState: ~Copyable {
                 }
 
             case .lookaround(let negated, let end):
+                guard spend(captures.count / 2) else {  // the copy of the captures
+                    failed = true
+                    break
+                }
                 let saved = captures
                 let found = run(pc + 1, pos)
                 if outOfSteps {
@@ -296,7 +302,10 @@ struct MatchState: ~Copyable {
                     p = next
                     count += 1
                 }
+                // The code points tried count even when the minimum is not met (`[0-9]{20000}`
+                // against runs one short would otherwise compare for free).
                 if count < min {
+                    _ = spend(count)
                     failed = true
                     break
                 }
@@ -339,6 +348,10 @@ struct MatchState: ~Copyable {
                 }
 
             case .repeatBody(let start, let firstGroup, let groupCount):
+                guard spend(groupCount) else {  // resetting the iteration's captures
+                    failed = true
+                    break
+                }
                 setRegister(start, pos)
                 // Each iteration starts with the atom's captures undefined.
                 for i in (2 * firstGroup)..<(2 * (firstGroup + groupCount)) where captures[i] != -1 {
@@ -413,7 +426,9 @@ struct MatchState: ~Copyable {
         registers[i] = value
     }
 
-    private func matchBackreference(_ slot: Int, _ pos: Int, _ forward: Bool) -> Int? {
+    /// Where the backreference's text ends when it matches at `pos` (`nil` when not), and how
+    /// many code points were compared to find out.
+    private func matchBackreference(_ slot: Int, _ pos: Int, _ forward: Bool) -> (next: Int?, compared: Int) {
         var start = -1, end = -1
         // With duplicate named groups, at most one of the candidates participated.
         for g in program.backreferences[slot] where captures[2 * g] >= 0 {
@@ -421,16 +436,11 @@ struct MatchState: ~Copyable {
             end = captures[2 * g + 1]
             break
         }
-        if start < 0 { return pos }  // an undefined group matches the empty string
+        if start < 0 { return (pos, 0) }  // an undefined group matches the empty string
         let length = end - start
-        if forward {
-            guard pos + length <= input.count else { return nil }
-            for i in 0..<length where input[start + i] != input[pos + i] { return nil }
-            return pos + length
-        } else {
-            guard pos - length >= 0 else { return nil }
-            for i in 0..<length where input[start + i] != input[pos - length + i] { return nil }
-            return pos - length
-        }
+        let from = forward ? pos : pos - length
+        guard from >= 0 && from + length <= input.count else { return (nil, 0) }
+        for i in 0..<length where input[start + i] != input[from + i] { return (nil, i + 1) }
+        return (forward ? pos + length : pos - length, length)
     }
 }

@@ -122,7 +122,7 @@ final class AppSync {
                 try await pushChanges(client)
                 let started = ContinuousClock.now
                 let answer = try await fetchSettings(client, request)
-                if answer.rotationRequested { await credentials.rotate(with: client) }
+                if answer.rotationRequested { await credentials.rotate(http: environment.http, server: environment.configuration.server) }
                 switch answer {
                 case .interrupted:
                     logger.debug("sync requested", metadata: ["event": "sync-now"])

@@ -133,19 +133,23 @@ final class DeviceCredentials: Sendable {
         FleetClient(http: http, baseURL: server, token: identity.deviceToken)
     }
 
-    /// Fetches a new token with `client`, saves it, and uses it from then on. Does nothing when
-    /// another loop is rotating already; a failure is logged and tried again at the next request.
-    func rotate(with client: FleetClient) async {
-        let started = state.withLock { state in
-            guard !state.rotating else { return false }
+    /// Fetches a new token, saves it, and uses it from then on. Does nothing when another loop is
+    /// rotating already; a failure is logged and tried again at the next request.
+    ///
+    /// The request is sent with the *current* token, never a loop's older one: when several apps'
+    /// loops see the admin's request, the second one's rotation then first promotes the token
+    /// the first one saved, so the token on disk always works.
+    func rotate(http: HTTPClient, server: String) async {
+        let current: DeviceIdentity? = state.withLock { state in
+            guard !state.rotating else { return nil }
             state.rotating = true
-            return true
+            return state.identity
         }
-        guard started else { return }
+        guard let current else { return }
         defer { state.withLock { $0.rotating = false } }
         do {
-            let rotation = try await client.rotateToken()
-            var identity = self.identity
+            let rotation = try await FleetClient(http: http, baseURL: server, token: current.deviceToken).rotateToken()
+            var identity = current
             identity.deviceToken = rotation.deviceToken
             try identity.save(to: identityFile)
             state.withLock { $0.identity = identity }

@@ -53,7 +53,7 @@ struct Hook: Sendable {
             case .signaled(let signal): reason = "hook \(command[0]) was killed by signal \(signal)"
             }
         }
-        let output = OutputRedaction.redact(Array(result.output.utf8), secrets: secrets, limit: Self.outputLimit, wasCut: result.outputWasCut)
+        let output = OutputRedaction.redact(result.outputBytes, secrets: secrets, limit: Self.outputLimit, wasCut: result.outputWasCut)
             .split(whereSeparator: \.isNewline).suffix(3).joined(separator: " | ")
         if !output.isEmpty { reason += ": " + output }
         return .failed(reason)

@@ -14,9 +14,21 @@ public enum OutputRedaction {
     public static let mask = SettingsValues.mask.stringValue ?? "********"
 
     /// How many of the last output bytes to collect so that `limit` bytes can be redacted
-    /// safely: `limit` plus the longest secret's length less one.
+    /// safely: `limit` plus the longest form of a secret less one.
     public static func bytesToKeep(limit: Int, secrets: [String]) -> Int {
-        limit + max(0, (secrets.map(\.utf8.count).max() ?? 0) - 1)
+        limit + max(0, (forms(of: secrets).map(\.utf8.count).max() ?? 0) - 1)
+    }
+
+    /// Each secret as it is and as it appears inside a JSON string (a hook that prints the
+    /// settings file or a `jq` error shows `\"` and `\\` there), without duplicates.
+    public static func forms(of secrets: [String]) -> [String] {
+        var forms: [String] = []
+        for secret in secrets where !secret.isEmpty {
+            forms.append(secret)
+            let escaped = String(JSONValue.string(secret).serialized().dropFirst().dropLast())
+            if escaped != secret { forms.append(escaped) }
+        }
+        return forms
     }
 
     /// `output` with every occurrence of every secret replaced by ``mask`` (longer secrets
@@ -26,7 +38,7 @@ public enum OutputRedaction {
     ///   (as many as the longest secret less one) may then be the end of a secret whose start
     ///   was lost; they are dropped unless a whole secret covers them.
     public static func redact(_ output: [UInt8], secrets: [String], limit: Int, wasCut: Bool) -> String {
-        let needles = Set(secrets.filter { !$0.isEmpty }).map { Array($0.utf8) }.sorted { $0.count > $1.count }
+        let needles = Set(forms(of: secrets)).map { Array($0.utf8) }.sorted { $0.count > $1.count }
         var covered = [Bool](repeating: false, count: output.count)
         for needle in needles where needle.count <= output.count {
             var start = 0

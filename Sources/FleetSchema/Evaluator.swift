@@ -92,6 +92,10 @@ struct Evaluator {
     /// Steps added to the budget for each code point of each text a pattern is matched against.
     static let patternStepsPerCodePoint = 64
     private var patternBudget = MatchBudget(steps: Evaluator.patternBaseSteps)
+    /// Instance locations to treat as secret whatever path the evaluation took to them (a
+    /// secret reached through one branch is still a secret in another's message); see
+    /// ``JSONSchema/validate(_:)``.
+    var secretLocations: Set<JSONPointer>?
 
     /// Adds ``patternStepsPerCodePoint`` steps for each code point of `text` (counted as UTF-8
     /// bytes: never fewer) to `budget`, before matching `text`.
@@ -132,8 +136,10 @@ struct Evaluator {
         if entersResource { dynamicScope.append(resource) }
         defer { if entersResource { dynamicScope.removeLast() } }
 
+        let markedSecret = secretLocations.map { $0.contains(InstancePath.pointer(path)) } ?? false
         var frame = Frame(
-            node: index, path: path, collect: collecting || nodes[index].node.needsAnnotations, secret: secret || nodes[index].node.isSecret
+            node: index, path: path, collect: collecting || nodes[index].node.needsAnnotations,
+            secret: secret || nodes[index].node.isSecret || markedSecret
         )
         guard evaluateKeywords(&frame, instance) else { return false }
         if frame.valid && collecting { annotations.merge(frame.local) }

@@ -56,8 +56,21 @@ public struct JSONSchema: Sendable {
     }
 
     /// All the ways `instance` fails the schema, in a stable order (empty when it is valid).
+    ///
+    /// No message quotes a value that is or is inside a secret, however the evaluation reached it:
+    /// when an error lies at or under a secret location (``secretLocations(in:)``), the errors
+    /// are made again with those locations marked secret.
     public func validate(_ instance: JSONValue) -> [ValidationError] {
+        let errors = validate(instance, secretLocations: nil)
+        guard !errors.isEmpty else { return errors }
+        let secrets = secretLocations(in: instance)
+        let touchesSecret = errors.contains { error in secrets.contains { error.instanceLocation.tokens.starts(with: $0.tokens) } }
+        return touchesSecret ? validate(instance, secretLocations: Set(secrets)) : errors
+    }
+
+    private func validate(_ instance: JSONValue, secretLocations: Set<JSONPointer>?) -> [ValidationError] {
         var evaluator = Evaluator(schema: self, collectsErrors: true)
+        evaluator.secretLocations = secretLocations
         var annotations = Annotations()
         _ = evaluator.evaluate(root, instance, at: nil, annotations: &annotations, collecting: false, secret: false)
         if let exhaustion = evaluator.exhaustion { return [exhaustion] }

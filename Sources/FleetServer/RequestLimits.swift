@@ -1,32 +1,44 @@
+import FleetProtocol
 import FleetServerCore
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// How many requests the server takes from whom, answered 429 `rate-limited` with `Retry-After`
 /// beyond that (see ``RateLimiter``):
 ///
 /// - every client address: ``Configuration/perAddress`` (generous: a site's devices may share one
 ///   address behind NAT);
-/// - failed authentication and enrollment per address: ``Configuration/failures`` (a guessing
-///   client is slowed to a crawl; its address is refused until the bucket refills);
+/// - failed authentication and enrollment per address: ``Configuration/failures``. Beyond it, a
+///   request from that address with a token the server does not accept, and any enrollment, is
+///   answered 429 instead of 401 until the bucket refills. A request with a valid token is never
+///   refused for what others at its address did.
 /// - every authenticated device: ``Configuration/perDevice`` (an agent needs a long-poll a minute
 ///   and a few reports; one that loops is stopped).
 ///
-/// The admin token is limited only by its address.
+/// The admin token is limited only by its address. An IPv6 client is counted by its /64 (one
+/// host gets a whole /64 to pick addresses from). Behind a reverse proxy, name it with
+/// `--trusted-proxy`: the client address is then the last one in its `X-Forwarded-For`.
 public final class RequestLimits: Sendable {
     /// The limits.
     public struct Configuration: Sendable, Hashable {
         public var perAddress: RateLimiter<String>.Limit
         public var failures: RateLimiter<String>.Limit
         public var perDevice: RateLimiter<String>.Limit
+        /// Reverse proxies whose `X-Forwarded-For` names the client.
+        public var trustedProxies: Set<String>
 
         public init(
             perAddress: RateLimiter<String>.Limit = .init(rate: 200, burst: 400),
             failures: RateLimiter<String>.Limit = .init(rate: 1, burst: 20),
-            perDevice: RateLimiter<String>.Limit = .init(rate: 10, burst: 50)
+            perDevice: RateLimiter<String>.Limit = .init(rate: 10, burst: 50), trustedProxies: Set<String> = []
         ) {
             self.perAddress = perAddress
             self.failures = failures
             self.perDevice = perDevice
+            self.trustedProxies = trustedProxies
         }
     }
 
@@ -39,8 +51,10 @@ public final class RequestLimits: Sendable {
     private let buckets: Mutex<Buckets>
     private let clock = ContinuousClock()
     private let origin: ContinuousClock.Instant
+    private let trustedProxies: Set<String>
 
     public init(_ configuration: Configuration = Configuration()) {
+        trustedProxies = configuration.trustedProxies
         buckets = Mutex(
             Buckets(
                 addresses: RateLimiter(configuration.perAddress), failures: RateLimiter(configuration.failures),
@@ -50,21 +64,47 @@ public final class RequestLimits: Sendable {
 
     private var now: Duration { origin.duration(to: clock.now) }
 
-    /// Admits one request from `address`, unless the address is over its limit or has failed to
-    /// authenticate too often.
-    func admit(address: String) throws(ServiceError) {
-        let now = now
-        let refusal: Duration? = buckets.withLock { buckets in
-            if buckets.failures.isExhausted(address, now: now) { return .seconds(1) }
-            return buckets.addresses.take(address, now: now)
+    /// The key a client is counted by: its address (the last `X-Forwarded-For` entry when `peer`
+    /// is a trusted proxy), an IPv6 address by its /64.
+    func client(peer: String, forwardedFor: String?) -> String {
+        var address = peer
+        if trustedProxies.contains(peer), let forwarded = forwardedFor?.split(separator: ",").last {
+            address = String(forwarded.trimmingSpaces())
         }
-        if let refusal { throw ServiceError.rateLimited("this address", retryAfter: refusal) }
+        return Self.key(address)
     }
 
-    /// Records a failed authentication or enrollment from `address`.
-    func recordFailure(address: String) {
+    static func key(_ address: String) -> String {
+        guard address.contains(":") else { return address }
+        var bytes = in6_addr()
+        guard inet_pton(AF_INET6, address, &bytes) == 1 else { return address }
+        let prefix = withUnsafeBytes(of: bytes) { Array($0.prefix(8)) }
+        return prefix.map { String($0, radix: 16) }.joined(separator: ":") + "::/64"
+    }
+
+    /// Admits one request from `client`, unless it is over its limit.
+    func admit(client: String) throws(ServiceError) {
         let now = now
-        _ = buckets.withLock { $0.failures.take(address, now: now) }
+        if let refusal = buckets.withLock({ $0.addresses.take(client, now: now) }) {
+            throw ServiceError.rateLimited("this address", retryAfter: refusal)
+        }
+    }
+
+    /// Records a failed authentication or enrollment from `client`; throws 429 once it has
+    /// failed too often (instead of the 401 it would get).
+    func recordFailure(client: String) throws(ServiceError) {
+        let now = now
+        if let refusal = buckets.withLock({ $0.failures.take(client, now: now) }) {
+            throw ServiceError.rateLimited("this address", retryAfter: refusal)
+        }
+    }
+
+    /// Refuses an enrollment from a client that has failed too often.
+    func admitEnrollment(client: String) throws(ServiceError) {
+        let now = now
+        if buckets.withLock({ $0.failures.isExhausted(client, now: now) }) {
+            throw ServiceError.rateLimited("this address", retryAfter: .seconds(1))
+        }
     }
 
     /// Admits one request of an authenticated device.

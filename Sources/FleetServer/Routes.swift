@@ -14,14 +14,17 @@ struct Routes: Sendable {
     static let bodyLimit = 1 << 20
     /// The largest enrollment request: 4 KiB (a token and a request id; anyone may send one).
     static let enrollLimit = 4 << 10
-    /// Tells a device in every answer that the admin asked it to rotate its token.
+    /// Tells a device, in its settings and metadata answers, that the admin asked it to rotate its token.
     static let rotateTokenHeader = HTTPField.Name("Fleetset-Rotate-Token")!
+    /// Names the client behind a trusted reverse proxy.
+    static let forwardedForHeader = HTTPField.Name("X-Forwarded-For")!
     /// The largest metadata document accepted: 4 MiB.
     static let metadataLimit = 4 << 20
 
     let service: SettingsService
     let logger: Logger
     let limits: RequestLimits
+    let connections: OpenConnections
 
     func router() -> Router<FleetRequestContext> {
         var routes: [(method: HTTPRequest.Method, path: String, handler: Handler)] = []
@@ -39,13 +42,14 @@ struct Routes: Sendable {
         on(.get, "healthz") { _, _ in json(.ok, ["status": "ok"]) }
 
         on(.post, "v1/enroll") { request, context in
-            let address = Self.address(context)
-            try limits.admit(address: address)
+            let client = client(request, context)
+            try limits.admit(client: client)
+            try limits.admitEnrollment(client: client)
             let body = try await jsonBody(request, limit: Self.enrollLimit)
             do {
                 return json(.created, try await service.enroll(body).json)
             } catch let error as ServiceError where error.status == 401 {
-                limits.recordFailure(address: address)
+                try limits.recordFailure(client: client)
                 throw error
             }
         }
@@ -65,7 +69,7 @@ struct Routes: Sendable {
             let known = request.headers[.ifNoneMatch].flatMap(RevisionTag.revision)
             let service = service
             // Ends when the client goes away, and on a graceful shutdown (answered 304).
-            let answer = try await cancelWhenClosed(context.channel) {
+            let answer = try await cancelWhenClosed(context.channel, connections: connections) {
                 do {
                     return try await cancelWhenGracefulShutdown {
                         try await service.longPoll(app: app, device: device, knownRevision: known, wait: .seconds(wait))
@@ -194,22 +198,22 @@ struct Routes: Sendable {
     /// The caller, within the limits: its address's, then its own (see ``RequestLimits``). A
     /// failed authentication counts against the address.
     private func authenticate(_ request: Request, _ context: FleetRequestContext) async throws -> SettingsService.Principal {
-        let address = Self.address(context)
-        try limits.admit(address: address)
+        let client = client(request, context)
+        try limits.admit(client: client)
         let principal: SettingsService.Principal
         do {
             principal = try await service.authenticate(authorization: request.headers[.authorization])
         } catch let error as ServiceError where error.status == 401 {
-            limits.recordFailure(address: address)
+            try limits.recordFailure(client: client)
             throw error
         }
         if case .device(let device) = principal { try limits.admit(device: device.id) }
         return principal
     }
 
-    /// The client's IP address (`unknown` when the transport has none).
-    private static func address(_ context: FleetRequestContext) -> String {
-        context.remoteAddress?.ipAddress ?? "unknown"
+    /// Who the request counts against (see ``RequestLimits/client(peer:forwardedFor:)``).
+    private func client(_ request: Request, _ context: FleetRequestContext) -> String {
+        limits.client(peer: context.remoteAddress?.ipAddress ?? "unknown", forwardedFor: request.headers[Self.forwardedForHeader])
     }
 
     private func app(_ context: FleetRequestContext) throws -> String {

@@ -50,7 +50,9 @@ public enum FleetServerApplication {
         service: SettingsService, options: ServerOptions, logger: Logger,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> some ApplicationProtocol {
-        let router = Routes(service: service, logger: logger, limits: RequestLimits(options.limits)).router()
+        let connections = OpenConnections()
+        let router = Routes(service: service, logger: logger, limits: RequestLimits(options.limits), connections: connections).router()
+        let readTimeout = options.readTimeout
         let server: HTTPServerBuilder
         if let tls = options.tls {
             let chain = try NIOSSLCertificate.fromPEMFile(tls.certificateFile).map { NIOSSLCertificateSource.certificate($0) }
@@ -62,10 +64,15 @@ public enum FleetServerApplication {
                 configuration.certificateVerification = .noHostnameVerification
                 configuration.trustRoots = .file(clientCAFile)
             }
+            // An HTTP/2 connection with no stream open for longer than the longest long-poll is idle.
             server = try .http2Upgrade(
-                tlsConfiguration: configuration, additionalChannelHandlers: [SlowClientGuard(readTimeout: options.readTimeout)])
+                tlsConfiguration: configuration,
+                configuration: .init(
+                    idleTimeout: .seconds(SettingsService.maximumWait + 30),
+                    streamConfiguration: .init(additionalChannelHandlers: [SlowClientGuard(readTimeout: readTimeout, connections: connections)])))
         } else {
-            server = .http1(configuration: .init(additionalChannelHandlers: [SlowClientGuard(readTimeout: options.readTimeout)]))
+            server = .http1(
+                configuration: .init(additionalChannelHandlers: [SlowClientGuard(readTimeout: readTimeout, connections: connections)]))
         }
         return Application(
             router: router, server: server,

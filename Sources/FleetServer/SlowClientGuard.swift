@@ -1,17 +1,19 @@
 import NIOCore
 import NIOHTTPTypes
+import Synchronization
 
 /// Protects the server from slow and vanished clients, per connection (HTTP/1.1) or stream
 /// (HTTP/2):
 ///
 /// - **Read timeout.** A request must arrive whole (head and body) within ``readTimeout`` of the
-///   connection opening or of the previous answer; a client that sends nothing, or trickles a
-///   byte at a time, is disconnected. The answer phase is not limited here (a long-poll waits up
-///   to five minutes in silence); its own `wait` bounds it.
-/// - **A client that goes away.** Hummingbird keeps a connection whose peer shut its sending
-///   side open (HTTP allows half-closed connections), so a long-poll would wait for minutes for
-///   a client that is gone. A shut input closes the connection, which ends the long-poll at once
-///   (see `cancelWhenClosed`) and removes its waiter.
+///   connection opening or of the previous answer, and so must the rest of a body the server
+///   answered early (a 401 before the body): a client that sends nothing, or trickles a byte at
+///   a time, is disconnected. The answer phase is not limited here (a long-poll waits up to five
+///   minutes in silence); its own `wait` bounds it.
+/// - **A client that goes away.** When the connection closes, or the client shuts its sending
+///   side (Hummingbird keeps half-closed connections open, as HTTP allows), the requests waiting
+///   on it are told through ``OpenConnections``: a long-poll ends at once and its waiter goes
+///   away. Other answers are still written to a half-closed connection.
 final class SlowClientGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -22,13 +24,18 @@ final class SlowClientGuard: ChannelDuplexHandler, RemovableChannelHandler {
     static let readTimeout: TimeAmount = .seconds(30)
 
     private let readTimeout: TimeAmount
+    private let connections: OpenConnections
     private var deadline: Scheduled<Void>?
+    /// A request head came and its answer has not been sent yet.
+    private var answerPending = false
 
-    init(readTimeout: TimeAmount = SlowClientGuard.readTimeout) {
+    init(readTimeout: TimeAmount = SlowClientGuard.readTimeout, connections: OpenConnections) {
         self.readTimeout = readTimeout
+        self.connections = connections
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        connections.opened(context.channel)
         if context.channel.isActive { arm(context) }
     }
 
@@ -39,27 +46,39 @@ final class SlowClientGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         disarm()
+        connections.closed(context.channel)
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         disarm()
+        connections.closed(context.channel)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .end = unwrapInboundIn(data) { disarm() }  // the request is in: the answer phase has no read limit
+        switch unwrapInboundIn(data) {
+        case .head: answerPending = true
+        case .body: break
+        case .end:
+            // The request is in: while it is answered, no read limit (a long-poll waits).
+            // After an early answer, the rest of its body was on the clock: now the next
+            // request is, from the answer on (the timer keeps running).
+            if answerPending { disarm() }
+        }
         context.fireChannelRead(data)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) { arm(context) }  // answered: the next request has its time
+        if case .end = unwrapOutboundIn(data) {
+            answerPending = false
+            arm(context)  // answered: the next request (or the rest of this one) has its time
+        }
         context.write(data, promise: promise)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed {
-            context.close(promise: nil)
-            return
+            connections.closed(context.channel)  // nothing more can come: waiting requests end
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -74,4 +93,48 @@ final class SlowClientGuard: ChannelDuplexHandler, RemovableChannelHandler {
         deadline?.cancel()
         deadline = nil
     }
+}
+
+/// The open connections (HTTP/1.1) and streams (HTTP/2), each with what to run when it goes
+/// away: one entry per connection, whatever the number of requests it carries, removed when
+/// it closes.
+final class OpenConnections: Sendable {
+    private struct State {
+        var hooks: [ObjectIdentifier: [Int: @Sendable () -> Void]] = [:]
+        var next = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Registers `channel` as open.
+    func opened(_ channel: any Channel) {
+        state.withLock { state in
+            if state.hooks[ObjectIdentifier(channel)] == nil { state.hooks[ObjectIdentifier(channel)] = [:] }
+        }
+    }
+
+    /// `channel` is gone (or can send nothing more): runs its hooks and forgets it.
+    func closed(_ channel: any Channel) {
+        let hooks = state.withLock { $0.hooks.removeValue(forKey: ObjectIdentifier(channel)) } ?? [:]
+        for hook in hooks.values { hook() }
+    }
+
+    /// Runs `hook` when `channel` goes away; returns its id, or `nil` when the channel is not
+    /// open any more (the caller acts at once).
+    func onClose(_ channel: any Channel, _ hook: @escaping @Sendable () -> Void) -> Int? {
+        state.withLock { state in
+            guard state.hooks[ObjectIdentifier(channel)] != nil else { return nil }
+            state.next += 1
+            state.hooks[ObjectIdentifier(channel)]?[state.next] = hook
+            return state.next
+        }
+    }
+
+    /// Forgets a hook (its request ended).
+    func remove(_ channel: any Channel, _ id: Int) {
+        state.withLock { _ = $0.hooks[ObjectIdentifier(channel)]?.removeValue(forKey: id) }
+    }
+
+    /// How many connections are open (for tests).
+    var count: Int { state.withLock { $0.hooks.count } }
 }

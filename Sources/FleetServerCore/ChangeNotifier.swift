@@ -8,10 +8,10 @@
 /// token rotated) calls ``deviceChanged(_:)``, which wakes all of that device's long-polls so
 /// that each checks its device again (a revoked device is then answered 401 at once).
 ///
-/// A long-poll reads ``generation(of:)`` *before* it computes the device's revision, and waits
-/// with ``waitForChange(of:device:groups:after:)`` only if that revision is the one the device
-/// already has: a change between the two is never lost, because the generation has then moved
-/// and the wait returns at once.
+/// A long-poll reads ``generation(of:device:)`` *before* it computes the device's revision, and
+/// waits with ``waitForChange(of:device:groups:after:)`` only if that revision is the one the
+/// device already has: a change between the two (of the app, or of the device itself) is never
+/// lost, because the generation has then moved and the wait returns at once.
 ///
 /// One long-poll per device and app: a newer one replaces the older, which ends
 /// ``WaitOutcome/replaced`` (a device that reconnected after a dropped connection leaves no
@@ -46,16 +46,30 @@ public actor ChangeNotifier {
     private var waitersByApp: [String: Set<Int>] = [:]
     private var waitersByDevice: [String: Set<Int>] = [:]
     private var waiterByDeviceApp: [DeviceApp: Int] = [:]
-    private var cancelledBeforeRegistration: Set<Int> = []
+    private var deviceGenerations: [String: UInt64] = [:]
     private var nextWaiter = 0
     /// How many long-polls the last ``changed(_:scope:)`` or ``deviceChanged(_:)`` woke.
     public private(set) var lastWakeCount = 0
 
     public init() {}
 
+    /// Where a long-poll starts from: the changes of its app and of its device so far.
+    public struct Generation: Sendable, Hashable {
+        public let app: UInt64
+        public let device: UInt64
+
+        /// Before any change.
+        public static let start = Generation(app: 0, device: 0)
+    }
+
     /// How many changes of `app` there have been (0 at start).
     public func generation(of app: String) -> UInt64 {
         generations[app, default: 0]
+    }
+
+    /// The changes of `app` and of `device` so far: read before computing the device's revision.
+    public func generation(of app: String, device: String) -> Generation {
+        Generation(app: generations[app, default: 0], device: deviceGenerations[device, default: 0])
     }
 
     /// Records a write of `app` at `scope` and wakes the long-polls of the devices it reaches.
@@ -75,7 +89,8 @@ public actor ChangeNotifier {
 
     /// Wakes every long-poll of `device`, in every app, so that each checks the device again.
     public func deviceChanged(_ device: String) {
-        for app in Set((waitersByDevice[device] ?? []).compactMap { waiters[$0]?.app }) { generations[app, default: 0] += 1 }
+        // A long-poll of the device between reading its generation and waiting sees this too.
+        deviceGenerations[device, default: 0] += 1
         lastWakeCount = wake(waitersByDevice[device] ?? [], with: .changed)
     }
 
@@ -87,13 +102,15 @@ public actor ChangeNotifier {
     /// Waits until a change that reaches `device` (in `groups`) of `app` after `generation`
     /// (at once if `app` has changed since), a newer long-poll of the same device and app, or
     /// the cancellation of the calling task.
-    public func waitForChange(of app: String, device: String, groups: [String], after generation: UInt64) async -> WaitOutcome {
-        if generations[app, default: 0] != generation { return .changed }
+    public func waitForChange(of app: String, device: String, groups: [String], after generation: Generation) async -> WaitOutcome {
+        if self.generation(of: app, device: device) != generation { return .changed }
         let id = nextWaiter
         nextWaiter += 1
+        // The waiter is registered before this call first suspends, so a cancellation (whose
+        // handler hops back onto this actor) always finds it registered, or woken already.
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                if cancelledBeforeRegistration.remove(id) != nil || Task.isCancelled {
+                if Task.isCancelled {
                     continuation.resume(returning: .cancelled)
                     return
                 }
@@ -111,7 +128,7 @@ public actor ChangeNotifier {
 
     /// As ``waitForChange(of:device:groups:after:)``, for at most `timeout` on `clock`.
     public func waitForChange<C: Clock>(
-        of app: String, device: String, groups: [String], after generation: UInt64, timeout: C.Duration, clock: C
+        of app: String, device: String, groups: [String], after generation: Generation, timeout: C.Duration, clock: C
     ) async -> WaitOutcome {
         await withTaskGroup(of: WaitOutcome.self) { group in
             group.addTask { await self.waitForChange(of: app, device: device, groups: groups, after: generation) }
@@ -130,11 +147,8 @@ public actor ChangeNotifier {
     }
 
     private func cancel(_ id: Int) {
-        if waiters[id] != nil {
-            _ = wake([id], with: .cancelled)
-        } else {
-            cancelledBeforeRegistration.insert(id)
-        }
+        // Not there: it was woken already.
+        _ = wake([id], with: .cancelled)
     }
 
     /// Ends the waits `ids` with `outcome`; returns how many there were.

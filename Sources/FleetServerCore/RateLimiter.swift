@@ -63,10 +63,13 @@ public struct RateLimiter<Key: Hashable & Sendable>: Sendable {
         return Bucket(tokens: min(limit.burst, bucket.tokens + seconds * limit.rate), updated: now)
     }
 
+    /// Down to three quarters of ``maximumKeys`` at most, so that the next eviction is a quarter
+    /// of the keys away (the cost is paid once per that many new keys, not on every one).
     private mutating func evict(now: Duration) {
+        let target = maximumKeys * 3 / 4
         buckets = buckets.filter { refilled($0.value, now: now).tokens < limit.burst }
-        if buckets.count > maximumKeys {
-            let keep = buckets.sorted { $0.value.updated > $1.value.updated }.prefix(maximumKeys * 3 / 4)
+        if buckets.count > target {
+            let keep = buckets.sorted { $0.value.updated > $1.value.updated }.prefix(target)
             buckets = Dictionary(uniqueKeysWithValues: keep.map { ($0.key, $0.value) })
         }
     }

@@ -34,15 +34,16 @@ extension SerialSection {
     /// changed what it checked, before it gives up with 409 `concurrent-write`.
     public static let checkAttempts = 5
 
-    /// A write whose check runs outside the section: `check` (a validation, which may be slow)
-    /// works on what `read` returned; then, inside the section, `read` runs again and `commit`
+    /// A write whose check runs outside the section (and off the section's actor: `nonisolated`,
+    /// so the caller's task runs it): `check` (a validation, which may be slow) works on what
+    /// `read` returned; then, inside the section, `read` runs again and `commit`
     /// runs only if it returns the same. If another write changed it in between, the check is
     /// made again on the new state. So one slow validation never holds up the other writes,
     /// and no write is committed on the strength of a check of something else.
     ///
     /// - Throws: what `read`, `check` or `commit` throw; 409 `concurrent-write` when the state
     ///   changed under every one of ``checkAttempts`` checks.
-    public func checkedWrite<State: Equatable & Sendable, Checked: Sendable, Result: Sendable>(
+    nonisolated public func checkedWrite<State: Equatable & Sendable, Checked: Sendable, Result: Sendable>(
         read: @Sendable () async throws -> State,
         check: @Sendable (State) throws -> Checked,
         commit: @Sendable (State, Checked) async throws -> Result

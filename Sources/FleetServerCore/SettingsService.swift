@@ -63,7 +63,7 @@ public final class SettingsService: Sendable {
         guard !device.disabled else { throw ServiceError.deviceDisabled }
         if device.pendingTokenHash == hash {
             // The first use of a rotated token: from now on the old one is refused.
-            device = try await store.promotePendingToken(deviceID: device.id) ?? device
+            device = try await store.promotePendingToken(deviceID: device.id, hash: hash) ?? device
             await notifier.deviceChanged(device.id)
             logger.notice("device token rotated", metadata: ["event": "token-rotated", "device": "\(device.id)"])
         }
@@ -265,7 +265,7 @@ public final class SettingsService: Sendable {
         var device = original
         var woken = false
         while true {
-            let generation = await notifier.generation(of: app)
+            let generation = await notifier.generation(of: app, device: device.id)
             if woken {
                 device = try await recheck(device, app: app)
                 if device.rotationRequested && !original.rotationRequested { return LongPollAnswer(document: nil, device: device) }
@@ -360,6 +360,8 @@ public final class SettingsService: Sendable {
     }
 
     private func deviceWriteState(app: String, device: Device) async throws -> DeviceWriteState {
+        // The device as it is now: one deleted, disabled or stripped of the app meanwhile writes nothing.
+        let device = try await recheck(device, app: app)
         let metadata = try await metadata(app: app)
         let (current, layers) = try await current(app: app, device: device)
         return DeviceWriteState(revision: current.revision, layers: layers, metadata: metadata)

@@ -70,9 +70,10 @@ public protocol SettingsStore: Sendable {
     /// Records a rotation: `hash` becomes the device's pending token (replacing an earlier one).
     func setPendingToken(deviceID: String, hash: String) async throws
 
-    /// The pending token was used: it becomes the device's token, the old one stops working,
-    /// and a requested rotation is done. Returns the device as it is now.
-    func promotePendingToken(deviceID: String) async throws -> Device?
+    /// The pending token with `hash` was used: it becomes the device's token, the old one stops
+    /// working, and a requested rotation is done. Nothing changes when the pending token is
+    /// another one by now (a newer rotation). Returns the device as it is now.
+    func promotePendingToken(deviceID: String, hash: String) async throws -> Device?
 
     /// The revision last served to a device for an app.
     func revision(app: String, deviceID: String) async throws -> RevisionState?

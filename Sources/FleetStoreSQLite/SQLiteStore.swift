@@ -55,6 +55,9 @@ public final class SQLiteStore: SettingsStore {
                     ALTER TABLE enrollment_tokens ADD COLUMN id TEXT;
                     ALTER TABLE enrollment_tokens ADD COLUMN apps TEXT NOT NULL DEFAULT '[]';
                     UPDATE enrollment_tokens SET id = 'et-' || substr(hash, 1, 16);
+                    -- Devices and tokens from before apps were named keep every app stored now.
+                    UPDATE devices SET apps = (SELECT coalesce(json_group_array(app), '[]') FROM (SELECT app FROM metadata ORDER BY app));
+                    UPDATE enrollment_tokens SET apps = (SELECT coalesce(json_group_array(app), '[]') FROM (SELECT app FROM metadata ORDER BY app));
                     CREATE UNIQUE INDEX enrollment_tokens_id ON enrollment_tokens (id);
                     """)
         }
@@ -221,14 +224,14 @@ public final class SQLiteStore: SettingsStore {
         }
     }
 
-    public func promotePendingToken(deviceID: String) async throws -> Device? {
+    public func promotePendingToken(deviceID: String, hash: String) async throws -> Device? {
         try await durableWrite { db in
             try db.execute(
                 sql: """
                     UPDATE devices SET token_hash = pending_token_hash, pending_token_hash = NULL, rotation_requested = 0
-                    WHERE id = ? AND pending_token_hash IS NOT NULL
+                    WHERE id = ? AND pending_token_hash = ?
                     """,
-                arguments: [deviceID])
+                arguments: [deviceID, hash])
             return try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE id = ?", arguments: [deviceID]).map(Self.device)
         }
     }
@@ -269,7 +272,10 @@ public final class SQLiteStore: SettingsStore {
             else { return .unknown }
             // A retry of an enrollment whose answer was lost: the same device, with a new token.
             if let earlier = try Row.fetchOne(
-                db, sql: "SELECT * FROM devices WHERE enrollment_token_hash = ? AND enrollment_request_id = ? AND enrolled_at >= ?",
+                db,
+                sql: """
+                    SELECT * FROM devices WHERE enrollment_token_hash = ? AND enrollment_request_id = ? AND enrolled_at >= ? AND disabled = 0
+                    """,
                 arguments: [attempt.tokenHash, attempt.requestID, attempt.now - attempt.retryWindow]
             ).map(Self.device) {
                 try db.execute(

@@ -61,6 +61,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Requests one client address may send at once.")
     var addressBurst: Double = 400
 
+    @Option(help: "A reverse proxy (its IP address) whose X-Forwarded-For names the client, for the limits (repeatable).")
+    var trustedProxy: [String] = []
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
@@ -93,7 +96,8 @@ struct Serve: AsyncParsableCommand {
                 options: ServerOptions(
                     host: host, port: port, tls: tls, clientCAFile: clientCa,
                     limits: RequestLimits.Configuration(
-                        perAddress: .init(rate: addressRate, burst: addressBurst), perDevice: .init(rate: deviceRate, burst: deviceBurst))),
+                        perAddress: .init(rate: addressRate, burst: addressBurst), perDevice: .init(rate: deviceRate, burst: deviceBurst),
+                        trustedProxies: Set(trustedProxy))),
                 logger: logger,
                 onServerRunning: { port in
                     logger.notice(

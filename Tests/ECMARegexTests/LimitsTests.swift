@@ -54,6 +54,17 @@ struct LimitsTests {
         #expect(try ECMAScriptPattern("^(a+)\\1$").matches(String(repeating: "a", count: 2_000), budget: &references) == .match)
     }
 
+    @Test("work that fails early is charged too: a long minimum that is never met, backreferences that mismatch")
+    func failingWorkIsCharged() throws {
+        // Runs of 1,999 digits against a minimum of 2,000: each start position compares ~2,000.
+        let text = String(repeating: String(repeating: "7", count: 1_999) + "x", count: 50)
+        var budget = MatchBudget(steps: 1_000_000)
+        #expect(try ECMAScriptPattern("[0-9]{2000}").matches(text, budget: &budget) == .outOfSteps)
+        var references = MatchBudget(steps: 100_000)
+        let repeated = String(repeating: "ab", count: 1_000)
+        #expect(try ECMAScriptPattern("(a[ab]*)\\1x").matches(repeated + repeated + "y", budget: &references) == .outOfSteps)
+    }
+
     @Test("groups nested more than 100 deep are refused as unsupported, not a crash")
     func nestingCap() throws {
         let deepest = String(repeating: "(", count: 100) + "a" + String(repeating: ")", count: 100)

@@ -160,6 +160,14 @@ struct OutputRedactionTests {
         #expect(OutputRedaction.redact(Array("nothing".utf8), secrets: [""], limit: 2048, wasCut: false) == "nothing")
     }
 
+    @Test("a secret is redacted in its JSON-escaped form too")
+    func escapedForms() {
+        let secret = #"pa"ss\word"#
+        let output = Array(#"{"pin": "pa\"ss\\word"} and pa"ss\word"#.utf8)
+        let redacted = OutputRedaction.redact(output, secrets: [secret], limit: 2048, wasCut: false)
+        #expect(redacted == #"{"pin": "********"} and ********"#, "\(redacted)")
+    }
+
     @Test("a secret that straddles the cut is masked whole: redaction comes before the cut")
     func straddlingTheCut() {
         let secret = "correct-horse-battery-staple"

@@ -148,6 +148,19 @@ struct SecretLocationTests {
         #expect(scalars == ["4711", "hunter2", "swordfish", "t0k3n", "31337", "42", "deep"])
     }
 
+    @Test("a secret reached through one branch is never quoted by another branch's message")
+    func secretsInMessages() throws {
+        let schema = try JSONSchema([
+            "$defs": ["secret": ["type": "string", "x-secret": true]],
+            "properties": ["password": ["allOf": [["$ref": "#/$defs/secret"], ["type": "string", "pattern": "[0-9]"]]]],
+        ])
+        let errors = schema.validate(["password": "hunter"])
+        #expect(errors.count == 1)
+        #expect(errors.allSatisfy { !$0.message.contains("hunter") }, "\(errors)")
+        // Not a secret: still quoted.
+        #expect(try JSONSchema(["pattern": "[0-9]"]).validate("hunter").first?.message.contains("hunter") == true)
+    }
+
     @Test("a $ref cycle that never moves into the instance ends")
     func cycles() throws {
         let schema = try JSONSchema(["$defs": ["a": ["$ref": "#/$defs/b"], "b": ["allOf": [["$ref": "#/$defs/a"]]]], "$ref": "#/$defs/a"])

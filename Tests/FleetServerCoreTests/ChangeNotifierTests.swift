@@ -11,7 +11,7 @@ struct ChangeNotifierTests {
     @Test("an app-wide change wakes every waiter of that app, and only of that app")
     func wakes() async {
         let notifier = ChangeNotifier()
-        let start = await notifier.generation(of: "kiosk")
+        let start = await notifier.generation(of: "kiosk", device: "d-1")
         async let first = notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: start)
         async let second = notifier.waitForChange(of: "kiosk", device: "d-2", groups: ["lobby"], after: start)
         await awaitWaiters(notifier, "kiosk", 2)
@@ -30,7 +30,7 @@ struct ChangeNotifierTests {
         var waits: [String: Task<ChangeNotifier.WaitOutcome, Never>] = [:]
         for index in 0..<100 {
             let device = "d-\(index)"
-            waits[device] = Task { await notifier.waitForChange(of: "kiosk", device: device, groups: index < 10 ? ["lobby"] : [], after: 0) }
+            waits[device] = Task { await notifier.waitForChange(of: "kiosk", device: device, groups: index < 10 ? ["lobby"] : [], after: .start) }
         }
         await awaitWaiters(notifier, "kiosk", 100)
         await notifier.changed("kiosk", scope: .device("d-42"))
@@ -49,9 +49,9 @@ struct ChangeNotifierTests {
     @Test("a change to a device wakes its long-polls in every app")
     func deviceChanged() async {
         let notifier = ChangeNotifier()
-        async let kiosk = notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: 0)
-        async let signage = notifier.waitForChange(of: "signage", device: "d-1", groups: [], after: 0)
-        async let other = notifier.waitForChange(of: "kiosk", device: "d-2", groups: [], after: 0, timeout: .milliseconds(200), clock: ContinuousClock())
+        async let kiosk = notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start)
+        async let signage = notifier.waitForChange(of: "signage", device: "d-1", groups: [], after: .start)
+        async let other = notifier.waitForChange(of: "kiosk", device: "d-2", groups: [], after: .start, timeout: .milliseconds(200), clock: ContinuousClock())
         await awaitWaiters(notifier, "kiosk", 2)
         await awaitWaiters(notifier, "signage", 1)
         await notifier.deviceChanged("d-1")
@@ -64,9 +64,9 @@ struct ChangeNotifierTests {
     @Test("one long-poll per device and app: a newer one replaces the older")
     func replacement() async {
         let notifier = ChangeNotifier()
-        let older = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: 0) }
+        let older = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start) }
         await awaitWaiters(notifier, "kiosk", 1)
-        async let newer = notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: 0)
+        async let newer = notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start)
         #expect(await older.value == .replaced)
         await awaitWaiters(notifier, "kiosk", 1)
         await notifier.changed("kiosk", scope: .device("d-1"))
@@ -76,16 +76,28 @@ struct ChangeNotifierTests {
     @Test("a change between reading the generation and waiting is not lost")
     func noLostWakeup() async {
         let notifier = ChangeNotifier()
-        let before = await notifier.generation(of: "kiosk")
+        let before = await notifier.generation(of: "kiosk", device: "d-1")
         await notifier.changed("kiosk", scope: .device("d-9"))
         #expect(await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: before) == .changed)
         #expect(await notifier.waiterCount(of: "kiosk") == 0)
     }
 
+    @Test("a change of the device between reading the generation and waiting is not lost either")
+    func noLostDeviceChange() async {
+        let notifier = ChangeNotifier()
+        let before = await notifier.generation(of: "kiosk", device: "d-1")
+        await notifier.deviceChanged("d-1")
+        #expect(await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: before) == .changed)
+        // Another device's change is not this one's.
+        let mine = await notifier.generation(of: "kiosk", device: "d-1")
+        await notifier.deviceChanged("d-2")
+        #expect(await notifier.generation(of: "kiosk", device: "d-1") == mine)
+    }
+
     @Test("cancelling a long-poll removes its waiter")
     func cancellation() async {
         let notifier = ChangeNotifier()
-        let waiting = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: 0) }
+        let waiting = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start) }
         await awaitWaiters(notifier, "kiosk", 1)
         waiting.cancel()
         #expect(await waiting.value == .cancelled)
@@ -96,7 +108,7 @@ struct ChangeNotifierTests {
     func timeout() async {
         let notifier = ChangeNotifier()
         let outcome = await notifier.waitForChange(
-            of: "kiosk", device: "d-1", groups: [], after: 0, timeout: .milliseconds(5), clock: ContinuousClock())
+            of: "kiosk", device: "d-1", groups: [], after: .start, timeout: .milliseconds(5), clock: ContinuousClock())
         #expect(outcome == .timedOut)
         await awaitWaiters(notifier, "kiosk", 0)
     }
@@ -105,7 +117,7 @@ struct ChangeNotifierTests {
     func changeBeforeTimeout() async {
         let notifier = ChangeNotifier()
         async let outcome = notifier.waitForChange(
-            of: "kiosk", device: "d-1", groups: [], after: 0, timeout: .seconds(300), clock: ContinuousClock())
+            of: "kiosk", device: "d-1", groups: [], after: .start, timeout: .seconds(300), clock: ContinuousClock())
         await awaitWaiters(notifier, "kiosk", 1)
         await notifier.changed("kiosk", scope: .app)
         #expect(await outcome == .changed)

@@ -98,7 +98,9 @@ struct SQLiteStoreTests {
             #expect(try await store.device(tokenHash: "old")?.id == "d-1")
             #expect(try await store.device(tokenHash: "new")?.id == "d-1")
             #expect(try await store.device(tokenHash: "lost") == nil)
-            let promoted = try await store.promotePendingToken(deviceID: "d-1")
+            // A request made with a pending token that a newer rotation replaced promotes nothing.
+            #expect(try await store.promotePendingToken(deviceID: "d-1", hash: "lost")?.tokenHash == "old")
+            let promoted = try await store.promotePendingToken(deviceID: "d-1", hash: "new")
             #expect(promoted?.tokenHash == "new" && promoted?.pendingTokenHash == nil && promoted?.rotationRequested == false)
             #expect(try await store.device(tokenHash: "old") == nil)
         }
