@@ -87,7 +87,6 @@ struct FixedClock: WallClock {
 let devices = Int(CommandLine.arguments.dropFirst().first ?? "") ?? 1000
 let directory = NSTemporaryDirectory() + "fleetset-security-bench-\(getpid())"
 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-defer { try? FileManager.default.removeItem(atPath: directory) }
 let store = try SQLiteStore(path: directory + "/fleet.sqlite")
 let notifier = ChangeNotifier()
 var logger = Logger(label: "bench")
@@ -163,4 +162,5 @@ func row(_ name: String, _ runs: [(cpu: Double, wall: Double, woken: Int)]) -> S
 say(row("before (every write woke the whole app):", appWide))
 say(row("after (only the device's long-poll):    ", scoped))
 for wait in waits { wait.cancel() }
+try? FileManager.default.removeItem(atPath: directory)  // exit(0) runs no defer
 exit(0)
