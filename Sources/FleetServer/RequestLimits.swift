@@ -76,10 +76,9 @@ public final class RequestLimits: Sendable {
 
     static func key(_ address: String) -> String {
         guard address.contains(":") else { return address }
-        var bytes = in6_addr()
+        var bytes = [UInt8](repeating: 0, count: 16)  // an in6_addr
         guard inet_pton(AF_INET6, address, &bytes) == 1 else { return address }
-        let prefix = withUnsafeBytes(of: bytes) { Array($0.prefix(8)) }
-        return prefix.map { String($0, radix: 16) }.joined(separator: ":") + "::/64"
+        return bytes.prefix(8).map { String($0, radix: 16) }.joined(separator: ":") + "::/64"
     }
 
     /// Admits one request from `client`, unless it is over its limit.

@@ -15,14 +15,18 @@ struct DurabilityTests {
           "volume": {"type": "integer", "default": 5, "x-writable": true}}}}
         """
 
+    /// The admin token the server made in `directory`.
+    static func adminToken(in directory: String) throws -> String {
+        try String(contentsOfFile: directory + "/admin.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     @Test("kill -9 right after the answers: after a restart, the enrollment, the device's write and the admin's write are there")
     func killAfterAnswer() async throws {
         let directory = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         var server = try await ServerProcess.start(in: directory.path)
         defer { server.kill() }
-        let adminToken = try String(contentsOfFile: directory.path + "/admin.token", encoding: .utf8)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let adminToken = try Self.adminToken(in: directory.path)
         var deviceID = ""
         var deviceToken = ""
         try await withHTTPClient(configuration: .init(allowInsecureHTTP: true)) { http in
@@ -58,8 +62,7 @@ struct DurabilityTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let server = try await ServerProcess.start(in: directory.path)
         defer { server.kill() }
-        let adminToken = try String(contentsOfFile: directory.path + "/admin.token", encoding: .utf8)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let adminToken = try Self.adminToken(in: directory.path)
         let traceFile = directory.path + "/trace"
         let strace = try RunningProcess(
             "/usr/bin/strace",
