@@ -2,6 +2,7 @@ import Curl
 import FleetClient
 import FleetJSON
 import FleetProtocol
+import FleetServer
 import FleetServerCore
 import FleetStoreSQLite
 import NIOCore
@@ -326,7 +327,9 @@ struct TrustBoundaryTests {
 struct RequestLimitTests {
     @Test("a device that loops is answered 429 with Retry-After; others are not affected")
     func deviceRate() async throws {
-        try await TestFleetServer.with { server in
+        // The default burst (50) with a rate that barely refills: the count below does not depend
+        // on how fast the machine sends.
+        try await TestFleetServer.with(limits: .init(perDevice: .init(rate: 0.01, burst: 50))) { server in
             try await server.putKioskMetadata()
             let looping = try await server.enrollDevice()
             let quiet = try await server.enrollDevice()
@@ -335,7 +338,7 @@ struct RequestLimitTests {
                 let response = try await server.raw(.get, "/v1/apps/kiosk/settings", token: looping.token, headers: ["If-None-Match": #""1""#])
                 if response.status == 429 { limited.append(response) }
             }
-            #expect(limited.count >= 40, "\(limited.count) of 120 limited")
+            #expect(limited.count == 70, "\(limited.count) of 120 limited")
             #expect(limited.allSatisfy { ($0.headers["Retry-After"].flatMap { Int($0) } ?? 0) >= 1 })
             #expect(limited.first.map { String(decoding: $0.body, as: UTF8.self).contains("rate-limited") } == true)
             #expect(try await quiet.client.settings(app: "kiosk") != nil)
@@ -344,7 +347,8 @@ struct RequestLimitTests {
 
     @Test("an address that keeps guessing tokens is slowed (429 after 20 failures); a valid device at the same address is not")
     func guessing() async throws {
-        try await TestFleetServer.with { server in
+        // A bucket that barely refills, so that a slow machine does not refill it mid-test.
+        try await TestFleetServer.with(limits: .init(failures: .init(rate: 0.01, burst: 20))) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             var statuses: [Int] = []
@@ -353,9 +357,8 @@ struct RequestLimitTests {
                 statuses.append(response.status)
                 if response.status == 429 { #expect((response.headers["Retry-After"].flatMap { Int($0) } ?? 0) >= 1) }
             }
-            // The bucket refills one a second: however slow the machine, most of the rest are refused.
             #expect(statuses.prefix(20).allSatisfy { $0 == 401 }, "\(statuses)")
-            #expect(statuses.filter { $0 == 429 }.count >= 10, "\(statuses)")
+            #expect(statuses.suffix(20).allSatisfy { $0 == 429 }, "\(statuses)")
             #expect(try await device.client.settings(app: "kiosk") != nil)
             let enroll = try await server.raw(
                 .post, "/v1/enroll", headers: ["Content-Type": "application/json"],
@@ -366,7 +369,7 @@ struct RequestLimitTests {
 
     @Test("a client that sends nothing, or trickles its request, is disconnected after the read timeout")
     func slowClients() async throws {
-        try await TestFleetServer.with(readTimeout: .seconds(1)) { server in
+        try await TestFleetServer.with(readTimeout: .seconds(2)) { server in
             // Raw sockets: libcurl would never send so slowly.
             let silent = try LoopbackSocket(port: server.port)
             let trickling = try LoopbackSocket(port: server.port)
@@ -377,11 +380,11 @@ struct RequestLimitTests {
                     trickleClosed = true
                     break
                 }
-                try await Task.sleep(for: .milliseconds(100))
+                try await Task.sleep(for: .milliseconds(150))
             }
             #expect(silent.waitForClose(timeout: .seconds(10)))
             #expect(trickleClosed || trickling.waitForClose(timeout: .seconds(10)))
-            #expect(ContinuousClock.now - started < .seconds(10))
+            #expect(ContinuousClock.now - started < .seconds(15))
             // A client answered before its body came (401 first) that sends the body afterwards is
             // not held either: the body's end does not stop the clock the answer started.
             let early = try LoopbackSocket(port: server.port)
