@@ -5,7 +5,10 @@ import Glibc
 #endif
 
 /// A plain TCP connection to 127.0.0.1, for clients no HTTP library would be: silent, trickling.
-final class LoopbackSocket {
+///
+/// Its waits block, so they run on a thread of their own: a test blocking the Swift concurrency
+/// pool (two threads on this machine) would stall the in-process server it is waiting for.
+final class LoopbackSocket: Sendable {
     private let descriptor: Int32
 
     init(port: Int) throws {
@@ -32,7 +35,22 @@ final class LoopbackSocket {
     }
 
     /// Waits up to `timeout` for the server to close the connection (a read of 0 bytes).
-    func waitForClose(timeout: Duration) -> Bool {
+    func waitForClose(timeout: Duration) async -> Bool {
+        await Self.onOwnThread { self.blockingWaitForClose(timeout: timeout) }
+    }
+
+    /// Reads until the end of a response head and its `Content-Length` body; the head's text.
+    func readResponseHead() async -> String? {
+        await Self.onOwnThread { self.blockingReadResponseHead() }
+    }
+
+    private static func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: body()) }
+        }
+    }
+
+    private func blockingWaitForClose(timeout: Duration) -> Bool {
         let deadline = ContinuousClock.now + timeout
         var buffer = [UInt8](repeating: 0, count: 4096)
         while ContinuousClock.now < deadline {
@@ -44,8 +62,7 @@ final class LoopbackSocket {
         return false
     }
 
-    /// Reads until the end of a response head and its `Content-Length` body; the head's text.
-    func readResponseHead() -> String? {
+    private func blockingReadResponseHead() -> String? {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         let deadline = ContinuousClock.now + .seconds(10)
