@@ -38,6 +38,8 @@ let package = Package(
         .library(name: "FleetSettings", targets: ["FleetSettings"]),
         // FleetSettings as a provider for apple/swift-configuration's ConfigReader.
         .library(name: "FleetSettingsConfiguration", targets: ["FleetSettingsConfiguration"]),
+        // The fuzz targets, for libFuzzer harnesses built outside this package (with sanitizers).
+        .library(name: "FleetFuzzTargets", targets: ["FleetFuzzTargets"]),
     ],
     dependencies: [
         // Test-only: the real HTTPS (HTTP/1.1 + HTTP/2, mutual TLS) server the client tests talk to.
@@ -303,6 +305,17 @@ let package = Package(
             name: "AgentBenchmark",
             dependencies: ["Curl", "FleetClient", "FleetJSON", "FleetProtocol", "FleetIO", "FileWatch"],
             path: "Benchmarks/AgentBenchmark",
+            swiftSettings: fleetSwiftSettings
+        ),
+        // The fuzz targets (FuzzReplayTests replays the corpora in Fuzz/corpus through them).
+        .target(
+            name: "FleetFuzzTargets",
+            dependencies: ["ECMARegex", "FleetDeviceFiles", "FleetJSON", "FleetMetadata", "FleetProtocol", "FleetSchema"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FuzzReplayTests",
+            dependencies: ["FleetFuzzTargets"],
             swiftSettings: fleetSwiftSettings
         ),
         .executableTarget(
