@@ -59,7 +59,9 @@ for _ in 0..<51 {
     precondition(schema.validate(ordinary).isEmpty)
     ordinaryTimes.append(milliseconds(clock.now - startOrdinary))
 }
-say("validation of the 40-character attack on ^(a+)+$ (51 runs): median \(String(format: "%.2f", median(attackTimes))) ms, worst \(String(format: "%.2f", attackTimes.max()!)) ms")
+say(
+    "validation of the 40-character attack on ^(a+)+$ (51 runs): median \(String(format: "%.2f", median(attackTimes))) ms, worst \(String(format: "%.2f", attackTimes.max()!)) ms"
+)
 say("validation of an ordinary 40-character value (same schema):  median \(String(format: "%.4f", median(ordinaryTimes))) ms")
 
 // Without the budget (the matcher's unbudgeted form, as every match was before): the time

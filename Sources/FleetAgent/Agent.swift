@@ -48,7 +48,8 @@ public final class Agent: Service {
         logger.notice(
             "starting",
             metadata: [
-                "event": "starting", "config": "\(configurationPath)", "apps": "\(initialConfiguration.apps.map(\.id).joined(separator: ","))",
+                "event": "starting", "config": "\(configurationPath)",
+                "apps": "\(initialConfiguration.apps.map(\.id).joined(separator: ","))",
                 "server": "\(initialConfiguration.server)",
             ])
         await withGracefulShutdownHandler {
@@ -85,9 +86,11 @@ public final class Agent: Service {
                 do {
                     configuration = try AgentConfiguration.load(self.configurationPath)
                     self.logger.notice(
-                        "configuration reloaded", metadata: ["event": "reloaded", "apps": "\(configuration.apps.map(\.id).joined(separator: ","))"])
+                        "configuration reloaded",
+                        metadata: ["event": "reloaded", "apps": "\(configuration.apps.map(\.id).joined(separator: ","))"])
                 } catch {
-                    self.logger.error("configuration refused; keeping the running one", metadata: ["event": "reload-failed", "error": "\(error)"])
+                    self.logger.error(
+                        "configuration refused; keeping the running one", metadata: ["event": "reload-failed", "error": "\(error)"])
                 }
             }
         }
@@ -106,19 +109,23 @@ public final class Agent: Service {
         let inboxScanned = Promise<Void>()
         let wallClock: @Sendable () -> Int64 = { Int64(time(nil)) }
         let environment = SyncEnvironment(
-            configuration: configuration, http: http, credentials: credentials, inboxScanned: inboxScanned, board: board, clock: clock, wallClock: wallClock, logger: logger)
+            configuration: configuration, http: http, credentials: credentials, inboxScanned: inboxScanned, board: board, clock: clock,
+            wallClock: wallClock, logger: logger)
         let mailboxes = Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.id, AppMailbox()) })
         await withTaskGroup(of: Void.self) { group in
             for app in configuration.apps {
                 group.addTask { await AppSync(app: app, environment: environment, mailbox: mailboxes[app.id]!).run() }
             }
             group.addTask {
-                let enrollment = Enrollment(configuration: configuration, http: http, clock: self.clock, wallClock: wallClock, logger: self.logger)
+                let enrollment = Enrollment(
+                    configuration: configuration, http: http, clock: self.clock, wallClock: wallClock, logger: self.logger)
                 if let found = await enrollment.identity() {
                     credentials.fulfil(DeviceCredentials(found, identityFile: configuration.layout.identityFile, logger: self.logger))
                 }
             }
-            group.addTask { await Inbox(configuration: configuration, mailboxes: mailboxes, scanned: inboxScanned, logger: self.logger).run() }
+            group.addTask {
+                await Inbox(configuration: configuration, mailboxes: mailboxes, scanned: inboxScanned, logger: self.logger).run()
+            }
             group.addTask {
                 try? await self.clock.sleep(for: configuration.readyTimeout)
                 if !Task.isCancelled { board.readyTimeoutPassed() }
@@ -140,7 +147,8 @@ public final class Agent: Service {
                 notifier?.send(.watchdog)
             } else if overdue != reported {
                 logger.critical(
-                    "loops stuck; no longer feeding the watchdog", metadata: ["event": "watchdog", "stuck": "\(overdue.joined(separator: ","))"])
+                    "loops stuck; no longer feeding the watchdog",
+                    metadata: ["event": "watchdog", "stuck": "\(overdue.joined(separator: ","))"])
             }
             reported = overdue
             try? await clock.sleep(for: interval)
@@ -151,7 +159,9 @@ public final class Agent: Service {
     /// only when allowed, and a 4 MiB cap on any answer.
     static func httpConfiguration(_ configuration: AgentConfiguration) -> HTTPClient.Configuration {
         HTTPClient.Configuration(
-            tls: .init(caFile: configuration.caFile, clientCertificateFile: configuration.clientCertificate, clientKeyFile: configuration.clientKey),
+            tls: .init(
+                caFile: configuration.caFile, clientCertificateFile: configuration.clientCertificate, clientKeyFile: configuration.clientKey
+            ),
             allowInsecureHTTP: configuration.allowInsecureHTTP,
             limits: TransferLimits(maxResponseBytes: maximumResponseSize),
             userAgent: "fleetsetd/\(version)")

@@ -197,7 +197,9 @@ final class AppSync {
                 logger.error("cannot restore settings.json", metadata: ["event": "disk-error", "error": "\(error)"])
             }
             verdictError = message
-            queue(StatusReport(revision: settings.revision, schemaVersion: settings.schemaVersion, state: .error, message: message, source: .agent))
+            queue(
+                StatusReport(
+                    revision: settings.revision, schemaVersion: settings.schemaVersion, state: .error, message: message, source: .agent))
             savePending()
         case .none where !found.problems.isEmpty:
             let message = SettingsVerdict.message("no usable settings on disk", found.problems)
@@ -304,7 +306,8 @@ final class AppSync {
             stopAwaitingAck()
             settleChanges(upTo: document.revision, refusal: message)
             await report(
-                StatusReport(revision: document.revision, schemaVersion: document.schemaVersion, state: state, message: message, source: .agent),
+                StatusReport(
+                    revision: document.revision, schemaVersion: document.schemaVersion, state: state, message: message, source: .agent),
                 client: client)
             writeStatus(force: true)
         case .apply:
@@ -420,7 +423,8 @@ final class AppSync {
     func queue(_ report: StatusReport) {
         var report = report
         if report.message.unicodeScalars.count > StatusReport.maximumMessageLength {
-            report.message = String(String.UnicodeScalarView(report.message.unicodeScalars.prefix(StatusReport.maximumMessageLength - 1))) + "…"
+            report.message =
+                String(String.UnicodeScalarView(report.message.unicodeScalars.prefix(StatusReport.maximumMessageLength - 1))) + "…"
         }
         pending.append(report)
         status.pendingReports = pending.reports.count

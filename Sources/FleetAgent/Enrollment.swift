@@ -54,7 +54,10 @@ struct Enrollment: Sendable {
                 guard let token = try readEnrollmentToken() else {
                     logger.error(
                         "not enrolled: no identity and no enrollment token",
-                        metadata: ["event": "enroll-failed", "identity": "\(layout.identityFile)", "token_file": "\(configuration.enrollmentTokenFile)"])
+                        metadata: [
+                            "event": "enroll-failed", "identity": "\(layout.identityFile)",
+                            "token_file": "\(configuration.enrollmentTokenFile)",
+                        ])
                     try? await clock.sleep(for: backoff.delayAfterFailure(using: &random))
                     continue
                 }
@@ -97,7 +100,7 @@ struct Enrollment: Sendable {
         do {
             let token = try FileSystem.readToken(configuration.enrollmentTokenFile)
             return token.isEmpty ? nil : token
-        } catch where error.code == ENOENT {
+        } catch  where error.code == ENOENT {
             return nil
         }
     }
@@ -156,7 +159,9 @@ final class DeviceCredentials: Sendable {
             logger.notice("device token rotated", metadata: ["event": "token-rotated", "device": "\(identity.deviceId)"])
         } catch is CancellationError {
         } catch {
-            logger.error("cannot rotate the device token; the current one keeps working", metadata: ["event": "token-rotation-failed", "error": "\(error)"])
+            logger.error(
+                "cannot rotate the device token; the current one keeps working",
+                metadata: ["event": "token-rotation-failed", "error": "\(error)"])
         }
     }
 }

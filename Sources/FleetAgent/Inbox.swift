@@ -52,7 +52,9 @@ struct Inbox: Sendable {
         do {
             watcher = try DirectoryWatcher(directories: Array(directories.keys))
         } catch {
-            logger.error("cannot watch the inbox; taking what is there, later requests wait for the next start", metadata: ["event": "inbox", "error": "\(error)"])
+            logger.error(
+                "cannot watch the inbox; taking what is there, later requests wait for the next start",
+                metadata: ["event": "inbox", "error": "\(error)"])
             rescan(directories)
             scanned.fulfil(())
             return
@@ -157,7 +159,9 @@ struct Inbox: Sendable {
         }
         defer { close(descriptor) }
         var opened = stat()
-        guard fstat(descriptor, &opened) == 0 else { throw InboxRefusal(description: "\(FileError(path: path, operation: "stat"))", fromWriter: false) }
+        guard fstat(descriptor, &opened) == 0 else {
+            throw InboxRefusal(description: "\(FileError(path: path, operation: "stat"))", fromWriter: false)
+        }
         if RequestFileCheck.refusal(
             kind: (opened.st_mode & S_IFMT) == S_IFREG ? .regular : .other, links: Int(opened.st_nlink), size: Int(opened.st_size),
             owner: opened.st_uid, group: opened.st_gid, writers: writers, agentUser: agentUser) != nil
@@ -182,7 +186,8 @@ struct Inbox: Sendable {
         return InboxRefusal(
             description: reason ?? "refused",
             fromWriter: RequestFileCheck.isAttributable(
-                kind: kind, links: Int(status.st_nlink), owner: status.st_uid, group: status.st_gid, writers: writers, agentUser: agentUser))
+                kind: kind, links: Int(status.st_nlink), owner: status.st_uid, group: status.st_gid, writers: writers, agentUser: agentUser)
+        )
     }
 
     /// Makes sure the app's inbox is a folder of the agent's own with mode 1733, and that its

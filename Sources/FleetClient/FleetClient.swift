@@ -146,7 +146,9 @@ public struct FleetClient: Sendable {
 
     /// One device.
     public func device(id: String) async throws -> DeviceRecord {
-        try decode(try await send(.get, "/v1/admin/devices/\(Self.percentEncoded(id))", expect: [200]), { json throws(WireError) in try DeviceRecord(json: json) })
+        try decode(
+            try await send(.get, "/v1/admin/devices/\(Self.percentEncoded(id))", expect: [200]),
+            { json throws(WireError) in try DeviceRecord(json: json) })
     }
 
     /// Changes a device's apps or groups, disables or enables it, or asks it to rotate its token.

@@ -67,7 +67,8 @@ public struct AppStatus: Sendable, Hashable {
     }
 
     static let members: Set<String> = [
-        "app", "revision", "schemaVersion", "state", "latestRevision", "lastSync", "lastError", "pendingReports", "pendingChanges", "awaitingAck", "ackDeadline",
+        "app", "revision", "schemaVersion", "state", "latestRevision", "lastSync", "lastError", "pendingReports", "pendingChanges",
+        "awaitingAck", "ackDeadline",
         "updatedAt",
     ]
 

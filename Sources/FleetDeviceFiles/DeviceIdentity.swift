@@ -99,15 +99,18 @@ public struct EnrollmentRequestFile: Sendable, Hashable {
     /// is replaced.
     public static func loadOrMake(_ path: String, server: String, random: () -> UInt64) throws(FileError) -> EnrollmentRequestFile {
         if let bytes = try? FileSystem.readFileIfPresent(path, maximumSize: 4096), let json = try? JSONParser.parse(bytes),
-            let reader = try? MemberReader(json, allowed: ["requestId", "server"]), let id = try? reader.string("requestId", maximumLength: 64),
+            let reader = try? MemberReader(json, allowed: ["requestId", "server"]),
+            let id = try? reader.string("requestId", maximumLength: 64),
             let saved = try? reader.string("server", maximumLength: 2048), saved == server, EnrollRequest.isValidRequestID(id)
         {
             return EnrollmentRequestFile(requestId: id, server: saved)
         }
-        let id = "er-" + (0..<2).map { _ in
-            let hex = String(random(), radix: 16)
-            return String(repeating: "0", count: 16 - hex.count) + hex
-        }.joined(separator: "-")
+        let id =
+            "er-"
+            + (0..<2).map { _ in
+                let hex = String(random(), radix: 16)
+                return String(repeating: "0", count: 16 - hex.count) + hex
+            }.joined(separator: "-")
         let request = EnrollmentRequestFile(requestId: id, server: server)
         let json: JSONValue = ["requestId": .string(request.requestId), "server": .string(server)]
         try FileSystem.writeAtomically(Array((json.serialized() + "\n").utf8), to: path, mode: 0o600)

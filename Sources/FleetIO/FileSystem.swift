@@ -37,7 +37,9 @@ public enum FileSystem {
     ///
     /// - Parameter followLinks: `false` refuses a symbolic link (`ELOOP`) instead of reading
     ///   the file it points at: for files others may have placed.
-    public static func readFile(_ path: String, maximumSize: Int = defaultMaximumSize, followLinks: Bool = true) throws(FileError) -> [UInt8] {
+    public static func readFile(_ path: String, maximumSize: Int = defaultMaximumSize, followLinks: Bool = true) throws(FileError)
+        -> [UInt8]
+    {
         let descriptor = try openForReading(path, followLinks: followLinks)
         defer { close(descriptor) }
         var status = stat()
@@ -77,7 +79,7 @@ public enum FileSystem {
     public static func readFileIfPresent(_ path: String, maximumSize: Int = defaultMaximumSize) throws(FileError) -> [UInt8]? {
         do {
             return try readFile(path, maximumSize: maximumSize)
-        } catch where error.code == ENOENT {
+        } catch  where error.code == ENOENT {
             return nil
         }
     }
@@ -181,7 +183,7 @@ extension FileSystem {
         guard durable else { return }
         do {
             try syncDirectory(directory)
-        } catch where error.code == EACCES && unreadableDirectory == .skipSync {
+        } catch  where error.code == EACCES && unreadableDirectory == .skipSync {
             // A folder the writer may add to but not read (a mail drop such as an app's inbox,
             // mode 1733) cannot be opened to fsync it. The file's contents are on disk; the
             // rename reaches it with the file system's next commit (ext4: within 5 s), or when

@@ -90,7 +90,8 @@ public struct DeviceUpdate: Sendable, Hashable {
         disabled = try reader.optionalBool("disabled")
         rotateToken = try reader.optionalBool("rotateToken")
         if rotateToken == false {
-            throw WireError(at: JSONPointer.root.appending("rotateToken"), "can only be true (a requested rotation ends when the agent rotates)")
+            throw WireError(
+                at: JSONPointer.root.appending("rotateToken"), "can only be true (a requested rotation ends when the agent rotates)")
         }
     }
 

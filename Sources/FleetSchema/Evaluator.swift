@@ -218,7 +218,8 @@ struct Evaluator {
             }
         }
         if let pattern = compiled.node.pattern {
-            guard let matches = self.matches(pattern, text, at: frame.path, keywordLocation: compiled.node.location + "/pattern", "the value")
+            guard
+                let matches = self.matches(pattern, text, at: frame.path, keywordLocation: compiled.node.location + "/pattern", "the value")
             else {
                 frame.valid = false
                 return false

@@ -29,5 +29,9 @@ func cancelWhenClosed<T: Sendable>(
         return try await task.value
     }
     defer { connections.remove(channel, hook) }
-    return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+    return try await withTaskCancellationHandler {
+        try await task.value
+    } onCancel: {
+        task.cancel()
+    }
 }

@@ -81,7 +81,8 @@ struct Routes: Sendable {
             }
             guard let document = answer.document else {
                 return withRotationRequest(
-                    Response(status: .notModified, headers: [.eTag: RevisionTag.etag(known ?? 0), .cacheControl: "no-store"]), answer.device)
+                    Response(status: .notModified, headers: [.eTag: RevisionTag.etag(known ?? 0), .cacheControl: "no-store"]), answer.device
+                )
             }
             return withRotationRequest(settingsResponse(document), answer.device)
         }

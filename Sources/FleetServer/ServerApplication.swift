@@ -69,7 +69,9 @@ public enum FleetServerApplication {
                 tlsConfiguration: configuration,
                 configuration: .init(
                     idleTimeout: .seconds(SettingsService.maximumWait + 30),
-                    streamConfiguration: .init(additionalChannelHandlers: [SlowClientGuard(readTimeout: readTimeout, connections: connections)])))
+                    streamConfiguration: .init(additionalChannelHandlers: [
+                        SlowClientGuard(readTimeout: readTimeout, connections: connections)
+                    ])))
         } else {
             server = .http1(
                 configuration: .init(additionalChannelHandlers: [SlowClientGuard(readTimeout: readTimeout, connections: connections)]))

@@ -112,7 +112,8 @@ extension SettingsService {
             check: { state in
                 var after = state.values
                 after[scope] = Self.merged(state.values[scope] ?? [:], patch)
-                let findings = ValueAudit.newFindings(metadata: state.metadata, before: state.values, after: after, audiences: state.audiences)
+                let findings = ValueAudit.newFindings(
+                    metadata: state.metadata, before: state.values, after: after, audiences: state.audiences)
                 guard findings.isEmpty else {
                     throw ServiceError(422, "invalid-values", "the change makes settings invalid", details: findings.map(\.detail))
                 }
@@ -187,7 +188,8 @@ extension SettingsService {
             "enrollment token made",
             metadata: [
                 "event": "enrollment-token", "id": "\(id)", "apps": "\(request.apps.joined(separator: ","))",
-                "groups": "\(request.groups.joined(separator: ","))", "uses": "\(request.uses)", "expires": "\(Timestamp.format(expiresAt))",
+                "groups": "\(request.groups.joined(separator: ","))", "uses": "\(request.uses)",
+                "expires": "\(Timestamp.format(expiresAt))",
             ])
         return EnrollmentTokenResponse(
             id: id, enrollmentToken: token, expiresAt: expiresAt, uses: request.uses, apps: request.apps, groups: request.groups)
@@ -199,7 +201,8 @@ extension SettingsService {
         let now = wallClock.secondsSinceEpoch()
         return EnrollmentTokenList(
             tokens: try await store.enrollmentTokens().filter { $0.expiresAt > now && $0.usesLeft > 0 }.map { token in
-                EnrollmentTokenInfo(id: token.id, apps: token.apps, groups: token.groups, usesLeft: Int64(token.usesLeft), expiresAt: token.expiresAt)
+                EnrollmentTokenInfo(
+                    id: token.id, apps: token.apps, groups: token.groups, usesLeft: Int64(token.usesLeft), expiresAt: token.expiresAt)
             })
     }
 
@@ -240,7 +243,8 @@ extension SettingsService {
     public func updateDevice(id: String, _ body: JSONValue) async throws -> DeviceRecord {
         let update = try Self.read(body, as: DeviceUpdate.init(json:))
         try Self.checkNames(apps: update.apps ?? [], groups: update.groups ?? [])
-        let change = DeviceChange(apps: update.apps, groups: update.groups, disabled: update.disabled, rotationRequested: update.rotateToken)
+        let change = DeviceChange(
+            apps: update.apps, groups: update.groups, disabled: update.disabled, rotationRequested: update.rotateToken)
         guard let device = try await store.updateDevice(id: id, change) else { throw ServiceError.unknownDevice(id) }
         await notifier.deviceChanged(id)
         var changed: [String] = []
@@ -272,7 +276,8 @@ extension SettingsService {
     /// App ids as metadata has them; group names as scopes have them.
     private static func checkNames(apps: [String], groups: [String]) throws(ServiceError) {
         for (index, app) in apps.enumerated() where !Metadata.isValidAppID(app) {
-            throw ServiceError.badRequest("/apps/\(index): an app id has 1 to 64 characters of a-z 0-9 . _ -, starting with a letter or digit")
+            throw ServiceError.badRequest(
+                "/apps/\(index): an app id has 1 to 64 characters of a-z 0-9 . _ -, starting with a letter or digit")
         }
         for (index, group) in groups.enumerated() where !Scope.isValidName(group) {
             throw ServiceError.badRequest("/groups/\(index): a group name has 1 to 128 characters and no control characters")

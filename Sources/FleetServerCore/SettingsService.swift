@@ -148,7 +148,8 @@ public final class SettingsService: Sendable {
             tokenHash: enrollmentTokenHash, requestID: request.requestId, now: now, retryWindow: Self.enrollmentRetryWindow)
         let outcome = try await store.enroll(attempt, newTokenHash: tokenHash) { apps, groups in
             Device(
-                id: Credentials.identifier(prefix: "d-"), tokenHash: tokenHash, apps: apps, groups: groups, enrolledAt: now, lastSeenAt: now)
+                id: Credentials.identifier(prefix: "d-"), tokenHash: tokenHash, apps: apps, groups: groups, enrolledAt: now, lastSeenAt: now
+            )
         }
         let refusal: String
         switch outcome {

@@ -45,7 +45,8 @@ public struct FleetApp: Sendable, Hashable {
         let found = SettingsOnDisk.load(file, app: id)
         guard let settings = found.settings else {
             throw FleetSettingsError.noSettings(
-                app: id, path: file.path, reason: found.problems.isEmpty ? "the device has not received them yet" : found.problems.joined(separator: "; "))
+                app: id, path: file.path,
+                reason: found.problems.isEmpty ? "the device has not received them yet" : found.problems.joined(separator: "; "))
         }
         return AppSettings(settings)
     }
@@ -112,7 +113,9 @@ public struct FleetApp: Sendable, Hashable {
 
     /// ``submit(_:)`` for a caller that has read the settings and their metadata already (the
     /// CLI, which parsed the values with it).
-    package func submit(_ values: JSONObject, checkedAgainst current: JSONObject, metadata: Metadata) throws(FleetSettingsError) -> ChangeRequest {
+    package func submit(_ values: JSONObject, checkedAgainst current: JSONObject, metadata: Metadata) throws(FleetSettingsError)
+        -> ChangeRequest
+    {
         let problems = metadata.problems(ofChange: values, to: current)
         guard problems.isEmpty else { throw FleetSettingsError.refused(app: id, problems: problems.map(\.description)) }
         let request = SpoolRequest.set(values)
@@ -120,7 +123,9 @@ public struct FleetApp: Sendable, Hashable {
         guard size <= SpoolRequest.maximumFileSize, values.count <= SpoolRequest.maximumKeys else {
             throw FleetSettingsError.refused(
                 app: id,
-                problems: ["the change is \(size) bytes in \(values.count) settings; a request may have \(SpoolRequest.maximumFileSize) bytes and \(SpoolRequest.maximumKeys) settings"])
+                problems: [
+                    "the change is \(size) bytes in \(values.count) settings; a request may have \(SpoolRequest.maximumFileSize) bytes and \(SpoolRequest.maximumKeys) settings"
+                ])
         }
         return ChangeRequest(app: self, id: try leave(request))
     }
@@ -134,7 +139,8 @@ public struct FleetApp: Sendable, Hashable {
             case .unsupported: .unsupported
             }
         guard message.unicodeScalars.count <= StatusReport.maximumMessageLength else {
-            throw FleetSettingsError.refused(app: id, problems: ["the message is longer than \(StatusReport.maximumMessageLength) characters"])
+            throw FleetSettingsError.refused(
+                app: id, problems: ["the message is longer than \(StatusReport.maximumMessageLength) characters"])
         }
         try leave(.ack(revision: revision, state: protocolState, message: message))
     }

@@ -267,8 +267,9 @@ public final class SQLiteStore: SettingsStore {
         _ attempt: EnrollmentAttempt, newTokenHash: String, makeDevice: @escaping @Sendable (_ apps: [String], _ groups: [String]) -> Device
     ) async throws -> EnrollmentOutcome {
         try await durableWrite { db -> EnrollmentOutcome in
-            guard let token = try Row.fetchOne(db, sql: "SELECT * FROM enrollment_tokens WHERE hash = ?", arguments: [attempt.tokenHash])
-                .map(Self.enrollmentToken)
+            guard
+                let token = try Row.fetchOne(db, sql: "SELECT * FROM enrollment_tokens WHERE hash = ?", arguments: [attempt.tokenHash])
+                    .map(Self.enrollmentToken)
             else { return .unknown }
             // A retry of an enrollment whose answer was lost: the same device, with a new token.
             if let earlier = try Row.fetchOne(

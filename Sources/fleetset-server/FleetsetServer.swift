@@ -71,7 +71,10 @@ struct Serve: AsyncParsableCommand {
         guard (tlsCertificate == nil) == (tlsKey == nil) else { throw ValidationError("--tls-certificate and --tls-key go together") }
         guard clientCa == nil || tlsCertificate != nil else { throw ValidationError("--client-ca needs --tls-certificate and --tls-key") }
         guard Self.address(listen) != nil else { throw ValidationError("--listen must be HOST:PORT, e.g. 0.0.0.0:8443 or [::]:8443") }
-        for (name, value) in [("--device-rate", deviceRate), ("--device-burst", deviceBurst), ("--address-rate", addressRate), ("--address-burst", addressBurst)]
+        for (name, value) in [
+            ("--device-rate", deviceRate), ("--device-burst", deviceBurst), ("--address-rate", addressRate),
+            ("--address-burst", addressBurst),
+        ]
         where !(value >= 1 && value.isFinite) {
             throw ValidationError("\(name) must be a number of requests, 1 or more")
         }

@@ -47,7 +47,8 @@ struct GetCommand: ParsableCommand {
         if masked != value {
             let what = masked == SettingsValues.mask ? "is a secret" : "holds a secret"
             StandardError.write(
-                "fleetset get: \(app.id) \(pointer.tokens.count == 1 ? key : pointer.displayText) \(what) (x-secret); its value is never printed. Apps read it from settings.json or with FleetSettings.")
+                "fleetset get: \(app.id) \(pointer.tokens.count == 1 ? key : pointer.displayText) \(what) (x-secret); its value is never printed. Apps read it from settings.json or with FleetSettings."
+            )
             throw CLIExit.invalidInput
         }
         if case .string(let text) = value, !json {

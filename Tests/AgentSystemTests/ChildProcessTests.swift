@@ -7,7 +7,8 @@ struct ChildProcessTests {
     @Test("runs with exactly the given environment and collects its output")
     func environmentAndOutput() async throws {
         let result = try await ChildProcess.run(
-            ["/bin/sh", "-c", "echo \"$FLEETSET_APP:${HOME:-unset}\"; echo oops >&2"], environment: ["FLEETSET_APP=kiosk"], timeout: .seconds(10))
+            ["/bin/sh", "-c", "echo \"$FLEETSET_APP:${HOME:-unset}\"; echo oops >&2"], environment: ["FLEETSET_APP=kiosk"],
+            timeout: .seconds(10))
         #expect(result.succeeded && result.termination == .exited(0))
         #expect(result.output == "kiosk:unset\noops\n")
     }
@@ -31,7 +32,8 @@ struct ChildProcessTests {
             ["/bin/sh", "-c", "sleep 60 & echo $! > \(pidFile); wait"], environment: ["PATH=/usr/bin:/bin"], timeout: .milliseconds(300))
         #expect(result.timedOut && result.termination == .signaled(SIGTERM))
         #expect(ContinuousClock.now - started < .seconds(5))
-        let grandchild = try #require(Int32(try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        let grandchild = try #require(
+            Int32(try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
         usleep(100_000)
         #expect(Self.isAlive(grandchild) == false, "the grandchild \(grandchild) is gone")
     }
@@ -48,7 +50,8 @@ struct ChildProcessTests {
     @Test("a program that ignores SIGTERM is killed after the grace period")
     func stubborn() async throws {
         let result = try await ChildProcess.run(
-            ["/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"], environment: ["PATH=/usr/bin:/bin"], timeout: .milliseconds(200))
+            ["/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"], environment: ["PATH=/usr/bin:/bin"],
+            timeout: .milliseconds(200))
         #expect(result.timedOut && result.termination == .signaled(SIGKILL))
         #expect(result.duration >= ChildProcess.killGrace && result.duration < .seconds(6))
     }

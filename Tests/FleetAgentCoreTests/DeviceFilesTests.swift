@@ -39,8 +39,14 @@ struct DeviceFilesTests {
         "a torn, foreign or invalid settings.json falls back to the previous generation, saying why",
         arguments: [
             ("{\"app\": \"kiosk\", \"schemaVer", "line 1, column"),
-            ("{\"app\": \"till\", \"schemaVersion\": 1, \"revision\": 9, \"syncedAt\": \"2026-11-18T00:00:00Z\", \"values\": {}}", "the settings are for \"till\""),
-            ("{\"app\": \"kiosk\", \"schemaVersion\": 1, \"revision\": 9, \"syncedAt\": \"2026-11-18T00:00:00Z\", \"values\": {\"a\": \"bad\"}}", "/a: rejected"),
+            (
+                "{\"app\": \"till\", \"schemaVersion\": 1, \"revision\": 9, \"syncedAt\": \"2026-11-18T00:00:00Z\", \"values\": {}}",
+                "the settings are for \"till\""
+            ),
+            (
+                "{\"app\": \"kiosk\", \"schemaVersion\": 1, \"revision\": 9, \"syncedAt\": \"2026-11-18T00:00:00Z\", \"values\": {\"a\": \"bad\"}}",
+                "/a: rejected"
+            ),
             ("", "line 1, column"),
         ])
     func fallback(current: String, reason: String) throws {
@@ -50,7 +56,9 @@ struct DeviceFilesTests {
         try file.write(Array(current.utf8), mode: 0o640, group: nil)
         let loaded = SettingsOnDisk.load(file, app: "kiosk") { settings in settings.values["a"] == "bad" ? ["/a: rejected"] : [] }
         #expect(loaded.source == .previous && loaded.settings == Self.settings(1))
-        #expect(loaded.problems.count == 1 && loaded.problems[0].hasPrefix(file.path + ": ") && loaded.problems[0].contains(reason), "\(loaded.problems)")
+        #expect(
+            loaded.problems.count == 1 && loaded.problems[0].hasPrefix(file.path + ": ") && loaded.problems[0].contains(reason),
+            "\(loaded.problems)")
         try file.restorePrevious(mode: 0o640, group: nil)
         #expect(SettingsOnDisk.load(file, app: "kiosk").source == .current)
     }
@@ -92,7 +100,9 @@ struct DeviceFilesTests {
         let loaded = PendingReports.load(path)
         #expect(loaded.reports.map(\.revision) == [1, 2, 3])
         var full = loaded
-        for revision in 4...150 { full.append(StatusReport(revision: Int64(revision), schemaVersion: 1, state: .error, message: "m", source: .agent)) }
+        for revision in 4...150 {
+            full.append(StatusReport(revision: Int64(revision), schemaVersion: 1, state: .error, message: "m", source: .agent))
+        }
         #expect(full.reports.count == PendingReports.capacity && full.reports.first?.revision == 51)
         full.removeFirst(PendingReports.capacity)
         try full.save(to: path)
@@ -106,7 +116,8 @@ struct DeviceFilesTests {
     func status() throws {
         let directory = try folder()
         let status = AppStatus(
-            app: "kiosk", revision: 4, schemaVersion: 2, state: .error, latestRevision: 5, lastSync: 1_795_000_000, lastError: "revision 5: …",
+            app: "kiosk", revision: 4, schemaVersion: 2, state: .error, latestRevision: 5, lastSync: 1_795_000_000,
+            lastError: "revision 5: …",
             pendingReports: 1, pendingChanges: 2, awaitingAck: 5, ackDeadline: 1_795_000_060, updatedAt: 1_795_000_001)
         try status.write(to: directory + "/status.json", group: getegid())
         #expect(AppStatus.load(directory + "/status.json") == status)
@@ -122,7 +133,8 @@ struct DeviceFilesTests {
         let name = id + ".json"
         let path = directory + "/" + name
         #expect(SpoolRequest.id(ofFileNamed: name) == id)
-        #expect(SpoolRequest.isRequestName(name) && !SpoolRequest.isRequestName(".\(name)") && !SpoolRequest.isRequestName(name + ".tmp-1-2"))
+        #expect(
+            SpoolRequest.isRequestName(name) && !SpoolRequest.isRequestName(".\(name)") && !SpoolRequest.isRequestName(name + ".tmp-1-2"))
         #expect(try SpoolRequest(json: try JSONParser.parse(try FileSystem.readFile(path))) == .sync)
         #expect(throws: WireError.self) { try SpoolRequest(json: ["request": "reboot"]) }
     }

@@ -219,7 +219,11 @@ struct RefusedFolderTests {
         entries[0] = .init(name: "r0.json", modified: now - 1000)
         entries[1] = .init(name: "r0.json.reason", modified: now)  // just refused: kept
         let expired = RefusedFolder.expired(entries, now: now)
-        #expect(expired == ["r1.json", "r1.json.reason", "r2.json", "r2.json.reason", "r3.json", "r3.json.reason", "r4.json", "r4.json.reason", "r5.json", "r5.json.reason"])
+        #expect(
+            expired == [
+                "r1.json", "r1.json.reason", "r2.json", "r2.json.reason", "r3.json", "r3.json.reason", "r4.json", "r4.json.reason",
+                "r5.json", "r5.json.reason",
+            ])
     }
 
     @Test("a hard link or a stranger's file is never attributed to an allowed writer")

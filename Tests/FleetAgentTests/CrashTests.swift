@@ -44,7 +44,8 @@ struct CrashTests {
             let file = fleet.layout.settingsFile("crash")
             let onDisk = try #require(SettingsOnDisk.load(file, app: "crash").settings, "cycle \(cycle): no settings")
             #expect(SettingsOnDisk.load(file, app: "crash").source == .current, "cycle \(cycle): settings.json itself must be intact")
-            #expect(served[onDisk.revision] == onDisk.values, "cycle \(cycle): revision \(onDisk.revision) was never served with these values")
+            #expect(
+                served[onDisk.revision] == onDisk.values, "cycle \(cycle): revision \(onDisk.revision) was never served with these values")
             #expect(metadata.validate(values: .object(onDisk.values)).isEmpty, "cycle \(cycle)")
             if onDisk.revision == document.revision { newest += 1 } else { older += 1 }
             agent = try fleet.startAgent()
@@ -57,7 +58,9 @@ struct CrashTests {
         try await fleet.waitForSettings("crash", agent: agent) { $0.revision == latest }
         try await fleet.waitForStatus("crash", agent: agent) { $0.revision == latest && $0.state == .applied }
         try await fleet.waitForStatusLine("crash", containing: ["revision=\(latest)", "state=applied"], agent: agent)
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: fleet.layout.appDirectory("crash")).filter { $0.contains(".tmp-") }
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: fleet.layout.appDirectory("crash")).filter {
+            $0.contains(".tmp-")
+        }
         #expect(leftovers.isEmpty, "temporary files of interrupted writes are cleaned up at start: \(leftovers)")
     }
 }

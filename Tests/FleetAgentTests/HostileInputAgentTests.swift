@@ -99,7 +99,8 @@ struct HostileInputAgentTests {
         // begin inside the password, so cutting before redacting would leave its end.
         let hook = fleet.directory + "/leaky-hook"
         try FileSystemWrite.text(
-            "#!/bin/sh\nprintf 'pin=271828 '\nprintf '%s' '\(password)'\nhead -c 2040 /dev/zero | tr '\\\\0' 'x'\nexit 3\n", to: hook, mode: 0o755)
+            "#!/bin/sh\nprintf 'pin=271828 '\nprintf '%s' '\(password)'\nhead -c 2040 /dev/zero | tr '\\\\0' 'x'\nexit 3\n", to: hook,
+            mode: 0o755)
         var watch: RunningProcess?
         let agent = try await fleet.launchAgent([["id": "cams", "onChange": [.string(hook)]]], storeMetadata: false)
         defer {
@@ -159,7 +160,9 @@ struct HostileInputAgentTests {
         for round in 1...60 {
             _ = try await fleet.admin.patchValues(
                 app: "cams", scope: "app", patch: ["streams": [["url": "rtsp://cam", "password": .string("secret-\(round)-xyzzy")]]])
-            try await fleet.waitForSettings("cams", agent: agent) { $0.values["streams"]?[pointer: JSONPointer("/0/password")!] == .string("secret-\(round)-xyzzy") }
+            try await fleet.waitForSettings("cams", agent: agent) {
+                $0.values["streams"]?[pointer: JSONPointer("/0/password")!] == .string("secret-\(round)-xyzzy")
+            }
         }
         // A signal may be blocked in processes the test runner starts: a file tells the racer to stop.
         try FileSystemWrite.text("", to: appDirectory + "/racer-stop", mode: 0o644)
@@ -213,7 +216,9 @@ struct HostileInputAgentTests {
                     pass
         """#
 
-    @Test("the admin asks for a new token: the agent rotates it, keeps it in identity.json (0600), the old one stops working, and its queue goes on")
+    @Test(
+        "the admin asks for a new token: the agent rotates it, keeps it in identity.json (0600), the old one stops working, and its queue goes on"
+    )
     func tokenRotation() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
@@ -317,7 +322,8 @@ struct HostileInputAgentTests {
         let port = String(fleet.server.port)
         let certificate = ["-cert", fleet.clientCertificateFile, "-key", fleet.clientKeyFile, "-CAfile", fleet.certificateFile]
         let old = try CLIRunner.run(
-            ["s_client", "-connect", "127.0.0.1:" + port, "-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0"] + certificate, executable: "/usr/bin/openssl",
+            ["s_client", "-connect", "127.0.0.1:" + port, "-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0"] + certificate,
+            executable: "/usr/bin/openssl",
             input: "")
         #expect(old.status != 0, "TLS 1.1 was accepted: \(old.standardOutput)")
         let current = try CLIRunner.run(

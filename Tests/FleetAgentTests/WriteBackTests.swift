@@ -71,7 +71,9 @@ struct WriteBackTests {
         #expect(fleet.settings("kiosk")?.values["greeting"] == "hello")
     }
 
-    @Test("refused locally with a clear message: a key that is not x-writable, a value of the wrong type; a request that bypasses the CLI is refused by the agent and recorded")
+    @Test(
+        "refused locally with a clear message: a key that is not x-writable, a value of the wrong type; a request that bypasses the CLI is refused by the agent and recorded"
+    )
     func refusedLocally() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
@@ -81,7 +83,10 @@ struct WriteBackTests {
 
         let notWritable = try fleet.cli(["set", "volume=3"])
         #expect(notWritable.status == 1)
-        #expect(notWritable.standardError == "fleetset set: kiosk: the change cannot be made: /volume: is not x-writable: only the fleet's administrators may change it\n")
+        #expect(
+            notWritable.standardError
+                == "fleetset set: kiosk: the change cannot be made: /volume: is not x-writable: only the fleet's administrators may change it\n"
+        )
         let unknown = try fleet.cli(["set", "colour=red"])
         #expect(unknown.status == 1 && unknown.standardError.contains("/colour: is not a setting of kiosk"), "\(unknown)")
         let usage = try fleet.cli(["set", "greeting"])
@@ -96,14 +101,18 @@ struct WriteBackTests {
         }
         #expect(outcome.state == .refused && outcome.message.contains("/volume: is not x-writable"))
         #expect(!fleet.server.log.contains("event=device-write"))
-        #expect(FleetApp("kiosk", stateDirectory: fleet.layout.stateDirectory, spoolDirectory: fleet.layout.spoolDirectory).outcome(ofRequest: id)
-            == .refused(outcome.message))
+        #expect(
+            FleetApp("kiosk", stateDirectory: fleet.layout.stateDirectory, spoolDirectory: fleet.layout.spoolDirectory).outcome(
+                ofRequest: id)
+                == .refused(outcome.message))
         try await Waiting.until("the request file stays") {
             !FileManager.default.fileExists(atPath: fleet.layout.spoolDirectory("kiosk") + "/\(id).json")
         }
     }
 
-    @Test("set while the server is down: queued, pending at the timeout, kept across an agent restart, applied exactly once when the server is back")
+    @Test(
+        "set while the server is down: queued, pending at the timeout, kept across an agent restart, applied exactly once when the server is back"
+    )
     func offlineSetAcrossRestart() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
@@ -173,7 +182,9 @@ struct WriteBackTests {
         try await Self.waitForJournal(fleet, "kiosk", agent: agent) { $0.ended.map(\.state) == [.applied] }
     }
 
-    @Test("the inbox refuses malformed, oversized, symlinked and hard-linked files and writers not allowed; each moved aside with its reason; the agent stays alive")
+    @Test(
+        "the inbox refuses malformed, oversized, symlinked and hard-linked files and writers not allowed; each moved aside with its reason; the agent stays alive"
+    )
     func inboxRefusals() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
@@ -186,7 +197,8 @@ struct WriteBackTests {
 
         try FileSystemWrite.text("{\"request\": \"set\", \"values\": ", to: inbox + "/.malformed.tmp", mode: 0o644)
         #expect(rename(inbox + "/.malformed.tmp", inbox + "/malformed.json") == 0)
-        try FileSystemWrite.text("{\"request\": \"sync\", \"pad\": \"" + String(repeating: "x", count: 70_000) + "\"}", to: inbox + "/.big", mode: 0o644)
+        try FileSystemWrite.text(
+            "{\"request\": \"sync\", \"pad\": \"" + String(repeating: "x", count: 70_000) + "\"}", to: inbox + "/.big", mode: 0o644)
         #expect(rename(inbox + "/.big", inbox + "/oversized.json") == 0)
         #expect(symlink(outside, inbox + "/symlinked.json") == 0)
         #expect(link(outside, inbox + "/hardlinked.json") == 0)
@@ -198,12 +210,15 @@ struct WriteBackTests {
         ]
         if geteuid() == 0 {
             // A file owned by a user who is not among the app's writers.
-            try FileSystemWrite.text("{\"request\": \"set\", \"values\": {\"greeting\": \"intruder\"}}", to: inbox + "/.foreign", mode: 0o644)
+            try FileSystemWrite.text(
+                "{\"request\": \"set\", \"values\": {\"greeting\": \"intruder\"}}", to: inbox + "/.foreign", mode: 0o644)
             #expect(chown(inbox + "/.foreign", 65534, 65534) == 0)
             #expect(rename(inbox + "/.foreign", inbox + "/foreign.json") == 0)
             expected["foreign.json"] = "written by uid 65534 (gid 65534), who may not change this app's settings"
         } else {
-            print("inboxRefusals: not root, so a file of another owner cannot be made; the writers check is covered by RequestFileCheck's tests")
+            print(
+                "inboxRefusals: not root, so a file of another owner cannot be made; the writers check is covered by RequestFileCheck's tests"
+            )
         }
         let refused = inbox + "/refused"
         for (name, reason) in expected {
@@ -263,7 +278,8 @@ struct WriteBackTests {
         let agent = try await fleet.launchAgent([["id": "kiosk", "expectAck": true, "ackTimeout": 5]])
         defer { agent.kill() }
         let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
-        let line = try await fleet.waitForStatusLine("kiosk", containing: ["revision=\(first.revision)", "state=unsupported"], agent: agent)
+        let line = try await fleet.waitForStatusLine(
+            "kiosk", containing: ["revision=\(first.revision)", "state=unsupported"], agent: agent)
         #expect(line.contains("no acknowledgement from the app") && line.contains("source=agent"))
         try await fleet.waitForStatus("kiosk", agent: agent) { $0.awaitingAck == nil && $0.state == .unsupported }
 
@@ -273,7 +289,8 @@ struct WriteBackTests {
         let second = try await fleet.waitForSettings("kiosk", agent: agent) { $0.revision > first.revision }
         try await fleet.waitForStatus("kiosk", agent: agent) { $0.awaitingAck == second.revision }
         try app.acknowledge(revision: second.revision, state: .applied, message: "reloaded")
-        try await fleet.waitForStatusLine("kiosk", containing: ["revision=\(second.revision)", "source=app", "state=applied"], agent: agent)
+        try await fleet.waitForStatusLine(
+            "kiosk", containing: ["revision=\(second.revision)", "source=app", "state=applied"], agent: agent)
         let settled = try await fleet.waitForStatus("kiosk", agent: agent) { $0.awaitingAck == nil }
         #expect(settled.ackDeadline == nil)
         #expect(!fleet.statusLines("kiosk").contains { $0.contains("revision=\(second.revision)") && $0.contains("state=unsupported") })
@@ -309,7 +326,9 @@ struct WriteBackTests {
         #expect(seen.map(\.1) == [["volume"], ["volume"], ["volume"], ["pin"]])
         let lastLine = try await watch.waitForLog("\"revision\":\(written[3])")
         let parsed = try JSONParser.parse(Array(lastLine.utf8))
-        #expect(parsed["values"] == ["pin": "********"] && parsed["changed"] == ["pin"] && parsed["previousRevision"] == .number(.integer(written[2])))
+        #expect(
+            parsed["values"] == ["pin": "********"] && parsed["changed"] == ["pin"]
+                && parsed["previousRevision"] == .number(.integer(written[2])))
         #expect(!watch.log.contains("9999"))
         for revision in written { #expect(watch.count("\"revision\":\(revision),") == 1, "\(watch.log)") }
     }
@@ -368,7 +387,9 @@ struct WriteBackFailureTests {
             proxy.inject(.refusePatch(status: status, code: code))
             let refused = try fleet.cli(["set", "greeting=\(code)", "--wait", "--timeout", "20"])
             #expect(refused.status == 1, "\(refused)")
-            #expect(refused.standardError.contains("refused: the server refused: \(status) \(code): refused by the test's proxy; /greeting: is not what the proxy wants"))
+            #expect(
+                refused.standardError.contains(
+                    "refused: the server refused: \(status) \(code): refused by the test's proxy; /greeting: is not what the proxy wants"))
         }
         proxy.inject(.none)
         #expect(fleet.settings("kiosk")?.values["greeting"] == "later" && (fleet.settings("kiosk")?.revision ?? 0) > first.revision)
@@ -389,7 +410,7 @@ struct WriteBackFailureTests {
         defer { agent.kill() }
         try await agent.waitForLog("changes.json unreadable")
         let id = try SpoolRequest.set(["greeting": "patient"]).submit(to: fleet.layout.spoolDirectory("kiosk"))
-        try await fleet.set("kiosk", ["volume": 4])   // the loop goes round; the request must stay
+        try await fleet.set("kiosk", ["volume": 4])  // the loop goes round; the request must stay
         try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["volume"] == 4 }
         #expect(FileManager.default.fileExists(atPath: fleet.layout.spoolDirectory("kiosk") + "/\(id).json"))
         #expect(try String(contentsOfFile: journalPath, encoding: .utf8) == "{\"queued\": [")
@@ -398,14 +419,18 @@ struct WriteBackFailureTests {
         try FileManager.default.removeItem(atPath: journalPath)
         agent.signal(SIGHUP)
         try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["greeting"] == "patient" }
-        let journal = try await WriteBackTests.waitForJournal(fleet, "kiosk", agent: agent) { $0.lookup(id) != .unknown && $0.queued.isEmpty }
+        let journal = try await WriteBackTests.waitForJournal(fleet, "kiosk", agent: agent) {
+            $0.lookup(id) != .unknown && $0.queued.isEmpty
+        }
         #expect(journal.ended.map(\.id) == [id] && journal.ended[0].state == .applied)
     }
 }
 
 @Suite("The inbox at start")
 struct InboxStartTests {
-    @Test("requests left while the agent was down are taken at start, in order; temporary files abandoned over an hour ago are removed, fresh ones kept")
+    @Test(
+        "requests left while the agent was down are taken at start, in order; temporary files abandoned over an hour ago are removed, fresh ones kept"
+    )
     func leftWhileDown() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
@@ -503,7 +528,8 @@ struct InboxUsersTests {
         try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
         let inbox = fleet.layout.spoolDirectory("kiosk")
         for greeting in ["one", "two"] {
-            try FileSystemWrite.text("{\"request\": \"set\", \"values\": {\"greeting\": \"\(greeting)\"}}", to: inbox + "/.request", mode: 0o644)
+            try FileSystemWrite.text(
+                "{\"request\": \"set\", \"values\": {\"greeting\": \"\(greeting)\"}}", to: inbox + "/.request", mode: 0o644)
             #expect(rename(inbox + "/.request", inbox + "/request.json") == 0)
             if greeting == "one" {
                 try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["greeting"] == "one" }

@@ -15,9 +15,10 @@ struct HostileInputTests {
             "properties": ["greeting": ["type": "string", "pattern": "^(a+)+$"], "volume": ["maximum": 3]],
         ])
         let errors = schema.validate(["greeting": .string(Self.attack), "volume": 9])
-        #expect(errors.map(\.description) == [
-            "/greeting: the value is too expensive to check against #/properties/greeting/pattern: the regular expression backtracks too much"
-        ])
+        #expect(
+            errors.map(\.description) == [
+                "/greeting: the value is too expensive to check against #/properties/greeting/pattern: the regular expression backtracks too much"
+            ])
         #expect(!schema.isValid(["greeting": .string(Self.attack)]))
         // The same pattern on an ordinary value still works.
         #expect(schema.isValid(["greeting": "aaaa"]))
@@ -74,8 +75,14 @@ struct HostileInputTests {
         #expect(try !valid(#"{"maximum": 1.8446744073709552e19}"#, "18446744073709551617"))
         #expect(try !valid(#"{"minimum": 9223372036854775807.5}"#, "9223372036854775807"))
         #expect(try valid(#"{"maximum": 9223372036854775808.5}"#, "9223372036854775808"))
-        #expect(try valid(#"{"const": 98249283749234923498293171823948729348710298301928331}"#, "98249283749234923498293171823948729348710298301928331"))
-        #expect(try !valid(#"{"const": 98249283749234923498293171823948729348710298301928331}"#, "98249283749234923498293171823948729348710298301928332"))
+        #expect(
+            try valid(
+                #"{"const": 98249283749234923498293171823948729348710298301928331}"#,
+                "98249283749234923498293171823948729348710298301928331"))
+        #expect(
+            try !valid(
+                #"{"const": 98249283749234923498293171823948729348710298301928331}"#,
+                "98249283749234923498293171823948729348710298301928332"))
         #expect(try valid(#"{"enum": [18446744073709551616]}"#, "1.8446744073709552e19"))
         #expect(try valid(#"{"uniqueItems": true}"#, "[18446744073709551616, 18446744073709551617]"))
         #expect(try !valid(#"{"uniqueItems": true}"#, "[18446744073709551616, 1.8446744073709552e19]"))
@@ -106,7 +113,9 @@ struct SecretLocationTests {
                 "type": "array",
                 "items": [
                     "type": "object",
-                    "properties": ["url": ["type": "string"], "password": ["type": "string", "x-secret": true], "port": ["type": "integer"]],
+                    "properties": [
+                        "url": ["type": "string"], "password": ["type": "string", "x-secret": true], "port": ["type": "integer"],
+                    ],
                 ],
             ],
             "mqtt": ["type": "object", "properties": ["host": ["type": "string"], "token": ["$ref": "#/$defs/credential"]]],
@@ -127,15 +136,19 @@ struct SecretLocationTests {
     @Test("every secret at any depth, through items, $ref, additionalProperties and anyOf; outermost only")
     func locations() throws {
         let locations = try JSONSchema(Self.schema).secretLocations(in: Self.values).map(\.description)
-        #expect(locations == [
-            "/choice/code", "/keys/a", "/keys/b", "/mqtt/token", "/pin", "/streams/0/password", "/streams/1/password",
-        ])
+        #expect(
+            locations == [
+                "/choice/code", "/keys/a", "/keys/b", "/mqtt/token", "/pin", "/streams/0/password", "/streams/1/password",
+            ])
     }
 
     @Test("masking replaces each secret and nothing else")
     func masking() throws {
         let masked = try JSONSchema(Self.schema).maskingSecrets(in: Self.values, with: "********")
-        #expect(masked["streams"] == [["url": "rtsp://cam1", "password": "********", "port": 554], ["url": "rtsp://cam2", "password": "********"]])
+        #expect(
+            masked["streams"] == [
+                ["url": "rtsp://cam1", "password": "********", "port": 554], ["url": "rtsp://cam2", "password": "********"],
+            ])
         #expect(masked["mqtt"] == ["host": "broker", "token": "********"])
         #expect(masked["keys"] == ["a": "********", "b": "********"])
         #expect(masked["pin"] == "********" && masked["open"] == "visible")

@@ -30,7 +30,9 @@ struct ChangeNotifierTests {
         var waits: [String: Task<ChangeNotifier.WaitOutcome, Never>] = [:]
         for index in 0..<100 {
             let device = "d-\(index)"
-            waits[device] = Task { await notifier.waitForChange(of: "kiosk", device: device, groups: index < 10 ? ["lobby"] : [], after: .start) }
+            waits[device] = Task {
+                await notifier.waitForChange(of: "kiosk", device: device, groups: index < 10 ? ["lobby"] : [], after: .start)
+            }
         }
         await awaitWaiters(notifier, "kiosk", 100)
         await notifier.changed("kiosk", scope: .device("d-42"))
@@ -51,7 +53,8 @@ struct ChangeNotifierTests {
         let notifier = ChangeNotifier()
         async let kiosk = notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start)
         async let signage = notifier.waitForChange(of: "signage", device: "d-1", groups: [], after: .start)
-        async let other = notifier.waitForChange(of: "kiosk", device: "d-2", groups: [], after: .start, timeout: .milliseconds(200), clock: ContinuousClock())
+        async let other = notifier.waitForChange(
+            of: "kiosk", device: "d-2", groups: [], after: .start, timeout: .milliseconds(200), clock: ContinuousClock())
         await awaitWaiters(notifier, "kiosk", 2)
         await awaitWaiters(notifier, "signage", 1)
         await notifier.deviceChanged("d-1")

@@ -11,7 +11,8 @@ struct EnrollmentAndAuthTests {
     func enrollment() async throws {
         try await TestFleetServer.with { server in
             try await server.putKioskMetadata()
-            let token = try await server.admin.makeEnrollmentToken(EnrollmentTokenRequest(apps: ["kiosk"], groups: ["lobby", "north"], uses: 2))
+            let token = try await server.admin.makeEnrollmentToken(
+                EnrollmentTokenRequest(apps: ["kiosk"], groups: ["lobby", "north"], uses: 2))
             #expect(token.enrollmentToken.hasPrefix("fse_"))
             #expect(token.expiresAt == server.clock.secondsSinceEpoch() + 86_400)
             let identity = try await server.client(token: nil).enroll(enrollmentToken: token.enrollmentToken, requestId: newRequestID())

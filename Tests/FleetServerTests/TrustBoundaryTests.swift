@@ -5,8 +5,8 @@ import FleetProtocol
 import FleetServer
 import FleetServerCore
 import FleetStoreSQLite
-import NIOCore
 import Foundation
+import NIOCore
 import Testing
 
 /// The attacks of issue 13 performed against the real server on 127.0.0.1: a device reaching for
@@ -47,10 +47,14 @@ struct TrustBoundaryTests {
                     let response = try await server.raw(
                         method, template.replacingOccurrences(of: "%@", with: app), token: kioskDevice.token,
                         headers: HTTPHeaders(headers.map { ($0.key, $0.value) }), body: body)
-                    answers[app] = (response.status, String(decoding: response.body, as: UTF8.self).replacingOccurrences(of: app, with: "APP"))
+                    answers[app] = (
+                        response.status, String(decoding: response.body, as: UTF8.self).replacingOccurrences(of: app, with: "APP")
+                    )
                 }
                 #expect(answers["payments"]?.0 == 404, "\(method) \(template)")
-                #expect(answers["payments"]?.0 == answers["nosuchapp"]?.0 && answers["payments"]?.1 == answers["nosuchapp"]?.1, "\(method) \(template)")
+                #expect(
+                    answers["payments"]?.0 == answers["nosuchapp"]?.0 && answers["payments"]?.1 == answers["nosuchapp"]?.1,
+                    "\(method) \(template)")
             }
             // Nothing of payments leaked, nothing was written or recorded for it.
             #expect(!server.log.all.joined().contains("sk_live_payments"))
@@ -254,7 +258,9 @@ struct TrustBoundaryTests {
             #expect(adminWrite.values["title"] == "still served")
             #expect(ContinuousClock.now - started < .seconds(10))
             // The same from the admin side.
-            let adminAttack = await refusal { try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["greeting": .string(attack)]) }
+            let adminAttack = await refusal {
+                try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["greeting": .string(attack)])
+            }
             #expect(adminAttack?.status == 422)
         }
     }
@@ -268,7 +274,9 @@ struct TrustBoundaryTests {
                     "app": "kiosk", "version": 1,
                     "schema": ["type": "object", "properties": ["code": ["type": "string", "pattern": .string(pattern)]]],
                 ]
-                let refused = await refusal { try await server.admin.putMetadata(app: "kiosk", document: Array(document.serialized().utf8)) }
+                let refused = await refusal {
+                    try await server.admin.putMetadata(app: "kiosk", document: Array(document.serialized().utf8))
+                }
                 #expect(refused?.status == 422 && refused?.code == "unsupported-metadata", "\(String(describing: refused).prefix(300))")
                 #expect(refused?.description.contains(reason) == true)
                 #expect((refused?.description.utf8.count ?? .max) < 1_000)
@@ -335,7 +343,8 @@ struct RequestLimitTests {
             let quiet = try await server.enrollDevice()
             var limited: [Curl.HTTPResponse] = []
             for _ in 0..<120 {
-                let response = try await server.raw(.get, "/v1/apps/kiosk/settings", token: looping.token, headers: ["If-None-Match": #""1""#])
+                let response = try await server.raw(
+                    .get, "/v1/apps/kiosk/settings", token: looping.token, headers: ["If-None-Match": #""1""#])
                 if response.status == 429 { limited.append(response) }
             }
             #expect(limited.count == 70, "\(limited.count) of 120 limited")

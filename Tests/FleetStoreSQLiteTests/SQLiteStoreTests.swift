@@ -78,7 +78,8 @@ struct SQLiteStoreTests {
             #expect(try await store.updateDevice(id: "d-9", DeviceChange(disabled: true)) == nil)
             try await store.setValues(["volume": 3], app: "kiosk", scope: .device("d-1"))
             _ = try await store.advanceRevision(app: "kiosk", deviceID: "d-1", fingerprint: 1)
-            try await store.recordStatus(StatusReport(revision: 1, schemaVersion: 1, state: .applied, source: .agent), app: "kiosk", deviceID: "d-1", at: 1)
+            try await store.recordStatus(
+                StatusReport(revision: 1, schemaVersion: 1, state: .applied, source: .agent), app: "kiosk", deviceID: "d-1", at: 1)
             #expect(try await store.deleteDevice(id: "d-1"))
             #expect(try await store.device(id: "d-1") == nil)
             #expect(try await store.device(tokenHash: "h1") == nil)
@@ -92,7 +93,8 @@ struct SQLiteStoreTests {
     @Test("a rotated token: both work until the new one is promoted, then only the new one")
     func tokenRotation() async throws {
         try await withStore { (store: SQLiteStore, _: String) async throws in
-            try await store.addDevice(Device(id: "d-1", tokenHash: "old", apps: ["kiosk"], groups: [], enrolledAt: 100, rotationRequested: true))
+            try await store.addDevice(
+                Device(id: "d-1", tokenHash: "old", apps: ["kiosk"], groups: [], enrolledAt: 100, rotationRequested: true))
             try await store.setPendingToken(deviceID: "d-1", hash: "lost")
             try await store.setPendingToken(deviceID: "d-1", hash: "new")  // the first answer was lost: asked again
             #expect(try await store.device(tokenHash: "old")?.id == "d-1")
@@ -122,12 +124,14 @@ struct SQLiteStoreTests {
             let first = try await store.enroll(Self.attempt("t", "r1", now: 999), newTokenHash: "h-d-1", makeDevice: Self.make("d-1"))
             #expect(first == .enrolled(Device(id: "d-1", tokenHash: "h-d-1", apps: ["kiosk"], groups: ["lobby"], enrolledAt: 5)))
             #expect(try await store.device(id: "d-1")?.groups == ["lobby"])
-            #expect(try await store.enroll(Self.attempt("t", "r2", now: 1_000), newTokenHash: "x", makeDevice: Self.make("d-x")) == .expired)
+            #expect(
+                try await store.enroll(Self.attempt("t", "r2", now: 1_000), newTokenHash: "x", makeDevice: Self.make("d-x")) == .expired)
             #expect(
                 try await store.enroll(Self.attempt("t", "r3", now: 10), newTokenHash: "h-d-2", makeDevice: Self.make("d-2"))
                     == .enrolled(Device(id: "d-2", tokenHash: "h-d-2", apps: ["kiosk"], groups: ["lobby"], enrolledAt: 5)))
             #expect(try await store.enroll(Self.attempt("t", "r4", now: 10), newTokenHash: "y", makeDevice: Self.make("d-y")) == .usedUp)
-            #expect(try await store.enroll(Self.attempt("unknown", "r5", now: 10), newTokenHash: "z", makeDevice: Self.make("d-z")) == .unknown)
+            #expect(
+                try await store.enroll(Self.attempt("unknown", "r5", now: 10), newTokenHash: "z", makeDevice: Self.make("d-z")) == .unknown)
             #expect(try await store.devices().map(\.id) == ["d-1", "d-2"])
             #expect(try await store.enrollmentTokens().map(\.usesLeft) == [0])
             #expect(try await store.enrollmentToken(hash: "t")?.id == "et-1")
@@ -149,21 +153,26 @@ struct SQLiteStoreTests {
             }
             // The answer was lost; the agent retries with the same request id: the token is used up, yet
             // the same device comes back with the retry's token, and the first token no longer works.
-            let retry = try await store.enroll(Self.attempt("t", "request-1", now: 50), newTokenHash: "h-retry", makeDevice: Self.make("d-2"))
+            let retry = try await store.enroll(
+                Self.attempt("t", "request-1", now: 50), newTokenHash: "h-retry", makeDevice: Self.make("d-2"))
             #expect(retry == .enrolled(Device(id: device.id, tokenHash: "h-retry", apps: ["kiosk"], groups: [], enrolledAt: 5)))
             #expect(try await store.device(tokenHash: "h-d-1") == nil)
             #expect(try await store.devices().map(\.id) == ["d-1"])
             // Another request id is another device: refused, the token is used up.
-            #expect(try await store.enroll(Self.attempt("t", "request-2", now: 50), newTokenHash: "q", makeDevice: Self.make("d-3")) == .usedUp)
+            #expect(
+                try await store.enroll(Self.attempt("t", "request-2", now: 50), newTokenHash: "q", makeDevice: Self.make("d-3")) == .usedUp)
             // Outside the window the request id is forgotten.
-            #expect(try await store.enroll(Self.attempt("t", "request-1", now: 500), newTokenHash: "w", makeDevice: Self.make("d-4")) == .usedUp)
+            #expect(
+                try await store.enroll(Self.attempt("t", "request-1", now: 500), newTokenHash: "w", makeDevice: Self.make("d-4")) == .usedUp
+            )
         }
     }
 
     @Test("concurrent enrollments never use a token more often than allowed")
     func enrollmentRace() async throws {
         try await withStore { (store: SQLiteStore, _: String) async throws in
-            try await store.addEnrollmentToken(EnrollmentTokenRecord(hash: "t", id: "et-1", expiresAt: 1_000, usesLeft: 5, apps: ["kiosk"], groups: []))
+            try await store.addEnrollmentToken(
+                EnrollmentTokenRecord(hash: "t", id: "et-1", expiresAt: 1_000, usesLeft: 5, apps: ["kiosk"], groups: []))
             let successes = try await withThrowingTaskGroup(of: Bool.self) { group in
                 for index in 0..<20 {
                     group.addTask {

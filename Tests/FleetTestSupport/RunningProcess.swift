@@ -16,7 +16,8 @@ public final class RunningProcess: Sendable {
     /// Starts `executable` with `arguments`; `environment` is added to this process's own. With
     /// `standardOutputToLog`, standard output is captured into ``log`` too (for commands whose
     /// output is the point, like `fleetset watch`).
-    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], standardOutputToLog: Bool = false) throws {
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], standardOutputToLog: Bool = false) throws
+    {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -99,10 +100,11 @@ public final class ServerProcess: Sendable {
     public static func start(
         in directory: String, port requested: Int = 0, tls: (certificate: String, key: String)? = nil, extraArguments: [String] = []
     ) async throws -> ServerProcess {
-        var arguments = [
-            "serve", "--database", directory + "/fleet.sqlite", "--listen", "127.0.0.1:\(requested)", "--admin-token-file",
-            directory + "/admin.token", "--log-level", "debug",
-        ] + extraArguments
+        var arguments =
+            [
+                "serve", "--database", directory + "/fleet.sqlite", "--listen", "127.0.0.1:\(requested)", "--admin-token-file",
+                directory + "/admin.token", "--log-level", "debug",
+            ] + extraArguments
         if let tls { arguments += ["--tls-certificate", tls.certificate, "--tls-key", tls.key] }
         let running = try RunningProcess(CLIRunner.product("fleetset-server"), arguments)
         let line = try await running.waitForLog("event=listening")

@@ -49,7 +49,8 @@ struct DurabilityTests {
             let admin = FleetClient(http: http, baseURL: restarted.url, token: adminToken)
             let device = FleetClient(http: http, baseURL: restarted.url, token: deviceToken)
             return (
-                try await admin.values(app: "kiosk", scope: "device:\(deviceID)").values, try await admin.values(app: "kiosk", scope: "group:lobby").values,
+                try await admin.values(app: "kiosk", scope: "device:\(deviceID)").values,
+                try await admin.values(app: "kiosk", scope: "group:lobby").values,
                 try await device.settings(app: "kiosk")?.values["volume"]
             )
         }

@@ -1,8 +1,8 @@
 import Curl
-import FleetTestSupport
 import FleetClient
 import FleetJSON
 import FleetProtocol
+import FleetTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -49,7 +49,8 @@ struct ServerProcessTests {
 
         try await withHTTPClient(configuration: .init(allowInsecureHTTP: true)) { http in
             let base = "http://127.0.0.1:\(server.port)"
-            let identity = try await FleetClient(http: http, baseURL: base, token: nil).enroll(enrollmentToken: enrollmentToken, requestId: "cli-test-request-0001")
+            let identity = try await FleetClient(http: http, baseURL: base, token: nil).enroll(
+                enrollmentToken: enrollmentToken, requestId: "cli-test-request-0001")
             let device = FleetClient(http: http, baseURL: base, token: identity.deviceToken)
             let settings = try #require(try await device.settings(app: "signage"))
             #expect(settings.values["welcomeText"] == "Hi" && settings.values["servicePin"] == "4711")

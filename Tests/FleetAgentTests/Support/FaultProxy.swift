@@ -102,9 +102,12 @@ final class FaultProxy: Sendable {
             state.counts.withLock { $0["\(current)", default: 0] += 1 }
             switch current {
             case .serverError(let seconds):
-                return Response(status: .internalServerError, headers: [.retryAfter: "\(seconds)"], body: .init(byteBuffer: ByteBuffer(string: "oops")))
+                return Response(
+                    status: .internalServerError, headers: [.retryAfter: "\(seconds)"], body: .init(byteBuffer: ByteBuffer(string: "oops")))
             case .garbage:
-                return Response(status: .ok, headers: [.contentType: "application/json", .eTag: "\"999\""], body: .init(byteBuffer: ByteBuffer(string: "{\"app\": \"x\", garbage")))
+                return Response(
+                    status: .ok, headers: [.contentType: "application/json", .eTag: "\"999\""],
+                    body: .init(byteBuffer: ByteBuffer(string: "{\"app\": \"x\", garbage")))
             case .oversized(let bytes):
                 let body = "{\"pad\": \"" + String(repeating: "x", count: bytes) + "\"}"
                 return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body)))

@@ -56,7 +56,8 @@ final class Fleet: Sendable {
                 directory + "/client.key", "-out", directory + "/client.csr",
             ])
             try openssl([
-                "x509", "-req", "-in", directory + "/client.csr", "-CA", directory + "/devices-ca.pem", "-CAkey", directory + "/devices-ca.key",
+                "x509", "-req", "-in", directory + "/client.csr", "-CA", directory + "/devices-ca.pem", "-CAkey",
+                directory + "/devices-ca.key",
                 "-CAcreateserial", "-days", "1", "-out", directory + "/client.pem",
             ])
             arguments += ["--client-ca", directory + "/devices-ca.pem"]
@@ -148,7 +149,8 @@ final class Fleet: Sendable {
         throws -> String
     {
         var object: JSONObject = [
-            "server": .string(url ?? server.url), "allowInsecureHTTP": .bool(!server.secure), "enrollmentTokenFile": .string(enrollmentTokenFile),
+            "server": .string(url ?? server.url), "allowInsecureHTTP": .bool(!server.secure),
+            "enrollmentTokenFile": .string(enrollmentTokenFile),
             "stateDirectory": .string(layout.stateDirectory), "spoolDirectory": .string(layout.spoolDirectory), "jitter": 0,
             "apps": .array(apps),
         ]
@@ -184,7 +186,9 @@ final class Fleet: Sendable {
         guard case .string(let app)? = apps.first?["id"] else { throw ProcessFailed(log: "no app") }
         let settings = try await waitForSettings(app, agent: agent) { _ in true }
         agent.signal(SIGTERM)
-        guard await agent.waitForExit(timeout: .seconds(10)) == 0 else { throw ProcessFailed(log: "the agent did not stop cleanly:\n\(agent.log)") }
+        guard await agent.waitForExit(timeout: .seconds(10)) == 0 else {
+            throw ProcessFailed(log: "the agent did not stop cleanly:\n\(agent.log)")
+        }
         return settings
     }
 
@@ -203,11 +207,15 @@ final class Fleet: Sendable {
 
     /// Waits until the app's `settings.json` satisfies `condition`.
     @discardableResult
-    func waitForSettings(_ app: String, timeout: Duration = .seconds(20), agent: RunningProcess? = nil, _ condition: (DeviceSettings) -> Bool)
+    func waitForSettings(
+        _ app: String, timeout: Duration = .seconds(20), agent: RunningProcess? = nil, _ condition: (DeviceSettings) -> Bool
+    )
         async throws -> DeviceSettings
     {
         var found: DeviceSettings?
-        try await Waiting.until(timeout: timeout, "settings of \(app) never matched; agent log:\n\(agent?.log ?? "-")\nserver log:\n\(server.log)") {
+        try await Waiting.until(
+            timeout: timeout, "settings of \(app) never matched; agent log:\n\(agent?.log ?? "-")\nserver log:\n\(server.log)"
+        ) {
             found = settings(app)
             return found.map(condition) ?? false
         }
@@ -221,7 +229,9 @@ final class Fleet: Sendable {
     @discardableResult
     func waitForStatus(_ app: String, agent: RunningProcess? = nil, _ condition: (AppStatus) -> Bool) async throws -> AppStatus {
         var found: AppStatus?
-        try await Waiting.until("status of \(app) never matched: \(found.map { "\($0.json.serialized())" } ?? "none"); agent log:\n\(agent?.log ?? "-")") {
+        try await Waiting.until(
+            "status of \(app) never matched: \(found.map { "\($0.json.serialized())" } ?? "none"); agent log:\n\(agent?.log ?? "-")"
+        ) {
             found = status(app)
             return found.map(condition) ?? false
         }
@@ -253,7 +263,8 @@ final class Fleet: Sendable {
     @discardableResult
     func waitForStatusLine(_ app: String, containing fragments: [String], agent: RunningProcess? = nil) async throws -> String {
         var line: String?
-        try await Waiting.until("no status line for \(app) with \(fragments); server log:\n\(server.log)\nagent log:\n\(agent?.log ?? "-")") {
+        try await Waiting.until("no status line for \(app) with \(fragments); server log:\n\(server.log)\nagent log:\n\(agent?.log ?? "-")")
+        {
             line = statusLines(app).first { candidate in fragments.allSatisfy { candidate.contains($0) } }
             return line != nil
         }
