@@ -84,11 +84,10 @@ extension Metadata {
         schema.maskingSecrets(in: .object(values), with: SettingsValues.mask).objectValue ?? values
     }
 
-    /// Whether the value at `location` in `values` is a secret or holds one (see ``masked(_:)``).
-    public func holdsSecret(at location: JSONPointer, in values: JSONObject) -> Bool {
-        schema.secretLocations(in: .object(values)).contains { secret in
-            location.tokens.starts(with: secret.tokens) || secret.tokens.starts(with: location.tokens)
-        }
+    /// The top-level settings of `values` that are or hold a secret (see ``masked(_:)``), found
+    /// in one walk.
+    public func keysHoldingSecrets(in values: JSONObject) -> Set<String> {
+        Set(schema.secretLocations(in: .object(values)).compactMap(\.tokens.first))
     }
 
     /// The text of every scalar inside a secret of `values` (strings as they are, numbers as

@@ -76,13 +76,16 @@ public actor ChangeNotifier {
     /// `.app` and `.defaults` (a metadata upload) reach every device of the app.
     public func changed(_ app: String, scope: Scope) {
         generations[app, default: 0] += 1
-        let reached = (waitersByApp[app] ?? []).filter { id in
-            guard let waiter = waiters[id] else { return false }
-            switch scope {
-            case .defaults, .app: return true
-            case .group(let name): return waiter.groups.contains(name)
-            case .device(let device): return waiter.device == device
-            }
+        let all = waitersByApp[app] ?? []
+        let reached: [Int]
+        switch scope {
+        case .defaults, .app:
+            reached = Array(all)
+        case .group(let name):
+            reached = all.filter { waiters[$0]?.groups.contains(name) == true }
+        case .device(let device):
+            // The one long-poll a device may have per app: no scan of the app's waiters.
+            reached = waiterByDeviceApp[DeviceApp(device: device, app: app)].map { [$0] } ?? []
         }
         lastWakeCount = wake(reached, with: .changed)
     }

@@ -65,7 +65,7 @@ public struct FleetApp: Sendable, Hashable {
     /// key when that metadata cannot be read (so nothing secret is ever shown by mistake).
     public func secretKeys(of settings: AppSettings) -> Set<String> {
         guard let metadata = try? metadata(for: settings) else { return Set(settings.keys) }
-        return Set(settings.keys.filter { metadata.holdsSecret(at: JSONPointer(tokens: [$0]), in: settings.values) })
+        return metadata.keysHoldingSecrets(in: settings.values)
     }
 
     /// The values of `settings` with every secret replaced by `********`, at any depth; every
