@@ -62,7 +62,7 @@ let package = Package(
         ),
         .target(
             name: "Curl",
-            dependencies: ["CCurl", "FleetIO"],
+            dependencies: ["CCurl", "FleetIO", "Locking"],
             swiftSettings: fleetSwiftSettings
         ),
         .target(
@@ -74,6 +74,8 @@ let package = Package(
             swiftSettings: fleetSwiftSettings
         ),
         .target(name: "CThreadStack"),
+        // The lock fleetset's own code uses: a pthread mutex, which ThreadSanitizer can see.
+        .target(name: "Locking", swiftSettings: fleetSwiftSettings),
         .target(
             name: "FleetIO",
             swiftSettings: fleetSwiftSettings
@@ -116,13 +118,13 @@ let package = Package(
             swiftSettings: fleetSwiftSettings
         ),
         .target(name: "SystemdNotify", swiftSettings: fleetSwiftSettings),
-        .target(name: "ChildProcess", dependencies: ["FleetIO"], swiftSettings: fleetSwiftSettings),
-        .target(name: "FileWatch", dependencies: ["FleetIO"], swiftSettings: fleetSwiftSettings),
+        .target(name: "ChildProcess", dependencies: ["FleetIO", "Locking"], swiftSettings: fleetSwiftSettings),
+        .target(name: "FileWatch", dependencies: ["FleetIO", "Locking"], swiftSettings: fleetSwiftSettings),
         .target(
             name: "FleetAgent",
             dependencies: [
                 "FleetAgentCore", "FleetDeviceFiles", "FleetClient", "Curl", "FleetIO", "FleetJSON", "FleetMetadata", "FleetProtocol",
-                "FleetSchema", "SystemdNotify", "ChildProcess", "FileWatch",
+                "FleetSchema", "SystemdNotify", "ChildProcess", "FileWatch", "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -147,7 +149,7 @@ let package = Package(
         ),
         .target(
             name: "FleetSettingsConfiguration",
-            dependencies: ["FleetSettings", "FleetJSON", .product(name: "Configuration", package: "swift-configuration")],
+            dependencies: ["FleetSettings", "FleetJSON", "Locking", .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(
@@ -181,7 +183,7 @@ let package = Package(
         .target(
             name: "FleetServerCore",
             dependencies: [
-                "FleetJSON", "FleetMetadata", "FleetProtocol", "FleetSchema",
+                "FleetJSON", "FleetMetadata", "FleetProtocol", "FleetSchema", "Locking",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -200,7 +202,7 @@ let package = Package(
         .target(
             name: "FleetServer",
             dependencies: [
-                "FleetServerCore", "FleetProtocol", "FleetJSON", "FleetIO",
+                "FleetServerCore", "FleetProtocol", "FleetJSON", "FleetIO", "Locking",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -226,7 +228,7 @@ let package = Package(
             name: "FleetServerTests",
             dependencies: [
                 "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetProtocol", "FleetJSON", "FleetLogging", "Curl", "FleetClient",
-                "FleetMetadata", "FleetIO",
+                "FleetMetadata", "FleetIO", "Locking",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -260,6 +262,7 @@ let package = Package(
         // Test support shared by the test targets that run the built binaries.
         .target(
             name: "FleetTestSupport",
+            dependencies: ["Locking"],
             path: "Tests/FleetTestSupport",
             swiftSettings: fleetSwiftSettings
         ),
@@ -269,7 +272,7 @@ let package = Package(
             name: "FleetAgentTests",
             dependencies: [
                 "fleetsetd", "fleetset", "fleetset-server", "FleetTestSupport", "FleetClient", "Curl", "FleetProtocol", "FleetJSON",
-                "FleetMetadata", "FleetDeviceFiles", "FleetIO", "FleetSettings",
+                "FleetMetadata", "FleetDeviceFiles", "FleetIO", "FleetSettings", "Locking",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             swiftSettings: fleetSwiftSettings

@@ -60,7 +60,9 @@ case "cpu" where arguments.count == 4:
     print("cpu_ns=\(cpuNanoseconds(pid) - before)")
 
 case "changes" where arguments.count == 8:
-    let (server, tokenFile, app, settingsFile, pid, count) = (arguments[2], arguments[3], arguments[4], arguments[5], arguments[6], Int(arguments[7]) ?? 100)
+    let (server, tokenFile, app, settingsFile, pid, count) = (
+        arguments[2], arguments[3], arguments[4], arguments[5], arguments[6], Int(arguments[7]) ?? 100
+    )
     let token = String(decoding: try FileSystem.readFile(tokenFile), as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
     let directory = String(settingsFile[..<settingsFile.lastIndex(of: "/")!])
     let watcher = try DirectoryWatcher(directories: [directory])

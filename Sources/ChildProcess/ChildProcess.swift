@@ -1,5 +1,5 @@
 import FleetIO
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
 import Glibc
@@ -135,7 +135,7 @@ private final class ChildWatch: Sendable {
     let output: Int32
     let timeout: Duration
     let outputLimit: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(pid: pid_t, output: Int32, timeout: Duration, outputLimit: Int) {
         self.pid = pid

@@ -1,5 +1,5 @@
 import FleetIO
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
 import Glibc
@@ -23,7 +23,7 @@ final class TransferDriver: Sendable {
     }
 
     private let multi: MultiHandle
-    private let inbox = Mutex(Inbox())
+    private let inbox = Locked(Inbox())
 
     /// Creates the multi handle and starts the driver thread.
     init() throws(HTTPClientError) {

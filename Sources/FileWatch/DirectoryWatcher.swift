@@ -1,5 +1,5 @@
 import FleetIO
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
 import Glibc
@@ -39,7 +39,7 @@ public final class DirectoryWatcher: Sendable {
     /// A pipe: a byte written to `stopSignal[1]` wakes the thread to stop.
     private let stopSignal: [Int32]
     private let watches: [Int32: String]
-    private let stopped = Mutex(false)
+    private let stopped = Locked(false)
 
     /// Starts watching `directories` (which must exist).
     ///
@@ -98,7 +98,9 @@ public final class DirectoryWatcher: Sendable {
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         var sinceOverflow = Int.max
         while true {
-            var descriptors = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: stopSignal[0], events: Int16(POLLIN), revents: 0)]
+            var descriptors = [
+                pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: stopSignal[0], events: Int16(POLLIN), revents: 0),
+            ]
             let ready = poll(&descriptors, 2, -1)
             if ready < 0 {
                 if errno == EINTR { continue }
@@ -133,7 +135,8 @@ public final class DirectoryWatcher: Sendable {
                 continuation.yield(.overflow)
             } else if let directory = watches[watch], !name.isEmpty, mask & UInt32(IN_ISDIR) == 0 {
                 let created = mask & UInt32(IN_CREATE) != 0
-                let result = continuation.yield(created ? .created(directory: directory, name: name) : .appeared(directory: directory, name: name))
+                let result = continuation.yield(
+                    created ? .created(directory: directory, name: name) : .appeared(directory: directory, name: name))
                 sinceOverflow = sinceOverflow == Int.max ? Int.max : sinceOverflow + 1
                 // A reader too slow for a flood of events lost the oldest: tell it to look again,
                 // unless an overflow that covers the loss is still buffered.

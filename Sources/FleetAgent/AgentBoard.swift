@@ -1,6 +1,6 @@
 import FleetAgentCore
+import Locking
 import Logging
-import Synchronization
 import SystemdNotify
 
 /// What the agent's loops share with systemd: liveness for the watchdog, readiness, and the
@@ -14,13 +14,13 @@ final class AgentBoard: Sendable {
     }
 
     let notifier: SystemdNotifier?
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let logger: Logger
 
     init(apps: [String], notifier: SystemdNotifier?, logger: Logger) {
         self.notifier = notifier
         self.logger = logger
-        state = Mutex(State(readiness: Readiness(apps: apps), order: apps))
+        state = Locked(State(readiness: Readiness(apps: apps), order: apps))
     }
 
     /// Records that a loop starts a step that ends within `limit`.

@@ -1,5 +1,5 @@
 import FleetDeviceFiles
-import Synchronization
+import Locking
 
 /// Requests the inbox has checked, waiting for their app's loop, in the order they arrived.
 /// Delivering one wakes the loop (and ends a long-poll in progress).
@@ -25,7 +25,7 @@ final class AppMailbox: Sendable {
         var fresh = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Signalled on every delivery.
     let wakeup = Wakeup()
 

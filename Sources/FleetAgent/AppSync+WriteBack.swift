@@ -1,3 +1,4 @@
+import FleetAgentCore
 import FleetClient
 import FleetDeviceFiles
 import FleetIO
@@ -101,7 +102,11 @@ extension AppSync {
             case .request(.set(let values)):
                 if takeChange(delivery.id, values, path: delivery.path) { handled.append(delivery) } else { retained.append(delivery) }
             case .request(.ack(let revision, let state, let message)):
-                if relayAck(delivery, revision: revision, state: state, message: message) { handled.append(delivery) } else { retained.append(delivery) }
+                if relayAck(delivery, revision: revision, state: state, message: message) {
+                    handled.append(delivery)
+                } else {
+                    retained.append(delivery)
+                }
             }
         }
         let journalSaved = saveJournal()
@@ -158,7 +163,8 @@ extension AppSync {
             logger.warning("local change refused", metadata: ["event": "change-refused", "request": "\(id)", "error": "\(message)"])
         } else {
             journal.enqueue(ChangeJournal.Change(id: id, values: values, madeAt: now), at: now)
-            logger.info("local change queued", metadata: ["event": "change-queued", "request": "\(id)", "keys": "\(keys.joined(separator: ","))"])
+            logger.info(
+                "local change queued", metadata: ["event": "change-queued", "request": "\(id)", "keys": "\(keys.joined(separator: ","))"])
         }
         return true
     }
@@ -169,7 +175,8 @@ extension AppSync {
         guard let settings else { return false }
         guard revision <= settings.revision else {
             let reason = "acknowledges revision \(revision), but the newest revision in settings.json is \(settings.revision)"
-            logger.warning("acknowledgement refused", metadata: ["event": "inbox-refused", "request": "\(delivery.id)", "reason": "\(reason)"])
+            logger.warning(
+                "acknowledgement refused", metadata: ["event": "inbox-refused", "request": "\(delivery.id)", "reason": "\(reason)"])
             if let path = delivery.path { try? Inbox.moveAside(path, reason: reason) }
             return true
         }
@@ -195,7 +202,9 @@ extension AppSync {
             guard let settings, let metadata, let base = knownRevision else { return }
             let problems = metadata.problems(ofChange: change.values, to: settings.values)
             guard problems.isEmpty else {
-                endChange(change, refusal: "no longer applies to revision \(settings.revision): " + problems.map(\.description).joined(separator: "; "))
+                endChange(
+                    change,
+                    refusal: "no longer applies to revision \(settings.revision): " + problems.map(\.description).joined(separator: "; "))
                 continue
             }
             var patch = JSONObject()
@@ -219,21 +228,25 @@ extension AppSync {
                     ])
                 // Download again: the server may have coerced values; only validated settings reach the file.
                 if let fresh = try await client.settings(app: app.id, knownRevision: nil) { try await handle(fresh, client: client) }
-            } catch let error as FleetClientError where error.status == 409 {
-                conflicts += 1
-                logger.info("local change based on a stale revision; fetching the new one", metadata: ["event": "change-conflict", "request": "\(change.id)"])
-                guard conflicts <= Self.conflictLimit else { throw error }
-                if let fresh = try await client.settings(app: app.id, knownRevision: nil) { try await handle(fresh, client: client) }
-            } catch let error as FleetClientError where Self.endsChange(error) {
-                endChange(change, refusal: "the server refused: \(error)".replacing("\n  ", with: "; "))
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                let failure = SyncFailure.classifying(error)
+                switch failure.kind {
+                case .conflict:
+                    conflicts += 1
+                    logger.info(
+                        "local change based on a stale revision; fetching the new one",
+                        metadata: ["event": "change-conflict", "request": "\(change.id)"])
+                    guard conflicts <= Self.conflictLimit else { throw failure }
+                    if let fresh = try await client.settings(app: app.id, knownRevision: nil) { try await handle(fresh, client: client) }
+                case .final:
+                    endChange(change, refusal: failure.summary)
+                case .transient, .authentication, .throttled:
+                    throw failure
+                }
             }
         }
-    }
-
-    /// Whether a refusal ends a change for good (anything but 401, 408, 409, 429 and 5xx).
-    static func endsChange(_ error: FleetClientError) -> Bool {
-        guard let status = error.status else { return false }
-        return (400..<500).contains(status) && ![401, 408, 409, 429].contains(status)
     }
 
     private func endChange(_ change: ChangeJournal.Change, refusal message: String) {
@@ -280,7 +293,8 @@ extension AppSync {
         logger.warning("no acknowledgement from the app", metadata: ["event": "ack-timeout", "revision": "\(revision)"])
         queue(
             StatusReport(
-                revision: revision, schemaVersion: settings?.schemaVersion ?? status.schemaVersion ?? 0, state: .unsupported, message: message,
+                revision: revision, schemaVersion: settings?.schemaVersion ?? status.schemaVersion ?? 0, state: .unsupported,
+                message: message,
                 source: .agent))
         savePending()
         stopAwaitingAck()

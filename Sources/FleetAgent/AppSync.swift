@@ -138,12 +138,15 @@ final class AppSync {
                 backoff.reset()
             } catch is CancellationError {
                 break
-            } catch let error as FleetClientError where error.status == 400 && error.code == "bad-parameter" && request != .poll {
-                logger.warning("the server refuses long-polls; polling on the timer", metadata: ["event": "long-poll-refused"])
-                delay = schedule.delay(after: .longPollRefused, using: &random)
             } catch {
-                delay = backoff.delayAfterFailure(retryAfter: (error as? FleetClientError)?.retryAfter, using: &random)
-                recordFailure(error, retryIn: delay)
+                let failure = SyncFailure.classifying(error)
+                if failure.refusesLongPoll, request != .poll {
+                    logger.warning("the server refuses long-polls; polling on the timer", metadata: ["event": "long-poll-refused"])
+                    delay = schedule.delay(after: .longPollRefused, using: &random)
+                } else {
+                    delay = backoff.delayAfterFailure(retryAfter: failure.retryAfter, using: &random)
+                    recordFailure(failure, retryIn: delay)
+                }
             }
             writeStatus()
             if let untilAckDeadline { delay = min(delay, untilAckDeadline) }
@@ -430,8 +433,8 @@ final class AppSync {
         status.pendingReports = pending.reports.count
     }
 
-    /// Sends queued reports in order until one fails; a report the server refuses as malformed
-    /// (4xx other than 401, 408, 429) is dropped rather than blocking the queue forever.
+    /// Sends queued reports in order until one fails; a report fleetset's server refuses for
+    /// good (``SyncFailure/Kind/final``) is dropped rather than blocking the queue forever.
     private func deliverReports(_ client: FleetClient) async {
         guard !pending.isEmpty else { return }
         environment.board.beginStep(app.id, limit: .seconds(70) * pending.reports.count)
@@ -439,10 +442,10 @@ final class AppSync {
         for report in pending.reports {
             do {
                 try await client.reportStatus(app: app.id, report)
-            } catch let error as FleetClientError where (400..<500).contains(error.status ?? 0) && ![401, 408, 429].contains(error.status) {
-                logger.error("status report refused; dropped", metadata: ["event": "report-refused", "error": "\(error)"])
             } catch {
-                break
+                let failure = SyncFailure.classifying(error)
+                guard failure.kind == .final else { break }
+                logger.error("status report refused; dropped", metadata: ["event": "report-refused", "error": "\(failure)"])
             }
             delivered += 1
         }
@@ -472,8 +475,8 @@ final class AppSync {
         }
     }
 
-    private func recordFailure(_ error: any Error, retryIn delay: Duration) {
-        let text = AgentError.describe(error)
+    private func recordFailure(_ failure: SyncFailure, retryIn delay: Duration) {
+        let text = failure.summary
         transportError = text
         logger.warning("sync failed", metadata: ["event": "sync-failed", "error": "\(text)", "retry_in": "\(Hook.seconds(delay))"])
         environment.board.setStatus(app.id, "serving \(servedText); sync failed: \(text)")
@@ -517,15 +520,6 @@ enum AgentError: Error, CustomStringConvertible {
             "the settings name schema version \(settings) but the server's metadata is version \(metadata); fetching again"
         case .metadataMissing: "the server sent no metadata for the app"
         case .disk(let message): message
-        }
-    }
-
-    /// One line for any failure of a sync step.
-    static func describe(_ error: any Error) -> String {
-        switch error {
-        case let error as FleetClientError: "server refused: \(error)".replacing("\n  ", with: "; ")
-        case let error as HTTPClientError: "\(error)"
-        default: "\(error)"
         }
     }
 }

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A wake-up call that is kept until someone waits for it: ``signal()`` any number of times,
 /// and the next ``wait()`` returns at once (once). Used for "sync now" and "reload".
@@ -8,7 +8,7 @@ final class Wakeup: Sendable {
         var waiter: CheckedContinuation<Void, Never>?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Wakes the waiter, or the next one to wait.
     func signal() {
@@ -57,7 +57,7 @@ final class Promise<Value: Sendable>: Sendable {
         var nextWaiter = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// The value, if it is there already.
     var current: Value? { state.withLock { $0.value } }

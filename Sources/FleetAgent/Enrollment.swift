@@ -4,8 +4,8 @@ import FleetClient
 import FleetDeviceFiles
 import FleetIO
 import FleetProtocol
+import Locking
 import Logging
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -118,12 +118,12 @@ final class DeviceCredentials: Sendable {
         var rotating = false
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let identityFile: String
     private let logger: Logger
 
     init(_ identity: DeviceIdentity, identityFile: String, logger: Logger) {
-        state = Mutex(State(identity: identity))
+        state = Locked(State(identity: identity))
         self.identityFile = identityFile
         self.logger = logger
     }

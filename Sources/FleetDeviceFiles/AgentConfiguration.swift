@@ -155,7 +155,8 @@ public struct AgentConfiguration: Sendable, Equatable {
         for (index, element) in list.enumerated() {
             let app = try AppConfiguration(json: element, at: reader.location.appending("apps").appending(index: index))
             if apps.contains(where: { $0.id == app.id }) {
-                throw WireError(at: reader.location.appending("apps").appending(index: index).appending("id"), "\"\(app.id)\" is listed twice")
+                throw WireError(
+                    at: reader.location.appending("apps").appending(index: index).appending("id"), "\"\(app.id)\" is listed twice")
             }
             apps.append(app)
         }
@@ -240,7 +241,8 @@ public struct AppConfiguration: Sendable, Equatable {
         } else if readers != nil {
             throw WireError(at: location.appending("readers"), "must name a group")
         }
-        writers = try reader.object["writers"].map { value throws(WireError) in try Writers(json: value, at: location.appending("writers")) }
+        writers =
+            try reader.object["writers"].map { value throws(WireError) in try Writers(json: value, at: location.appending("writers")) }
             ?? Writers()
         expectAck = try reader.bool("expectAck", default: false)
         ackTimeout = try reader.seconds("ackTimeout", in: 1...86_400, default: 60)
@@ -264,18 +266,21 @@ public struct Writers: Sendable, Equatable {
 
     /// Reads `{"users": [...], "groups": [...]}`, resolving every name.
     public init(json: JSONValue, at location: JSONPointer) throws(WireError) {
-        let reader = try MemberReader(json, at: location, allowed: ["users", "groups"], unknownMember: "is not a key here: use users, groups")
+        let reader = try MemberReader(
+            json, at: location, allowed: ["users", "groups"], unknownMember: "is not a key here: use users, groups")
         var users: [String: uid_t] = [:]
         for (index, name) in (try reader.names("users", maximumCount: 64, maximumLength: 32) ?? []).enumerated() {
             guard let id = AccountLookup.userID(of: name) else {
-                throw WireError(at: location.appending("users").appending(index: index), "there is no user named \"\(name)\" on this system")
+                throw WireError(
+                    at: location.appending("users").appending(index: index), "there is no user named \"\(name)\" on this system")
             }
             users[name] = id
         }
         var groups: [String: gid_t] = [:]
         for (index, name) in (try reader.names("groups", maximumCount: 64, maximumLength: 32) ?? []).enumerated() {
             guard let id = AccountLookup.groupID(of: name) else {
-                throw WireError(at: location.appending("groups").appending(index: index), "there is no group named \"\(name)\" on this system")
+                throw WireError(
+                    at: location.appending("groups").appending(index: index), "there is no group named \"\(name)\" on this system")
             }
             groups[name] = id
         }
@@ -350,7 +355,10 @@ public enum AccountLookup {
     /// Looks `name` up with a reentrant database call and reads the id while the entry's buffer lives.
     private static func entry<Entry, ID>(
         _ name: String,
-        _ lookup: (UnsafePointer<CChar>, UnsafeMutablePointer<Entry>, UnsafeMutablePointer<CChar>, Int, UnsafeMutablePointer<UnsafeMutablePointer<Entry>?>) -> Int32,
+        _ lookup: (
+            UnsafePointer<CChar>, UnsafeMutablePointer<Entry>, UnsafeMutablePointer<CChar>, Int,
+            UnsafeMutablePointer<UnsafeMutablePointer<Entry>?>
+        ) -> Int32,
         _ id: (Entry) -> ID
     ) -> ID? {
         let entry = UnsafeMutablePointer<Entry>.allocate(capacity: 1)

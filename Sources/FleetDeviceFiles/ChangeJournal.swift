@@ -73,7 +73,8 @@ public struct ChangeJournal: Sendable, Hashable {
 
         /// Creates an outcome.
         public init(
-            id: String, state: State, keys: [String], revision: Int64? = nil, message: String = "", supersededBy: String? = nil, endedAt: Int64
+            id: String, state: State, keys: [String], revision: Int64? = nil, message: String = "", supersededBy: String? = nil,
+            endedAt: Int64
         ) {
             self.id = id
             self.state = state
@@ -170,7 +171,8 @@ public struct ChangeJournal: Sendable, Hashable {
                 if let refusal {
                     Outcome(
                         id: change.id, state: .refused, keys: change.values.keys.sorted(),
-                        message: "the server took the change in revision \(confirmed), but the device refused revision \(revision): \(refusal)",
+                        message:
+                            "the server took the change in revision \(confirmed), but the device refused revision \(revision): \(refusal)",
                         endedAt: time)
                 } else {
                     Outcome(id: change.id, state: .applied, keys: change.values.keys.sorted(), revision: revision, endedAt: time)
@@ -205,7 +207,8 @@ public struct ChangeJournal: Sendable, Hashable {
             let change = try MemberReader(element, at: location, allowed: ["id", "values", "madeAt", "confirmedRevision"])
             queued.append(
                 Change(
-                    id: try change.string("id", maximumLength: 255), values: try change.values("values"), madeAt: try change.timestamp("madeAt"),
+                    id: try change.string("id", maximumLength: 255), values: try change.values("values"),
+                    madeAt: try change.timestamp("madeAt"),
                     confirmedRevision: try change.nullableCount("confirmedRevision")))
         }
         var ended: [Outcome] = []
@@ -216,10 +219,12 @@ public struct ChangeJournal: Sendable, Hashable {
             ended.append(
                 Outcome(
                     id: try outcome.string("id", maximumLength: 255), state: try outcome.oneOf("state", Outcome.State.self),
-                    keys: try outcome.names("keys", maximumCount: SpoolRequest.maximumKeys, maximumLength: SpoolRequest.maximumKeyLength) ?? [],
+                    keys: try outcome.names("keys", maximumCount: SpoolRequest.maximumKeys, maximumLength: SpoolRequest.maximumKeyLength)
+                        ?? [],
                     revision: try outcome.nullableCount("revision"),
                     message: try outcome.optionalString("message", maximumLength: 1 << 16) ?? "",
-                    supersededBy: outcome.object["supersededBy"] == .null ? nil : try outcome.optionalString("supersededBy", maximumLength: 255),
+                    supersededBy: outcome.object["supersededBy"] == .null
+                        ? nil : try outcome.optionalString("supersededBy", maximumLength: 255),
                     endedAt: try outcome.timestamp("endedAt")))
         }
         self.init(queued: queued, ended: ended)

@@ -107,7 +107,8 @@ public enum SpoolRequest: Sendable, Hashable {
         let id = "\(spec.tv_sec)\(micros)-\(getpid())-\(UInt32.random(in: .min ... .max))"
         // Writers other than root and the agent cannot open the inbox (mode 1733) to fsync it;
         // the agent syncs it when it takes the request (see the Inbox).
-        try FileSystem.writeAtomically(Array(json.serialized().utf8), to: "\(directory)/\(id).json", mode: 0o644, unreadableDirectory: .skipSync)
+        try FileSystem.writeAtomically(
+            Array(json.serialized().utf8), to: "\(directory)/\(id).json", mode: 0o644, unreadableDirectory: .skipSync)
         return id
     }
 }

@@ -211,11 +211,11 @@ extension FileSystem {
             if errno == ENOENT { return false }
             throw FileError(path: source, operation: "link")
         }
-        guard rename(temporary, path) == 0 else {
-            let error = FileError(path: path, operation: "replace")
-            unlink(temporary)
-            throw error
-        }
+        // When `path` already names the same file (a stop between the two steps of a persist
+        // left it so), POSIX `rename` does nothing and succeeds, leaving the temporary name
+        // behind: it is removed whatever `rename` did (it is gone already when `rename` moved it).
+        defer { unlink(temporary) }
+        guard rename(temporary, path) == 0 else { throw FileError(path: path, operation: "replace") }
         return true
     }
 

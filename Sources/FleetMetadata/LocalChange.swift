@@ -90,7 +90,9 @@ extension Metadata {
             default: return nil
             }
         case "integer":
-            guard let value = try? JSONParser.parse(Array(text.utf8)), case .number(let number) = value, number.isInteger else { return nil }
+            guard let value = try? JSONParser.parse(Array(text.utf8)), case .number(let number) = value, number.isInteger else {
+                return nil
+            }
             return value
         case "number":
             guard let value = try? JSONParser.parse(Array(text.utf8)), case .number = value else { return nil }

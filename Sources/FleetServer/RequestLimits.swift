@@ -1,6 +1,6 @@
 import FleetProtocol
 import FleetServerCore
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
 import Glibc
@@ -48,14 +48,14 @@ public final class RequestLimits: Sendable {
         var devices: RateLimiter<String>
     }
 
-    private let buckets: Mutex<Buckets>
+    private let buckets: Locked<Buckets>
     private let clock = ContinuousClock()
     private let origin: ContinuousClock.Instant
     private let trustedProxies: Set<String>
 
     public init(_ configuration: Configuration = Configuration()) {
         trustedProxies = configuration.trustedProxies
-        buckets = Mutex(
+        buckets = Locked(
             Buckets(
                 addresses: RateLimiter(configuration.perAddress), failures: RateLimiter(configuration.failures),
                 devices: RateLimiter(configuration.perDevice)))

@@ -1,6 +1,6 @@
+import Locking
 import NIOCore
 import NIOHTTPTypes
-import Synchronization
 
 /// Protects the server from slow and vanished clients, per connection (HTTP/1.1) or stream
 /// (HTTP/2):
@@ -104,7 +104,7 @@ final class OpenConnections: Sendable {
         var next = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Registers `channel` as open.
     func opened(_ channel: any Channel) {

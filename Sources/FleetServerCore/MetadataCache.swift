@@ -1,5 +1,5 @@
 import FleetMetadata
-import Synchronization
+import Locking
 
 /// Parsed metadata by app, so the hot path (every settings GET) does not parse and compile the
 /// schema again. An entry is used only while the stored document is exactly the one it was
@@ -10,7 +10,7 @@ final class MetadataCache: Sendable {
         var metadata: Metadata
     }
 
-    private let entries = Mutex<[String: Entry]>([:])
+    private let entries = Locked<[String: Entry]>([:])
 
     /// The metadata of `stored`, parsed once per document.
     func metadata(of stored: StoredMetadata) throws(MetadataError) -> Metadata {

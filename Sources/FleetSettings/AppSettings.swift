@@ -89,7 +89,8 @@ public struct AppSettings: Sendable, Hashable {
 
     /// An object setting, as a dictionary.
     public func dictionary(_ key: String) throws(FleetSettingsError) -> [String: JSONValue] {
-        try typed(key, "an object") { value in value.objectValue.map { Dictionary($0.map { ($0.key, $0.value) }, uniquingKeysWith: { $1 }) } }
+        try typed(key, "an object") { value in value.objectValue.map { Dictionary($0.map { ($0.key, $0.value) }, uniquingKeysWith: { $1 }) }
+        }
     }
     /// An object setting, or `defaultValue` when it is missing or not an object.
     public func dictionary(_ key: String, default defaultValue: [String: JSONValue]) -> [String: JSONValue] {

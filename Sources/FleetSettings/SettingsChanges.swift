@@ -65,7 +65,9 @@ extension FleetApp {
     func readGenerations() -> SettingsSequencer.Generations {
         let file = layout.settingsFile(id)
         func read(_ bytes: [UInt8]??) -> AppSettings? {
-            guard let bytes = bytes ?? nil, let settings = try? DeviceSettings(json: JSONParser.parse(bytes)), settings.app == id else { return nil }
+            guard let bytes = bytes ?? nil, let settings = try? DeviceSettings(json: JSONParser.parse(bytes)), settings.app == id else {
+                return nil
+            }
             return AppSettings(settings)
         }
         let current = read(try? file.readCurrent())

@@ -1,7 +1,7 @@
 import Configuration
 import FleetJSON
 import FleetSettings
-import Synchronization
+import Locking
 
 /// An app's fleet settings as a provider for swift-configuration, so an app reads them through a
 /// `ConfigReader` beside its other sources:
@@ -29,12 +29,13 @@ public final class FleetSettingsProvider: ConfigProvider, Sendable {
 
     private struct State {
         var snapshot: Snapshot
-        var valueWatchers: [Int: (key: AbsoluteConfigKey, type: ConfigType, continuation: AsyncStream<Result<LookupResult, any Error>>.Continuation)] = [:]
+        var valueWatchers:
+            [Int: (key: AbsoluteConfigKey, type: ConfigType, continuation: AsyncStream<Result<LookupResult, any Error>>.Continuation)] = [:]
         var snapshotWatchers: [Int: AsyncStream<any ConfigSnapshot>.Continuation] = [:]
         var nextWatcher = 0
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// Reads the app's settings now.
     ///
@@ -43,7 +44,7 @@ public final class FleetSettingsProvider: ConfigProvider, Sendable {
         self.app = app
         providerName = "FleetSettingsProvider(\(app.id))"
         let settings = try app.settings()
-        state = Mutex(State(snapshot: Snapshot(providerName: providerName, settings: settings, secretKeys: app.secretKeys(of: settings))))
+        state = Locked(State(snapshot: Snapshot(providerName: providerName, settings: settings, secretKeys: app.secretKeys(of: settings))))
     }
 
     /// The revision the provider serves.
@@ -72,7 +73,8 @@ public final class FleetSettingsProvider: ConfigProvider, Sendable {
 
     public func watchValue<Return: ~Copyable>(
         forKey key: AbsoluteConfigKey, type: ConfigType,
-        updatesHandler: nonisolated(nonsending) (_ updates: ConfigUpdatesAsyncSequence<Result<LookupResult, any Error>, Never>) async throws
+        updatesHandler:
+            nonisolated(nonsending) (_ updates: ConfigUpdatesAsyncSequence<Result<LookupResult, any Error>, Never>) async throws
             -> Return
     ) async throws -> Return {
         let (stream, continuation) = AsyncStream<Result<LookupResult, any Error>>.makeStream(bufferingPolicy: .bufferingNewest(1))

@@ -178,18 +178,13 @@ struct AdminSet: AsyncParsableCommand {
     @OptionGroup var server: ServerOptions
     @OptionGroup var target: ScopeOptions
 
-    @Argument(help: "KEY=VALUE pairs.")
-    var assignments: [String]
+    @Argument(help: "KEY=VALUE pairs.", transform: Assignment.parse)
+    var assignments: [Assignment]
 
     func run() async throws {
         var patch = JSONObject()
         for assignment in assignments {
-            guard let equals = assignment.firstIndex(of: "="), equals != assignment.startIndex else {
-                StandardError.write("fleetset admin set: \"\(assignment)\" is not KEY=VALUE")
-                throw CLIExit.usageOrIO
-            }
-            let text = String(assignment[assignment.index(after: equals)...])
-            patch[String(assignment[..<equals])] = (try? JSONParser.parse(text)) ?? .string(text)
+            patch[assignment.key] = (try? JSONParser.parse(assignment.valueText)) ?? .string(assignment.valueText)
         }
         try await target.apply(patch, through: server)
     }

@@ -31,8 +31,8 @@ struct SetCommand: AsyncParsableCommand {
 
     @OptionGroup var device: DeviceOptions
 
-    @Argument(help: "KEY=VALUE pairs.")
-    var assignments: [String] = []
+    @Argument(help: "KEY=VALUE pairs.", transform: Assignment.parse)
+    var assignments: [Assignment] = []
 
     @Option(name: .customLong("reset"), help: "Remove the device's own value of KEY (repeatable).")
     var resets: [String] = []
@@ -52,9 +52,6 @@ struct SetCommand: AsyncParsableCommand {
         guard !assignments.isEmpty || !resets.isEmpty || standardInputKey != nil else {
             throw ValidationError("give at least one KEY=VALUE, --stdin KEY or --reset KEY")
         }
-        for assignment in assignments where !assignment.contains("=") {
-            throw ValidationError("\"\(assignment)\" is not KEY=VALUE")
-        }
         guard timeout > 0, timeout <= 86_400 else { throw ValidationError("--timeout must be more than 0 and at most 86400 seconds") }
     }
 
@@ -65,9 +62,8 @@ struct SetCommand: AsyncParsableCommand {
         var values = JSONObject()
         var problems: [String] = []
         for assignment in assignments {
-            let (key, text) = Self.split(assignment)
             do {
-                values[key] = try metadata.parseValue(text, forKey: key)
+                values[assignment.key] = try metadata.parseValue(assignment.valueText, forKey: assignment.key)
             } catch {
                 problems.append(error.description)
             }
@@ -106,19 +102,15 @@ struct SetCommand: AsyncParsableCommand {
             throw CLIExit.invalidInput
         case .pending:
             StandardError.write(
-                "fleetset set: still pending after \(timeout) s; the agent keeps \(request.id) queued (see fleetset status --app \(app.id))")
+                "fleetset set: still pending after \(timeout) s; the agent keeps \(request.id) queued (see fleetset status --app \(app.id))"
+            )
             throw CLIExit.pending
         case .unknown:
             StandardError.write(
-                "fleetset set: \(request.id) left the inbox but is not in changes.json: refused by the inbox (see the agent's log) or long forgotten")
+                "fleetset set: \(request.id) left the inbox but is not in changes.json: refused by the inbox (see the agent's log) or long forgotten"
+            )
             throw CLIExit.invalidInput
         }
-    }
-
-    /// `key=value` split at the first `=`.
-    static func split(_ assignment: String) -> (String, String) {
-        let equals = assignment.firstIndex(of: "=") ?? assignment.endIndex
-        return (String(assignment[..<equals]), equals == assignment.endIndex ? "" : String(assignment[assignment.index(after: equals)...]))
     }
 }
 

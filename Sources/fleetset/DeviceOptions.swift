@@ -57,7 +57,8 @@ struct DeviceOptions: ParsableArguments {
         }
         guard let metadata = MetadataOnDisk.load(layout.metadataFile(app.id), version: settings.schemaVersion) else {
             StandardError.write(
-                "fleetset: the metadata of \(app.id) version \(settings.schemaVersion) is missing on this device; it comes with the agent's next sync")
+                "fleetset: the metadata of \(app.id) version \(settings.schemaVersion) is missing on this device; it comes with the agent's next sync"
+            )
             throw CLIExit.invalidInput
         }
         return (settings, metadata)

@@ -37,7 +37,9 @@ struct ExplainCommand: AsyncParsableCommand {
             throw CLIExit.usageOrIO
         }
         let http = HTTPClient.Configuration(
-            tls: .init(caFile: configuration.caFile, clientCertificateFile: configuration.clientCertificate, clientKeyFile: configuration.clientKey),
+            tls: .init(
+                caFile: configuration.caFile, clientCertificateFile: configuration.clientCertificate, clientKeyFile: configuration.clientKey
+            ),
             allowInsecureHTTP: configuration.allowInsecureHTTP, userAgent: "fleetset")
         let explanation: Explanation
         do {

@@ -63,7 +63,8 @@ struct Fleetsetd {
     static func main() async {
         switch parse(Array(CommandLine.arguments.dropFirst())) {
         case nil:
-            LogfmtLogHandler.standardError("fleetsetd: unknown arguments \(CommandLine.arguments.dropFirst().joined(separator: " "))\n\n\(usage)\n")
+            LogfmtLogHandler.standardError(
+                "fleetsetd: unknown arguments \(CommandLine.arguments.dropFirst().joined(separator: " "))\n\n\(usage)\n")
             exit(2)
         case .help:
             print(usage)
@@ -83,7 +84,8 @@ struct Fleetsetd {
             return 2
         }
         if checkOnly {
-            print("\(configurationPath): valid, \(configuration.apps.count) app(s): \(configuration.apps.map(\.id).joined(separator: ", "))")
+            print(
+                "\(configurationPath): valid, \(configuration.apps.count) app(s): \(configuration.apps.map(\.id).joined(separator: ", "))")
             return 0
         }
         umask(0o027)

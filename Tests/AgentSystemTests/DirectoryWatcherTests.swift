@@ -15,7 +15,9 @@ struct DirectoryWatcherTests {
         var seen: [DirectoryWatcher.Event] = []
         for await event in watcher.events {
             seen.append(event)
-            if seen.contains(.appeared(directory: directory, name: "a.json")) && seen.contains(.created(directory: directory, name: "b.json")) {
+            if seen.contains(.appeared(directory: directory, name: "a.json"))
+                && seen.contains(.created(directory: directory, name: "b.json"))
+            {
                 watcher.stop()
             }
         }

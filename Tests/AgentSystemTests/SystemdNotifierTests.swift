@@ -13,9 +13,12 @@ struct SystemdNotifierTests {
             socketAddress.sun_family = sa_family_t(AF_UNIX)
             var bytes = Array(address.utf8)
             if bytes.first == UInt8(ascii: "@") { bytes[0] = 0 }
-            withUnsafeMutableBytes(of: &socketAddress.sun_path) { buffer in for (index, byte) in bytes.enumerated() { buffer[index] = byte } }
+            withUnsafeMutableBytes(of: &socketAddress.sun_path) { buffer in for (index, byte) in bytes.enumerated() { buffer[index] = byte }
+            }
             let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == 0 ? 0 : 1))
-            let bound = withUnsafePointer(to: &socketAddress) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) } }
+            let bound = withUnsafePointer(to: &socketAddress) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
+            }
             guard bound == 0 else { throw POSIXError(.EADDRINUSE) }
             var timeout = timeval(tv_sec: 2, tv_usec: 0)
             setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))

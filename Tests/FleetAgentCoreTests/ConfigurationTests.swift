@@ -31,7 +31,10 @@ struct ConfigurationTests {
             """#)
         #expect(configuration.pollInterval == .milliseconds(500) && configuration.readyTimeout == .milliseconds(1250))
         #expect(configuration.jitter == .zero && configuration.longPollWait == 0 && configuration.logLevel == "debug")
-        #expect(configuration.apps == [AppConfiguration(id: "a", onChange: ["/bin/true", "x"], hookTimeout: .milliseconds(2500), readers: "root")])
+        #expect(
+            configuration.apps == [
+                AppConfiguration(id: "a", onChange: ["/bin/true", "x"], hookTimeout: .milliseconds(2500), readers: "root")
+            ])
         #expect(configuration.layout.settingsFile("a").path == "/s/apps/a/settings.json")
         #expect(configuration.layout.spoolDirectory("a") == "/q/a")
     }
@@ -42,20 +45,35 @@ struct ConfigurationTests {
             (#"{"apps": [{"id": "a"}]}"#, "/server: is missing"),
             (#"{"server": "ftp://x", "apps": [{"id": "a"}]}"#, "/server: must be an https:// URL"),
             (#"{"server": "http://127.0.0.1", "apps": [{"id": "a"}]}"#, "/server: must be https://; plain http:// needs allowInsecureHTTP"),
-            (#"{"server": "http://10.0.0.1", "allowInsecureHTTP": true, "apps": [{"id": "a"}]}"#, "/allowInsecureHTTP: plain http:// is allowed only to a loopback server"),
+            (
+                #"{"server": "http://10.0.0.1", "allowInsecureHTTP": true, "apps": [{"id": "a"}]}"#,
+                "/allowInsecureHTTP: plain http:// is allowed only to a loopback server"
+            ),
             (#"{"server": "http://127.0.0.1.evil.com", "allowInsecureHTTP": true, "apps": [{"id": "a"}]}"#, "/allowInsecureHTTP"),
-            (#"{"server": "https://x", "apps": [{"id": "a"}], "pollInterval": 0}"#, "/pollInterval: must be a number of seconds from 0.1 to 86400 (got 0)"),
+            (
+                #"{"server": "https://x", "apps": [{"id": "a"}], "pollInterval": 0}"#,
+                "/pollInterval: must be a number of seconds from 0.1 to 86400 (got 0)"
+            ),
             (#"{"server": "https://x", "apps": [{"id": "a"}], "jitter": "5"}"#, "/jitter: must be a number of seconds"),
             (#"{"server": "https://x", "apps": [{"id": "a"}], "longPollWait": 1.5}"#, "/longPollWait: must be an integer from 0 to 300"),
             (#"{"server": "https://x", "apps": [{"id": "a"}], "logLevel": "loud"}"#, "/logLevel: must be one of"),
-            (#"{"server": "https://x", "apps": [{"id": "a"}], "clientKey": "/k"}"#, "/clientCertificate: clientCertificate and clientKey go together"),
+            (
+                #"{"server": "https://x", "apps": [{"id": "a"}], "clientKey": "/k"}"#,
+                "/clientCertificate: clientCertificate and clientKey go together"
+            ),
             (#"{"server": "https://x", "apps": [{"id": "a"}], "caFile": ""}"#, "/caFile: must be a file path"),
             (#"{"server": "https://x", "apps": [{"id": "A"}]}"#, "/apps/0/id: \"A\" is not an app id"),
             (#"{"server": "https://x", "apps": [{"id": "a"}, {"id": "a"}]}"#, "/apps/1/id: \"a\" is listed twice"),
             (#"{"server": "https://x", "apps": [{"id": "a", "onChange": []}]}"#, "/apps/0/onChange: must be an array"),
             (#"{"server": "https://x", "apps": [{"id": "a", "onChange": ["/bin/x", 3]}]}"#, "/apps/0/onChange/1: must be a string"),
-            (#"{"server": "https://x", "apps": [{"id": "a", "readers": "no-such-group-here"}]}"#, "/apps/0/readers: there is no group named"),
-            (#"{"server": "https://x", "apps": [{"id": "a", "hookTimout": 3}]}"#, "/apps/0/hookTimout: unknown key; the keys are ackTimeout, expectAck, hookTimeout, id, onChange, readers, writers"),
+            (
+                #"{"server": "https://x", "apps": [{"id": "a", "readers": "no-such-group-here"}]}"#,
+                "/apps/0/readers: there is no group named"
+            ),
+            (
+                #"{"server": "https://x", "apps": [{"id": "a", "hookTimout": 3}]}"#,
+                "/apps/0/hookTimout: unknown key; the keys are ackTimeout, expectAck, hookTimeout, id, onChange, readers, writers"
+            ),
             (#"{"server": "https://x", "apps": {"id": "a"}}"#, "/apps: must be an array"),
             (#"[]"#, "/: must be an object"),
         ])
@@ -76,9 +94,11 @@ struct ConfigurationTests {
         #expect(configuration.apps.map(\.id) == ["kiosk", "signage"])
         #expect(configuration.apps[0].expectAck && configuration.apps[0].writers.groups.keys.sorted() == ["staff"])
         let readme = try String(contentsOf: repository.appendingPathComponent("Config/README.md"), encoding: .utf8)
-        for key in ["server", "caFile", "clientCertificate", "clientKey", "enrollmentTokenFile", "stateDirectory", "spoolDirectory",
-            "allowInsecureHTTP", "pollInterval", "jitter", "longPollWait", "readyTimeout", "logLevel", "apps", "onChange", "hookTimeout", "readers", "writers", "expectAck", "ackTimeout"]
-        {
+        for key in [
+            "server", "caFile", "clientCertificate", "clientKey", "enrollmentTokenFile", "stateDirectory", "spoolDirectory",
+            "allowInsecureHTTP", "pollInterval", "jitter", "longPollWait", "readyTimeout", "logLevel", "apps", "onChange", "hookTimeout",
+            "readers", "writers", "expectAck", "ackTimeout",
+        ] {
             #expect(readme.contains("`\(key)`"), "Config/README.md does not document \(key)")
         }
     }

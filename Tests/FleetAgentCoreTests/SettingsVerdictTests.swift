@@ -26,7 +26,8 @@ struct SettingsVerdictTests {
     @Test("valid values are applied")
     func apply() throws {
         let metadata = try Metadata(Self.metadata)
-        let verdict = SettingsVerdict.evaluate(Self.document(["duration": "1", "volume": 3, "pin": "1234"]), app: "kiosk", metadata: .success(metadata))
+        let verdict = SettingsVerdict.evaluate(
+            Self.document(["duration": "1", "volume": 3, "pin": "1234"]), app: "kiosk", metadata: .success(metadata))
         #expect(verdict == .apply)
     }
 
@@ -54,7 +55,10 @@ struct SettingsVerdictTests {
         schema["$schema"] = "http://json-schema.org/draft-07/schema#"
         unsupported["schema"] = .object(schema)
         let unsupportedResult = Result<Metadata, MetadataError> { () throws(MetadataError) in try Metadata(.object(unsupported)) }
-        guard case .refuse(.unsupported, let message) = SettingsVerdict.evaluate(Self.document([:]), app: "kiosk", metadata: unsupportedResult) else {
+        guard
+            case .refuse(.unsupported, let message) = SettingsVerdict.evaluate(
+                Self.document([:]), app: "kiosk", metadata: unsupportedResult)
+        else {
             Issue.record("not unsupported")
             return
         }
@@ -63,7 +67,8 @@ struct SettingsVerdictTests {
         var broken = Self.metadata.objectValue!
         broken["version"] = "three"
         let brokenResult = Result<Metadata, MetadataError> { () throws(MetadataError) in try Metadata(.object(broken)) }
-        guard case .refuse(.error, let brokenMessage) = SettingsVerdict.evaluate(Self.document([:]), app: "kiosk", metadata: brokenResult) else {
+        guard case .refuse(.error, let brokenMessage) = SettingsVerdict.evaluate(Self.document([:]), app: "kiosk", metadata: brokenResult)
+        else {
             Issue.record("not an error")
             return
         }
@@ -73,7 +78,9 @@ struct SettingsVerdictTests {
     @Test("a document of another schema version asks for the metadata again; one of another app is refused")
     func mismatches() throws {
         let metadata = try Metadata(Self.metadata)
-        #expect(SettingsVerdict.evaluate(Self.document([:], version: 4), app: "kiosk", metadata: .success(metadata)) == .needsMetadata(version: 3))
+        #expect(
+            SettingsVerdict.evaluate(Self.document([:], version: 4), app: "kiosk", metadata: .success(metadata))
+                == .needsMetadata(version: 3))
         let other = SettingsVerdict.evaluate(Self.document([:], app: "signage"), app: "kiosk", metadata: .success(metadata))
         #expect(other == .refuse(.error, "the server sent settings of app \"signage\" for \"kiosk\""))
     }
@@ -98,6 +105,8 @@ struct StartupRecoveryTests {
         #expect(StartupRecovery.needsCompletion(settings: Self.settings, status: nil))
         #expect(StartupRecovery.needsCompletion(settings: Self.settings, status: AppStatus(app: "kiosk", revision: 40, schemaVersion: 3)))
         #expect(StartupRecovery.needsCompletion(settings: Self.settings, status: AppStatus(app: "kiosk", revision: 41, schemaVersion: 2)))
-        #expect(!StartupRecovery.needsCompletion(settings: Self.settings, status: AppStatus(app: "kiosk", revision: 41, schemaVersion: 3, state: .error)))
+        #expect(
+            !StartupRecovery.needsCompletion(
+                settings: Self.settings, status: AppStatus(app: "kiosk", revision: 41, schemaVersion: 3, state: .error)))
     }
 }

@@ -57,7 +57,8 @@ struct ChangeJournalTests {
         journal.confirm("1", revision: 8)
         let outcome = journal.settle(upTo: 8, refusal: "/volume: must be <= 3", at: 11)
         #expect(outcome.first?.state == .refused)
-        #expect(outcome.first?.message == "the server took the change in revision 8, but the device refused revision 8: /volume: must be <= 3")
+        #expect(
+            outcome.first?.message == "the server took the change in revision 8, but the device refused revision 8: /volume: must be <= 3")
     }
 
     @Test("the file form round-trips; ended outcomes are capped, oldest dropped")
@@ -79,7 +80,8 @@ struct RequestFileTests {
     @Test("requests are read strictly, with the member that is wrong")
     func parsing() throws {
         #expect(try SpoolRequest(json: ["request": "set", "values": ["volume": 3]]) == .set(["volume": 3]))
-        #expect(try SpoolRequest(json: ["request": "ack", "revision": 4, "state": "error"]) == .ack(revision: 4, state: .error, message: ""))
+        #expect(
+            try SpoolRequest(json: ["request": "ack", "revision": 4, "state": "error"]) == .ack(revision: 4, state: .error, message: ""))
         #expect(try SpoolRequest(json: ["request": "sync"]) == .sync)
         #expect(throws: WireError(at: JSONPointer.root.appending("values"), "must name 1 to 256 settings")) {
             try SpoolRequest(json: ["request": "set", "values": [:]])
@@ -94,14 +96,18 @@ struct RequestFileTests {
         for request in [SpoolRequest.sync, .set(["a": 1]), .ack(revision: 3, state: .unsupported, message: "m")] {
             #expect(try SpoolRequest(json: request.json) == request)
         }
-        #expect(SpoolRequest.isRequestName("1-2-3.json") && !SpoolRequest.isRequestName(".x.json") && !SpoolRequest.isRequestName("a.json.tmp-1"))
+        #expect(
+            SpoolRequest.isRequestName("1-2-3.json") && !SpoolRequest.isRequestName(".x.json")
+                && !SpoolRequest.isRequestName("a.json.tmp-1"))
         #expect(SpoolRequest.id(ofFileNamed: "1-2-3.json") == "1-2-3")
     }
 
     @Test("links, oversized files and writers not allowed are refused with the reason; root and the agent's user always may write")
     func fileChecks() {
         let writers = Writers(users: ["kiosk": 1001], groups: ["operators": 2001])
-        func check(_ kind: RequestFileCheck.Kind = .regular, links: Int = 1, size: Int = 100, owner: uid_t = 1001, group: gid_t = 1001) -> String? {
+        func check(_ kind: RequestFileCheck.Kind = .regular, links: Int = 1, size: Int = 100, owner: uid_t = 1001, group: gid_t = 1001)
+            -> String?
+        {
             RequestFileCheck.refusal(kind: kind, links: links, size: size, owner: owner, group: group, writers: writers, agentUser: 999)
         }
         #expect(check() == nil)
@@ -113,7 +119,8 @@ struct RequestFileTests {
         #expect(check(size: 70_000) == "70000 bytes, more than the 65536 a request may have")
         #expect(
             check(owner: 1500, group: 1500)
-                == "written by uid 1500 (gid 1500), who may not change this app's settings; allowed: root, the agent's user, users kiosk, groups operators")
+                == "written by uid 1500 (gid 1500), who may not change this app's settings; allowed: root, the agent's user, users kiosk, groups operators"
+        )
     }
 
     @Test("writers, expectAck and ackTimeout are read from the app's entry; unknown names are refused with their pointer")
@@ -122,7 +129,11 @@ struct RequestFileTests {
             json: ["id": "kiosk", "writers": ["users": ["root"], "groups": ["root"]], "expectAck": true, "ackTimeout": 5], at: .root)
         #expect(app.writers == Writers(users: ["root": 0], groups: ["root": 0]) && app.expectAck && app.ackTimeout == .seconds(5))
         #expect(try AppConfiguration(json: ["id": "kiosk"], at: .root).ackTimeout == .seconds(60))
-        #expect(throws: WireError(at: JSONPointer.root.appending("writers").appending("users").appending(index: 0), "there is no user named \"no-such-user\" on this system")) {
+        #expect(
+            throws: WireError(
+                at: JSONPointer.root.appending("writers").appending("users").appending(index: 0),
+                "there is no user named \"no-such-user\" on this system")
+        ) {
             try AppConfiguration(json: ["id": "kiosk", "writers": ["users": ["no-such-user"]]], at: .root)
         }
         #expect(throws: WireError(at: JSONPointer.root.appending("writers").appending("people"), "is not a key here: use users, groups")) {
@@ -156,10 +167,11 @@ struct LocalChangeTests {
         let metadata = try Metadata(Self.metadata)
         let current: JSONObject = ["greeting": "hi", "volume": 5, "brightness": 400]
         #expect(metadata.problems(ofChange: ["greeting": "hello", "volume": 10], to: current).isEmpty)
-        #expect(metadata.problems(ofChange: ["brightness": 3, "nope": 1], to: current).map(\.description) == [
-            "/brightness: is not x-writable: only the fleet's administrators may change it",
-            "/nope: is not a setting of kiosk (schema version 3)",
-        ])
+        #expect(
+            metadata.problems(ofChange: ["brightness": 3, "nope": 1], to: current).map(\.description) == [
+                "/brightness: is not x-writable: only the fleet's administrators may change it",
+                "/nope: is not a setting of kiosk (schema version 3)",
+            ])
         #expect(metadata.problems(ofChange: ["volume": 11], to: current).map(\.description) == ["/volume: must be <= 10 (got 11)"])
         let secret = metadata.problems(ofChange: ["pin": "12"], to: current).map(\.description)
         #expect(secret.count == 1 && secret[0].hasPrefix("/pin: ") && !secret[0].contains("12"))

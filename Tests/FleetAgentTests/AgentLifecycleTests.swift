@@ -19,7 +19,8 @@ struct AgentLifecycleTests {
         defer { agent.kill() }
 
         var lines = try await socket.waitFor("READY=1")
-        let status = try #require(lines.first { $0.hasPrefix("STATUS=") && lines.firstIndex(of: "READY=1")! < lines.firstIndex(of: $0)! + 2 })
+        let status = try #require(
+            lines.first { $0.hasPrefix("STATUS=") && lines.firstIndex(of: "READY=1")! < lines.firstIndex(of: $0)! + 2 })
         #expect(status.contains("door: revision"), "\(lines)")
         try await socket.waitFor("WATCHDOG=1", count: 4)
         // Fed every 200 ms (half of WATCHDOG_USEC): four feeds span at least three intervals.
@@ -48,7 +49,8 @@ struct AgentLifecycleTests {
         #expect(socket.lines.contains("STOPPING=1"))
     }
 
-    @Test("no enrollment token yet: READY after readyTimeout naming the app, the watchdog still fed; the token appears and the agent enrolls")
+    @Test(
+        "no enrollment token yet: READY after readyTimeout naming the app, the watchdog still fed; the token appears and the agent enrolls")
     func waitsForEnrollmentToken() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
@@ -77,8 +79,14 @@ struct AgentLifecycleTests {
         "a configuration error names the key and exits 2",
         arguments: [
             (#"{"server": "https://x", "apps": [{"id": "a"}], "polInterval": 5}"#, "/polInterval: unknown key"),
-            (#"{"server": "https://x", "apps": [{"id": "a", "hookTimeout": -1}]}"#, "/apps/0/hookTimeout: must be a number of seconds from 0.1 to 3600 (got -1)"),
-            (#"{"server": "http://fleet.example.com", "allowInsecureHTTP": true, "apps": [{"id": "a"}]}"#, "/allowInsecureHTTP: plain http:// is allowed only to a loopback server"),
+            (
+                #"{"server": "https://x", "apps": [{"id": "a", "hookTimeout": -1}]}"#,
+                "/apps/0/hookTimeout: must be a number of seconds from 0.1 to 3600 (got -1)"
+            ),
+            (
+                #"{"server": "http://fleet.example.com", "allowInsecureHTTP": true, "apps": [{"id": "a"}]}"#,
+                "/allowInsecureHTTP: plain http:// is allowed only to a loopback server"
+            ),
             (#"{"server": "https://x", "apps": [{"id": "a", "onChange": ["reload.sh"]}]}"#, "/apps/0/onChange/0: must be an absolute path"),
             (#"{"server": "https://x", "apps": []}"#, "/apps: must be an array of 1 to 64 apps"),
             (#"{"server": "https://x", "apps": [{"id": "a"}], "server": "https://y"}"#, "duplicate key \"server\""),
@@ -93,7 +101,9 @@ struct AgentLifecycleTests {
         #expect(result.standardError.contains("fleetsetd: \(path): ") && result.standardError.contains(expected), "\(result.standardError)")
     }
 
-    @Test("server down at start: served from disk (a corrupt settings.json falls back to the previous generation), then catches up and delivers the queued report")
+    @Test(
+        "server down at start: served from disk (a corrupt settings.json falls back to the previous generation), then catches up and delivers the queued report"
+    )
     func offlineStartWithCorruptFile() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
@@ -137,16 +147,26 @@ struct AgentLifecycleTests {
             revived.log.contains("state=error") && revived.log.contains("settings.json was unusable")
         }
         try await Waiting.until("reports.json stays") { !FileManager.default.fileExists(atPath: fleet.layout.reportsFile("menu")) }
-        try await fleet.waitForStatus("menu", agent: agent) { $0.state == .applied && $0.pendingReports == 0 && $0.revision == second.revision }
+        try await fleet.waitForStatus("menu", agent: agent) {
+            $0.state == .applied && $0.pendingReports == 0 && $0.revision == second.revision
+        }
     }
 
-    @Test("hooks: one that fails, one that hangs and one that is missing are each reported as error; the settings are written and the agent lives")
+    @Test(
+        "hooks: one that fails, one that hangs and one that is missing are each reported as error; the settings are written and the agent lives"
+    )
     func hooks() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
         let marker = fleet.directory + "/hook-ran"
         let agent = try await fleet.launchAgent([
-            ["id": "ok", "onChange": ["/bin/sh", "-c", .string("echo $FLEETSET_APP $FLEETSET_REVISION $FLEETSET_SCHEMA_VERSION $FLEETSET_SETTINGS_FILE > \(marker)")]],
+            [
+                "id": "ok",
+                "onChange": [
+                    "/bin/sh", "-c",
+                    .string("echo $FLEETSET_APP $FLEETSET_REVISION $FLEETSET_SCHEMA_VERSION $FLEETSET_SETTINGS_FILE > \(marker)"),
+                ],
+            ],
             ["id": "fails", "onChange": ["/bin/sh", "-c", "echo the pin is 0000 >&2; exit 3"]],
             ["id": "hangs", "onChange": ["/bin/sleep", "60"], "hookTimeout": 0.5],
             ["id": "missing", "onChange": ["/nonexistent/reload-app"]],

@@ -270,21 +270,31 @@ struct WriteBackTests {
         #expect(bad.status == 2)
     }
 
-    @Test("expectAck: an app silent past ackTimeout is reported unsupported; an app that acknowledges in time is not")
+    @Test("expectAck: an app silent past ackTimeout is reported unsupported")
     func acknowledgementTimeout() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
-        // 5 s: time enough for the test to acknowledge the second revision on a loaded machine.
-        let agent = try await fleet.launchAgent([["id": "kiosk", "expectAck": true, "ackTimeout": 5]])
+        let agent = try await fleet.launchAgent([["id": "kiosk", "expectAck": true, "ackTimeout": 2]])
         defer { agent.kill() }
         let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
         let line = try await fleet.waitForStatusLine(
             "kiosk", containing: ["revision=\(first.revision)", "state=unsupported"], agent: agent)
         #expect(line.contains("no acknowledgement from the app") && line.contains("source=agent"))
         try await fleet.waitForStatus("kiosk", agent: agent) { $0.awaitingAck == nil && $0.state == .unsupported }
+    }
+
+    @Test("expectAck: an app that acknowledges in time is not reported unsupported, and nothing is awaited any more")
+    func acknowledgedInTime() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        // Ten minutes: the test acknowledges long before, however loaded the machine.
+        let agent = try await fleet.launchAgent([["id": "kiosk", "expectAck": true, "ackTimeout": 600]])
+        defer { agent.kill() }
+        let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        let app = FleetApp("kiosk", stateDirectory: fleet.layout.stateDirectory, spoolDirectory: fleet.layout.spoolDirectory)
+        try app.acknowledge(revision: first.revision, state: .applied, message: "started")
 
         // The next revision is acknowledged by the app through the library: no timeout report.
-        let app = FleetApp("kiosk", stateDirectory: fleet.layout.stateDirectory, spoolDirectory: fleet.layout.spoolDirectory)
         try await fleet.set("kiosk", ["volume": 1])
         let second = try await fleet.waitForSettings("kiosk", agent: agent) { $0.revision > first.revision }
         try await fleet.waitForStatus("kiosk", agent: agent) { $0.awaitingAck == second.revision }
@@ -292,8 +302,8 @@ struct WriteBackTests {
         try await fleet.waitForStatusLine(
             "kiosk", containing: ["revision=\(second.revision)", "source=app", "state=applied"], agent: agent)
         let settled = try await fleet.waitForStatus("kiosk", agent: agent) { $0.awaitingAck == nil }
-        #expect(settled.ackDeadline == nil)
-        #expect(!fleet.statusLines("kiosk").contains { $0.contains("revision=\(second.revision)") && $0.contains("state=unsupported") })
+        #expect(settled.ackDeadline == nil && settled.state == .applied)
+        #expect(!fleet.statusLines("kiosk").contains { $0.contains("state=unsupported") })
     }
 
     @Test("the library's change stream and fleetset watch see every revision in order, secrets masked in watch")
@@ -396,6 +406,50 @@ struct WriteBackFailureTests {
         let journal = try WriteBackTests.journal(fleet, "kiosk")
         #expect(journal.queued.isEmpty && journal.ended.map(\.state) == [.applied, .refused, .refused])
         #expect(agent.isRunning)
+    }
+
+    @Test(
+        "a proxy's 403, 404 or 413 page (no fleetset error body) never ends a queued change or drops a report: both go once the proxy lets them"
+    )
+    func proxyPagesAreTransient() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let proxy = try await FaultProxy.start(upstream: fleet.server.url, http: fleet.http)
+        let agent = try await fleet.launchAgent([["id": "kiosk"]], server: proxy.url)
+        defer { agent.kill() }
+        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+
+        for (index, status) in [403, 404, 413].enumerated() {
+            // A report: an admin change comes through (GETs pass), its report is refused.
+            proxy.inject(.proxyPage(status: status))
+            let reports = proxy.faultsServed("proxyPage POST")
+            try await fleet.set("kiosk", ["volume": .number(.integer(Int64(index + 1)))])
+            let admin = try await fleet.waitForSettings("kiosk", agent: agent) {
+                $0.values["volume"] == .number(.integer(Int64(index + 1)))
+            }
+            try await Waiting.until("the proxy never refused a report:\n\(agent.log)") { proxy.faultsServed("proxyPage POST") > reports }
+            try await fleet.waitForStatus("kiosk", agent: agent) { $0.pendingReports >= 1 }
+
+            // A change: its PATCH is refused.
+            let patches = proxy.faultsServed("proxyPage PATCH")
+            #expect(try fleet.cli(["set", "greeting=through-\(status)"]).status == 0)
+            try await Waiting.until("the proxy never refused a write:\n\(agent.log)") { proxy.faultsServed("proxyPage PATCH") > patches }
+            try await agent.waitForLog("the server answered \(status) without fleetset's error description")
+            let journal = try WriteBackTests.journal(fleet, "kiosk")
+            #expect(
+                journal.queued.map(\.values) == [["greeting": .string("through-\(status)")]], "status \(status): the change stays queued")
+            #expect(journal.ended.allSatisfy { $0.state == .applied }, "status \(status): nothing refused")
+            #expect(!agent.log.contains("event=report-refused"), "status \(status): no report dropped")
+
+            // The proxy lets them through: the report arrives, the change is applied.
+            proxy.inject(.none)
+            #expect(try fleet.cli(["sync"]).status == 0)
+            try await fleet.waitForStatusLine("kiosk", containing: ["revision=\(admin.revision)", "state=applied"], agent: agent)
+            let applied = try await fleet.waitForSettings("kiosk", timeout: .seconds(60), agent: agent) {
+                $0.values["greeting"] == .string("through-\(status)")
+            }
+            try await fleet.waitForStatusLine("kiosk", containing: ["revision=\(applied.revision)", "state=applied"], agent: agent)
+        }
     }
 
     @Test("an unreadable changes.json is never overwritten: changes wait in the inbox until it is repaired, then go")

@@ -42,6 +42,17 @@ struct AtomicWriteTests {
         #expect(FileManager.default.fileExists(atPath: target + "/child"))
     }
 
+    @Test("linking a name to the file it already names leaves no temporary name behind")
+    func relinkSameFile() throws {
+        let folder = try temporaryFolder()
+        let current = folder + "/settings.json"
+        let previous = folder + "/settings.previous.json"
+        try FileSystem.writeAtomically(Array("one".utf8), to: current)
+        for _ in 0..<3 { #expect(try FileSystem.replaceWithLink(previous, to: current)) }
+        #expect(try FileSystem.regularFiles(under: folder).sorted() == ["settings.json", "settings.previous.json"])
+        #expect(try FileSystem.readFile(previous) == Array("one".utf8))
+    }
+
     @Test("a missing folder is an error naming the path")
     func missingFolder() {
         #expect {

@@ -12,7 +12,9 @@ struct TokenFileTests {
 
     @Test(
         "a token is the first line, without surrounding blanks",
-        arguments: [("fse_abc\n", "fse_abc"), ("  fse_abc \r\nsecond line\n", "fse_abc"), ("fse_abc", "fse_abc"), ("", ""), ("\nfse_abc\n", "")])
+        arguments: [
+            ("fse_abc\n", "fse_abc"), ("  fse_abc \r\nsecond line\n", "fse_abc"), ("fse_abc", "fse_abc"), ("", ""), ("\nfse_abc\n", ""),
+        ])
     func token(contents: String, expected: String) throws {
         #expect(try FileSystem.readToken(try path(contents)) == expected)
     }

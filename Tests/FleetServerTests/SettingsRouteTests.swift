@@ -59,19 +59,14 @@ struct SettingsRouteTests {
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice(groups: ["lobby"])
             let revision = try #require(try await device.client.settings(app: "kiosk")).revision
-            let poll = Task { () -> (SettingsDocument?, ContinuousClock.Instant) in
-                let document = try await device.client.settings(app: "kiosk", knownRevision: revision, wait: 30)
-                return (document, ContinuousClock.now)
-            }
+            let poll = Task { try await device.client.settings(app: "kiosk", knownRevision: revision, wait: 30) }
             try await Self.waitUntilWaiting(server)
             _ = try await server.admin.patchValues(app: "kiosk", scope: "group:lobby", patch: ["volume": 7])
-            let changed = ContinuousClock.now
-            let (document, answered) = try await poll.value
+            // A long-poll that ran out its 30 s would be answered 304 (nil): the new revision in
+            // the answer can only come from the change waking it. (The benchmark measures the latency.)
+            let document = try await poll.value
             #expect(document?.revision == revision + 1)
             #expect(document?.values["volume"] == 7)
-            // The wait was 30 s and nothing polls: an answer within a second can only come from
-            // the change itself. (The note's benchmark measures the real latency: median and p99.)
-            #expect(answered - changed < .seconds(1))
         }
     }
 

@@ -70,7 +70,11 @@ enum ChildRemoval {
     static func remove(_ path: String) throws {
         for name in (try? FileSystem.entryNames(of: path)) ?? [] {
             let child = path + "/" + name
-            if let status = try FileSystem.status(of: child), (status.st_mode & S_IFMT) == S_IFDIR { try remove(child) } else { try FileSystem.removeFile(child) }
+            if let status = try FileSystem.status(of: child), (status.st_mode & S_IFMT) == S_IFDIR {
+                try remove(child)
+            } else {
+                try FileSystem.removeFile(child)
+            }
         }
         rmdir(path)
     }
@@ -108,7 +112,9 @@ struct ReadingTests {
         #expect(settings.integer("greeting", default: 3) == 3)
         #expect(settings.string("absent", default: "x") == "x")
         #expect(settings.url("greeting", default: URL(string: "https://fallback.example")!) == URL(string: "https://fallback.example"))
-        #expect(String(describing: FleetSettingsError.missingSetting(app: "kiosk", key: "absent", revision: 7)) == "kiosk: no setting \"absent\" in revision 7")
+        #expect(
+            String(describing: FleetSettingsError.missingSetting(app: "kiosk", key: "absent", revision: 7))
+                == "kiosk: no setting \"absent\" in revision 7")
     }
 
     @Test("no settings yet is a clear error naming the file")
@@ -118,7 +124,8 @@ struct ReadingTests {
         #expect {
             try other.settings()
         } throws: { error in
-            "\(error)".contains("signage: no settings at \(folder.app.stateDirectory)/apps/signage/settings.json: the device has not received them yet")
+            "\(error)".contains(
+                "signage: no settings at \(folder.app.stateDirectory)/apps/signage/settings.json: the device has not received them yet")
         }
     }
 }
@@ -209,7 +216,10 @@ struct ChangingTests {
 @Suite("FleetSettings: the change stream")
 struct ChangeStreamTests {
     static func settings(_ revision: Int64, _ volume: Int64) -> AppSettings {
-        AppSettings(DeviceSettings(app: "kiosk", schemaVersion: 2, revision: revision, syncedAt: 0, values: ["volume": .number(.integer(volume)), "greeting": "hi"]))
+        AppSettings(
+            DeviceSettings(
+                app: "kiosk", schemaVersion: 2, revision: revision, syncedAt: 0,
+                values: ["volume": .number(.integer(volume)), "greeting": "hi"]))
     }
 
     @Test("the sequencer reports each new revision once, recovers one missed generation from the previous file")

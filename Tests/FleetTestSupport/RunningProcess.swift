@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// A process a test started (a server, the agent), its standard error captured line by line.
 public final class RunningProcess: Sendable {
@@ -130,7 +130,7 @@ public final class ServerProcess: Sendable {
 
 /// What a process wrote, collected by a reader thread.
 public final class LogCapture: Sendable {
-    private let buffer = Mutex("")
+    private let buffer = Locked("")
 
     public init() {}
 

@@ -4,9 +4,9 @@ import FleetTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Locking
 import Logging
 import NIOCore
-import Synchronization
 
 /// An HTTP proxy in front of the real server that can misbehave the way no `fleetset-server`
 /// does: answer settings requests with 500, with garbage, or with a body over the agent's size
@@ -30,13 +30,16 @@ final class FaultProxy: Sendable {
         case refusePatch(status: Int, code: String)
         /// An enrollment reaches the server, but its answer is lost: the agent gets a 502.
         case loseEnrollAnswer
+        /// A device's PATCH and status reports are answered with this status and an HTML page
+        /// (no fleetset error body), as a proxy or captive portal in the way would.
+        case proxyPage(status: Int)
     }
 
     /// The fault in force, how often each was served, and every Authorization header seen.
     final class State: Sendable {
-        let fault = Mutex(Fault.none)
-        let counts = Mutex<[String: Int]>([:])
-        let authorizations = Mutex<[String]>([])
+        let fault = Locked(Fault.none)
+        let counts = Locked<[String: Int]>([:])
+        let authorizations = Locked<[String]>([])
     }
 
     /// The Authorization headers of every request the proxy received.
@@ -84,6 +87,12 @@ final class FaultProxy: Sendable {
         if request.method == .patch, current == .holdPatch {
             state.counts.withLock { $0["\(current)", default: 0] += 1 }
             while state.fault.withLock({ $0 }) == .holdPatch { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        if request.method == .patch || (request.method == .post && path.hasSuffix("/status")), case .proxyPage(let status) = current {
+            state.counts.withLock { $0["proxyPage \(request.method)", default: 0] += 1 }
+            return Response(
+                status: HTTPResponse.Status(code: status), headers: [.contentType: "text/html"],
+                body: .init(byteBuffer: ByteBuffer(string: "<html><body><h1>\(status)</h1>Access denied by policy</body></html>")))
         }
         if request.method == .patch, case .refusePatch(let status, let code) = current {
             state.counts.withLock { $0["refusePatch", default: 0] += 1 }
@@ -151,7 +160,9 @@ final class FaultProxy: Sendable {
 extension FaultProxy.Fault {
     /// Whether the fault is about device writes only.
     var isPatchFault: Bool {
-        if case .refusePatch = self { return true }
-        return false
+        switch self {
+        case .refusePatch, .proxyPage: true
+        default: false
+        }
     }
 }

@@ -1,14 +1,14 @@
 import FleetTestSupport
 import Foundation
-import Synchronization
+import Locking
 
 /// The socket systemd would own: a datagram socket at a path, given to the agent as
 /// `NOTIFY_SOCKET`; a thread reads what the agent sends as it arrives, as systemd does.
 final class NotifySocket: Sendable {
     let path: String
     private let descriptor: Int32
-    private let received = Mutex<[(line: String, at: ContinuousClock.Instant)]>([])
-    private let closed = Mutex(false)
+    private let received = Locked<[(line: String, at: ContinuousClock.Instant)]>([])
+    private let closed = Locked(false)
 
     init(directory: String) throws {
         path = directory + "/notify.sock"

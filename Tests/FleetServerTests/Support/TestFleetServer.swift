@@ -8,13 +8,13 @@ import FleetServerCore
 import FleetStoreSQLite
 import Foundation
 import Hummingbird
+import Locking
 import Logging
 import NIOCore
-import Synchronization
 
 /// A wall clock the test sets.
 final class TestWallClock: WallClock {
-    private let seconds = Mutex<Int64>(1_795_000_000)
+    private let seconds = Locked<Int64>(1_795_000_000)
 
     func secondsSinceEpoch() -> Int64 { seconds.withLock { $0 } }
 
@@ -23,7 +23,7 @@ final class TestWallClock: WallClock {
 
 /// Log lines the server wrote, captured.
 final class CapturedLog: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
 
     func append(_ line: String) { lines.withLock { $0.append(line) } }
 
