@@ -62,7 +62,7 @@ let package = Package(
         ),
         .target(
             name: "Curl",
-            dependencies: ["CCurl", "FleetIO", "Locking"],
+            dependencies: ["CCurl", "PosixThreads"],
             swiftSettings: fleetSwiftSettings
         ),
         .target(
@@ -74,8 +74,9 @@ let package = Package(
             swiftSettings: fleetSwiftSettings
         ),
         .target(name: "CThreadStack"),
-        // The lock fleetset's own code uses: a pthread mutex, which ThreadSanitizer can see.
-        .target(name: "Locking", swiftSettings: fleetSwiftSettings),
+        // Threads and locks on pthreads: a detached thread for blocking work, and the lock fleetset's
+        // own code uses (a pthread mutex, which ThreadSanitizer can see).
+        .target(name: "PosixThreads", swiftSettings: fleetSwiftSettings),
         .target(
             name: "FleetIO",
             swiftSettings: fleetSwiftSettings
@@ -118,13 +119,13 @@ let package = Package(
             swiftSettings: fleetSwiftSettings
         ),
         .target(name: "SystemdNotify", swiftSettings: fleetSwiftSettings),
-        .target(name: "ChildProcess", dependencies: ["FleetIO", "Locking"], swiftSettings: fleetSwiftSettings),
-        .target(name: "FileWatch", dependencies: ["FleetIO", "Locking"], swiftSettings: fleetSwiftSettings),
+        .target(name: "ChildProcess", dependencies: ["FleetIO", "PosixThreads"], swiftSettings: fleetSwiftSettings),
+        .target(name: "FileWatch", dependencies: ["FleetIO", "PosixThreads"], swiftSettings: fleetSwiftSettings),
         .target(
             name: "FleetAgent",
             dependencies: [
                 "FleetAgentCore", "FleetDeviceFiles", "FleetClient", "Curl", "FleetIO", "FleetJSON", "FleetMetadata", "FleetProtocol",
-                "FleetSchema", "SystemdNotify", "ChildProcess", "FileWatch", "Locking",
+                "FleetSchema", "SystemdNotify", "ChildProcess", "FileWatch", "PosixThreads",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -149,7 +150,7 @@ let package = Package(
         ),
         .target(
             name: "FleetSettingsConfiguration",
-            dependencies: ["FleetSettings", "FleetJSON", "Locking", .product(name: "Configuration", package: "swift-configuration")],
+            dependencies: ["FleetSettings", "FleetJSON", "PosixThreads", .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(
@@ -183,7 +184,7 @@ let package = Package(
         .target(
             name: "FleetServerCore",
             dependencies: [
-                "FleetJSON", "FleetMetadata", "FleetProtocol", "FleetSchema", "Locking",
+                "FleetJSON", "FleetMetadata", "FleetProtocol", "FleetSchema", "PosixThreads",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -196,13 +197,13 @@ let package = Package(
         ),
         .target(
             name: "FleetLogging",
-            dependencies: [.product(name: "Logging", package: "swift-log")],
+            dependencies: ["FleetIO", .product(name: "Logging", package: "swift-log")],
             swiftSettings: fleetSwiftSettings
         ),
         .target(
             name: "FleetServer",
             dependencies: [
-                "FleetServerCore", "FleetProtocol", "FleetJSON", "FleetIO", "Locking",
+                "FleetServerCore", "FleetProtocol", "FleetJSON", "FleetIO", "PosixThreads",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -228,7 +229,7 @@ let package = Package(
             name: "FleetServerTests",
             dependencies: [
                 "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetProtocol", "FleetJSON", "FleetLogging", "Curl", "FleetClient",
-                "FleetMetadata", "FleetIO", "Locking",
+                "FleetMetadata", "FleetIO", "PosixThreads",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -262,7 +263,7 @@ let package = Package(
         // Test support shared by the test targets that run the built binaries.
         .target(
             name: "FleetTestSupport",
-            dependencies: ["Locking"],
+            dependencies: ["PosixThreads"],
             path: "Tests/FleetTestSupport",
             swiftSettings: fleetSwiftSettings
         ),
@@ -272,7 +273,7 @@ let package = Package(
             name: "FleetAgentTests",
             dependencies: [
                 "fleetsetd", "fleetset", "fleetset-server", "FleetTestSupport", "FleetClient", "Curl", "FleetProtocol", "FleetJSON",
-                "FleetMetadata", "FleetDeviceFiles", "FleetIO", "FleetSettings", "Locking",
+                "FleetMetadata", "FleetDeviceFiles", "FleetIO", "FleetSettings", "PosixThreads",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             swiftSettings: fleetSwiftSettings

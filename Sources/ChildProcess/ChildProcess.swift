@@ -1,5 +1,5 @@
 import FleetIO
-import Locking
+import PosixThreads
 
 #if canImport(Glibc)
 import Glibc
@@ -58,7 +58,8 @@ public enum ChildProcess {
     ) async throws(SpawnError) -> Result {
         precondition(!arguments.isEmpty, "a command needs at least the program")
         let child = try spawn(arguments, environment: environment)
-        let watch = ChildWatch(pid: child.pid, output: child.output, timeout: timeout, outputLimit: outputLimit)
+        let pid = child.pid
+        let watch = ChildWatch(pid: pid, output: child.output, timeout: timeout, outputLimit: outputLimit)
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 watch.start(continuation)
@@ -68,21 +69,30 @@ public enum ChildProcess {
         }
     }
 
-    private static func spawn(_ arguments: [String], environment: [String]) throws(SpawnError) -> (pid: pid_t, output: Int32) {
-        let pipeEnds: [Int32]
+    /// A started child and the read end of the pipe its output goes to.
+    private struct Spawned: ~Copyable {
+        let pid: pid_t
+        let output: OwnedDescriptor
+    }
+
+    private static func spawn(_ arguments: [String], environment: [String]) throws(SpawnError) -> Spawned {
+        let pipe: PipeEnds
         do {
-            pipeEnds = try FileSystem.makePipe()
+            pipe = try FileSystem.makePipe()
         } catch {
             throw SpawnError(program: arguments[0], code: error.code, call: "pipe")
         }
-        defer { close(pipeEnds[1]) }
+        // The parent's copy of the write end goes when this returns, so that the read end sees
+        // the end of the output when the child (and whatever it started) is done.
+        let output = pipe.reader
+        let writer = pipe.writer
 
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 2)
+        posix_spawn_file_actions_adddup2(&actions, writer.raw, 1)
+        posix_spawn_file_actions_adddup2(&actions, writer.raw, 2)
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -104,11 +114,9 @@ public enum ChildProcess {
         }
         var pid = pid_t()
         let status = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
-        guard status == 0 else {
-            close(pipeEnds[0])
-            throw SpawnError(program: arguments[0], code: status, call: "posix_spawn")
-        }
-        return (pid, pipeEnds[0])
+        writer.close()
+        guard status == 0 else { throw SpawnError(program: arguments[0], code: status, call: "posix_spawn") }
+        return Spawned(pid: pid, output: output)
     }
 }
 
@@ -132,12 +140,13 @@ private final class ChildWatch: Sendable {
     }
 
     let pid: pid_t
-    let output: Int32
+    /// Closed when the watch is done with it (the watch outlives its thread).
+    let output: OwnedDescriptor
     let timeout: Duration
     let outputLimit: Int
     private let state = Locked(State())
 
-    init(pid: pid_t, output: Int32, timeout: Duration, outputLimit: Int) {
+    init(pid: pid_t, output: consuming OwnedDescriptor, timeout: Duration, outputLimit: Int) {
         self.pid = pid
         self.output = output
         self.timeout = timeout
@@ -168,10 +177,11 @@ private final class ChildWatch: Sendable {
 
         func readAvailable() {
             while outputOpen {
-                var descriptor = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
+                var descriptor = pollfd(fd: output.raw, events: Int16(POLLIN), revents: 0)
                 guard poll(&descriptor, 1, 0) > 0 else { return }
-                let count = chunk.withUnsafeMutableBytes { read(output, $0.baseAddress, $0.count) }
-                if count < 0 && errno == EINTR { continue }
+                let count = chunk.withUnsafeMutableBytes { buffer in
+                    retryingOnInterrupt { read(output.raw, buffer.baseAddress, buffer.count) }
+                }
                 guard count > 0 else {
                     outputOpen = false
                     return
@@ -186,15 +196,14 @@ private final class ChildWatch: Sendable {
 
         while true {
             if outputOpen {
-                var descriptor = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
+                var descriptor = pollfd(fd: output.raw, events: Int16(POLLIN), revents: 0)
                 _ = poll(&descriptor, 1, 20)
                 readAvailable()
             } else {
                 usleep(20_000)
             }
-            let reaped = waitpid(pid, &waitStatus, WNOHANG)
-            if reaped == pid { break }
-            if reaped < 0 && errno != EINTR { break }
+            let reaped = retryingOnInterrupt { waitpid(pid, &waitStatus, WNOHANG) }
+            if reaped == pid || reaped < 0 { break }
             let now = clock.now
             if !cancelled, state.withLock({ $0.cancelled }) { cancelled = true }
             if terminateSentAt == nil, cancelled || now - start >= timeout {
@@ -207,7 +216,6 @@ private final class ChildWatch: Sendable {
             }
         }
         readAvailable()
-        close(output)
         let termination: ChildProcess.Result.Termination =
             (waitStatus & 0x7f) == 0 ? .exited((waitStatus >> 8) & 0xff) : .signaled(waitStatus & 0x7f)
         let result = ChildProcess.Result(

@@ -1,5 +1,4 @@
-import FleetIO
-import Locking
+import PosixThreads
 
 #if canImport(Glibc)
 import Glibc

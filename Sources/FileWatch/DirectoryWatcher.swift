@@ -1,5 +1,5 @@
 import FleetIO
-import Locking
+import PosixThreads
 
 #if canImport(Glibc)
 import Glibc
@@ -35,9 +35,9 @@ public final class DirectoryWatcher: Sendable {
     /// The events, in order. Ends after ``stop()``.
     public let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
-    private let inotify: Int32
-    /// A pipe: a byte written to `stopSignal[1]` wakes the thread to stop.
-    private let stopSignal: [Int32]
+    private let inotify: OwnedDescriptor
+    /// A pipe: a byte written to its writer wakes the thread to stop.
+    private let stopSignal: PipeEnds
     private let watches: [Int32: String]
     private let stopped = Locked(false)
 
@@ -45,23 +45,20 @@ public final class DirectoryWatcher: Sendable {
     ///
     /// - Throws: ``WatchError`` naming the directory that cannot be watched.
     public init(directories: [String]) throws(WatchError) {
-        let inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        guard inotify >= 0 else { throw WatchError(path: "", call: "inotify_init1", code: errno) }
+        // Every descriptor has one owner: whichever way this ends, each is closed once.
+        let created = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard created >= 0 else { throw WatchError(path: "", call: "inotify_init1", code: errno) }
+        let inotify = OwnedDescriptor(taking: created)
         var watches: [Int32: String] = [:]
         for directory in directories {
-            let watch = inotify_add_watch(inotify, directory, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_ONLYDIR))
-            guard watch >= 0 else {
-                let error = WatchError(path: directory, call: "inotify_add_watch", code: errno)
-                close(inotify)
-                throw error
-            }
+            let watch = inotify_add_watch(inotify.raw, directory, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_ONLYDIR))
+            guard watch >= 0 else { throw WatchError(path: directory, call: "inotify_add_watch", code: errno) }
             watches[watch] = directory
         }
-        let stopSignal: [Int32]
+        let stopSignal: PipeEnds
         do {
             stopSignal = try FileSystem.makePipe(nonBlocking: true)
         } catch {
-            close(inotify)
             throw WatchError(path: "", call: "pipe", code: error.code)
         }
         self.inotify = inotify
@@ -70,16 +67,7 @@ public final class DirectoryWatcher: Sendable {
         (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(Self.bufferSize))
 
         let started = DetachedThread.start { [self] in readLoop() }
-        guard started == 0 else {
-            close(inotify)
-            stopSignal.forEach { _ = close($0) }
-            throw WatchError(path: "", call: "pthread_create", code: started)
-        }
-    }
-
-    deinit {
-        close(inotify)
-        stopSignal.forEach { _ = close($0) }
+        guard started == 0 else { throw WatchError(path: "", call: "pthread_create", code: started) }
     }
 
     /// Stops the thread and ends ``events``.
@@ -90,7 +78,7 @@ public final class DirectoryWatcher: Sendable {
         }
         guard first else { return }
         var one: UInt8 = 1
-        _ = write(stopSignal[1], &one, 1)
+        _ = retryingOnInterrupt { write(stopSignal.writer.raw, &one, 1) }
     }
 
     private func readLoop() {
@@ -99,17 +87,16 @@ public final class DirectoryWatcher: Sendable {
         var sinceOverflow = Int.max
         while true {
             var descriptors = [
-                pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: stopSignal[0], events: Int16(POLLIN), revents: 0),
+                pollfd(fd: inotify.raw, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: stopSignal.reader.raw, events: Int16(POLLIN), revents: 0),
             ]
-            let ready = poll(&descriptors, 2, -1)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                return
-            }
+            guard retryingOnInterrupt({ poll(&descriptors, 2, -1) }) >= 0 else { return }
             if descriptors[1].revents != 0 { return }
-            let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
+            let count = buffer.withUnsafeMutableBytes { buffer in
+                retryingOnInterrupt { read(inotify.raw, buffer.baseAddress, buffer.count) }
+            }
             if count < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
+                if errno == EAGAIN { continue }
                 return
             }
             parse(buffer[..<count], sinceOverflow: &sinceOverflow)

@@ -42,6 +42,9 @@ public final class Agent: Service {
         self.clock = clock
     }
 
+    /// - Throws: ``AgentCannotRun`` when the agent cannot work at all (libcurl too old or
+    ///   without TLS): `fleetsetd` then exits with status 1, so that systemd's restart policy
+    ///   and start limit apply instead of a loop that retries at once, forever.
     public func run() async throws {
         let reload = Wakeup()
         let hangups = await UnixSignalsSequence(trapping: .sighup)
@@ -52,14 +55,14 @@ public final class Agent: Service {
                 "apps": "\(initialConfiguration.apps.map(\.id).joined(separator: ","))",
                 "server": "\(initialConfiguration.server)",
             ])
-        await withGracefulShutdownHandler {
-            await withTaskGroup(of: Void.self) { group in
+        try await withGracefulShutdownHandler {
+            try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for await _ in hangups { reload.signal() }
                 }
-                group.addTask { await self.superviseGenerations(reload: reload) }
-                await group.next()
-                group.cancelAll()
+                group.addTask { try await self.superviseGenerations(reload: reload) }
+                defer { group.cancelAll() }
+                try await group.next()
             }
         } onGracefulShutdown: { [notifier, logger] in
             logger.notice("stopping", metadata: ["event": "stopping"])
@@ -69,17 +72,19 @@ public final class Agent: Service {
     }
 
     /// Runs one configuration generation after the other, until shutdown.
-    private func superviseGenerations(reload: Wakeup) async {
-        await cancelWhenGracefulShutdown {
+    ///
+    /// - Throws: ``AgentCannotRun`` when a generation cannot start.
+    private func superviseGenerations(reload: Wakeup) async throws {
+        try await cancelWhenGracefulShutdown {
             var configuration = self.initialConfiguration
             while !Task.isCancelled {
                 let board = AgentBoard(apps: configuration.apps.map(\.id), notifier: self.notifier, logger: self.logger)
                 let running = configuration
-                await withTaskGroup(of: Void.self) { group in
-                    group.addTask { await self.runGeneration(running, board: board) }
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await self.runGeneration(running, board: board) }
                     group.addTask { await reload.wait() }
-                    await group.next()
-                    group.cancelAll()
+                    defer { group.cancelAll() }
+                    try await group.next()
                 }
                 guard !Task.isCancelled else { return }
                 self.notifier?.send(.reloading, .status("reloading \(self.configurationPath)"))
@@ -97,13 +102,15 @@ public final class Agent: Service {
     }
 
     /// Runs every app's loop, the inbox, the watchdog and the ready timeout for one configuration.
-    private func runGeneration(_ configuration: AgentConfiguration, board: AgentBoard) async {
+    ///
+    /// - Throws: ``AgentCannotRun`` when the HTTP client cannot start.
+    private func runGeneration(_ configuration: AgentConfiguration, board: AgentBoard) async throws {
         let http: HTTPClient
         do {
             http = try HTTPClient(configuration: Self.httpConfiguration(configuration))
         } catch {
-            logger.critical("cannot start the HTTP client", metadata: ["event": "fatal", "error": "\(error)"])
-            return
+            logger.critical("cannot start the HTTP client; stopping", metadata: ["event": "fatal", "error": "\(error)"])
+            throw AgentCannotRun(reason: "cannot start the HTTP client: \(error)")
         }
         let credentials = Promise<DeviceCredentials>()
         let inboxScanned = Promise<Void>()
@@ -173,4 +180,11 @@ public final class Agent: Service {
 
     /// The agent's version.
     public static let version = "0.6.0"
+}
+
+/// A failure no retry can mend (libcurl too old or without TLS): the agent stops, and systemd's
+/// restart policy and start limit decide what comes next.
+public struct AgentCannotRun: Error, CustomStringConvertible {
+    public let reason: String
+    public var description: String { reason }
 }

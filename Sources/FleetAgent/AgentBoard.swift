@@ -1,6 +1,6 @@
 import FleetAgentCore
-import Locking
 import Logging
+import PosixThreads
 import SystemdNotify
 
 /// What the agent's loops share with systemd: liveness for the watchdog, readiness, and the

@@ -1,5 +1,5 @@
 import FleetDeviceFiles
-import Locking
+import PosixThreads
 
 /// Requests the inbox has checked, waiting for their app's loop, in the order they arrived.
 /// Delivering one wakes the loop (and ends a long-poll in progress).

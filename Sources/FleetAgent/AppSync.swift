@@ -80,7 +80,7 @@ final class AppSync {
         logger[metadataKey: "app"] = "\(app.id)"
         self.logger = logger
         layout = environment.configuration.layout
-        readersGroup = app.readers.flatMap(AccountLookup.groupID(of:))
+        readersGroup = app.readersGroup
         hook = app.onChange.isEmpty ? nil : Hook(command: app.onChange, timeout: app.hookTimeout)
         status = AppStatus(app: app.id)
         let configuration = environment.configuration

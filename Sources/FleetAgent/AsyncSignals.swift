@@ -1,4 +1,4 @@
-import Locking
+import PosixThreads
 
 /// A wake-up call that is kept until someone waits for it: ``signal()`` any number of times,
 /// and the next ``wait()`` returns at once (once). Used for "sync now" and "reload".

@@ -4,8 +4,8 @@ import FleetClient
 import FleetDeviceFiles
 import FleetIO
 import FleetProtocol
-import Locking
 import Logging
+import PosixThreads
 
 #if canImport(Glibc)
 import Glibc

@@ -149,7 +149,7 @@ struct Inbox: Sendable {
         }
         guard let named else { return nil }
         guard (named.st_mode & S_IFMT) == S_IFREG else { throw refusal(named, writers: writers, agentUser: agentUser) }
-        let descriptor: Int32
+        let descriptor: OwnedDescriptor
         do {
             descriptor = try FileSystem.openForReading(path, followLinks: false)
         } catch let error where error.code == ENOENT {
@@ -157,9 +157,8 @@ struct Inbox: Sendable {
         } catch {
             throw InboxRefusal(description: "\(error)", fromWriter: false)
         }
-        defer { close(descriptor) }
         var opened = stat()
-        guard fstat(descriptor, &opened) == 0 else {
+        guard fstat(descriptor.raw, &opened) == 0 else {
             throw InboxRefusal(description: "\(FileError(path: path, operation: "stat"))", fromWriter: false)
         }
         if RequestFileCheck.refusal(
@@ -170,7 +169,7 @@ struct Inbox: Sendable {
         }
         do {
             let bytes = try FileSystem.readAll(
-                from: descriptor, path: path, maximumSize: SpoolRequest.maximumFileSize, sizeHint: Int(opened.st_size))
+                from: descriptor.raw, path: path, maximumSize: SpoolRequest.maximumFileSize, sizeHint: Int(opened.st_size))
             return try SpoolRequest(json: try JSONParser.parse(bytes))
         } catch {
             throw InboxRefusal(description: "not a request: \(error)", fromWriter: true)

@@ -51,12 +51,27 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// The levels `logLevel` accepts, lowest first.
     public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
 
+    /// The value of every key the file may leave out, written here once: the reader and the
+    /// memberwise initializer both use it.
+    public enum Defaults {
+        public static let enrollmentTokenFile = "/etc/fleetset/enrollment-token"
+        public static let stateDirectory = "/var/lib/fleetset"
+        public static let spoolDirectory = "/var/spool/fleetset"
+        public static let allowInsecureHTTP = false
+        public static let pollInterval: Duration = .seconds(60)
+        public static let jitter: Duration = .seconds(5)
+        public static let longPollWait = 55
+        public static let readyTimeout: Duration = .seconds(60)
+        public static let logLevel = "info"
+    }
+
     /// Creates a configuration with the documented defaults.
     public init(
         server: String, apps: [AppConfiguration], caFile: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil,
-        enrollmentTokenFile: String = "/etc/fleetset/enrollment-token", stateDirectory: String = "/var/lib/fleetset",
-        spoolDirectory: String = "/var/spool/fleetset", allowInsecureHTTP: Bool = false, pollInterval: Duration = .seconds(60),
-        jitter: Duration = .seconds(5), longPollWait: Int = 55, readyTimeout: Duration = .seconds(60), logLevel: String = "info"
+        enrollmentTokenFile: String = Defaults.enrollmentTokenFile, stateDirectory: String = Defaults.stateDirectory,
+        spoolDirectory: String = Defaults.spoolDirectory, allowInsecureHTTP: Bool = Defaults.allowInsecureHTTP,
+        pollInterval: Duration = Defaults.pollInterval, jitter: Duration = Defaults.jitter, longPollWait: Int = Defaults.longPollWait,
+        readyTimeout: Duration = Defaults.readyTimeout, logLevel: String = Defaults.logLevel
     ) {
         self.server = server
         self.apps = apps
@@ -80,10 +95,11 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// The app with this id.
     public func app(_ id: String) -> AppConfiguration? { apps.first { $0.id == id } }
 
-    /// Reads and checks the file at `path`.
+    /// Reads and checks the file at `path`, then looks up the users and groups it names: two
+    /// steps, ``init(json:)`` reads and ``resolvingAccounts(in:)`` looks up.
     ///
     /// - Throws: ``ConfigurationError`` naming the file and, for a bad value, its JSON pointer.
-    public static func load(_ path: String) throws(ConfigurationError) -> AgentConfiguration {
+    public static func load(_ path: String, accounts: AccountDirectory = .system) throws(ConfigurationError) -> AgentConfiguration {
         let bytes: [UInt8]
         do {
             bytes = try FileSystem.readFile(path, maximumSize: 1 << 20)
@@ -97,10 +113,22 @@ public struct AgentConfiguration: Sendable, Equatable {
             throw ConfigurationError(file: path, message: "not JSON: \(error)")
         }
         do {
-            return try AgentConfiguration(json: document)
+            return try AgentConfiguration(json: document).resolvingAccounts(in: accounts)
         } catch {
             throw ConfigurationError(file: path, message: error.description)
         }
+    }
+
+    /// This configuration with every user and group name it gives looked up in `directory`
+    /// (``AppConfiguration/readersGroup``, ``AppConfiguration/writers``).
+    ///
+    /// - Throws: the first name with no account, at its JSON pointer.
+    public func resolvingAccounts(in directory: AccountDirectory) throws(WireError) -> AgentConfiguration {
+        var resolved = self
+        for index in apps.indices {
+            try resolved.apps[index].resolveAccounts(in: directory, at: JSONPointer.root.appending("apps").appending(index: index))
+        }
+        return resolved
     }
 
     static let keys: Set<String> = [
@@ -108,11 +136,12 @@ public struct AgentConfiguration: Sendable, Equatable {
         "allowInsecureHTTP", "pollInterval", "jitter", "longPollWait", "readyTimeout", "logLevel", "apps", "$comment",
     ]
 
-    /// Reads a configuration document; every problem names its key.
+    /// Reads a configuration document; every problem names its key. Names of users and groups
+    /// are read, not looked up: see ``resolvingAccounts(in:)``.
     public init(json: JSONValue) throws(WireError) {
         let reader = try MemberReader(json, allowed: Self.keys, unknownMember: Self.unknownKey(Self.keys))
         server = try reader.string("server", maximumLength: 2048)
-        allowInsecureHTTP = try reader.bool("allowInsecureHTTP", default: false)
+        allowInsecureHTTP = try reader.bool("allowInsecureHTTP", default: Defaults.allowInsecureHTTP)
         guard ServerURL.hasHTTPScheme(server) else {
             throw WireError(at: reader.location.appending("server"), "must be an https:// URL such as https://fleet.example.com")
         }
@@ -135,14 +164,14 @@ public struct AgentConfiguration: Sendable, Equatable {
                 at: reader.location.appending(clientCertificate == nil ? "clientCertificate" : "clientKey"),
                 "clientCertificate and clientKey go together")
         }
-        enrollmentTokenFile = try reader.path("enrollmentTokenFile") ?? "/etc/fleetset/enrollment-token"
-        stateDirectory = try reader.path("stateDirectory") ?? "/var/lib/fleetset"
-        spoolDirectory = try reader.path("spoolDirectory") ?? "/var/spool/fleetset"
-        pollInterval = try reader.seconds("pollInterval", in: 0.1...86_400, default: 60)
-        jitter = try reader.seconds("jitter", in: 0...3600, default: 5)
-        longPollWait = Int(try reader.integer("longPollWait", in: 0...300, default: 55))
-        readyTimeout = try reader.seconds("readyTimeout", in: 0...3600, default: 60)
-        logLevel = try reader.optionalString("logLevel", maximumLength: 16) ?? "info"
+        enrollmentTokenFile = try reader.path("enrollmentTokenFile") ?? Defaults.enrollmentTokenFile
+        stateDirectory = try reader.path("stateDirectory") ?? Defaults.stateDirectory
+        spoolDirectory = try reader.path("spoolDirectory") ?? Defaults.spoolDirectory
+        pollInterval = try reader.seconds("pollInterval", in: 0.1...86_400, default: Defaults.pollInterval)
+        jitter = try reader.seconds("jitter", in: 0...3600, default: Defaults.jitter)
+        longPollWait = Int(try reader.integer("longPollWait", in: 0...300, default: Int64(Defaults.longPollWait)))
+        readyTimeout = try reader.seconds("readyTimeout", in: 0...3600, default: Defaults.readyTimeout)
+        logLevel = try reader.optionalString("logLevel", maximumLength: 16) ?? Defaults.logLevel
         guard Self.logLevels.contains(logLevel) else {
             throw WireError(
                 at: reader.location.appending("logLevel"),
@@ -186,25 +215,66 @@ public struct AppConfiguration: Sendable, Equatable {
     public var hookTimeout: Duration
     /// The group that may read the settings (by name), `nil` for the agent's own group.
     public var readers: String?
-    /// Who may leave requests in the app's inbox.
-    public var writers: Writers
+    /// Who may leave requests in the app's inbox, by name.
+    public var writerNames: WriterNames
+    /// `readers`' id, once looked up (``AgentConfiguration/resolvingAccounts(in:)``).
+    public private(set) var readersGroup: gid_t?
+    /// Who may leave requests, with their ids, once looked up; until then root and the agent's
+    /// user only.
+    public private(set) var writers = Writers()
     /// Whether the app acknowledges each revision itself.
     public var expectAck: Bool
     /// How long the agent waits for the app's acknowledgement.
     public var ackTimeout: Duration
 
-    /// Creates an app entry.
+    /// The value of every key an app's entry may leave out.
+    public enum Defaults {
+        public static let hookTimeout: Duration = .seconds(30)
+        public static let expectAck = false
+        public static let ackTimeout: Duration = .seconds(60)
+    }
+
+    /// Creates an app entry (names not looked up yet).
     public init(
-        id: String, onChange: [String] = [], hookTimeout: Duration = .seconds(30), readers: String? = nil, writers: Writers = Writers(),
-        expectAck: Bool = false, ackTimeout: Duration = .seconds(60)
+        id: String, onChange: [String] = [], hookTimeout: Duration = Defaults.hookTimeout, readers: String? = nil,
+        writerNames: WriterNames = WriterNames(), expectAck: Bool = Defaults.expectAck, ackTimeout: Duration = Defaults.ackTimeout
     ) {
         self.id = id
         self.onChange = onChange
         self.hookTimeout = hookTimeout
         self.readers = readers
-        self.writers = writers
+        self.writerNames = writerNames
         self.expectAck = expectAck
         self.ackTimeout = ackTimeout
+    }
+
+    /// Looks up `readers` and the writers' names; `location` is this entry's pointer, for errors.
+    mutating func resolveAccounts(in directory: AccountDirectory, at location: JSONPointer) throws(WireError) {
+        if let readers {
+            guard let id = directory.groupID(readers) else {
+                throw WireError(at: location.appending("readers"), "there is no group named \"\(readers)\" on this system")
+            }
+            readersGroup = id
+        }
+        var users: [String: uid_t] = [:]
+        for (index, name) in writerNames.users.enumerated() {
+            guard let id = directory.userID(name) else {
+                throw WireError(
+                    at: location.appending("writers").appending("users").appending(index: index),
+                    "there is no user named \"\(name)\" on this system")
+            }
+            users[name] = id
+        }
+        var groups: [String: gid_t] = [:]
+        for (index, name) in writerNames.groups.enumerated() {
+            guard let id = directory.groupID(name) else {
+                throw WireError(
+                    at: location.appending("writers").appending("groups").appending(index: index),
+                    "there is no group named \"\(name)\" on this system")
+            }
+            groups[name] = id
+        }
+        writers = Writers(users: users, groups: groups)
     }
 
     static let keys: Set<String> = ["id", "onChange", "hookTimeout", "readers", "writers", "expectAck", "ackTimeout", "$comment"]
@@ -232,26 +302,40 @@ public struct AppConfiguration: Sendable, Equatable {
             }
         }
         onChange = command
-        hookTimeout = try reader.seconds("hookTimeout", in: 0.1...3600, default: 30)
+        hookTimeout = try reader.seconds("hookTimeout", in: 0.1...3600, default: Defaults.hookTimeout)
         readers = try reader.optionalString("readers", maximumLength: 32)
-        if let readers, !readers.isEmpty {
-            guard AccountLookup.groupID(of: readers) != nil else {
-                throw WireError(at: location.appending("readers"), "there is no group named \"\(readers)\" on this system")
-            }
-        } else if readers != nil {
-            throw WireError(at: location.appending("readers"), "must name a group")
-        }
-        writers =
-            try reader.object["writers"].map { value throws(WireError) in try Writers(json: value, at: location.appending("writers")) }
-            ?? Writers()
-        expectAck = try reader.bool("expectAck", default: false)
-        ackTimeout = try reader.seconds("ackTimeout", in: 1...86_400, default: 60)
+        if readers?.isEmpty == true { throw WireError(at: location.appending("readers"), "must name a group") }
+        writerNames =
+            try reader.object["writers"].map { value throws(WireError) in try WriterNames(json: value, at: location.appending("writers")) }
+            ?? WriterNames()
+        expectAck = try reader.bool("expectAck", default: Defaults.expectAck)
+        ackTimeout = try reader.seconds("ackTimeout", in: 1...86_400, default: Defaults.ackTimeout)
     }
 }
 
-/// Who may leave requests in an app's inbox: the owner of a request file must be root, the
-/// agent's own user, one of `users`, or the file's group one of `groups` (a user can give a file
-/// only a group they belong to). Names are resolved when the configuration is read.
+/// Who may leave requests in an app's inbox, as the configuration names them:
+/// `{"users": [...], "groups": [...]}`.
+public struct WriterNames: Sendable, Equatable {
+    public var users: [String]
+    public var groups: [String]
+
+    public init(users: [String] = [], groups: [String] = []) {
+        self.users = users
+        self.groups = groups
+    }
+
+    /// Reads `{"users": [...], "groups": [...]}` (names only; nothing is looked up).
+    public init(json: JSONValue, at location: JSONPointer) throws(WireError) {
+        let reader = try MemberReader(
+            json, at: location, allowed: ["users", "groups"], unknownMember: "is not a key here: use users, groups")
+        users = try reader.names("users", maximumCount: 64, maximumLength: 32) ?? []
+        groups = try reader.names("groups", maximumCount: 64, maximumLength: 32) ?? []
+    }
+}
+
+/// Who may leave requests in an app's inbox, looked up: the owner of a request file must be
+/// root, the agent's own user, one of `users`, or the file's group one of `groups` (a user can
+/// give a file only a group they belong to).
 public struct Writers: Sendable, Equatable {
     /// The allowed users, by name and id.
     public var users: [String: uid_t]
@@ -262,29 +346,6 @@ public struct Writers: Sendable, Equatable {
     public init(users: [String: uid_t] = [:], groups: [String: gid_t] = [:]) {
         self.users = users
         self.groups = groups
-    }
-
-    /// Reads `{"users": [...], "groups": [...]}`, resolving every name.
-    public init(json: JSONValue, at location: JSONPointer) throws(WireError) {
-        let reader = try MemberReader(
-            json, at: location, allowed: ["users", "groups"], unknownMember: "is not a key here: use users, groups")
-        var users: [String: uid_t] = [:]
-        for (index, name) in (try reader.names("users", maximumCount: 64, maximumLength: 32) ?? []).enumerated() {
-            guard let id = AccountLookup.userID(of: name) else {
-                throw WireError(
-                    at: location.appending("users").appending(index: index), "there is no user named \"\(name)\" on this system")
-            }
-            users[name] = id
-        }
-        var groups: [String: gid_t] = [:]
-        for (index, name) in (try reader.names("groups", maximumCount: 64, maximumLength: 32) ?? []).enumerated() {
-            guard let id = AccountLookup.groupID(of: name) else {
-                throw WireError(
-                    at: location.appending("groups").appending(index: index), "there is no group named \"\(name)\" on this system")
-            }
-            groups[name] = id
-        }
-        self.init(users: users, groups: groups)
     }
 
     /// Whether a file owned by `owner` and `group` may be a request, for an agent running as `agentUser`.
@@ -321,8 +382,8 @@ extension MemberReader {
     }
 
     /// A number of seconds in `range` (fractions allowed), or `defaultValue` when absent.
-    func seconds(_ key: String, in range: ClosedRange<Double>, default defaultValue: Double) throws(WireError) -> Duration {
-        guard let value = object[key] else { return .milliseconds(Int64(defaultValue * 1000)) }
+    func seconds(_ key: String, in range: ClosedRange<Double>, default defaultValue: Duration) throws(WireError) -> Duration {
+        guard let value = object[key] else { return defaultValue }
         guard case .number(let number) = value, range.contains(number.doubleValue) else {
             let shown = { (bound: Double) in bound == bound.rounded() ? String(Int64(bound)) : String(bound) }
             throw WireError(
@@ -338,6 +399,20 @@ extension MemberReader {
         guard !text.isEmpty, !text.utf8.contains(0) else { throw WireError(at: location.appending(key), "must be a file path") }
         return text
     }
+}
+
+/// Where user and group names are looked up: the system's databases, or a table (tests).
+public struct AccountDirectory: Sendable {
+    public var userID: @Sendable (String) -> uid_t?
+    public var groupID: @Sendable (String) -> gid_t?
+
+    public init(userID: @escaping @Sendable (String) -> uid_t?, groupID: @escaping @Sendable (String) -> gid_t?) {
+        self.userID = userID
+        self.groupID = groupID
+    }
+
+    /// `getpwnam_r` and `getgrnam_r`.
+    public static let system = AccountDirectory(userID: AccountLookup.userID(of:), groupID: AccountLookup.groupID(of:))
 }
 
 /// User and group names to ids, through the system's databases (`getpwnam_r`, `getgrnam_r`).

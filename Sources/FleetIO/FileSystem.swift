@@ -41,21 +41,20 @@ public enum FileSystem {
         -> [UInt8]
     {
         let descriptor = try openForReading(path, followLinks: followLinks)
-        defer { close(descriptor) }
         var status = stat()
-        guard fstat(descriptor, &status) == 0 else { throw FileError(path: path, operation: "stat") }
+        guard fstat(descriptor.raw, &status) == 0 else { throw FileError(path: path, operation: "stat") }
         guard (status.st_mode & S_IFMT) == S_IFREG else { throw FileError(path: path, operation: "read", code: EISDIR) }
-        return try readAll(from: descriptor, path: path, maximumSize: maximumSize, sizeHint: Int(status.st_size))
+        return try readAll(from: descriptor.raw, path: path, maximumSize: maximumSize, sizeHint: Int(status.st_size))
     }
 
     /// Opens `path` for reading (close-on-exec, never blocking on a FIFO); with `followLinks`
     /// `false`, a symbolic link is refused (`ELOOP`). For callers that check the open file with
     /// `fstat` before reading it (``readAll(from:path:maximumSize:sizeHint:)``), so that what is
     /// checked is what is read.
-    public static func openForReading(_ path: String, followLinks: Bool = true) throws(FileError) -> Int32 {
+    public static func openForReading(_ path: String, followLinks: Bool = true) throws(FileError) -> OwnedDescriptor {
         let descriptor = retryingOnInterrupt { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (followLinks ? 0 : O_NOFOLLOW)) }
         guard descriptor >= 0 else { throw FileError(path: path, operation: "open") }
-        return descriptor
+        return OwnedDescriptor(taking: descriptor)
     }
 
     /// Reads an open file to its end; more than `maximumSize` bytes is `EFBIG`.
@@ -132,15 +131,6 @@ public enum FileSystem {
             }
         }
     }
-
-    /// Runs a system call again while it fails with `EINTR`.
-    @inline(__always)
-    static func retryingOnInterrupt<Result: BinaryInteger>(_ call: () -> Result) -> Result {
-        while true {
-            let result = call()
-            if result >= 0 || errno != EINTR { return result }
-        }
-    }
 }
 
 extension FileSystem {
@@ -165,18 +155,18 @@ extension FileSystem {
         // Created 0600, so that nobody else can open it before it has its group: a member of the
         // process's own group could otherwise open it in the moment before `fchown`, keep the
         // descriptor, and read the secrets written next. Only then does it get its mode.
-        let descriptor = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
-        guard descriptor >= 0 else { throw FileError(path: temporary, operation: "create") }
-        defer { close(descriptor) }
+        let opened = retryingOnInterrupt { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
+        guard opened >= 0 else { throw FileError(path: temporary, operation: "create") }
+        let file = OwnedDescriptor(taking: opened)
         var written = false
         defer { if !written { unlink(temporary) } }
-        if let group, fchown(descriptor, uid_t.max, group) != 0 {
+        if let group, fchown(file.raw, uid_t.max, group) != 0 {
             throw FileError(path: temporary, operation: "give group \(group) to")
         }
-        guard fchmod(descriptor, mode) == 0 else { throw FileError(path: temporary, operation: "chmod") }
-        try writeAll(bytes, to: descriptor, path: temporary)
+        guard fchmod(file.raw, mode) == 0 else { throw FileError(path: temporary, operation: "chmod") }
+        try writeAll(bytes, to: file.raw, path: temporary)
         if durable {
-            guard retryingOnInterrupt({ fsync(descriptor) }) == 0 else { throw FileError(path: temporary, operation: "fsync") }
+            guard retryingOnInterrupt({ fsync(file.raw) }) == 0 else { throw FileError(path: temporary, operation: "fsync") }
         }
         guard rename(temporary, path) == 0 else { throw FileError(path: path, operation: "replace") }
         written = true
@@ -250,10 +240,10 @@ extension FileSystem {
 
     /// Flushes a directory's entries (a rename or a new file in it) to disk.
     public static func syncDirectory(_ directory: String) throws(FileError) {
-        let descriptor = retryingOnInterrupt { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        guard descriptor >= 0 else { throw FileError(path: directory, operation: "open directory") }
-        defer { close(descriptor) }
-        guard retryingOnInterrupt({ fsync(descriptor) }) == 0 else { throw FileError(path: directory, operation: "fsync") }
+        let opened = retryingOnInterrupt { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        guard opened >= 0 else { throw FileError(path: directory, operation: "open directory") }
+        let folder = OwnedDescriptor(taking: opened)
+        guard retryingOnInterrupt({ fsync(folder.raw) }) == 0 else { throw FileError(path: directory, operation: "fsync") }
     }
 
     /// The folder `path` is in (`.` for a bare name).
@@ -275,18 +265,17 @@ extension FileSystem {
 }
 
 extension FileSystem {
-    /// A pipe, both ends close-on-exec (and non-blocking when asked): `[read end, write end]`.
-    public static func makePipe(nonBlocking: Bool = false) throws(FileError) -> [Int32] {
+    /// A pipe, both ends close-on-exec (and non-blocking when asked).
+    public static func makePipe(nonBlocking: Bool = false) throws(FileError) -> PipeEnds {
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else { throw FileError(path: "pipe", operation: "create") }
+        let pipe = PipeEnds(reader: OwnedDescriptor(taking: ends[0]), writer: OwnedDescriptor(taking: ends[1]))
         for end in ends {
             let flags = fcntl(end, F_GETFL)
             guard fcntl(end, F_SETFD, FD_CLOEXEC) == 0, !nonBlocking || fcntl(end, F_SETFL, flags | O_NONBLOCK) == 0 else {
-                let error = FileError(path: "pipe", operation: "configure")
-                ends.forEach { _ = close($0) }
-                throw error
+                throw FileError(path: "pipe", operation: "configure")
             }
         }
-        return ends
+        return pipe
     }
 }

@@ -1,3 +1,4 @@
+import FleetIO
 import Logging
 
 #if canImport(Glibc)
@@ -123,11 +124,10 @@ public struct LogfmtLogHandler: LogHandler {
         var bytes = Array(line.utf8)
         var offset = 0
         while offset < bytes.count {
-            let written = bytes.withUnsafeMutableBytes { buffer in Glibc.write(2, buffer.baseAddress! + offset, buffer.count - offset) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
+            let written = bytes.withUnsafeMutableBytes { buffer in
+                retryingOnInterrupt { Glibc.write(2, buffer.baseAddress! + offset, buffer.count - offset) }
             }
+            guard written >= 0 else { return }
             offset += written
         }
         bytes.removeAll()

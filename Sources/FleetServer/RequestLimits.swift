@@ -1,6 +1,6 @@
 import FleetProtocol
 import FleetServerCore
-import Locking
+import PosixThreads
 
 #if canImport(Glibc)
 import Glibc

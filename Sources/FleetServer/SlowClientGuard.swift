@@ -1,6 +1,6 @@
-import Locking
 import NIOCore
 import NIOHTTPTypes
+import PosixThreads
 
 /// Protects the server from slow and vanished clients, per connection (HTTP/1.1) or stream
 /// (HTTP/2):

@@ -1,5 +1,5 @@
 import FleetMetadata
-import Locking
+import PosixThreads
 
 /// Parsed metadata by app, so the hot path (every settings GET) does not parse and compile the
 /// schema again. An entry is used only while the stored document is exactly the one it was

@@ -1,7 +1,7 @@
 import Configuration
 import FleetJSON
 import FleetSettings
-import Locking
+import PosixThreads
 
 /// An app's fleet settings as a provider for swift-configuration, so an app reads them through a
 /// `ConfigReader` beside its other sources:

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FleetIO
 
 #if canImport(Glibc)
 import Glibc
@@ -61,8 +62,9 @@ enum StandardError {
         let line = text.hasSuffix("\n") ? text : text + "\n"
         var bytes = Array(line.utf8)[...]
         while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
-            if written < 0 && errno == EINTR { continue }
+            let written = bytes.withUnsafeBytes { buffer in
+                retryingOnInterrupt { Glibc.write(STDERR_FILENO, buffer.baseAddress, buffer.count) }
+            }
             guard written > 0 else { return }
             bytes = bytes.dropFirst(written)
         }

@@ -6,8 +6,9 @@ import Testing
 
 @Suite("Agent configuration")
 struct ConfigurationTests {
+    /// Reads `text` and looks its names up, as `AgentConfiguration.load` does with a file.
     static func parse(_ text: String) throws -> AgentConfiguration {
-        try AgentConfiguration(json: try JSONParser.parse(Array(text.utf8)))
+        try AgentConfiguration(json: try JSONParser.parse(Array(text.utf8))).resolvingAccounts(in: .system)
     }
 
     @Test("the minimum file gets the documented defaults")
@@ -31,10 +32,11 @@ struct ConfigurationTests {
             """#)
         #expect(configuration.pollInterval == .milliseconds(500) && configuration.readyTimeout == .milliseconds(1250))
         #expect(configuration.jitter == .zero && configuration.longPollWait == 0 && configuration.logLevel == "debug")
-        #expect(
-            configuration.apps == [
-                AppConfiguration(id: "a", onChange: ["/bin/true", "x"], hookTimeout: .milliseconds(2500), readers: "root")
-            ])
+        let expected = try AgentConfiguration(
+            server: "x", apps: [AppConfiguration(id: "a", onChange: ["/bin/true", "x"], hookTimeout: .milliseconds(2500), readers: "root")]
+        ).resolvingAccounts(in: .system)
+        #expect(configuration.apps == expected.apps)
+        #expect(configuration.apps.first?.readersGroup == 0)
         #expect(configuration.layout.settingsFile("a").path == "/s/apps/a/settings.json")
         #expect(configuration.layout.spoolDirectory("a") == "/q/a")
     }

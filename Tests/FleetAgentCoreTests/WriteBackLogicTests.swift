@@ -125,17 +125,31 @@ struct RequestFileTests {
 
     @Test("writers, expectAck and ackTimeout are read from the app's entry; unknown names are refused with their pointer")
     func configuration() throws {
-        let app = try AppConfiguration(
-            json: ["id": "kiosk", "writers": ["users": ["root"], "groups": ["root"]], "expectAck": true, "ackTimeout": 5], at: .root)
-        #expect(app.writers == Writers(users: ["root": 0], groups: ["root": 0]) && app.expectAck && app.ackTimeout == .seconds(5))
-        #expect(try AppConfiguration(json: ["id": "kiosk"], at: .root).ackTimeout == .seconds(60))
+        func configuration(_ app: JSONValue) -> JSONValue { ["server": "https://fleet.example", "apps": [app]] }
+        let read = try AgentConfiguration(
+            json: configuration(["id": "kiosk", "writers": ["users": ["root"], "groups": ["root"]], "expectAck": true, "ackTimeout": 5]))
+        let app = try #require(read.apps.first)
+        #expect(app.writerNames == WriterNames(users: ["root"], groups: ["root"]) && app.expectAck && app.ackTimeout == .seconds(5))
+        #expect(app.writers == Writers(), "read, not looked up: root and the agent's user only until resolved")
+        let resolved = try read.resolvingAccounts(in: .system)
+        #expect(resolved.apps.first?.writers == Writers(users: ["root": 0], groups: ["root": 0]))
+        #expect(try AppConfiguration(json: ["id": "kiosk"], at: .root).ackTimeout == AppConfiguration.Defaults.ackTimeout)
+        // Reading never looks names up; the separate step does, and names the key of a missing one.
+        let unknown = try AgentConfiguration(json: configuration(["id": "kiosk", "writers": ["users": ["no-such-user"]]]))
         #expect(
             throws: WireError(
-                at: JSONPointer.root.appending("writers").appending("users").appending(index: 0),
+                at: JSONPointer.root.appending("apps").appending(index: 0).appending("writers").appending("users").appending(index: 0),
                 "there is no user named \"no-such-user\" on this system")
         ) {
-            try AppConfiguration(json: ["id": "kiosk", "writers": ["users": ["no-such-user"]]], at: .root)
+            try unknown.resolvingAccounts(in: .system)
         }
+        // Any directory will do: the lookup is injected.
+        let table = AccountDirectory(userID: { $0 == "kiosk" ? 1001 : nil }, groupID: { $0 == "operators" ? 2001 : nil })
+        let fromTable = try AgentConfiguration(
+            json: configuration(["id": "kiosk", "readers": "operators", "writers": ["users": ["kiosk"], "groups": ["operators"]]])
+        ).resolvingAccounts(in: table)
+        #expect(fromTable.apps.first?.readersGroup == 2001)
+        #expect(fromTable.apps.first?.writers == Writers(users: ["kiosk": 1001], groups: ["operators": 2001]))
         #expect(throws: WireError(at: JSONPointer.root.appending("writers").appending("people"), "is not a key here: use users, groups")) {
             try AppConfiguration(json: ["id": "kiosk", "writers": ["people": []]], at: .root)
         }

@@ -196,4 +196,39 @@ struct AgentLifecycleTests {
         let leftovers = try CLIRunner.run(["-c", "pgrep -f '^/bin/sleep 60$' || true"], executable: "/bin/sh")
         #expect(leftovers.standardOutput.isEmpty)
     }
+
+    @Test(
+        "with a libcurl too old to use, fleetsetd says why and exits with status 1 (systemd's start limit applies) instead of retrying at once forever"
+    )
+    func unusableLibcurl() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        // An LD_PRELOAD library that makes the real libcurl report version 7.29.0.
+        let source = fleet.directory + "/old-libcurl.c"
+        let library = fleet.directory + "/old-libcurl.so"
+        try """
+        #define _GNU_SOURCE
+        #include <dlfcn.h>
+        #include <curl/curl.h>
+        curl_version_info_data *curl_version_info(CURLversion age) {
+            static curl_version_info_data copy;
+            curl_version_info_data *(*real)(CURLversion) = (curl_version_info_data *(*)(CURLversion))dlsym(RTLD_NEXT, "curl_version_info");
+            copy = *real(age);
+            copy.version_num = 0x071d00;
+            copy.version = "7.29.0";
+            return &copy;
+        }
+        """.write(toFile: source, atomically: true, encoding: .utf8)
+        let compiled = try CLIRunner.run(["-shared", "-fPIC", "-o", library, source, "-ldl"], executable: "/opt/swift/usr/bin/clang")
+        try #require(compiled.status == 0, "\(compiled)")
+
+        let agent = try await fleet.launchAgent([["id": "kiosk"]], environment: ["LD_PRELOAD": library])
+        defer { agent.kill() }
+        let status = await agent.waitForExit(timeout: .seconds(30))
+        #expect(status == 1, "\(agent.log)")
+        #expect(agent.log.contains("libcurl 7.29.0 is too old: fleetset needs libcurl 7.85.0 or newer"), "\(agent.log)")
+        #expect(
+            agent.log.components(separatedBy: "cannot start the HTTP client; stopping").count == 2, "said once, then stopped:\n\(agent.log)"
+        )
+    }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import Locking
+import PosixThreads
 
 /// A process a test started (a server, the agent), its standard error captured line by line.
 public final class RunningProcess: Sendable {

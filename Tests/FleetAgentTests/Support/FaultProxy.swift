@@ -4,9 +4,9 @@ import FleetTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Locking
 import Logging
 import NIOCore
+import PosixThreads
 
 /// An HTTP proxy in front of the real server that can misbehave the way no `fleetset-server`
 /// does: answer settings requests with 500, with garbage, or with a body over the agent's size

@@ -1,6 +1,6 @@
 import FleetTestSupport
 import Foundation
-import Locking
+import PosixThreads
 
 /// The socket systemd would own: a datagram socket at a path, given to the agent as
 /// `NOTIFY_SOCKET`; a thread reads what the agent sends as it arrives, as systemd does.

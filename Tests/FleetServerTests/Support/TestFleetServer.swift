@@ -8,9 +8,9 @@ import FleetServerCore
 import FleetStoreSQLite
 import Foundation
 import Hummingbird
-import Locking
 import Logging
 import NIOCore
+import PosixThreads
 
 /// A wall clock the test sets.
 final class TestWallClock: WallClock {
