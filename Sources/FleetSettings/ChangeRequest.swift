@@ -67,7 +67,7 @@ public struct ChangeRequest: Sendable, Hashable {
 }
 
 /// How a change ended, as far as the device knows.
-public enum ChangeOutcome: Sendable, Hashable {
+public indirect enum ChangeOutcome: Sendable, Hashable {
     /// Queued, sent, or confirmed but not yet in `settings.json`.
     case pending
     /// In `settings.json` at `revision`.
@@ -78,12 +78,19 @@ public enum ChangeOutcome: Sendable, Hashable {
     /// and the inbox's `refused/` folder), or ended so long ago that it is no longer remembered
     /// (the last 50 outcomes are).
     case unknown
+    /// A later change of the same setting took this one's place before it was sent, so the
+    /// value this one asked for was never sent: `by` is the change that carried its keys on (the
+    /// last of the chain when that one was superseded too), `outcome` what became of it. Never
+    /// `.superseded` itself.
+    case superseded(by: String, outcome: ChangeOutcome)
 
-    /// Whether the change has ended: applied or refused.
+    /// Whether the change has ended: applied or refused (for a superseded change: whether the
+    /// change that took its place has).
     public var isSettled: Bool {
         switch self {
         case .applied, .refused: true
         case .pending, .unknown: false
+        case .superseded(_, let outcome): outcome.isSettled
         }
     }
 }

@@ -159,29 +159,36 @@ public struct FleetApp: Sendable, Hashable {
         }
     }
 
-    /// Where the request `id` stands now, following a superseded change to the one that
-    /// carries its keys on.
+    /// Where the request `id` stands now. A superseded change is followed to the one that
+    /// carried its keys on: ``ChangeOutcome/superseded(by:outcome:)`` says which, and what became
+    /// of it.
     public func outcome(ofRequest id: String) -> ChangeOutcome {
         guard let journal = try? ChangeJournal.load(layout.changesFile(self.id)) else { return .pending }
         var current = id
+        var supersededBy: String?
+        // What became of `current`, said of the change asked about.
+        func reported(_ outcome: ChangeOutcome) -> ChangeOutcome {
+            supersededBy.map { .superseded(by: $0, outcome: outcome) } ?? outcome
+        }
         for _ in 0..<ChangeJournal.endedCapacity {
             switch journal.lookup(current) {
-            case .queued: return .pending
+            case .queued: return reported(.pending)
             case .unknown:
                 // Still in the inbox, or taken and no longer remembered (or refused by the inbox).
                 let waiting = (try? FileSystem.status(of: "\(layout.spoolDirectory(self.id))/\(current).json")) != nil
-                return waiting ? .pending : .unknown
+                return reported(waiting ? .pending : .unknown)
             case .ended(let outcome):
                 switch outcome.state {
-                case .applied: return .applied(revision: outcome.revision ?? 0)
-                case .refused: return .refused(outcome.message)
+                case .applied: return reported(.applied(revision: outcome.revision ?? 0))
+                case .refused: return reported(.refused(outcome.message))
                 case .superseded:
-                    guard let next = outcome.supersededBy else { return .pending }
+                    guard let next = outcome.supersededBy else { return reported(.pending) }
+                    supersededBy = next
                     current = next
                 }
             }
         }
-        return .pending
+        return reported(.pending)
     }
 }
 

@@ -26,7 +26,9 @@ struct SetCommand: AsyncParsableCommand {
             after a restart or while the network is down. With --wait, waits until the server \
             confirmed it and settings.json holds it. Exit status: 0 queued (or, with --wait, \
             applied); 1 refused, with the reason; 2 usage or I/O errors; 3 still pending when \
-            --timeout passed (the change stays queued).
+            --timeout passed (the change stays queued); 4 superseded: a later change of the same \
+            setting took its place before it was sent, so this value never reached the server (the \
+            message names that change, what became of it and what settings.json holds).
             """)
 
     @OptionGroup var device: DeviceOptions
@@ -110,7 +112,36 @@ struct SetCommand: AsyncParsableCommand {
                 "fleetset set: \(request.id) left the inbox but is not in changes.json: refused by the inbox (see the agent's log) or long forgotten"
             )
             throw CLIExit.invalidInput
+        case .superseded(let successor, let outcome):
+            StandardError.write(
+                "fleetset set: \(Self.supersession(of: values, by: successor, outcome: outcome, app: app, configuration: configuration))")
+            throw CLIExit.superseded
         }
+    }
+
+    /// `superseded by <id>, a later change of duration, which was applied in revision 7: duration=2`:
+    /// what the change asked for never went to the server; what did, and what came of it. The
+    /// values shown are the ones `settings.json` holds now (secrets masked).
+    static func supersession(
+        of values: JSONObject, by successor: String, outcome: ChangeOutcome, app: AppConfiguration, configuration: AgentConfiguration
+    ) -> String {
+        let keys = values.keys.sorted()
+        let fate: String
+        switch outcome {
+        case .applied(let revision): fate = "which was applied in revision \(revision)"
+        case .refused(let reason): fate = "which was refused: \(reason)"
+        case .pending, .superseded: fate = "which is still pending"
+        case .unknown: fate = "of which nothing more is known"
+        }
+        var text = "superseded by \(successor), a later change of \(keys.joined(separator: ", ")), \(fate)"
+        let found = SettingsOnDisk.load(configuration.layout.settingsFile(app.id), app: app.id)
+        if let settings = found.settings {
+            let metadata = MetadataOnDisk.load(configuration.layout.metadataFile(app.id), version: settings.schemaVersion)
+            let shown = metadata?.masked(settings.values) ?? [:]
+            let now = keys.compactMap { key in shown[key].map { "\(key)=\($0.serialized(maximumLength: 200))" } }
+            if !now.isEmpty { text += "; settings.json holds " + now.joined(separator: ", ") + " (revision \(settings.revision))" }
+        }
+        return text
     }
 }
 

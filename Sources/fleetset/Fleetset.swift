@@ -54,6 +54,9 @@ enum CLIExit {
     static let usageOrIO = ExitCode(2)
     /// `set --wait`: the change is still pending when the timeout passed.
     static let pending = ExitCode(3)
+    /// `set --wait`: a later change of the same setting took this one's place before it was
+    /// sent; what it asked for never reached the server.
+    static let superseded = ExitCode(4)
 }
 
 /// Writing to the standard streams without Foundation.

@@ -452,6 +452,40 @@ struct WriteBackFailureTests {
         }
     }
 
+    @Test(
+        "set --wait on a change a later one of the same setting superseded says so: by which change, what became of it, what the file holds; exit 4"
+    )
+    func supersededChange() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        try await fleet.syncOnceAndStop([["id": "kiosk"]])
+        let inbox = fleet.layout.spoolDirectory("kiosk")
+        func requests() -> Int {
+            ((try? FileManager.default.contentsOfDirectory(atPath: inbox)) ?? []).filter { $0.hasSuffix(".json") }.count
+        }
+
+        // The agent is down: the first request waits in the inbox for its outcome, then a second
+        // of the same setting follows it. The agent takes both at once: the second supersedes the first.
+        let first = try RunningProcess(
+            CLIRunner.binary, ["set", "greeting=first", "--wait", "--timeout", "60", "--config", fleet.configurationFile],
+            standardOutputToLog: true)
+        defer { first.kill() }
+        try await Waiting.until("the first request never reached the inbox") { requests() == 1 }
+        #expect(try fleet.cli(["set", "greeting=second"]).status == 0)
+        #expect(requests() == 2)
+        let agent = try fleet.startAgent()
+        defer { agent.kill() }
+
+        #expect(await first.waitForExit(timeout: .seconds(60)) == 4, "\(first.log)")
+        let applied = try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["greeting"] == "second" }
+        #expect(first.log.contains("fleetset set: superseded by "), "\(first.log)")
+        #expect(first.log.contains("a later change of greeting, which was applied in revision \(applied.revision)"), "\(first.log)")
+        #expect(first.log.contains("settings.json holds greeting=\"second\" (revision \(applied.revision))"), "\(first.log)")
+        #expect(!first.log.contains("applied in revision \(applied.revision): greeting"), "never said to be applied itself")
+        let journal = try WriteBackTests.journal(fleet, "kiosk")
+        #expect(journal.ended.map(\.state) == [.superseded, .applied])
+    }
+
     @Test("an unreadable changes.json is never overwritten: changes wait in the inbox until it is repaired, then go")
     func unreadableJournal() async throws {
         let fleet = try await Fleet.start()

@@ -181,7 +181,7 @@ struct ChangingTests {
         #expect(requests.contains(["request": "sync"]))
     }
 
-    @Test("an outcome follows a superseded change to the change that carried its keys on")
+    @Test("an outcome follows a superseded change to the change that carried its keys on, and says it was superseded")
     func outcomeChain() throws {
         let folder = try DeviceFolder()
         var journal = ChangeJournal()
@@ -191,7 +191,8 @@ struct ChangingTests {
         journal.confirm("b", revision: 8)
         journal.settle(upTo: 8, at: 3)
         try journal.save(to: folder.app.layout.changesFile("kiosk"), group: nil)
-        #expect(folder.app.outcome(ofRequest: "a") == .applied(revision: 8))
+        #expect(folder.app.outcome(ofRequest: "a") == .superseded(by: "b", outcome: .applied(revision: 8)))
+        #expect(folder.app.outcome(ofRequest: "a").isSettled)
         #expect(folder.app.outcome(ofRequest: "b") == .applied(revision: 8))
         #expect(folder.app.outcome(ofRequest: "c") == .pending)
         #expect(folder.app.outcome(ofRequest: "unknown") == .unknown)
