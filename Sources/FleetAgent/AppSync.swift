@@ -130,6 +130,14 @@ final class AppSync {
                 case .unchanged:
                     markReached()
                     delay = schedule.delay(after: .unchanged(elapsed: ContinuousClock.now - started), using: &random)
+                case .changed(let document, _) where document.revision == knownRevision:
+                    // Decided on already (applied or refused): the server ignored If-None-Match.
+                    // Nothing is done again, nothing reported again, and the next request waits.
+                    markReached()
+                    logger.debug(
+                        "the server sent a revision already decided on",
+                        metadata: ["event": "repeated", "revision": "\(document.revision)"])
+                    delay = schedule.delay(after: .repeated, using: &random)
                 case .changed(let document, _):
                     markReached()
                     try await handle(document, client: client)

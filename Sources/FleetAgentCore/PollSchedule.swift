@@ -26,6 +26,10 @@ public struct PollSchedule: Sendable, Equatable {
         case unchanged(elapsed: Duration)
         /// The server refused the long-poll's `wait` parameter (400).
         case longPollRefused
+        /// A 200 carrying a revision the agent has decided on already (applied or refused): the
+        /// server, or a proxy, ignored `If-None-Match` (and `wait`). It counts as unchanged, and
+        /// the next request waits the timer's delay, so no server can make the agent spin.
+        case repeated
     }
 
     /// Long-polls that end early, in a row, before the agent falls back to polling.
@@ -71,6 +75,8 @@ public struct PollSchedule: Sendable, Equatable {
             return RetryBackoff.uniform(upTo: max(jitter, .seconds(1)), using: &random)
         case .longPollRefused:
             fallBackToPolling()
+            return timerDelay(using: &random)
+        case .repeated:
             return timerDelay(using: &random)
         }
     }

@@ -99,6 +99,22 @@ struct PollScheduleTests {
         #expect(schedule.isLongPolling)
     }
 
+    @Test("a 200 repeating a revision already decided on waits at least pollInterval, however many come, while long-polling or not")
+    func repeatedRevisions() {
+        var random = SeededRandom(state: 5)
+        for wait in [55, 0] {
+            var schedule = PollSchedule(longPollWait: wait, pollInterval: .seconds(60), jitter: .seconds(5))
+            for _ in 0..<1000 {
+                let delay = schedule.delay(after: .repeated, using: &random)
+                #expect(delay >= .seconds(60) && delay <= .seconds(65))
+            }
+            // Long-polls stay in use: a real change afterwards is followed at once by the next one.
+            if wait > 0 {
+                #expect(schedule.isLongPolling && schedule.delay(after: .changed, using: &random) == .zero)
+            }
+        }
+    }
+
     @Test("a server refusing wait, or longPollWait 0, means the timer: pollInterval plus up to jitter")
     func timer() {
         var random = SeededRandom(state: 4)

@@ -352,4 +352,35 @@ struct HostileInputAgentTests {
         try await fleet.set("secure", ["counter": 3])
         try await fleet.waitForSettings("secure", agent: agent) { $0.values["counter"] == 3 }
     }
+
+    @Test("a server that ignores If-None-Match and wait gets at most one request per pollInterval, and a refused revision one report")
+    func serverIgnoringConditionalRequests() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let proxy = try await FaultProxy.start(upstream: fleet.server.url, http: fleet.http)
+        try await fleet.putMetadata(app: "panel")
+        try await fleet.set("panel", ["volume": 8])
+        try await fleet.makeEnrollmentToken()
+        try fleet.writeConfiguration(apps: [["id": "panel"]], server: proxy.url, extra: ["pollInterval": 2])
+        let agent = try fleet.startAgent()
+        defer { agent.kill() }
+        try await fleet.waitForSettings("panel", agent: agent) { $0.values["volume"] == 8 }
+
+        // From now on every settings request is answered 200 at once; then a revision comes that
+        // the agent must refuse (version 2 allows volume up to 3).
+        proxy.inject(.ignoreConditionalRequests)
+        try await fleet.putMetadata(app: "panel", version: 2, volumeMaximum: 3, force: true)
+        let refused = try await fleet.waitForStatusLine("panel", containing: ["state=error", "schema_version=2"], agent: agent)
+        let revision = try #require(refused.split(separator: " ").first { $0.hasPrefix("revision=") })
+
+        // Six seconds of a server answering every request at once with that revision.
+        let before = proxy.faultsServed("ignoreConditionalRequests")
+        try await Task.sleep(for: .seconds(6))
+        let requests = proxy.faultsServed("ignoreConditionalRequests") - before
+        #expect(requests <= 5, "\(requests) requests in 6 s with pollInterval 2 s")
+        #expect(requests >= 1, "the agent keeps polling")
+        let reports = fleet.statusLines("panel").filter { $0.split(separator: " ").contains(revision) && $0.contains("state=error") }
+        #expect(reports.count == 1, "one report for the refused revision: \(reports)")
+        #expect(agent.isRunning)
+    }
 }

@@ -30,6 +30,10 @@ final class FaultProxy: Sendable {
         case refusePatch(status: Int, code: String)
         /// An enrollment reaches the server, but its answer is lost: the agent gets a 502.
         case loseEnrollAnswer
+        /// Settings requests reach the server without `If-None-Match` and without `wait`: every
+        /// one is answered 200 at once with the current revision, as by a server or proxy that
+        /// ignores conditional requests.
+        case ignoreConditionalRequests
         /// A device's PATCH and status reports are answered with this status and an HTML page
         /// (no fleetset error body), as a proxy or captive portal in the way would.
         case proxyPage(status: Int)
@@ -124,12 +128,13 @@ final class FaultProxy: Sendable {
                 break
             }
         }
+        let ignoring = isSettings && current == .ignoreConditionalRequests
         var headers = Curl.HTTPHeaders()
-        for name in [HTTPField.Name.authorization, .ifNoneMatch, .ifMatch, .contentType] {
+        for name in [HTTPField.Name.authorization, .ifNoneMatch, .ifMatch, .contentType] where !(ignoring && name == .ifNoneMatch) {
             if let value = request.headers[name] { headers[name.rawName] = value }
         }
         let body = try await request.body.collect(upTo: 8 << 20)
-        let query = request.uri.query.map { "?" + $0 } ?? ""
+        let query = ignoring ? "" : request.uri.query.map { "?" + $0 } ?? ""
         var limits = TransferLimits(timeout: .seconds(400), lowSpeedLimit: nil, maxResponseBytes: 16 << 20)
         limits.connectTimeout = .seconds(5)
         let upstreamRequest = Curl.HTTPRequest(
