@@ -82,17 +82,13 @@ public enum ChildProcess {
         } catch {
             throw SpawnError(program: arguments[0], code: error.code, call: "pipe")
         }
-        // The parent's copy of the write end goes when this returns, so that the read end sees
-        // the end of the output when the child (and whatever it started) is done.
-        let output = pipe.reader
-        let writer = pipe.writer
 
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, writer.raw, 1)
-        posix_spawn_file_actions_adddup2(&actions, writer.raw, 2)
+        posix_spawn_file_actions_adddup2(&actions, pipe.writer.raw, 1)
+        posix_spawn_file_actions_adddup2(&actions, pipe.writer.raw, 2)
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -114,7 +110,9 @@ public enum ChildProcess {
         }
         var pid = pid_t()
         let status = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
-        writer.close()
+        // The parent's copy of the write end goes now, so that the read end sees the end of the
+        // output when the child (and whatever it started) is done.
+        let output = pipe.closingWriter()
         guard status == 0 else { throw SpawnError(program: arguments[0], code: status, call: "posix_spawn") }
         return Spawned(pid: pid, output: output)
     }

@@ -31,6 +31,14 @@ public struct OwnedDescriptor: ~Copyable, Sendable {
 public struct PipeEnds: ~Copyable, Sendable {
     public let reader: OwnedDescriptor
     public let writer: OwnedDescriptor
+
+    /// Closes the write end and returns the read end: the parent's side, once a child it
+    /// started holds its own copy of the write end.
+    public consuming func closingWriter() -> OwnedDescriptor {
+        let reader = self.reader
+        writer.close()
+        return reader
+    }
 }
 
 /// Runs a system call again while it fails with `EINTR`: the one place fleetset retries an
