@@ -11,7 +11,8 @@ extension JSONSchema {
     /// subschema that *could* apply counts, whether or not the value matches it (each branch of
     /// `anyOf`, `oneOf`, `if`/`then`/`else`, `not`, `dependentSchemas`; every `$dynamicRef`
     /// candidate; `unevaluated*` and `contains` for every member and item). A property name
-    /// too expensive to match against a `patternProperties` pattern counts as matching.
+    /// too expensive to match against a `patternProperties` pattern counts as matching, and a
+    /// value nested too deep for the thread's stack counts as secret.
     public func secretLocations(in instance: JSONValue) -> [JSONPointer] {
         var walker = SecretWalker(nodes: nodes, resources: resources)
         var seen: Set<Int> = []
@@ -60,13 +61,16 @@ private struct SecretWalker {
     var found: [JSONPointer] = []
     /// Shared by every `patternProperties` match of the walk, as in validation.
     var patternBudget = MatchBudget(steps: Evaluator.patternBaseSteps)
+    /// The walk recurses as deep as the instance nests (up to the reader's 512 levels, each
+    /// several frames): where the thread's stack runs short, the rest counts as secret.
+    let stack = StackGuard()
 
     /// Visits node `index` at `instance`; `seen` holds the nodes already visited at this same
     /// instance location (so that a `$ref` cycle that does not move into the instance ends).
     mutating func visit(_ index: Int, _ instance: JSONValue, at tokens: [String], seen: inout Set<Int>) {
         let node = nodes[index].node
         if node.constant != nil { return }
-        if node.isSecret {
+        if node.isSecret || !stack.hasRoom() {
             found.append(JSONPointer(tokens: tokens))
             return
         }

@@ -1,5 +1,6 @@
 import FleetJSON
 import FleetSchema
+import Foundation
 import Testing
 
 @Suite("Validation errors")
@@ -112,6 +113,38 @@ struct ValidationErrorTests {
         #expect(errors.isEmpty || errors.map(\.message).allSatisfy { $0.contains("nests too deeply") })
         #expect(schema.isValid(instance) == errors.isEmpty)
         #expect(!schema.isValid(.array([.array([.string("leaf")])])))
+    }
+
+    @Test("secret locations over the deepest document on a small stack: the part too deep to walk counts as secret, never a crash")
+    func deepInstanceSecrets() throws {
+        // Found by the suite under AddressSanitizer: the walk had no stack guard and overflowed
+        // a concurrency thread's stack on the 511-level document above.
+        var nested: JSONValue = "hunter2"
+        for _ in 0..<511 { nested = .array([nested]) }
+        let instance = nested
+        let schema = try JSONSchema([
+            "$defs": ["node": ["anyOf": [["type": "string", "x-secret": false], ["type": "array", "items": ["$ref": "#/$defs/node"]]]]],
+            "$ref": "#/$defs/node",
+        ])
+        // Handed back through the semaphore, which orders the thread's writes before the reads.
+        final class Outcome: @unchecked Sendable {
+            var locations: [JSONPointer] = []
+            var masked = ""
+        }
+        let outcome = Outcome()
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            outcome.locations = schema.secretLocations(in: instance)
+            outcome.masked = schema.maskingSecrets(in: instance, with: "*").serialized()
+            done.signal()
+        }
+        thread.stackSize = 256 << 10
+        thread.start()
+        done.wait()
+        #expect(
+            outcome.locations.count == 1 && outcome.locations[0].tokens.count < 511,
+            "cut where the stack ran short: \(outcome.locations.map(\.tokens.count))")
+        #expect(!outcome.masked.contains("hunter2"))
     }
 
     @Test("integers stay exact beyond 2^53")
