@@ -2,6 +2,10 @@
 #include <pthread.h>
 #include "CThreadStack.h"
 
+__attribute__((noinline)) void *cthreadstack_position(void) {
+    return __builtin_frame_address(0);
+}
+
 int cthreadstack_current(void **lowest, size_t *size) {
     pthread_attr_t attributes;
     int result = pthread_getattr_np(pthread_self(), &attributes);

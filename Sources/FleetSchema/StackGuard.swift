@@ -25,7 +25,6 @@ struct StackGuard {
     @inline(never)
     func hasRoom() -> Bool {
         guard let limit else { return true }
-        var marker: UInt8 = 0
-        return withUnsafeMutablePointer(to: &marker) { UInt(bitPattern: $0) > limit }
+        return UInt(bitPattern: cthreadstack_position()) > limit
     }
 }

@@ -8,4 +8,8 @@
 /// expose (they need _GNU_SOURCE).
 int cthreadstack_current(void **lowest, size_t *size);
 
+/// An address in the calling thread's stack right now: this function's frame. Not the address
+/// of a local variable, which AddressSanitizer may move to a "fake stack" on the heap.
+void *cthreadstack_position(void);
+
 #endif
