@@ -45,7 +45,7 @@ struct AgentLifecycleTests {
         try await fleet.waitForSettings("door", agent: agent) { $0.values["counter"] == 3 }
 
         agent.signal(SIGTERM)
-        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        #expect(await agent.waitForExit(timeout: .seconds(60)) == 0)
         #expect(socket.lines.contains("STOPPING=1"))
     }
 
@@ -113,7 +113,7 @@ struct AgentLifecycleTests {
         let second = try await fleet.waitForSettings("menu", agent: agent) { $0.revision > first.revision }
         try await fleet.waitForStatus("menu", agent: agent) { $0.revision == second.revision }
         agent.signal(SIGTERM)
-        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        #expect(await agent.waitForExit(timeout: .seconds(60)) == 0)
 
         // The server goes away and settings.json is torn (as by a faulty disk).
         let port = fleet.server.port

@@ -65,7 +65,7 @@ struct AgentSyncTests {
         // SIGTERM while the next long-poll is held by the server.
         try await fleet.server.running.waitForLog("event=long-poll app=lobby device=\(identity.deviceId) revision=\(second.revision)")
         agent.signal(SIGTERM)
-        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        #expect(await agent.waitForExit(timeout: .seconds(60)) == 0)
         #expect(agent.log.contains("event=stopped"))
         for secret in [identity.deviceToken, "4711"] { #expect(!agent.log.contains(secret) && !fleet.server.log.contains(secret)) }
     }
@@ -167,7 +167,7 @@ struct AgentSyncTests {
         #expect(refused.contains("not trusted"), "\(refused)")
         #expect(fleet.settings("secure") == nil)
         agent.signal(SIGTERM)
-        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        #expect(await agent.waitForExit(timeout: .seconds(60)) == 0)
 
         try fleet.writeConfiguration(apps: [["id": "secure"]], extra: ["caFile": .string(fleet.certificateFile)])
         let trusting = try fleet.startAgent()

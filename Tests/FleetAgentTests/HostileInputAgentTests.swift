@@ -57,7 +57,7 @@ struct HostileInputAgentTests {
         try await fleet.set("kiosk", ["volume": 2])
         try await fleet.waitForSettings("kiosk", agent: agent) { $0.revision > first.revision && $0.values["volume"] == 2 }
         agent.signal(SIGTERM)
-        #expect(await agent.waitForExit(timeout: .seconds(10)) == 0)
+        #expect(await agent.waitForExit(timeout: .seconds(60)) == 0)
         agent = try fleet.startAgent()
         try await fleet.set("kiosk", ["volume": 3])
         try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["volume"] == 3 }
@@ -338,7 +338,7 @@ struct HostileInputAgentTests {
         let refused = try await anonymous.waitForLog("event=enroll-failed")
         #expect(fleet.settings("secure") == nil, "\(refused)")
         anonymous.signal(SIGTERM)
-        _ = await anonymous.waitForExit(timeout: .seconds(10))
+        _ = await anonymous.waitForExit(timeout: .seconds(60))
 
         try fleet.writeConfiguration(
             apps: [["id": "secure"]],

@@ -43,7 +43,7 @@ public final class RunningProcess: Sendable {
 
     /// The first line containing `fragment`, waiting up to `timeout` for it.
     @discardableResult
-    public func waitForLog(_ fragment: String, timeout: Duration = .seconds(20)) async throws -> String {
+    public func waitForLog(_ fragment: String, timeout: Duration = .seconds(60)) async throws -> String {
         try await capture.waitForLine(containing: fragment, timeout: timeout)
     }
 
@@ -53,7 +53,7 @@ public final class RunningProcess: Sendable {
     }
 
     /// Waits until `fragment` has appeared in `count` lines.
-    public func waitForLog(_ fragment: String, count: Int, timeout: Duration = .seconds(20)) async throws {
+    public func waitForLog(_ fragment: String, count: Int, timeout: Duration = .seconds(60)) async throws {
         try await Waiting.until(timeout: timeout, "\(count) lines with \(fragment) in:\n\(log)") { self.count(fragment) >= count }
     }
 
@@ -139,7 +139,7 @@ public final class LogCapture: Sendable {
     public func append(_ text: String) { buffer.withLock { $0 += text } }
 
     /// The first complete line containing `fragment`, waiting up to `timeout` for it to appear.
-    public func waitForLine(containing fragment: String, timeout: Duration = .seconds(20)) async throws -> String {
+    public func waitForLine(containing fragment: String, timeout: Duration = .seconds(60)) async throws -> String {
         var found: String?
         try await Waiting.until(timeout: timeout, "no line with \(fragment) in:\n\(text)") {
             found = text.split(separator: "\n").first(where: { $0.contains(fragment) }).map(String.init)
@@ -156,7 +156,7 @@ public enum Waiting {
     /// It sleeps as a task, never blocking a thread of the concurrency pool (in-process servers
     /// of the test need those).
     public static func until(
-        timeout: Duration = .seconds(20), _ message: @autoclosure () -> String, _ condition: () throws -> Bool
+        timeout: Duration = .seconds(60), _ message: @autoclosure () -> String, _ condition: () throws -> Bool
     ) async throws {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {

@@ -186,7 +186,7 @@ final class Fleet: Sendable {
         guard case .string(let app)? = apps.first?["id"] else { throw ProcessFailed(log: "no app") }
         let settings = try await waitForSettings(app, agent: agent) { _ in true }
         agent.signal(SIGTERM)
-        guard await agent.waitForExit(timeout: .seconds(10)) == 0 else {
+        guard await agent.waitForExit(timeout: .seconds(60)) == 0 else {
             throw ProcessFailed(log: "the agent did not stop cleanly:\n\(agent.log)")
         }
         return settings
@@ -208,7 +208,7 @@ final class Fleet: Sendable {
     /// Waits until the app's `settings.json` satisfies `condition`.
     @discardableResult
     func waitForSettings(
-        _ app: String, timeout: Duration = .seconds(20), agent: RunningProcess? = nil, _ condition: (DeviceSettings) -> Bool
+        _ app: String, timeout: Duration = .seconds(60), agent: RunningProcess? = nil, _ condition: (DeviceSettings) -> Bool
     )
         async throws -> DeviceSettings
     {

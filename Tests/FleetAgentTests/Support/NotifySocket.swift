@@ -45,7 +45,7 @@ final class NotifySocket: Sendable {
 
     /// Waits until `line` has been received `count` times; returns every line so far.
     @discardableResult
-    func waitFor(_ line: String, count: Int = 1, timeout: Duration = .seconds(20)) async throws -> [String] {
+    func waitFor(_ line: String, count: Int = 1, timeout: Duration = .seconds(60)) async throws -> [String] {
         try await Waiting.until(timeout: timeout, "\(line) ×\(count) never arrived; got \(lines)") {
             lines.filter { $0 == line }.count >= count
         }
