@@ -62,15 +62,20 @@ private struct SecretWalker {
     /// Shared by every `patternProperties` match of the walk, as in validation.
     var patternBudget = MatchBudget(steps: Evaluator.patternBaseSteps)
     /// The walk recurses as deep as the instance nests (up to the reader's 512 levels, each
-    /// several frames): where the thread's stack runs short, the rest counts as secret.
-    let stack = StackGuard()
+    /// several frames): past ``uncheckedDepth`` levels the stack is checked, and where it runs
+    /// short the rest counts as secret. Read lazily: finding the stack's bounds costs a system
+    /// call that ordinary documents never need.
+    var stack: StackGuard?
+    /// Levels walked without looking at the stack: a few, since each level takes several large
+    /// frames (a debug build on a 256 KiB thread has room for fewer than 64).
+    static let uncheckedDepth = 8
 
     /// Visits node `index` at `instance`; `seen` holds the nodes already visited at this same
     /// instance location (so that a `$ref` cycle that does not move into the instance ends).
     mutating func visit(_ index: Int, _ instance: JSONValue, at tokens: [String], seen: inout Set<Int>) {
         let node = nodes[index].node
         if node.constant != nil { return }
-        if node.isSecret || !stack.hasRoom() {
+        if node.isSecret || !hasStackRoom(depth: tokens.count) {
             found.append(JSONPointer(tokens: tokens))
             return
         }
@@ -112,6 +117,12 @@ private struct SecretWalker {
         default:
             break
         }
+    }
+
+    private mutating func hasStackRoom(depth: Int) -> Bool {
+        guard depth >= Self.uncheckedDepth else { return true }
+        if stack == nil { stack = StackGuard() }
+        return stack?.hasRoom() ?? true
     }
 
     private mutating func visitMember(_ children: [Int], _ value: JSONValue, at tokens: [String]) {
