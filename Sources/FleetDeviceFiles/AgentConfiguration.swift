@@ -256,25 +256,24 @@ public struct AppConfiguration: Sendable, Equatable {
             }
             readersGroup = id
         }
-        var users: [String: uid_t] = [:]
-        for (index, name) in writerNames.users.enumerated() {
-            guard let id = directory.userID(name) else {
-                throw WireError(
-                    at: location.appending("writers").appending("users").appending(index: index),
-                    "there is no user named \"\(name)\" on this system")
-            }
-            users[name] = id
-        }
-        var groups: [String: gid_t] = [:]
-        for (index, name) in writerNames.groups.enumerated() {
-            guard let id = directory.groupID(name) else {
-                throw WireError(
-                    at: location.appending("writers").appending("groups").appending(index: index),
-                    "there is no group named \"\(name)\" on this system")
-            }
-            groups[name] = id
-        }
+        let writersLocation = location.appending("writers")
+        let users = try Self.lookUp(writerNames.users, "user", at: writersLocation.appending("users"), directory.userID)
+        let groups = try Self.lookUp(writerNames.groups, "group", at: writersLocation.appending("groups"), directory.groupID)
         writers = Writers(users: users, groups: groups)
+    }
+
+    /// Each name's id; the first name with no account is an error at its index under `location`.
+    private static func lookUp<ID>(
+        _ names: [String], _ kind: String, at location: JSONPointer, _ lookup: (String) -> ID?
+    ) throws(WireError) -> [String: ID] {
+        var ids: [String: ID] = [:]
+        for (index, name) in names.enumerated() {
+            guard let id = lookup(name) else {
+                throw WireError(at: location.appending(index: index), "there is no \(kind) named \"\(name)\" on this system")
+            }
+            ids[name] = id
+        }
+        return ids
     }
 
     static let keys: Set<String> = ["id", "onChange", "hookTimeout", "readers", "writers", "expectAck", "ackTimeout", "$comment"]
