@@ -83,7 +83,13 @@ let package = Package(
         ),
         .target(
             name: "FleetSchema",
-            dependencies: ["FleetJSON", "ECMARegex", "FleetIO", "CThreadStack"],
+            dependencies: ["FleetJSON", "ECMARegex", "CThreadStack"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        // Schema documents read from folders (the official suite's remotes, `fleetset schema test`).
+        .target(
+            name: "FleetSchemaFiles",
+            dependencies: ["FleetSchema", "FleetJSON", "FleetIO"],
             swiftSettings: fleetSwiftSettings
         ),
         .target(
@@ -99,23 +105,31 @@ let package = Package(
         .executableTarget(
             name: "fleetset",
             dependencies: [
-                "FleetJSON", "FleetSchema", "FleetMetadata", "FleetIO", "FleetProtocol", "FleetClient", "Curl", "FleetDeviceFiles",
-                "FleetSettings",
+                "FleetJSON", "FleetSchema", "FleetSchemaFiles", "FleetMetadata", "FleetIO", "FleetProtocol", "FleetClient", "Curl",
+                "FleetDeviceState", "FleetDeviceFiles", "FleetSettings",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: fleetSwiftSettings
         ),
-        // The agent: the files on the device (also read by the CLI and, later, the app library),
-        // its pure decisions, the systemd notify protocol, child processes for hooks, inotify,
-        // and the runtime that ties them to the libcurl client.
+        // The agent: the device's records as values (settings, status, changes, reports, inbox
+        // requests; no I/O), where they live on disk and how they are read and written (also used
+        // by the CLI and the app library), its pure decisions and sync machine, the systemd notify
+        // protocol, child processes for hooks, inotify, and the driver that performs the
+        // machine's actions with the libcurl client.
         .target(
-            name: "FleetDeviceFiles",
-            dependencies: ["FleetIO", "FleetJSON", "FleetProtocol", "FleetMetadata"],
+            name: "FleetDeviceState",
+            dependencies: ["FleetJSON", "FleetProtocol"],
             swiftSettings: fleetSwiftSettings
         ),
         .target(
+            name: "FleetDeviceFiles",
+            dependencies: ["FleetDeviceState", "FleetIO", "FleetJSON", "FleetProtocol", "FleetMetadata"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        // Imports no file, process or network module: every rule of the agent as a value.
+        .target(
             name: "FleetAgentCore",
-            dependencies: ["FleetDeviceFiles", "FleetMetadata", "FleetProtocol", "FleetJSON", "FleetSchema"],
+            dependencies: ["FleetDeviceState", "FleetMetadata", "FleetProtocol", "FleetJSON", "FleetSchema"],
             swiftSettings: fleetSwiftSettings
         ),
         .target(name: "SystemdNotify", swiftSettings: fleetSwiftSettings),
@@ -124,7 +138,8 @@ let package = Package(
         .target(
             name: "FleetAgent",
             dependencies: [
-                "FleetAgentCore", "FleetDeviceFiles", "FleetClient", "Curl", "FleetIO", "FleetJSON", "FleetMetadata", "FleetProtocol",
+                "FleetAgentCore", "FleetDeviceState", "FleetDeviceFiles", "FleetClient", "Curl", "FleetIO", "FleetJSON", "FleetMetadata",
+                "FleetProtocol",
                 "FleetSchema", "SystemdNotify", "ChildProcess", "FileWatch", "PosixThreads",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -145,7 +160,7 @@ let package = Package(
         // The app library: the device's files, inotify; no libcurl, no networking.
         .target(
             name: "FleetSettings",
-            dependencies: ["FleetDeviceFiles", "FleetMetadata", "FleetJSON", "FleetIO", "FleetProtocol", "FileWatch"],
+            dependencies: ["FleetDeviceState", "FleetDeviceFiles", "FleetMetadata", "FleetJSON", "FleetIO", "FleetProtocol", "FileWatch"],
             swiftSettings: fleetSwiftSettings
         ),
         .target(
@@ -156,14 +171,17 @@ let package = Package(
         .testTarget(
             name: "FleetSettingsTests",
             dependencies: [
-                "FleetSettings", "FleetSettingsConfiguration", "FleetDeviceFiles", "FleetJSON", "FleetIO", "FleetMetadata",
+                "FleetSettings", "FleetSettingsConfiguration", "FleetDeviceState", "FleetDeviceFiles", "FleetJSON", "FleetIO",
+                "FleetMetadata",
                 .product(name: "Configuration", package: "swift-configuration"),
             ],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(
             name: "FleetAgentCoreTests",
-            dependencies: ["FleetAgentCore", "FleetDeviceFiles", "FleetMetadata", "FleetProtocol", "FleetJSON", "FleetIO"],
+            dependencies: [
+                "FleetAgentCore", "FleetDeviceState", "FleetDeviceFiles", "FleetMetadata", "FleetProtocol", "FleetJSON", "FleetIO",
+            ],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(
@@ -273,7 +291,7 @@ let package = Package(
             name: "FleetAgentTests",
             dependencies: [
                 "fleetsetd", "fleetset", "fleetset-server", "FleetTestSupport", "FleetClient", "Curl", "FleetProtocol", "FleetJSON",
-                "FleetMetadata", "FleetDeviceFiles", "FleetIO", "FleetSettings", "PosixThreads",
+                "FleetMetadata", "FleetDeviceState", "FleetDeviceFiles", "FleetIO", "FleetSettings", "PosixThreads",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
             swiftSettings: fleetSwiftSettings
@@ -285,7 +303,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FleetSchemaTests",
-            dependencies: ["FleetSchema", "FleetJSON", "FleetIO"],
+            dependencies: ["FleetSchema", "FleetSchemaFiles", "FleetJSON", "FleetIO"],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(
@@ -314,7 +332,9 @@ let package = Package(
         // The fuzz targets (FuzzReplayTests replays the corpora in Fuzz/corpus through them).
         .target(
             name: "FleetFuzzTargets",
-            dependencies: ["ECMARegex", "FleetDeviceFiles", "FleetJSON", "FleetMetadata", "FleetProtocol", "FleetSchema"],
+            dependencies: [
+                "ECMARegex", "FleetDeviceState", "FleetDeviceFiles", "FleetJSON", "FleetMetadata", "FleetProtocol", "FleetSchema",
+            ],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(

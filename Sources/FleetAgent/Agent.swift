@@ -1,6 +1,7 @@
 import Curl
 import FleetAgentCore
 import FleetDeviceFiles
+import FleetDeviceState
 import Logging
 import ServiceLifecycle
 import SystemdNotify

@@ -1,4 +1,5 @@
 import FleetDeviceFiles
+import FleetDeviceState
 import PosixThreads
 
 /// Requests the inbox has checked, waiting for their app's loop, in the order they arrived.
@@ -7,7 +8,7 @@ final class AppMailbox: Sendable {
     /// One request file's content as the inbox found it.
     struct Delivery: Sendable {
         enum Content: Sendable {
-            case request(SpoolRequest)
+            case request(InboxRequest)
             /// Moved aside already; the loop records the reason for `set --wait` and the library.
             case refused(String)
         }

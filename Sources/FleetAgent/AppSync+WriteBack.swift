@@ -1,6 +1,7 @@
 import FleetAgentCore
 import FleetClient
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetIO
 import FleetJSON
 import FleetMetadata

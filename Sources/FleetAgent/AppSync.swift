@@ -2,6 +2,7 @@ import Curl
 import FleetAgentCore
 import FleetClient
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetIO
 import FleetJSON
 import FleetMetadata

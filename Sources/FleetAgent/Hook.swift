@@ -1,6 +1,7 @@
 import ChildProcess
 import FleetAgentCore
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetJSON
 import FleetMetadata
 

@@ -1,6 +1,7 @@
 import FileWatch
 import FleetAgentCore
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetIO
 import FleetJSON
 import Logging
@@ -9,14 +10,14 @@ import Logging
 import Glibc
 #endif
 
-/// The local inbox, `<spoolDirectory>/<app>/`: picks up request files (see ``SpoolRequest``)
+/// The local inbox, `<inboxDirectory>/<app>/`: picks up request files (see ``InboxRequest``)
 /// with inotify, and by a rescan at start and after an inotify overflow, checks them, and hands
 /// them to their app's loop through its ``AppMailbox``. The loop removes a file once it has
 /// queued the request durably or acted on it, so a request survives a crash at any point.
 ///
 /// A request file must be owned by an allowed writer (the app's `writers`, root or the agent's
 /// user), be a regular file with one link (no symbolic or hard links), at most
-/// ``SpoolRequest/maximumFileSize`` bytes, and a well-formed request; anything else is moved to
+/// ``InboxRequest/maximumFileSize`` bytes, and a well-formed request; anything else is moved to
 /// `refused/` (checked to be the agent's own folder) with a `.reason` file beside it and
 /// logged, never silently dropped; an allowed writer's refused request is also recorded in
 /// `changes.json`. Each app's folder is sticky and writable by all (mode 1733, like a mail
@@ -39,9 +40,9 @@ struct Inbox: Sendable {
         let layout = configuration.layout
         var directories: [String: AppConfiguration] = [:]
         for app in configuration.apps {
-            let directory = layout.spoolDirectory(app.id)
+            let directory = layout.inboxDirectory(app.id)
             do {
-                try FileSystem.makeDirectories(layout.spoolDirectory, mode: 0o755)
+                try FileSystem.makeDirectories(layout.inboxDirectory, mode: 0o755)
                 try Self.prepare(directory)
                 directories[directory] = app
             } catch {
@@ -89,7 +90,7 @@ struct Inbox: Sendable {
         for (directory, app) in directories.sorted(by: { $0.key < $1.key }) {
             let names = (try? FileSystem.entryNames(of: directory)) ?? []
             for name in names.sorted() where name != "refused" {
-                if SpoolRequest.isRequestName(name) {
+                if InboxRequest.isRequestName(name) {
                     take(name, in: directory, app: app)
                 } else {
                     removeIfAbandoned(name, in: directory, now: now)
@@ -118,9 +119,9 @@ struct Inbox: Sendable {
 
     /// Checks one request file and hands it to the app's loop, or moves it aside with the reason.
     private func take(_ name: String, in directory: String, app: AppConfiguration) {
-        guard SpoolRequest.isRequestName(name), let mailbox = mailboxes[app.id] else { return }
+        guard InboxRequest.isRequestName(name), let mailbox = mailboxes[app.id] else { return }
         let path = directory + "/" + name
-        let id = SpoolRequest.id(ofFileNamed: name)
+        let id = InboxRequest.id(ofFileNamed: name)
         do {
             // Gone already: handled and removed by the app's loop since the event (or a rescan) named it.
             guard let request = try Self.read(path, writers: app.writers, agentUser: geteuid()) else { return }
@@ -140,7 +141,7 @@ struct Inbox: Sendable {
     /// Reads and checks a request file; `nil` when there is no file at `path`. The type is
     /// checked before opening (a FIFO or device is never opened for reading), and every check is
     /// made again on the open file, so that what is checked is what is read.
-    static func read(_ path: String, writers: Writers, agentUser: uid_t) throws(InboxRefusal) -> SpoolRequest? {
+    static func read(_ path: String, writers: Writers, agentUser: uid_t) throws(InboxRefusal) -> InboxRequest? {
         let named: stat?
         do {
             named = try FileSystem.status(of: path)
@@ -169,8 +170,8 @@ struct Inbox: Sendable {
         }
         do {
             let bytes = try FileSystem.readAll(
-                from: descriptor.raw, path: path, maximumSize: SpoolRequest.maximumFileSize, sizeHint: Int(opened.st_size))
-            return try SpoolRequest(json: try JSONParser.parse(bytes))
+                from: descriptor.raw, path: path, maximumSize: InboxRequest.maximumFileSize, sizeHint: Int(opened.st_size))
+            return try InboxRequest(json: try JSONParser.parse(bytes))
         } catch {
             throw InboxRefusal(description: "not a request: \(error)", fromWriter: true)
         }

@@ -1,8 +1,4 @@
-import FleetDeviceFiles
-
-#if canImport(Glibc)
-import Glibc
-#endif
+import FleetDeviceState
 
 /// The checks a request file in an app's inbox must pass before the agent reads it.
 public enum RequestFileCheck {
@@ -18,15 +14,15 @@ public enum RequestFileCheck {
     ///     linked into the inbox.
     ///   - owner, group: the file's owner and group, checked against `writers`.
     public static func refusal(
-        kind: Kind, links: Int, size: Int, owner: uid_t, group: gid_t, writers: Writers, agentUser: uid_t
+        kind: Kind, links: Int, size: Int, owner: UInt32, group: UInt32, writers: Writers, agentUser: UInt32
     ) -> String? {
         guard kind == .regular else { return "not a regular file (symbolic links, devices and folders are refused)" }
         guard links == 1 else { return "has \(links) hard links; a request must be a file of its own" }
         guard writers.allow(owner: owner, group: group, agentUser: agentUser) else {
             return "written by uid \(owner) (gid \(group)), who may not change this app's settings; allowed: \(writers.summary)"
         }
-        guard size <= SpoolRequest.maximumFileSize else {
-            return "\(size) bytes, more than the \(SpoolRequest.maximumFileSize) a request may have"
+        guard size <= InboxRequest.maximumFileSize else {
+            return "\(size) bytes, more than the \(InboxRequest.maximumFileSize) a request may have"
         }
         return nil
     }
@@ -34,7 +30,7 @@ public enum RequestFileCheck {
     /// Whether a refusal of a file with these properties may be recorded as its owner's: only
     /// for a regular file with one link owned by an allowed writer. A hard link is anybody's
     /// (whoever made it need not own the file), so it is never attributed to the file's owner.
-    public static func isAttributable(kind: Kind, links: Int, owner: uid_t, group: gid_t, writers: Writers, agentUser: uid_t) -> Bool {
+    public static func isAttributable(kind: Kind, links: Int, owner: UInt32, group: UInt32, writers: Writers, agentUser: UInt32) -> Bool {
         kind == .regular && links == 1 && writers.allow(owner: owner, group: group, agentUser: agentUser)
     }
 }

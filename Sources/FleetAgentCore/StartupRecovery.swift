@@ -1,4 +1,4 @@
-import FleetDeviceFiles
+import FleetDeviceState
 
 /// What the agent finishes at start-up for a revision it wrote before it stopped.
 public enum StartupRecovery {

@@ -148,7 +148,7 @@ public struct FleetClient: Sendable {
     public func device(id: String) async throws -> DeviceRecord {
         try decode(
             try await send(.get, "/v1/admin/devices/\(Self.percentEncoded(id))", expect: [200]),
-            { json throws(WireError) in try DeviceRecord(json: json) })
+            { json throws(DocumentError) in try DeviceRecord(json: json) })
     }
 
     /// Changes a device's apps or groups, disables or enables it, or asks it to rotate its token.
@@ -156,7 +156,7 @@ public struct FleetClient: Sendable {
         let response = try await send(
             .patch, "/v1/admin/devices/\(Self.percentEncoded(id))", json: update.json, contentType: "application/merge-patch+json",
             expect: [200])
-        return try decode(response, { json throws(WireError) in try DeviceRecord(json: json) })
+        return try decode(response, { json throws(DocumentError) in try DeviceRecord(json: json) })
     }
 
     /// Deletes a device; its token stops working at once.
@@ -195,10 +195,10 @@ public struct FleetClient: Sendable {
         return response
     }
 
-    private func decode<Message>(_ response: HTTPResponse, _ make: (JSONValue) throws(WireError) -> Message) throws -> Message {
+    private func decode<Message>(_ response: HTTPResponse, _ make: (JSONValue) throws(DocumentError) -> Message) throws -> Message {
         do {
             return try make(try JSONParser.parse(response.body))
-        } catch let error as WireError {
+        } catch let error as DocumentError {
             throw FleetClientError.badResponse("the server's answer does not match protocol v1: \(error)")
         } catch {
             throw FleetClientError.badResponse("the server's answer is not JSON: \(error)")

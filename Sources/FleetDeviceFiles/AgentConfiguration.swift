@@ -1,3 +1,4 @@
+import FleetDeviceState
 import FleetIO
 import FleetJSON
 import FleetMetadata
@@ -17,7 +18,7 @@ import Glibc
 /// | `clientCertificate`, `clientKey` | string | none | PEM client certificate and key (mutual TLS); both or neither |
 /// | `enrollmentTokenFile` | string | `/etc/fleetset/enrollment-token` | read once, at the first start, to enroll |
 /// | `stateDirectory` | string | `/var/lib/fleetset` | identity, and per app settings, metadata, status |
-/// | `spoolDirectory` | string | `/var/spool/fleetset` | the local inbox (requests from apps and the CLI) |
+/// | `inboxDirectory` | string | `/var/spool/fleetset` | the local inbox (requests from apps and the CLI) |
 /// | `allowInsecureHTTP` | bool | `false` | accept `http://`; only for a loopback server |
 /// | `pollInterval` | seconds | 60 | the polling timer when long-polls are not possible |
 /// | `jitter` | seconds | 5 | the most random delay added to a poll and before a hook |
@@ -38,7 +39,7 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var clientKey: String?
     public var enrollmentTokenFile: String
     public var stateDirectory: String
-    public var spoolDirectory: String
+    public var inboxDirectory: String
     public var allowInsecureHTTP: Bool
     public var pollInterval: Duration
     public var jitter: Duration
@@ -56,7 +57,7 @@ public struct AgentConfiguration: Sendable, Equatable {
     public enum Defaults {
         public static let enrollmentTokenFile = "/etc/fleetset/enrollment-token"
         public static let stateDirectory = "/var/lib/fleetset"
-        public static let spoolDirectory = "/var/spool/fleetset"
+        public static let inboxDirectory = "/var/spool/fleetset"
         public static let allowInsecureHTTP = false
         public static let pollInterval: Duration = .seconds(60)
         public static let jitter: Duration = .seconds(5)
@@ -69,7 +70,7 @@ public struct AgentConfiguration: Sendable, Equatable {
     public init(
         server: String, apps: [AppConfiguration], caFile: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil,
         enrollmentTokenFile: String = Defaults.enrollmentTokenFile, stateDirectory: String = Defaults.stateDirectory,
-        spoolDirectory: String = Defaults.spoolDirectory, allowInsecureHTTP: Bool = Defaults.allowInsecureHTTP,
+        inboxDirectory: String = Defaults.inboxDirectory, allowInsecureHTTP: Bool = Defaults.allowInsecureHTTP,
         pollInterval: Duration = Defaults.pollInterval, jitter: Duration = Defaults.jitter, longPollWait: Int = Defaults.longPollWait,
         readyTimeout: Duration = Defaults.readyTimeout, logLevel: String = Defaults.logLevel
     ) {
@@ -80,7 +81,7 @@ public struct AgentConfiguration: Sendable, Equatable {
         self.clientKey = clientKey
         self.enrollmentTokenFile = enrollmentTokenFile
         self.stateDirectory = stateDirectory
-        self.spoolDirectory = spoolDirectory
+        self.inboxDirectory = inboxDirectory
         self.allowInsecureHTTP = allowInsecureHTTP
         self.pollInterval = pollInterval
         self.jitter = jitter
@@ -90,7 +91,7 @@ public struct AgentConfiguration: Sendable, Equatable {
     }
 
     /// Where the agent keeps its files.
-    public var layout: DeviceLayout { DeviceLayout(stateDirectory: stateDirectory, spoolDirectory: spoolDirectory) }
+    public var layout: DeviceLayout { DeviceLayout(stateDirectory: stateDirectory, inboxDirectory: inboxDirectory) }
 
     /// The app with this id.
     public func app(_ id: String) -> AppConfiguration? { apps.first { $0.id == id } }
@@ -123,7 +124,7 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// (``AppConfiguration/readersGroup``, ``AppConfiguration/writers``).
     ///
     /// - Throws: the first name with no account, at its JSON pointer.
-    public func resolvingAccounts(in directory: AccountDirectory) throws(WireError) -> AgentConfiguration {
+    public func resolvingAccounts(in directory: AccountDirectory) throws(DocumentError) -> AgentConfiguration {
         var resolved = self
         for index in apps.indices {
             try resolved.apps[index].resolveAccounts(in: directory, at: JSONPointer.root.appending("apps").appending(index: index))
@@ -132,26 +133,26 @@ public struct AgentConfiguration: Sendable, Equatable {
     }
 
     static let keys: Set<String> = [
-        "server", "caFile", "clientCertificate", "clientKey", "enrollmentTokenFile", "stateDirectory", "spoolDirectory",
+        "server", "caFile", "clientCertificate", "clientKey", "enrollmentTokenFile", "stateDirectory", "inboxDirectory",
         "allowInsecureHTTP", "pollInterval", "jitter", "longPollWait", "readyTimeout", "logLevel", "apps", "$comment",
     ]
 
     /// Reads a configuration document; every problem names its key. Names of users and groups
     /// are read, not looked up: see ``resolvingAccounts(in:)``.
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: Self.keys, unknownMember: Self.unknownKey(Self.keys))
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: Self.keys, unknownMember: Self.unknownKey(Self.keys))
         server = try reader.string("server", maximumLength: 2048)
         allowInsecureHTTP = try reader.bool("allowInsecureHTTP", default: Defaults.allowInsecureHTTP)
         guard ServerURL.hasHTTPScheme(server) else {
-            throw WireError(at: reader.location.appending("server"), "must be an https:// URL such as https://fleet.example.com")
+            throw DocumentError(at: reader.location.appending("server"), "must be an https:// URL such as https://fleet.example.com")
         }
         if !server.hasPrefix("https://") {
             guard allowInsecureHTTP else {
-                throw WireError(
+                throw DocumentError(
                     at: reader.location.appending("server"), "must be https://; plain http:// needs allowInsecureHTTP (loopback only)")
             }
             guard ServerURL.isLoopbackHTTP(server) else {
-                throw WireError(
+                throw DocumentError(
                     at: reader.location.appending("allowInsecureHTTP"),
                     "plain http:// is allowed only to a loopback server (127.0.0.1, ::1, localhost), not \(server)")
             }
@@ -160,20 +161,20 @@ public struct AgentConfiguration: Sendable, Equatable {
         clientCertificate = try reader.path("clientCertificate")
         clientKey = try reader.path("clientKey")
         if (clientCertificate == nil) != (clientKey == nil) {
-            throw WireError(
+            throw DocumentError(
                 at: reader.location.appending(clientCertificate == nil ? "clientCertificate" : "clientKey"),
                 "clientCertificate and clientKey go together")
         }
         enrollmentTokenFile = try reader.path("enrollmentTokenFile") ?? Defaults.enrollmentTokenFile
         stateDirectory = try reader.path("stateDirectory") ?? Defaults.stateDirectory
-        spoolDirectory = try reader.path("spoolDirectory") ?? Defaults.spoolDirectory
+        inboxDirectory = try reader.path("inboxDirectory") ?? Defaults.inboxDirectory
         pollInterval = try reader.seconds("pollInterval", in: 0.1...86_400, default: Defaults.pollInterval)
         jitter = try reader.seconds("jitter", in: 0...3600, default: Defaults.jitter)
         longPollWait = Int(try reader.integer("longPollWait", in: 0...300, default: Int64(Defaults.longPollWait)))
         readyTimeout = try reader.seconds("readyTimeout", in: 0...3600, default: Defaults.readyTimeout)
         logLevel = try reader.optionalString("logLevel", maximumLength: 16) ?? Defaults.logLevel
         guard Self.logLevels.contains(logLevel) else {
-            throw WireError(
+            throw DocumentError(
                 at: reader.location.appending("logLevel"),
                 "must be one of \(Self.logLevels.map { "\"\($0)\"" }.joined(separator: ", ")) (got \"\(logLevel)\")")
         }
@@ -184,7 +185,7 @@ public struct AgentConfiguration: Sendable, Equatable {
         for (index, element) in list.enumerated() {
             let app = try AppConfiguration(json: element, at: reader.location.appending("apps").appending(index: index))
             if apps.contains(where: { $0.id == app.id }) {
-                throw WireError(
+                throw DocumentError(
                     at: reader.location.appending("apps").appending(index: index).appending("id"), "\"\(app.id)\" is listed twice")
             }
             apps.append(app)
@@ -249,10 +250,10 @@ public struct AppConfiguration: Sendable, Equatable {
     }
 
     /// Looks up `readers` and the writers' names; `location` is this entry's pointer, for errors.
-    mutating func resolveAccounts(in directory: AccountDirectory, at location: JSONPointer) throws(WireError) {
+    mutating func resolveAccounts(in directory: AccountDirectory, at location: JSONPointer) throws(DocumentError) {
         if let readers {
             guard let id = directory.groupID(readers) else {
-                throw WireError(at: location.appending("readers"), "there is no group named \"\(readers)\" on this system")
+                throw DocumentError(at: location.appending("readers"), "there is no group named \"\(readers)\" on this system")
             }
             readersGroup = id
         }
@@ -265,11 +266,11 @@ public struct AppConfiguration: Sendable, Equatable {
     /// Each name's id; the first name with no account is an error at its index under `location`.
     private static func lookUp<ID>(
         _ names: [String], _ kind: String, at location: JSONPointer, _ lookup: (String) -> ID?
-    ) throws(WireError) -> [String: ID] {
+    ) throws(DocumentError) -> [String: ID] {
         var ids: [String: ID] = [:]
         for (index, name) in names.enumerated() {
             guard let id = lookup(name) else {
-                throw WireError(at: location.appending(index: index), "there is no \(kind) named \"\(name)\" on this system")
+                throw DocumentError(at: location.appending(index: index), "there is no \(kind) named \"\(name)\" on this system")
             }
             ids[name] = id
         }
@@ -279,33 +280,36 @@ public struct AppConfiguration: Sendable, Equatable {
     static let keys: Set<String> = ["id", "onChange", "hookTimeout", "readers", "writers", "expectAck", "ackTimeout", "$comment"]
 
     /// Reads an element of `apps`.
-    public init(json: JSONValue, at location: JSONPointer) throws(WireError) {
-        let reader = try MemberReader(json, at: location, allowed: Self.keys, unknownMember: AgentConfiguration.unknownKey(Self.keys))
+    public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
+        let reader = try ObjectReader(json, at: location, allowed: Self.keys, unknownMember: AgentConfiguration.unknownKey(Self.keys))
         id = try reader.string("id", maximumLength: 64)
         guard Metadata.isValidAppID(id) else {
-            throw WireError(at: location.appending("id"), "\"\(id)\" is not an app id: use 1 to 64 of a-z, 0-9, '.', '_', '-'")
+            throw DocumentError(at: location.appending("id"), "\"\(id)\" is not an app id: use 1 to 64 of a-z, 0-9, '.', '_', '-'")
         }
         var command: [String] = []
         if let value = reader.object["onChange"] {
             guard case .array(let parts) = value, (1...64).contains(parts.count) else {
-                throw WireError(at: location.appending("onChange"), "must be an array: the program's absolute path, then its arguments")
+                throw DocumentError(at: location.appending("onChange"), "must be an array: the program's absolute path, then its arguments")
             }
             for (index, part) in parts.enumerated() {
                 guard case .string(let text) = part, !text.utf8.contains(0), text.utf8.count <= 4096 else {
-                    throw WireError(at: location.appending("onChange").appending(index: index), "must be a string")
+                    throw DocumentError(at: location.appending("onChange").appending(index: index), "must be a string")
                 }
                 command.append(text)
             }
             guard command[0].hasPrefix("/") else {
-                throw WireError(at: location.appending("onChange").appending(index: 0), "must be an absolute path such as /usr/bin/logger")
+                throw DocumentError(
+                    at: location.appending("onChange").appending(index: 0), "must be an absolute path such as /usr/bin/logger")
             }
         }
         onChange = command
         hookTimeout = try reader.seconds("hookTimeout", in: 0.1...3600, default: Defaults.hookTimeout)
         readers = try reader.optionalString("readers", maximumLength: 32)
-        if readers?.isEmpty == true { throw WireError(at: location.appending("readers"), "must name a group") }
+        if readers?.isEmpty == true { throw DocumentError(at: location.appending("readers"), "must name a group") }
         writerNames =
-            try reader.object["writers"].map { value throws(WireError) in try WriterNames(json: value, at: location.appending("writers")) }
+            try reader.object["writers"].map { value throws(DocumentError) in
+                try WriterNames(json: value, at: location.appending("writers"))
+            }
             ?? WriterNames()
         expectAck = try reader.bool("expectAck", default: Defaults.expectAck)
         ackTimeout = try reader.seconds("ackTimeout", in: 1...86_400, default: Defaults.ackTimeout)
@@ -324,40 +328,11 @@ public struct WriterNames: Sendable, Equatable {
     }
 
     /// Reads `{"users": [...], "groups": [...]}` (names only; nothing is looked up).
-    public init(json: JSONValue, at location: JSONPointer) throws(WireError) {
-        let reader = try MemberReader(
+    public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
+        let reader = try ObjectReader(
             json, at: location, allowed: ["users", "groups"], unknownMember: "is not a key here: use users, groups")
         users = try reader.names("users", maximumCount: 64, maximumLength: 32) ?? []
         groups = try reader.names("groups", maximumCount: 64, maximumLength: 32) ?? []
-    }
-}
-
-/// Who may leave requests in an app's inbox, looked up: the owner of a request file must be
-/// root, the agent's own user, one of `users`, or the file's group one of `groups` (a user can
-/// give a file only a group they belong to).
-public struct Writers: Sendable, Equatable {
-    /// The allowed users, by name and id.
-    public var users: [String: uid_t]
-    /// The allowed groups, by name and id.
-    public var groups: [String: gid_t]
-
-    /// Creates a policy (root and the agent's user are always allowed).
-    public init(users: [String: uid_t] = [:], groups: [String: gid_t] = [:]) {
-        self.users = users
-        self.groups = groups
-    }
-
-    /// Whether a file owned by `owner` and `group` may be a request, for an agent running as `agentUser`.
-    public func allow(owner: uid_t, group: gid_t, agentUser: uid_t) -> Bool {
-        owner == 0 || owner == agentUser || users.values.contains(owner) || groups.values.contains(group)
-    }
-
-    /// Who is allowed, for messages: `root, the agent's user, users kiosk, groups operators`.
-    public var summary: String {
-        var parts = ["root", "the agent's user"]
-        if !users.isEmpty { parts.append("users " + users.keys.sorted().joined(separator: ", ")) }
-        if !groups.isEmpty { parts.append("groups " + groups.keys.sorted().joined(separator: ", ")) }
-        return parts.joined(separator: ", ")
     }
 }
 
@@ -372,20 +347,20 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     public var description: String { "\(file): \(message)" }
 }
 
-extension MemberReader {
+extension ObjectReader {
     /// A Boolean, or `defaultValue` when absent.
-    func bool(_ key: String, default defaultValue: Bool) throws(WireError) -> Bool {
+    func bool(_ key: String, default defaultValue: Bool) throws(DocumentError) -> Bool {
         guard let value = object[key] else { return defaultValue }
-        guard case .bool(let flag) = value else { throw WireError(at: location.appending(key), "must be true or false") }
+        guard case .bool(let flag) = value else { throw DocumentError(at: location.appending(key), "must be true or false") }
         return flag
     }
 
     /// A number of seconds in `range` (fractions allowed), or `defaultValue` when absent.
-    func seconds(_ key: String, in range: ClosedRange<Double>, default defaultValue: Duration) throws(WireError) -> Duration {
+    func seconds(_ key: String, in range: ClosedRange<Double>, default defaultValue: Duration) throws(DocumentError) -> Duration {
         guard let value = object[key] else { return defaultValue }
         guard case .number(let number) = value, range.contains(number.doubleValue) else {
             let shown = { (bound: Double) in bound == bound.rounded() ? String(Int64(bound)) : String(bound) }
-            throw WireError(
+            throw DocumentError(
                 at: location.appending(key),
                 "must be a number of seconds from \(shown(range.lowerBound)) to \(shown(range.upperBound)) (got \(value.serialized()))")
         }
@@ -393,9 +368,9 @@ extension MemberReader {
     }
 
     /// A non-empty file path, or `nil` when absent.
-    func path(_ key: String) throws(WireError) -> String? {
+    func path(_ key: String) throws(DocumentError) -> String? {
         guard let text = try optionalString(key, maximumLength: 4096) else { return nil }
-        guard !text.isEmpty, !text.utf8.contains(0) else { throw WireError(at: location.appending(key), "must be a file path") }
+        guard !text.isEmpty, !text.utf8.contains(0) else { throw DocumentError(at: location.appending(key), "must be a file path") }
         return text
     }
 }

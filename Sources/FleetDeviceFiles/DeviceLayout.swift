@@ -8,15 +8,15 @@
 /// <stateDirectory>/apps/<app>/metadata.json          the metadata the settings were validated with (+ .previous)
 /// <stateDirectory>/apps/<app>/status.json            revision, state, last sync, last error (0640, readers)
 /// <stateDirectory>/apps/<app>/reports.json           status reports not yet delivered to the server
-/// <spoolDirectory>/<app>/                            the local inbox
+/// <inboxDirectory>/<app>/                            the local inbox
 /// ```
 public struct DeviceLayout: Sendable, Equatable {
     public var stateDirectory: String
-    public var spoolDirectory: String
+    public var inboxDirectory: String
 
-    public init(stateDirectory: String, spoolDirectory: String) {
+    public init(stateDirectory: String, inboxDirectory: String) {
         self.stateDirectory = stateDirectory
-        self.spoolDirectory = spoolDirectory
+        self.inboxDirectory = inboxDirectory
     }
 
     /// `identity.json`: the device id and token.
@@ -50,5 +50,5 @@ public struct DeviceLayout: Sendable, Equatable {
     public func changesFile(_ app: String) -> String { appDirectory(app) + "/changes.json" }
 
     /// The app's inbox folder.
-    public func spoolDirectory(_ app: String) -> String { spoolDirectory + "/" + app }
+    public func inboxDirectory(_ app: String) -> String { inboxDirectory + "/" + app }
 }

@@ -1,5 +1,6 @@
 import ECMARegex
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetJSON
 import FleetMetadata
 import FleetProtocol
@@ -77,8 +78,8 @@ public enum FuzzTargets {
 
     /// The inbox's request parser, as the agent reads a request file.
     public static func inboxRequest(_ bytes: [UInt8]) {
-        guard bytes.count <= SpoolRequest.maximumFileSize, let value = try? JSONParser.parse(bytes) else { return }
-        _ = try? SpoolRequest(json: value)
+        guard bytes.count <= InboxRequest.maximumFileSize, let value = try? JSONParser.parse(bytes) else { return }
+        _ = try? InboxRequest(json: value)
     }
 
     /// The agent's configuration reader.

@@ -21,11 +21,12 @@ public struct EnrollmentTokenRequest: Sendable, Hashable {
         self.uses = uses
     }
 
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["apps", "groups", "expiresInSeconds", "uses"])
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["apps", "groups", "expiresInSeconds", "uses"])
         apps = try reader.names("apps", maximumCount: 256, maximumLength: 64) ?? []
         guard !apps.isEmpty else {
-            throw WireError(at: JSONPointer.root.appending("apps"), "must name at least one app: a device reads only the apps it is given")
+            throw DocumentError(
+                at: JSONPointer.root.appending("apps"), "must name at least one app: a device reads only the apps it is given")
         }
         groups = try reader.names("groups", maximumCount: 32) ?? []
         expiresInSeconds = try reader.integer("expiresInSeconds", in: Self.lifetimes, default: 86_400)
@@ -60,8 +61,8 @@ public struct EnrollmentTokenResponse: Sendable, Hashable {
         self.groups = groups
     }
 
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["id", "enrollmentToken", "expiresAt", "uses", "apps", "groups"])
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["id", "enrollmentToken", "expiresAt", "uses", "apps", "groups"])
         id = try reader.string("id", maximumLength: 128)
         enrollmentToken = try reader.string("enrollmentToken", maximumLength: 512)
         expiresAt = try reader.timestamp("expiresAt")
@@ -91,8 +92,8 @@ public struct MetadataPutResult: Sendable, Hashable {
         self.previousVersion = previousVersion
     }
 
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["app", "version", "previousVersion"])
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["app", "version", "previousVersion"])
         app = try reader.string("app", maximumLength: 64)
         version = try reader.count("version")
         previousVersion = try reader.nullableCount("previousVersion")
@@ -120,8 +121,8 @@ public struct ScopedValues: Sendable, Hashable {
         self.values = values
     }
 
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["app", "scope", "values"])
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["app", "scope", "values"])
         app = try reader.string("app", maximumLength: 64)
         scope = try reader.string("scope", maximumLength: 256)
         values = try reader.values("values")
@@ -141,12 +142,12 @@ public struct DeviceStatus: Sendable, Hashable {
         self.receivedAt = receivedAt
     }
 
-    public init(json: JSONValue, at location: JSONPointer) throws(WireError) {
-        guard case .object(var object) = json else { throw WireError(at: location, "must be an object") }
+    public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
+        guard case .object(var object) = json else { throw DocumentError(at: location, "must be an object") }
         let received = object["receivedAt"]
         object["receivedAt"] = nil
         guard case .string(let text)? = received, let seconds = Timestamp.parse(text) else {
-            throw WireError(at: location.appending("receivedAt"), "must be an RFC 3339 UTC timestamp")
+            throw DocumentError(at: location.appending("receivedAt"), "must be an RFC 3339 UTC timestamp")
         }
         report = try StatusReport(json: .object(object), at: location)
         receivedAt = seconds
@@ -179,8 +180,8 @@ public struct DeviceSummary: Sendable, Hashable {
         self.status = status
     }
 
-    public init(json: JSONValue, at location: JSONPointer = .root) throws(WireError) {
-        let reader = try MemberReader(
+    public init(json: JSONValue, at location: JSONPointer = .root) throws(DocumentError) {
+        let reader = try ObjectReader(
             json, at: location, allowed: ["id", "groups", "enrolledAt", "lastSeenAt", "servedRevision", "status"])
         id = try reader.string("id", maximumLength: 128)
         groups = try reader.names("groups", maximumCount: 1024) ?? []
@@ -213,10 +214,10 @@ public struct DeviceList: Sendable, Hashable {
         self.devices = devices
     }
 
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["app", "devices"])
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["app", "devices"])
         app = try reader.string("app", maximumLength: 64)
-        devices = try reader.array("devices") { element, location throws(WireError) in try DeviceSummary(json: element, at: location) }
+        devices = try reader.array("devices") { element, location throws(DocumentError) in try DeviceSummary(json: element, at: location) }
     }
 
     public var json: JSONValue { ["app": .string(app), "devices": .array(devices.map(\.json))] }
@@ -241,8 +242,8 @@ public struct Explanation: Sendable, Hashable {
         self.sources = sources
     }
 
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["app", "device", "schemaVersion", "servedRevision", "values", "sources"])
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["app", "device", "schemaVersion", "servedRevision", "values", "sources"])
         app = try reader.string("app", maximumLength: 64)
         device = try reader.string("device", maximumLength: 128)
         schemaVersion = try reader.count("schemaVersion")
@@ -251,7 +252,7 @@ public struct Explanation: Sendable, Hashable {
         var sources: [String: String] = [:]
         for (key, value) in try reader.values("sources") {
             guard case .string(let scope) = value else {
-                throw WireError(at: JSONPointer.root.appending("sources").appending(key), "must be a string")
+                throw DocumentError(at: JSONPointer.root.appending("sources").appending(key), "must be a string")
             }
             sources[key] = scope
         }

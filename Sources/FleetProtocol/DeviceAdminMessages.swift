@@ -27,8 +27,8 @@ public struct DeviceRecord: Sendable, Hashable {
         self.tokenRotationRequested = tokenRotationRequested
     }
 
-    public init(json: JSONValue, at location: JSONPointer = .root) throws(WireError) {
-        let reader = try MemberReader(
+    public init(json: JSONValue, at location: JSONPointer = .root) throws(DocumentError) {
+        let reader = try ObjectReader(
             json, at: location, allowed: ["id", "apps", "groups", "disabled", "enrolledAt", "lastSeenAt", "tokenRotationRequested"])
         id = try reader.string("id", maximumLength: 128)
         apps = try reader.names("apps", maximumCount: 256, maximumLength: 64) ?? []
@@ -57,9 +57,9 @@ public struct DeviceRecordList: Sendable, Hashable {
         self.devices = devices
     }
 
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["devices"])
-        devices = try reader.array("devices") { element, location throws(WireError) in try DeviceRecord(json: element, at: location) }
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["devices"])
+        devices = try reader.array("devices") { element, location throws(DocumentError) in try DeviceRecord(json: element, at: location) }
     }
 
     public var json: JSONValue { ["devices": .array(devices.map(\.json))] }
@@ -83,14 +83,14 @@ public struct DeviceUpdate: Sendable, Hashable {
         self.rotateToken = rotateToken
     }
 
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["apps", "groups", "disabled", "rotateToken"])
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["apps", "groups", "disabled", "rotateToken"])
         apps = try reader.names("apps", maximumCount: 256, maximumLength: 64)
         groups = try reader.names("groups", maximumCount: 32)
         disabled = try reader.optionalBool("disabled")
         rotateToken = try reader.optionalBool("rotateToken")
         if rotateToken == false {
-            throw WireError(
+            throw DocumentError(
                 at: JSONPointer.root.appending("rotateToken"), "can only be true (a requested rotation ends when the agent rotates)")
         }
     }
@@ -122,8 +122,8 @@ public struct EnrollmentTokenInfo: Sendable, Hashable {
         self.expiresAt = expiresAt
     }
 
-    public init(json: JSONValue, at location: JSONPointer = .root) throws(WireError) {
-        let reader = try MemberReader(json, at: location, allowed: ["id", "apps", "groups", "usesLeft", "expiresAt"])
+    public init(json: JSONValue, at location: JSONPointer = .root) throws(DocumentError) {
+        let reader = try ObjectReader(json, at: location, allowed: ["id", "apps", "groups", "usesLeft", "expiresAt"])
         id = try reader.string("id", maximumLength: 128)
         apps = try reader.names("apps", maximumCount: 256, maximumLength: 64) ?? []
         groups = try reader.names("groups", maximumCount: 32) ?? []
@@ -147,9 +147,11 @@ public struct EnrollmentTokenList: Sendable, Hashable {
         self.tokens = tokens
     }
 
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["tokens"])
-        tokens = try reader.array("tokens") { element, location throws(WireError) in try EnrollmentTokenInfo(json: element, at: location) }
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["tokens"])
+        tokens = try reader.array("tokens") { element, location throws(DocumentError) in
+            try EnrollmentTokenInfo(json: element, at: location)
+        }
     }
 
     public var json: JSONValue { ["tokens": .array(tokens.map(\.json))] }

@@ -24,8 +24,8 @@ public struct SettingsDocument: Sendable, Hashable {
     }
 
     /// Reads the wire form; unknown members are refused.
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["app", "schemaVersion", "revision", "values"])
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["app", "schemaVersion", "revision", "values"])
         app = try reader.string("app", maximumLength: 64)
         schemaVersion = try reader.count("schemaVersion")
         revision = try reader.count("revision")
@@ -82,8 +82,8 @@ public struct StatusReport: Sendable, Hashable {
 
     /// Reads the wire form; unknown members are refused, `message` is optional. Errors point
     /// below `location` (for a report inside another message).
-    public init(json: JSONValue, at location: JSONPointer = .root) throws(WireError) {
-        let reader = try MemberReader(json, at: location, allowed: ["revision", "schemaVersion", "state", "message", "source"])
+    public init(json: JSONValue, at location: JSONPointer = .root) throws(DocumentError) {
+        let reader = try ObjectReader(json, at: location, allowed: ["revision", "schemaVersion", "state", "message", "source"])
         revision = try reader.count("revision")
         schemaVersion = try reader.count("schemaVersion")
         state = try reader.oneOf("state", State.self)
@@ -118,12 +118,12 @@ public struct EnrollRequest: Sendable, Hashable {
         self.requestId = requestId
     }
 
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["enrollmentToken", "requestId"])
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["enrollmentToken", "requestId"])
         enrollmentToken = try reader.string("enrollmentToken", maximumLength: 512)
         requestId = try reader.string("requestId", maximumLength: 64)
         guard Self.isValidRequestID(requestId) else {
-            throw WireError(at: JSONPointer.root.appending("requestId"), "must be 16 to 64 characters of A-Z a-z 0-9 - _")
+            throw DocumentError(at: JSONPointer.root.appending("requestId"), "must be 16 to 64 characters of A-Z a-z 0-9 - _")
         }
     }
 
@@ -151,8 +151,8 @@ public struct EnrollResponse: Sendable, Hashable {
         self.groups = groups
     }
 
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["deviceId", "deviceToken", "apps", "groups"])
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["deviceId", "deviceToken", "apps", "groups"])
         deviceId = try reader.string("deviceId", maximumLength: 128)
         deviceToken = try reader.string("deviceToken", maximumLength: 512)
         apps = try reader.names("apps", maximumCount: 256, maximumLength: 64) ?? []
@@ -176,8 +176,8 @@ public struct TokenRotation: Sendable, Hashable {
         self.deviceToken = deviceToken
     }
 
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["deviceToken"])
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["deviceToken"])
         deviceToken = try reader.string("deviceToken", maximumLength: 512)
     }
 
@@ -209,15 +209,17 @@ public struct ErrorBody: Sendable, Hashable {
         self.details = details
     }
 
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["error", "message", "details"])
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["error", "message", "details"])
         error = try reader.string("error", maximumLength: 64)
         message = try reader.string("message")
         var details: [Detail] = []
         if let list = reader.object["details"] {
-            guard case .array(let elements) = list else { throw WireError(at: JSONPointer.root.appending("details"), "must be an array") }
+            guard case .array(let elements) = list else {
+                throw DocumentError(at: JSONPointer.root.appending("details"), "must be an array")
+            }
             for (index, element) in elements.enumerated() {
-                let itemReader = try MemberReader(
+                let itemReader = try ObjectReader(
                     element, at: JSONPointer.root.appending("details").appending(index: index), allowed: ["pointer", "message"])
                 details.append(Detail(pointer: try itemReader.string("pointer"), message: try itemReader.string("message")))
             }

@@ -373,7 +373,7 @@ public final class SettingsService: Sendable {
     /// One line per report, at `info` for `applied` and `warning` otherwise, with `event=status`
     /// and the app, device, revision, schema version, state, source and message.
     public func recordStatus(app: String, device: Device, _ body: JSONValue) async throws {
-        let report = try Self.read(body) { json throws(WireError) in try StatusReport(json: json) }
+        let report = try Self.read(body) { json throws(DocumentError) in try StatusReport(json: json) }
         _ = try await storedMetadata(app: app)
         try await store.recordStatus(report, app: app, deviceID: device.id, at: wallClock.secondsSinceEpoch())
         let metadata: Logger.Metadata = [
@@ -387,7 +387,7 @@ public final class SettingsService: Sendable {
     // MARK: - Helpers
 
     /// Reads a wire message, turning its error into a 400 that names the member.
-    static func read<Message>(_ body: JSONValue, as make: (JSONValue) throws(WireError) -> Message) throws(ServiceError) -> Message {
+    static func read<Message>(_ body: JSONValue, as make: (JSONValue) throws(DocumentError) -> Message) throws(ServiceError) -> Message {
         do {
             return try make(body)
         } catch {

@@ -1,5 +1,6 @@
 import FileWatch
 import FleetDeviceFiles
+import FleetDeviceState
 
 /// A change left in the inbox, whose outcome can be looked up or awaited.
 public struct ChangeRequest: Sendable, Hashable {

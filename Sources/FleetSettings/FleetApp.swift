@@ -1,11 +1,12 @@
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetIO
 import FleetJSON
 import FleetMetadata
 import FleetProtocol
 
 /// An app's fleet settings on this device: the files `fleetsetd` keeps in
-/// `<stateDirectory>/apps/<app>/` and the app's inbox `<spoolDirectory>/<app>/`.
+/// `<stateDirectory>/apps/<app>/` and the app's inbox `<inboxDirectory>/<app>/`.
 ///
 /// Reading needs read access to `settings.json` (the app's `readers` group); changing settings,
 /// acknowledging and asking for a sync need the app's `writers` (see the agent's configuration).
@@ -21,17 +22,17 @@ public struct FleetApp: Sendable, Hashable {
     public let id: String
     /// Where the agent keeps settings (`stateDirectory` in `fleetsetd.json`).
     public let stateDirectory: String
-    /// The inbox root (`spoolDirectory` in `fleetsetd.json`).
-    public let spoolDirectory: String
+    /// The inbox root (`inboxDirectory` in `fleetsetd.json`).
+    public let inboxDirectory: String
 
     /// The app `id`, in the agent's default folders unless told otherwise.
-    public init(_ id: String, stateDirectory: String = "/var/lib/fleetset", spoolDirectory: String = "/var/spool/fleetset") {
+    public init(_ id: String, stateDirectory: String = "/var/lib/fleetset", inboxDirectory: String = "/var/spool/fleetset") {
         self.id = id
         self.stateDirectory = stateDirectory
-        self.spoolDirectory = spoolDirectory
+        self.inboxDirectory = inboxDirectory
     }
 
-    var layout: DeviceLayout { DeviceLayout(stateDirectory: stateDirectory, spoolDirectory: spoolDirectory) }
+    var layout: DeviceLayout { DeviceLayout(stateDirectory: stateDirectory, inboxDirectory: inboxDirectory) }
 
     // MARK: - Reading
 
@@ -118,13 +119,13 @@ public struct FleetApp: Sendable, Hashable {
     {
         let problems = metadata.problems(ofChange: values, to: current)
         guard problems.isEmpty else { throw FleetSettingsError.refused(app: id, problems: problems.map(\.description)) }
-        let request = SpoolRequest.set(values)
+        let request = InboxRequest.set(values)
         let size = request.json.serialized().utf8.count
-        guard size <= SpoolRequest.maximumFileSize, values.count <= SpoolRequest.maximumKeys else {
+        guard size <= InboxRequest.maximumFileSize, values.count <= InboxRequest.maximumKeys else {
             throw FleetSettingsError.refused(
                 app: id,
                 problems: [
-                    "the change is \(size) bytes in \(values.count) settings; a request may have \(SpoolRequest.maximumFileSize) bytes and \(SpoolRequest.maximumKeys) settings"
+                    "the change is \(size) bytes in \(values.count) settings; a request may have \(InboxRequest.maximumFileSize) bytes and \(InboxRequest.maximumKeys) settings"
                 ])
         }
         return ChangeRequest(app: self, id: try leave(request))
@@ -151,9 +152,9 @@ public struct FleetApp: Sendable, Hashable {
     }
 
     @discardableResult
-    private func leave(_ request: SpoolRequest) throws(FleetSettingsError) -> String {
+    private func leave(_ request: InboxRequest) throws(FleetSettingsError) -> String {
         do {
-            return try request.submit(to: layout.spoolDirectory(id))
+            return try request.submit(to: layout.inboxDirectory(id))
         } catch {
             throw FleetSettingsError.inbox(app: id, reason: "\(error)")
         }
@@ -175,7 +176,7 @@ public struct FleetApp: Sendable, Hashable {
             case .queued: return reported(.pending)
             case .unknown:
                 // Still in the inbox, or taken and no longer remembered (or refused by the inbox).
-                let waiting = (try? FileSystem.status(of: "\(layout.spoolDirectory(self.id))/\(current).json")) != nil
+                let waiting = (try? FileSystem.status(of: "\(layout.inboxDirectory(self.id))/\(current).json")) != nil
                 return reported(waiting ? .pending : .unknown)
             case .ended(let outcome):
                 switch outcome.state {

@@ -1,5 +1,6 @@
 import FileWatch
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetIO
 import FleetJSON
 import FleetMetadata

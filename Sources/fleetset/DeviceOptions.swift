@@ -1,5 +1,6 @@
 import ArgumentParser
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetMetadata
 import FleetSettings
 
@@ -66,6 +67,6 @@ struct DeviceOptions: ParsableArguments {
 
     /// The app's files and inbox, for the FleetSettings library.
     func fleetApp(_ app: AppConfiguration, _ configuration: AgentConfiguration) -> FleetApp {
-        FleetApp(app.id, stateDirectory: configuration.stateDirectory, spoolDirectory: configuration.spoolDirectory)
+        FleetApp(app.id, stateDirectory: configuration.stateDirectory, inboxDirectory: configuration.inboxDirectory)
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Curl
 import FleetClient
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetJSON
 import FleetProtocol
 

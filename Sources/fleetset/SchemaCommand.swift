@@ -1,6 +1,7 @@
 import ArgumentParser
 import FleetJSON
 import FleetSchema
+import FleetSchemaFiles
 
 /// `fleetset schema …`: working with JSON Schemas.
 struct SchemaCommand: ParsableCommand {

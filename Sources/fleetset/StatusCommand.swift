@@ -1,5 +1,6 @@
 import ArgumentParser
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetJSON
 import FleetProtocol
 

@@ -1,5 +1,6 @@
 import FleetAgent
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetLogging
 import Logging
 import ServiceLifecycle

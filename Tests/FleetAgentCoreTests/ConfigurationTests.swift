@@ -1,4 +1,5 @@
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetJSON
 import FleetProtocol
 import Foundation
@@ -16,7 +17,7 @@ struct ConfigurationTests {
         let configuration = try Self.parse(#"{"server": "https://fleet.example.com/", "apps": [{"id": "kiosk"}]}"#)
         #expect(configuration == AgentConfiguration(server: "https://fleet.example.com/", apps: [AppConfiguration(id: "kiosk")]))
         #expect(configuration.pollInterval == .seconds(60) && configuration.jitter == .seconds(5) && configuration.longPollWait == 55)
-        #expect(configuration.stateDirectory == "/var/lib/fleetset" && configuration.spoolDirectory == "/var/spool/fleetset")
+        #expect(configuration.stateDirectory == "/var/lib/fleetset" && configuration.inboxDirectory == "/var/spool/fleetset")
         #expect(configuration.enrollmentTokenFile == "/etc/fleetset/enrollment-token" && !configuration.allowInsecureHTTP)
         #expect(configuration.apps[0].hookTimeout == .seconds(30) && configuration.apps[0].onChange.isEmpty)
     }
@@ -27,7 +28,7 @@ struct ConfigurationTests {
             #"""
             {"server": "http://127.0.0.1:8443", "allowInsecureHTTP": true, "caFile": "/etc/ca.pem",
              "clientCertificate": "/etc/c.pem", "clientKey": "/etc/k.pem", "enrollmentTokenFile": "/t", "stateDirectory": "/s",
-             "spoolDirectory": "/q", "pollInterval": 0.5, "jitter": 0, "longPollWait": 0, "readyTimeout": 1.25, "logLevel": "debug",
+             "inboxDirectory": "/q", "pollInterval": 0.5, "jitter": 0, "longPollWait": 0, "readyTimeout": 1.25, "logLevel": "debug",
              "apps": [{"id": "a", "onChange": ["/bin/true", "x"], "hookTimeout": 2.5, "readers": "root", "$comment": "c"}]}
             """#)
         #expect(configuration.pollInterval == .milliseconds(500) && configuration.readyTimeout == .milliseconds(1250))
@@ -38,7 +39,7 @@ struct ConfigurationTests {
         #expect(configuration.apps == expected.apps)
         #expect(configuration.apps.first?.readersGroup == 0)
         #expect(configuration.layout.settingsFile("a").path == "/s/apps/a/settings.json")
-        #expect(configuration.layout.spoolDirectory("a") == "/q/a")
+        #expect(configuration.layout.inboxDirectory("a") == "/q/a")
     }
 
     @Test(
@@ -83,7 +84,7 @@ struct ConfigurationTests {
         do {
             _ = try Self.parse(text)
             Issue.record("accepted: \(text)")
-        } catch let error as WireError {
+        } catch let error as DocumentError {
             #expect(error.description.contains(expected), "\(error)")
         }
     }
@@ -97,7 +98,7 @@ struct ConfigurationTests {
         #expect(configuration.apps[0].expectAck && configuration.apps[0].writers.groups.keys.sorted() == ["staff"])
         let readme = try String(contentsOf: repository.appendingPathComponent("Config/README.md"), encoding: .utf8)
         for key in [
-            "server", "caFile", "clientCertificate", "clientKey", "enrollmentTokenFile", "stateDirectory", "spoolDirectory",
+            "server", "caFile", "clientCertificate", "clientKey", "enrollmentTokenFile", "stateDirectory", "inboxDirectory",
             "allowInsecureHTTP", "pollInterval", "jitter", "longPollWait", "readyTimeout", "logLevel", "apps", "onChange", "hookTimeout",
             "readers", "writers", "expectAck", "ackTimeout",
         ] {

@@ -1,4 +1,5 @@
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetIO
 import FleetJSON
 import FleetProtocol
@@ -127,16 +128,16 @@ struct DeviceFilesTests {
     }
 
     @Test("a sync request lands in the inbox under a complete name only")
-    func spool() throws {
+    func inboxRequests() throws {
         let directory = try folder()
-        let id = try SpoolRequest.sync.submit(to: directory)
+        let id = try InboxRequest.sync.submit(to: directory)
         let name = id + ".json"
         let path = directory + "/" + name
-        #expect(SpoolRequest.id(ofFileNamed: name) == id)
+        #expect(InboxRequest.id(ofFileNamed: name) == id)
         #expect(
-            SpoolRequest.isRequestName(name) && !SpoolRequest.isRequestName(".\(name)") && !SpoolRequest.isRequestName(name + ".tmp-1-2"))
-        #expect(try SpoolRequest(json: try JSONParser.parse(try FileSystem.readFile(path))) == .sync)
-        #expect(throws: WireError.self) { try SpoolRequest(json: ["request": "reboot"]) }
+            InboxRequest.isRequestName(name) && !InboxRequest.isRequestName(".\(name)") && !InboxRequest.isRequestName(name + ".tmp-1-2"))
+        #expect(try InboxRequest(json: try JSONParser.parse(try FileSystem.readFile(path))) == .sync)
+        #expect(throws: DocumentError.self) { try InboxRequest(json: ["request": "reboot"]) }
     }
 }
 

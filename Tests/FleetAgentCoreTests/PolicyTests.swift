@@ -1,5 +1,6 @@
 import FleetAgentCore
 import FleetDeviceFiles
+import FleetDeviceState
 import Testing
 
 /// A repeatable random source for the policies' jitter.

@@ -1,5 +1,6 @@
 import FleetAgentCore
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetJSON
 import FleetMetadata
 import FleetProtocol

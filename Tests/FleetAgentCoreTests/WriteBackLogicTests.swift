@@ -1,5 +1,6 @@
 import FleetAgentCore
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetJSON
 import FleetMetadata
 import FleetProtocol
@@ -71,7 +72,7 @@ struct ChangeJournalTests {
         #expect(journal.ended.count == ChangeJournal.endedCapacity && journal.ended.first?.id == "r5")
         let read = try ChangeJournal(json: try JSONParser.parse(Array(journal.json.serialized().utf8)))
         #expect(read == journal)
-        #expect(throws: WireError.self) { try ChangeJournal(json: ["queued": [["id": "x"]], "ended": []]) }
+        #expect(throws: DocumentError.self) { try ChangeJournal(json: ["queued": [["id": "x"]], "ended": []]) }
     }
 }
 
@@ -79,27 +80,27 @@ struct ChangeJournalTests {
 struct RequestFileTests {
     @Test("requests are read strictly, with the member that is wrong")
     func parsing() throws {
-        #expect(try SpoolRequest(json: ["request": "set", "values": ["volume": 3]]) == .set(["volume": 3]))
+        #expect(try InboxRequest(json: ["request": "set", "values": ["volume": 3]]) == .set(["volume": 3]))
         #expect(
-            try SpoolRequest(json: ["request": "ack", "revision": 4, "state": "error"]) == .ack(revision: 4, state: .error, message: ""))
-        #expect(try SpoolRequest(json: ["request": "sync"]) == .sync)
-        #expect(throws: WireError(at: JSONPointer.root.appending("values"), "must name 1 to 256 settings")) {
-            try SpoolRequest(json: ["request": "set", "values": [:]])
+            try InboxRequest(json: ["request": "ack", "revision": 4, "state": "error"]) == .ack(revision: 4, state: .error, message: ""))
+        #expect(try InboxRequest(json: ["request": "sync"]) == .sync)
+        #expect(throws: DocumentError(at: JSONPointer.root.appending("values"), "must name 1 to 256 settings")) {
+            try InboxRequest(json: ["request": "set", "values": [:]])
         }
-        #expect(throws: WireError(at: JSONPointer.root.appending("values"), "is not a member of a sync request")) {
-            try SpoolRequest(json: ["request": "sync", "values": ["a": 1]])
+        #expect(throws: DocumentError(at: JSONPointer.root.appending("values"), "is not a member of a sync request")) {
+            try InboxRequest(json: ["request": "sync", "values": ["a": 1]])
         }
-        #expect(throws: WireError.self) { try SpoolRequest(json: ["request": "ack", "revision": -1, "state": "applied"]) }
-        #expect(throws: WireError(at: JSONPointer.root.appending("values"), "setting keys have 1 to 1024 characters")) {
-            try SpoolRequest(json: ["request": "set", "values": ["": 1]])
+        #expect(throws: DocumentError.self) { try InboxRequest(json: ["request": "ack", "revision": -1, "state": "applied"]) }
+        #expect(throws: DocumentError(at: JSONPointer.root.appending("values"), "setting keys have 1 to 1024 characters")) {
+            try InboxRequest(json: ["request": "set", "values": ["": 1]])
         }
-        for request in [SpoolRequest.sync, .set(["a": 1]), .ack(revision: 3, state: .unsupported, message: "m")] {
-            #expect(try SpoolRequest(json: request.json) == request)
+        for request in [InboxRequest.sync, .set(["a": 1]), .ack(revision: 3, state: .unsupported, message: "m")] {
+            #expect(try InboxRequest(json: request.json) == request)
         }
         #expect(
-            SpoolRequest.isRequestName("1-2-3.json") && !SpoolRequest.isRequestName(".x.json")
-                && !SpoolRequest.isRequestName("a.json.tmp-1"))
-        #expect(SpoolRequest.id(ofFileNamed: "1-2-3.json") == "1-2-3")
+            InboxRequest.isRequestName("1-2-3.json") && !InboxRequest.isRequestName(".x.json")
+                && !InboxRequest.isRequestName("a.json.tmp-1"))
+        #expect(InboxRequest.id(ofFileNamed: "1-2-3.json") == "1-2-3")
     }
 
     @Test("links, oversized files and writers not allowed are refused with the reason; root and the agent's user always may write")
@@ -137,7 +138,7 @@ struct RequestFileTests {
         // Reading never looks names up; the separate step does, and names the key of a missing one.
         let unknown = try AgentConfiguration(json: configuration(["id": "kiosk", "writers": ["users": ["no-such-user"]]]))
         #expect(
-            throws: WireError(
+            throws: DocumentError(
                 at: JSONPointer.root.appending("apps").appending(index: 0).appending("writers").appending("users").appending(index: 0),
                 "there is no user named \"no-such-user\" on this system")
         ) {
@@ -150,10 +151,12 @@ struct RequestFileTests {
         ).resolvingAccounts(in: table)
         #expect(fromTable.apps.first?.readersGroup == 2001)
         #expect(fromTable.apps.first?.writers == Writers(users: ["kiosk": 1001], groups: ["operators": 2001]))
-        #expect(throws: WireError(at: JSONPointer.root.appending("writers").appending("people"), "is not a key here: use users, groups")) {
+        #expect(
+            throws: DocumentError(at: JSONPointer.root.appending("writers").appending("people"), "is not a key here: use users, groups")
+        ) {
             try AppConfiguration(json: ["id": "kiosk", "writers": ["people": []]], at: .root)
         }
-        #expect(throws: WireError.self) { try AppConfiguration(json: ["id": "kiosk", "ackTimeout": 0], at: .root) }
+        #expect(throws: DocumentError.self) { try AppConfiguration(json: ["id": "kiosk", "ackTimeout": 0], at: .root) }
     }
 }
 

@@ -1,4 +1,5 @@
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetJSON
 import FleetMetadata
 import FleetProtocol

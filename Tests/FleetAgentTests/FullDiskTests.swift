@@ -1,5 +1,6 @@
 import FleetClient
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetJSON
 import FleetProtocol
 import FleetTestSupport

@@ -1,5 +1,6 @@
 import FleetClient
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetIO
 import FleetJSON
 import FleetProtocol
@@ -45,7 +46,7 @@ struct HostileInputAgentTests {
         #expect(ContinuousClock.now - started < .seconds(10))
 
         // A request file that bypasses the CLI: the agent refuses it, with the reason.
-        let inbox = fleet.layout.spoolDirectory("kiosk")
+        let inbox = fleet.layout.inboxDirectory("kiosk")
         let request: JSONValue = ["request": "set", "values": ["greeting": .string(Self.attack)]]
         try FileSystemWrite.text(request.serialized(), to: inbox + "/.attack", mode: 0o644)
         #expect(rename(inbox + "/.attack", inbox + "/attack.json") == 0)
@@ -299,7 +300,7 @@ struct HostileInputAgentTests {
         let agent = try await fleet.launchAgent([["id": "kiosk"]])
         defer { agent.kill() }
         _ = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
-        let inbox = fleet.layout.spoolDirectory("kiosk")
+        let inbox = fleet.layout.inboxDirectory("kiosk")
         let original = fleet.directory + "/writers-own.json"
         try FileSystemWrite.text(#"{"request": "set", "values": {"greeting": "linked"}}"#, to: original, mode: 0o644)
         #expect(link(original, inbox + "/linked.json") == 0)

@@ -1,5 +1,6 @@
 import FleetClient
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetIO
 import FleetJSON
 import FleetProtocol
@@ -93,7 +94,7 @@ struct WriteBackTests {
         #expect(usage.status == 2 && usage.standardError.contains("\"greeting\" is not KEY=VALUE"))
 
         // Straight into the inbox: the agent checks as the CLI does.
-        let id = try SpoolRequest.set(["volume": 3, "greeting": "x"]).submit(to: fleet.layout.spoolDirectory("kiosk"))
+        let id = try InboxRequest.set(["volume": 3, "greeting": "x"]).submit(to: fleet.layout.inboxDirectory("kiosk"))
         let journal = try await Self.waitForJournal(fleet, "kiosk", agent: agent) { $0.lookup(id) != .unknown }
         guard case .ended(let outcome) = journal.lookup(id) else {
             Issue.record("not ended: \(journal.lookup(id))")
@@ -102,11 +103,11 @@ struct WriteBackTests {
         #expect(outcome.state == .refused && outcome.message.contains("/volume: is not x-writable"))
         #expect(!fleet.server.log.contains("event=device-write"))
         #expect(
-            FleetApp("kiosk", stateDirectory: fleet.layout.stateDirectory, spoolDirectory: fleet.layout.spoolDirectory).outcome(
+            FleetApp("kiosk", stateDirectory: fleet.layout.stateDirectory, inboxDirectory: fleet.layout.inboxDirectory).outcome(
                 ofRequest: id)
                 == .refused(outcome.message))
         try await Waiting.until("the request file stays") {
-            !FileManager.default.fileExists(atPath: fleet.layout.spoolDirectory("kiosk") + "/\(id).json")
+            !FileManager.default.fileExists(atPath: fleet.layout.inboxDirectory("kiosk") + "/\(id).json")
         }
     }
 
@@ -191,7 +192,7 @@ struct WriteBackTests {
         let agent = try await fleet.launchAgent([["id": "kiosk"]])
         defer { agent.kill() }
         let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
-        let inbox = fleet.layout.spoolDirectory("kiosk")
+        let inbox = fleet.layout.inboxDirectory("kiosk")
         let outside = fleet.directory + "/outside.json"
         try FileSystemWrite.text("{\"request\": \"sync\"}", to: outside, mode: 0o644)
 
@@ -291,7 +292,7 @@ struct WriteBackTests {
         let agent = try await fleet.launchAgent([["id": "kiosk", "expectAck": true, "ackTimeout": 600]])
         defer { agent.kill() }
         let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
-        let app = FleetApp("kiosk", stateDirectory: fleet.layout.stateDirectory, spoolDirectory: fleet.layout.spoolDirectory)
+        let app = FleetApp("kiosk", stateDirectory: fleet.layout.stateDirectory, inboxDirectory: fleet.layout.inboxDirectory)
         try app.acknowledge(revision: first.revision, state: .applied, message: "started")
 
         // The next revision is acknowledged by the app through the library: no timeout report.
@@ -313,7 +314,7 @@ struct WriteBackTests {
         let agent = try await fleet.launchAgent([["id": "kiosk"]])
         defer { agent.kill() }
         let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
-        let app = FleetApp("kiosk", stateDirectory: fleet.layout.stateDirectory, spoolDirectory: fleet.layout.spoolDirectory)
+        let app = FleetApp("kiosk", stateDirectory: fleet.layout.stateDirectory, inboxDirectory: fleet.layout.inboxDirectory)
         let watch = try RunningProcess(CLIRunner.binary, ["watch", "--config", fleet.configurationFile], standardOutputToLog: true)
         defer { watch.kill() }
         let collected = Task {
@@ -459,7 +460,7 @@ struct WriteBackFailureTests {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
         try await fleet.syncOnceAndStop([["id": "kiosk"]])
-        let inbox = fleet.layout.spoolDirectory("kiosk")
+        let inbox = fleet.layout.inboxDirectory("kiosk")
         func requests() -> Int {
             ((try? FileManager.default.contentsOfDirectory(atPath: inbox)) ?? []).filter { $0.hasSuffix(".json") }.count
         }
@@ -497,10 +498,10 @@ struct WriteBackFailureTests {
         let agent = try fleet.startAgent()
         defer { agent.kill() }
         try await agent.waitForLog("changes.json unreadable")
-        let id = try SpoolRequest.set(["greeting": "patient"]).submit(to: fleet.layout.spoolDirectory("kiosk"))
+        let id = try InboxRequest.set(["greeting": "patient"]).submit(to: fleet.layout.inboxDirectory("kiosk"))
         try await fleet.set("kiosk", ["volume": 4])  // the loop goes round; the request must stay
         try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["volume"] == 4 }
-        #expect(FileManager.default.fileExists(atPath: fleet.layout.spoolDirectory("kiosk") + "/\(id).json"))
+        #expect(FileManager.default.fileExists(atPath: fleet.layout.inboxDirectory("kiosk") + "/\(id).json"))
         #expect(try String(contentsOfFile: journalPath, encoding: .utf8) == "{\"queued\": [")
 
         // Repaired (here: removed by the operator), and the agent told to re-read its files.
@@ -523,9 +524,9 @@ struct InboxStartTests {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
         try await fleet.syncOnceAndStop([["id": "kiosk"]])
-        let inbox = fleet.layout.spoolDirectory("kiosk")
-        let first = try SpoolRequest.set(["greeting": "first"]).submit(to: inbox)
-        let second = try SpoolRequest.set(["greeting": "second"]).submit(to: inbox)
+        let inbox = fleet.layout.inboxDirectory("kiosk")
+        let first = try InboxRequest.set(["greeting": "first"]).submit(to: inbox)
+        let second = try InboxRequest.set(["greeting": "second"]).submit(to: inbox)
         try FileSystemWrite.text("{\"request\": \"sy", to: inbox + "/.abandoned", mode: 0o644)
         try FileSystemWrite.text("{\"request\": \"sy", to: inbox + "/.in-progress", mode: 0o644)
         var twoHoursAgo = [timeval(tv_sec: time(nil) - 7200, tv_usec: 0), timeval(tv_sec: time(nil) - 7200, tv_usec: 0)]
@@ -588,7 +589,7 @@ struct InboxUsersTests {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
         try await fleet.syncOnceAndStop([["id": "kiosk"]])
-        let inbox = fleet.layout.spoolDirectory("kiosk")
+        let inbox = fleet.layout.inboxDirectory("kiosk")
         let elsewhere = fleet.directory + "/elsewhere"
         try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
         try FileManager.default.removeItem(atPath: inbox + "/refused")
@@ -614,7 +615,7 @@ struct InboxUsersTests {
         let agent = try await fleet.launchAgent([["id": "kiosk"]])
         defer { agent.kill() }
         try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
-        let inbox = fleet.layout.spoolDirectory("kiosk")
+        let inbox = fleet.layout.inboxDirectory("kiosk")
         for greeting in ["one", "two"] {
             try FileSystemWrite.text(
                 "{\"request\": \"set\", \"values\": {\"greeting\": \"\(greeting)\"}}", to: inbox + "/.request", mode: 0o644)

@@ -47,7 +47,7 @@ struct MessagesTests {
         #expect {
             try StatusReport(json: json)
         } throws: { error in
-            (error as? WireError)?.description == expected
+            (error as? DocumentError)?.description == expected
         }
     }
 
@@ -65,9 +65,9 @@ struct MessagesTests {
         let request = EnrollRequest(enrollmentToken: "t", requestId: "r-0123456789abcdef")
         #expect(try EnrollRequest(json: request.json) == request)
         for bad in ["short", String(repeating: "a", count: 65), "0123456789abcdef/", "0123456789abcdef "] {
-            #expect(throws: WireError.self) { try EnrollRequest(json: ["enrollmentToken": "t", "requestId": .string(bad)]) }
+            #expect(throws: DocumentError.self) { try EnrollRequest(json: ["enrollmentToken": "t", "requestId": .string(bad)]) }
         }
-        #expect(throws: WireError.self) { try EnrollRequest(json: ["enrollmentToken": "t"]) }
+        #expect(throws: DocumentError.self) { try EnrollRequest(json: ["enrollmentToken": "t"]) }
         let response = EnrollResponse(deviceId: "d-1", deviceToken: "secret", apps: ["kiosk"], groups: ["lobby"])
         #expect(try EnrollResponse(json: response.json) == response)
     }
@@ -80,11 +80,11 @@ struct MessagesTests {
         #expect(try DeviceRecordList(json: DeviceRecordList(devices: [record]).json) == DeviceRecordList(devices: [record]))
         let update = DeviceUpdate(apps: ["kiosk", "signage"], disabled: false)
         #expect(try DeviceUpdate(json: update.json) == update)
-        #expect(throws: WireError.self) { try DeviceUpdate(json: ["rotateToken": false]) }
-        #expect(throws: WireError.self) { try DeviceUpdate(json: ["disabled": "yes"]) }
+        #expect(throws: DocumentError.self) { try DeviceUpdate(json: ["rotateToken": false]) }
+        #expect(throws: DocumentError.self) { try DeviceUpdate(json: ["disabled": "yes"]) }
         let info = EnrollmentTokenInfo(id: "et-1", apps: ["kiosk"], groups: [], usesLeft: 3, expiresAt: 1_795_000_000)
         #expect(try EnrollmentTokenList(json: EnrollmentTokenList(tokens: [info]).json) == EnrollmentTokenList(tokens: [info]))
-        #expect(throws: WireError.self) { try EnrollmentTokenRequest(json: ["groups": ["lobby"]]) }
+        #expect(throws: DocumentError.self) { try EnrollmentTokenRequest(json: ["groups": ["lobby"]]) }
         let tokenRequest = EnrollmentTokenRequest(apps: ["kiosk"], groups: ["lobby"])
         #expect(try EnrollmentTokenRequest(json: tokenRequest.json) == tokenRequest)
         #expect(try TokenRotation(json: TokenRotation(deviceToken: "x").json) == TokenRotation(deviceToken: "x"))

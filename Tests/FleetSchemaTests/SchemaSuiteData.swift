@@ -1,6 +1,7 @@
 import FleetIO
 import FleetJSON
 import FleetSchema
+import FleetSchemaFiles
 
 /// The official JSON-Schema-Test-Suite in `../shared/data` beside the repository (CI has it; a
 /// plain clone may not — the tests that need it are then skipped, saying so).

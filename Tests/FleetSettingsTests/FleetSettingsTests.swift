@@ -1,5 +1,6 @@
 import Configuration
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetIO
 import FleetJSON
 import FleetMetadata
@@ -44,9 +45,9 @@ final class DeviceFolder {
         var template = Array("/tmp/fleetsettings-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw FileError(path: "/tmp", operation: "mkdtemp") }
         root = String(cString: made)
-        app = FleetApp("kiosk", stateDirectory: root + "/state", spoolDirectory: root + "/spool")
+        app = FleetApp("kiosk", stateDirectory: root + "/state", inboxDirectory: root + "/inbox")
         try FileSystem.makeDirectories(app.layout.appDirectory("kiosk"))
-        try FileSystem.makeDirectories(app.layout.spoolDirectory("kiosk"))
+        try FileSystem.makeDirectories(app.layout.inboxDirectory("kiosk"))
         try app.layout.metadataFile("kiosk").write(Array(Self.metadata.serialized().utf8), mode: 0o640, group: nil)
         try write(revision: 7, values: Self.values)
     }
@@ -57,8 +58,8 @@ final class DeviceFolder {
     }
 
     func requests() throws -> [JSONValue] {
-        let directory = app.layout.spoolDirectory("kiosk")
-        return try FileSystem.entryNames(of: directory).sorted().filter(SpoolRequest.isRequestName).map {
+        let directory = app.layout.inboxDirectory("kiosk")
+        return try FileSystem.entryNames(of: directory).sorted().filter(InboxRequest.isRequestName).map {
             try JSONParser.parse(try FileSystem.readFile(directory + "/" + $0))
         }
     }
@@ -120,7 +121,7 @@ struct ReadingTests {
     @Test("no settings yet is a clear error naming the file")
     func noSettings() throws {
         let folder = try DeviceFolder()
-        let other = FleetApp("signage", stateDirectory: folder.app.stateDirectory, spoolDirectory: folder.app.spoolDirectory)
+        let other = FleetApp("signage", stateDirectory: folder.app.stateDirectory, inboxDirectory: folder.app.inboxDirectory)
         #expect {
             try other.settings()
         } throws: { error in

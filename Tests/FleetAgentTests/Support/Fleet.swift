@@ -1,6 +1,7 @@
 import Curl
 import FleetClient
 import FleetDeviceFiles
+import FleetDeviceState
 import FleetJSON
 import FleetMetadata
 import FleetProtocol
@@ -16,7 +17,7 @@ final class Fleet: Sendable {
     private let adminToken: String
 
     /// The device's directories.
-    var layout: DeviceLayout { DeviceLayout(stateDirectory: directory + "/state", spoolDirectory: directory + "/spool") }
+    var layout: DeviceLayout { DeviceLayout(stateDirectory: directory + "/state", inboxDirectory: directory + "/inbox") }
     /// The admin side of the server.
     var admin: FleetClient { FleetClient(http: http, baseURL: server.url, token: adminToken) }
 
@@ -151,7 +152,7 @@ final class Fleet: Sendable {
         var object: JSONObject = [
             "server": .string(url ?? server.url), "allowInsecureHTTP": .bool(!server.secure),
             "enrollmentTokenFile": .string(enrollmentTokenFile),
-            "stateDirectory": .string(layout.stateDirectory), "spoolDirectory": .string(layout.spoolDirectory), "jitter": 0,
+            "stateDirectory": .string(layout.stateDirectory), "inboxDirectory": .string(layout.inboxDirectory), "jitter": 0,
             "apps": .array(apps),
         ]
         for (key, value) in extra { object[key] = value }

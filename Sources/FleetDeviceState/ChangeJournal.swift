@@ -1,10 +1,5 @@
-import FleetIO
 import FleetJSON
 import FleetProtocol
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// `apps/<app>/changes.json`: the device's own changes of writable settings, queued until the
 /// server confirms them and the confirmed values are in `settings.json`, and the outcome of the
@@ -199,12 +194,12 @@ public struct ChangeJournal: Sendable, Hashable {
     // MARK: - File form
 
     /// Reads the file form.
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["queued", "ended"])
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["queued", "ended"])
         var queued: [Change] = []
         for (index, element) in try Self.array(reader, "queued").enumerated() {
             let location = reader.location.appending("queued").appending(index: index)
-            let change = try MemberReader(element, at: location, allowed: ["id", "values", "madeAt", "confirmedRevision"])
+            let change = try ObjectReader(element, at: location, allowed: ["id", "values", "madeAt", "confirmedRevision"])
             queued.append(
                 Change(
                     id: try change.string("id", maximumLength: 255), values: try change.values("values"),
@@ -214,12 +209,12 @@ public struct ChangeJournal: Sendable, Hashable {
         var ended: [Outcome] = []
         for (index, element) in try Self.array(reader, "ended").enumerated() {
             let location = reader.location.appending("ended").appending(index: index)
-            let outcome = try MemberReader(
+            let outcome = try ObjectReader(
                 element, at: location, allowed: ["id", "state", "keys", "revision", "message", "supersededBy", "endedAt"])
             ended.append(
                 Outcome(
                     id: try outcome.string("id", maximumLength: 255), state: try outcome.oneOf("state", Outcome.State.self),
-                    keys: try outcome.names("keys", maximumCount: SpoolRequest.maximumKeys, maximumLength: SpoolRequest.maximumKeyLength)
+                    keys: try outcome.names("keys", maximumCount: InboxRequest.maximumKeys, maximumLength: InboxRequest.maximumKeyLength)
                         ?? [],
                     revision: try outcome.nullableCount("revision"),
                     message: try outcome.optionalString("message", maximumLength: 1 << 16) ?? "",
@@ -230,7 +225,7 @@ public struct ChangeJournal: Sendable, Hashable {
         self.init(queued: queued, ended: ended)
     }
 
-    private static func array(_ reader: MemberReader, _ key: String) throws(WireError) -> [JSONValue] {
+    private static func array(_ reader: ObjectReader, _ key: String) throws(DocumentError) -> [JSONValue] {
         guard case .array(let list)? = reader.object[key] else { throw reader.missingOr(key, "must be an array") }
         return list
     }
@@ -255,20 +250,5 @@ public struct ChangeJournal: Sendable, Hashable {
                     ]
                 }),
         ]
-    }
-
-    /// The journal saved at `path`; empty when there is none.
-    ///
-    /// - Throws: when the file is there but cannot be read: the agent must not start over with
-    ///   an empty queue and lose changes (it keeps the file and retries).
-    public static func load(_ path: String) throws -> ChangeJournal {
-        guard let bytes = try FileSystem.readFileIfPresent(path, maximumSize: 16 << 20) else { return ChangeJournal() }
-        return try ChangeJournal(json: try JSONParser.parse(bytes))
-    }
-
-    /// Saves the journal durably, readable by `group` (mode 0640): the values are those of
-    /// writable settings, which the same readers see in `settings.json`.
-    public func save(to path: String, group: gid_t?) throws(FileError) {
-        try FileSystem.writeAtomically(Array((json.serialized(.pretty) + "\n").utf8), to: path, mode: 0o640, group: group)
     }
 }

@@ -1,12 +1,7 @@
-import FleetIO
 import FleetJSON
 import FleetProtocol
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
-/// A request left in an app's inbox (`<spoolDirectory>/<app>/`) for the agent, by the CLI, the
+/// A request left in an app's inbox (`<inboxDirectory>/<app>/`) for the agent, by the CLI, the
 /// FleetSettings library, or an app in any language: a small JSON file (at most
 /// ``maximumFileSize`` bytes), written to a temporary name (one starting with `.` or not ending
 /// in `.json`) and renamed to its final name ending in `.json` once complete. The agent reads
@@ -30,7 +25,7 @@ import Glibc
 ///
 /// The agent removes a request once it has queued it durably or acted on it; one it refuses is
 /// moved to `refused/` beside a `.reason` file.
-public enum SpoolRequest: Sendable, Hashable {
+public enum InboxRequest: Sendable, Hashable {
     /// Contact the server now.
     case sync
     /// Change writable settings (`null` removes the device's own value).
@@ -48,24 +43,24 @@ public enum SpoolRequest: Sendable, Hashable {
     private enum Kind: String, CaseIterable { case set, ack, sync }
 
     /// Reads a request.
-    public init(json: JSONValue) throws(WireError) {
-        let kind = try MemberReader(json, allowed: ["request", "values", "revision", "state", "message"]).oneOf("request", Kind.self)
+    public init(json: JSONValue) throws(DocumentError) {
+        let kind = try ObjectReader(json, allowed: ["request", "values", "revision", "state", "message"]).oneOf("request", Kind.self)
         switch kind {
         case .sync:
-            _ = try MemberReader(json, allowed: ["request"], unknownMember: "is not a member of a sync request")
+            _ = try ObjectReader(json, allowed: ["request"], unknownMember: "is not a member of a sync request")
             self = .sync
         case .set:
-            let reader = try MemberReader(json, allowed: ["request", "values"], unknownMember: "is not a member of a set request")
+            let reader = try ObjectReader(json, allowed: ["request", "values"], unknownMember: "is not a member of a set request")
             let values = try reader.values("values")
             guard (1...Self.maximumKeys).contains(values.count) else {
-                throw WireError(at: reader.location.appending("values"), "must name 1 to \(Self.maximumKeys) settings")
+                throw DocumentError(at: reader.location.appending("values"), "must name 1 to \(Self.maximumKeys) settings")
             }
             for key in values.keys where !(1...Self.maximumKeyLength).contains(key.unicodeScalars.count) {
-                throw WireError(at: reader.location.appending("values"), "setting keys have 1 to \(Self.maximumKeyLength) characters")
+                throw DocumentError(at: reader.location.appending("values"), "setting keys have 1 to \(Self.maximumKeyLength) characters")
             }
             self = .set(values)
         case .ack:
-            let reader = try MemberReader(
+            let reader = try ObjectReader(
                 json, allowed: ["request", "revision", "state", "message"], unknownMember: "is not a member of an ack request")
             self = .ack(
                 revision: try reader.count("revision"), state: try reader.oneOf("state", StatusReport.State.self),
@@ -93,22 +88,4 @@ public enum SpoolRequest: Sendable, Hashable {
         String(name.dropLast(5))
     }
 
-    /// Leaves this request in `directory` (the app's inbox), atomically, the file's contents
-    /// fsynced. The rename is made durable here when the caller may read the inbox (root, the
-    /// agent's user); other writers cannot open it to fsync it, so the agent syncs the inbox when
-    /// it takes the request (at once while it runs), and the file system commits it within
-    /// seconds in any case. Returns the request's id: the time in microseconds, the process id
-    /// and a random number, so ids sort in the order requests were made and never collide.
-    @discardableResult
-    public func submit(to directory: String) throws(FileError) -> String {
-        var spec = timespec()
-        clock_gettime(CLOCK_REALTIME, &spec)
-        let micros = String(spec.tv_nsec / 1000 + 1_000_000).dropFirst()
-        let id = "\(spec.tv_sec)\(micros)-\(getpid())-\(UInt32.random(in: .min ... .max))"
-        // Writers other than root and the agent cannot open the inbox (mode 1733) to fsync it;
-        // the agent syncs it when it takes the request (see the Inbox).
-        try FileSystem.writeAtomically(
-            Array(json.serialized().utf8), to: "\(directory)/\(id).json", mode: 0o644, unreadableDirectory: .skipSync)
-        return id
-    }
 }

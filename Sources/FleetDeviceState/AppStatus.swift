@@ -1,10 +1,5 @@
-import FleetIO
 import FleetJSON
 import FleetProtocol
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// `apps/<app>/status.json`: what the agent last did for an app, for `fleetset status`,
 /// monitoring scripts and the agent itself after a restart.
@@ -73,8 +68,8 @@ public struct AppStatus: Sendable, Hashable {
     ]
 
     /// Reads the file form.
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: Self.members)
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: Self.members)
         app = try reader.string("app", maximumLength: 64)
         revision = try reader.nullableCount("revision")
         schemaVersion = try reader.nullableCount("schemaVersion")
@@ -103,20 +98,4 @@ public struct AppStatus: Sendable, Hashable {
         ]
     }
 
-    /// Reads `status.json`; `nil` when there is none or it cannot be read.
-    public static func load(_ path: String) -> AppStatus? {
-        guard let bytes = try? FileSystem.readFile(path, maximumSize: 1 << 20), let json = try? JSONParser.parse(bytes) else { return nil }
-        return try? AppStatus(json: json)
-    }
-
-    /// Writes `status.json` atomically for readers, without `fsync` (see
-    /// ``FileSystem/writeAtomically(_:to:mode:group:durable:unreadableDirectory:)``): a power cut
-    /// may bring back an older status, after which the agent repeats the hook and the report.
-    ///
-    /// The file is 0640 with the app's readers `group`, like the settings: `lastError` can carry
-    /// a hook's output (redacted, but still the app's business), so other local users do not
-    /// read it.
-    public func write(to path: String, group: gid_t?) throws(FileError) {
-        try FileSystem.writeAtomically(Array((json.serialized(.pretty) + "\n").utf8), to: path, mode: 0o640, group: group, durable: false)
-    }
 }

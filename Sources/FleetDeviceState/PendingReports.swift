@@ -1,4 +1,3 @@
-import FleetIO
 import FleetJSON
 import FleetProtocol
 
@@ -32,8 +31,8 @@ public struct PendingReports: Sendable, Hashable {
     }
 
     /// Reads the file form `{"reports": [...]}`.
-    public init(json: JSONValue) throws(WireError) {
-        let reader = try MemberReader(json, allowed: ["reports"])
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["reports"])
         guard case .array(let list)? = reader.object["reports"] else { throw reader.missingOr("reports", "must be an array") }
         var reports: [StatusReport] = []
         for (index, element) in list.enumerated() {
@@ -44,25 +43,4 @@ public struct PendingReports: Sendable, Hashable {
 
     /// The file form.
     public var json: JSONValue { ["reports": .array(reports.map(\.json))] }
-
-    /// The queue saved at `path`; empty when there is none. A file that cannot be read is
-    /// reported through `problem` and treated as empty (the reports are informational).
-    public static func load(_ path: String, problem: (String) -> Void = { _ in }) -> PendingReports {
-        do {
-            guard let bytes = try FileSystem.readFileIfPresent(path, maximumSize: 4 << 20) else { return PendingReports() }
-            return try PendingReports(json: try JSONParser.parse(bytes))
-        } catch {
-            problem("\(path): \(error)")
-            return PendingReports()
-        }
-    }
-
-    /// Saves the queue durably (removes the file when the queue is empty).
-    public func save(to path: String) throws(FileError) {
-        if reports.isEmpty {
-            try FileSystem.removeFile(path)
-        } else {
-            try FileSystem.writeAtomically(Array(json.serialized().utf8), to: path, mode: 0o600)
-        }
-    }
 }
