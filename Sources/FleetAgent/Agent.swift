@@ -25,15 +25,22 @@ public final class Agent: Service {
     private let watchdogInterval: Duration?
     private let logger: Logger
     private let clock: any Clock<Duration>
+    private let wallClock: @Sendable () -> Int64
+    private let makeRandom: @Sendable () -> any RandomNumberGenerator
 
     /// - Parameters:
     ///   - configurationPath: the file SIGHUP re-reads.
     ///   - configuration: the configuration read from it at start.
     ///   - notifier: systemd's notify socket, when run by systemd.
     ///   - watchdogInterval: how often to feed systemd's watchdog (half of `WatchdogSec`).
+    ///   - clock: every delay and deadline.
+    ///   - wallClock: seconds since the epoch, for what is recorded (never for a delay).
+    ///   - makeRandom: the random source of each loop (jitter).
     public init(
         configurationPath: String, configuration: AgentConfiguration, notifier: SystemdNotifier?, watchdogInterval: Duration?,
-        logger: Logger, clock: any Clock<Duration> = ContinuousClock()
+        logger: Logger, clock: any Clock<Duration> = ContinuousClock(),
+        wallClock: @escaping @Sendable () -> Int64 = { Int64(time(nil)) },
+        makeRandom: @escaping @Sendable () -> any RandomNumberGenerator = { SystemRandomNumberGenerator() }
     ) {
         self.configurationPath = configurationPath
         self.initialConfiguration = configuration
@@ -41,6 +48,8 @@ public final class Agent: Service {
         self.watchdogInterval = watchdogInterval
         self.logger = logger
         self.clock = clock
+        self.wallClock = wallClock
+        self.makeRandom = makeRandom
     }
 
     /// - Throws: ``AgentCannotRun`` when the agent cannot work at all (libcurl too old or
@@ -115,27 +124,39 @@ public final class Agent: Service {
         }
         let credentials = Promise<DeviceCredentials>()
         let inboxScanned = Promise<Void>()
-        let wallClock: @Sendable () -> Int64 = { Int64(time(nil)) }
         let environment = SyncEnvironment(
-            configuration: configuration, http: http, credentials: credentials, inboxScanned: inboxScanned, board: board, clock: clock,
-            wallClock: wallClock, logger: logger)
-        let mailboxes = Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.id, AppMailbox()) })
+            configuration: configuration, http: http, credentials: credentials, inboxScanned: inboxScanned, board: board,
+            wallClock: wallClock, makeRandom: makeRandom, logger: logger)
+        let clock: any Clock<Duration> = self.clock  // a local, which the call below opens to its concrete type
+        await runLoops(configuration, environment: environment, clock: clock)
+        await http.shutdown()
+    }
+
+    /// Every app's loop, enrollment, the inbox, the ready timeout and the watchdog, on `clock`.
+    private func runLoops<C: Clock<Duration>>(_ configuration: AgentConfiguration, environment: SyncEnvironment, clock: C) async {
+        let queues = Dictionary(uniqueKeysWithValues: configuration.apps.map { ($0.id, InboxQueue()) })
+        let board = environment.board
         await withTaskGroup(of: Void.self) { group in
             for app in configuration.apps {
-                group.addTask { await AppSync(app: app, environment: environment, mailbox: mailboxes[app.id]!).run() }
+                group.addTask { await AppDriver(app: app, environment: environment, inbox: queues[app.id]!, clock: clock).run() }
             }
             group.addTask {
                 let enrollment = Enrollment(
-                    configuration: configuration, http: http, clock: self.clock, wallClock: wallClock, logger: self.logger)
+                    configuration: configuration, http: environment.http, clock: clock, wallClock: self.wallClock,
+                    makeRandom: self.makeRandom, logger: self.logger)
                 if let found = await enrollment.identity() {
-                    credentials.fulfil(DeviceCredentials(found, identityFile: configuration.layout.identityFile, logger: self.logger))
+                    environment.credentials.fulfil(
+                        DeviceCredentials(found, identityFile: configuration.layout.identityFile, logger: self.logger))
                 }
             }
             group.addTask {
-                await Inbox(configuration: configuration, mailboxes: mailboxes, scanned: inboxScanned, logger: self.logger).run()
+                await Inbox(
+                    configuration: configuration, queues: queues, scanned: environment.inboxScanned, clock: clock,
+                    wallClock: self.wallClock, logger: self.logger
+                ).run()
             }
             group.addTask {
-                try? await self.clock.sleep(for: configuration.readyTimeout)
+                try? await clock.sleep(for: configuration.readyTimeout)
                 if !Task.isCancelled { board.readyTimeoutPassed() }
             }
             if let interval = watchdogInterval {
@@ -143,7 +164,6 @@ public final class Agent: Service {
             }
             await group.waitForAll()
         }
-        await http.shutdown()
     }
 
     /// Sends `WATCHDOG=1` every `interval` while no loop is overdue.

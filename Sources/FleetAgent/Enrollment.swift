@@ -25,6 +25,7 @@ struct Enrollment: Sendable {
     let http: HTTPClient
     let clock: any Clock<Duration>
     let wallClock: @Sendable () -> Int64
+    let makeRandom: @Sendable () -> any RandomNumberGenerator
     let logger: Logger
 
     /// How often an identity of another server is reported while the agent waits for its
@@ -36,7 +37,7 @@ struct Enrollment: Sendable {
     func identity() async -> DeviceIdentity? {
         let layout = configuration.layout
         var backoff = RetryBackoff(base: .seconds(2), cap: .seconds(300))
-        var random = SystemRandomNumberGenerator()
+        var random = makeRandom()
         while !Task.isCancelled {
             var retryAfter: Duration?
             do {
@@ -138,12 +139,15 @@ final class DeviceCredentials: Sendable {
     }
 
     /// Fetches a new token, saves it, and uses it from then on. Does nothing when another loop is
-    /// rotating already; a failure is logged and tried again at the next request.
+    /// rotating already.
     ///
     /// The request is sent with the *current* token, never a loop's older one: when several apps'
     /// loops see the admin's request, the second one's rotation then first promotes the token
     /// the first one saved, so the token on disk always works.
-    func rotate(http: HTTPClient, server: String) async {
+    ///
+    /// - Throws: why the rotation failed (logged here); the current token keeps working, and the
+    ///   loop backs off before it tries again.
+    func rotate(http: HTTPClient, server: String) async throws {
         let current: DeviceIdentity? = state.withLock { state in
             guard !state.rotating else { return nil }
             state.rotating = true
@@ -159,10 +163,12 @@ final class DeviceCredentials: Sendable {
             state.withLock { $0.identity = identity }
             logger.notice("device token rotated", metadata: ["event": "token-rotated", "device": "\(identity.deviceId)"])
         } catch is CancellationError {
+            throw CancellationError()
         } catch {
             logger.error(
                 "cannot rotate the device token; the current one keeps working",
                 metadata: ["event": "token-rotation-failed", "error": "\(error)"])
+            throw error
         }
     }
 }

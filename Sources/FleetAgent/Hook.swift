@@ -18,16 +18,9 @@ struct Hook: Sendable {
     let command: [String]
     let timeout: Duration
 
-    /// What a run came to: `nil` when it succeeded, else why not; or cancelled.
-    enum Outcome: Sendable, Equatable {
-        case succeeded
-        case failed(String)
-        case cancelled
-    }
-
     /// Runs the command for `settings` (written to `settingsFile`); `secrets` (the text of every
     /// scalar inside a secret) are redacted from its output before it is cut to size.
-    func run(for settings: DeviceSettings, settingsFile: String, secrets: [String]) async -> Outcome {
+    func run(for settings: DeviceSettings, settingsFile: String, secrets: [String]) async -> HookOutcome {
         let environment = [
             "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "FLEETSET_APP=\(settings.app)",
@@ -47,7 +40,7 @@ struct Hook: Sendable {
         if result.succeeded { return .succeeded }
         var reason: String
         if result.timedOut {
-            reason = "hook \(command[0]) did not finish within \(Self.seconds(timeout)) and was stopped"
+            reason = "hook \(command[0]) did not finish within \(timeout.secondsText) and was stopped"
         } else {
             switch result.termination {
             case .exited(let status): reason = "hook \(command[0]) exited with status \(status)"
@@ -58,11 +51,5 @@ struct Hook: Sendable {
             .split(whereSeparator: \.isNewline).suffix(3).joined(separator: " | ")
         if !output.isEmpty { reason += ": " + output }
         return .failed(reason)
-    }
-
-    /// `30 s`, `0.5 s`.
-    static func seconds(_ duration: Duration) -> String {
-        let milliseconds = duration.milliseconds
-        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(duration.secondsValue) s"
     }
 }

@@ -12,7 +12,7 @@ import Glibc
 
 /// The local inbox, `<inboxDirectory>/<app>/`: picks up request files (see ``InboxRequest``)
 /// with inotify, and by a rescan at start and after an inotify overflow, checks them, and hands
-/// them to their app's loop through its ``AppMailbox``. The loop removes a file once it has
+/// them to their app's loop through its ``InboxQueue``. The loop removes a file once it has
 /// queued the request durably or acted on it, so a request survives a crash at any point.
 ///
 /// A request file must be owned by an allowed writer (the app's `writers`, root or the agent's
@@ -24,15 +24,16 @@ import Glibc
 /// drop), so apps and the CLI can leave requests but not read or remove others'. The first scan
 /// fulfils `scanned`, which the app loops wait for: requests left while the agent was down go
 /// before the first request to the server.
-struct Inbox: Sendable {
+struct Inbox<C: Clock>: Sendable where C.Duration == Duration {
     let configuration: AgentConfiguration
-    let mailboxes: [String: AppMailbox]
+    let queues: [String: InboxQueue]
     /// Fulfilled after the first scan (or when there is nothing to scan).
     let scanned: Promise<Void>
+    /// Monotonic time, for telling abandoned temporary files from ones being written.
+    let clock: C
+    /// Seconds since the epoch, for the age of refused requests (kept across restarts).
+    let wallClock: @Sendable () -> Int64
     let logger: Logger
-
-    /// The mode of each app's inbox folder.
-    static let directoryMode: mode_t = 0o1733
 
     /// Runs until the task is cancelled.
     func run() async {
@@ -43,7 +44,7 @@ struct Inbox: Sendable {
             let directory = layout.inboxDirectory(app.id)
             do {
                 try FileSystem.makeDirectories(layout.inboxDirectory, mode: 0o755)
-                try Self.prepare(directory)
+                try InboxFolder.prepare(directory, now: wallClock())
                 directories[directory] = app
             } catch {
                 logger.error("cannot use the inbox", metadata: ["event": "inbox", "app": "\(app.id)", "error": "\(error)"])
@@ -62,6 +63,9 @@ struct Inbox: Sendable {
         }
         rescan(directories)
         scanned.fulfil(())
+        let watched = directories
+        let sweeper = Task { await sweepAbandonedFiles(watched) }
+        defer { sweeper.cancel() }
         await withTaskCancellationHandler {
             for await event in watcher.events {
                 switch event {
@@ -86,57 +90,86 @@ struct Inbox: Sendable {
     }
 
     private func rescan(_ directories: [String: AppConfiguration]) {
-        let now = time(nil)
         for (directory, app) in directories.sorted(by: { $0.key < $1.key }) {
             let names = (try? FileSystem.entryNames(of: directory)) ?? []
-            for name in names.sorted() where name != "refused" {
-                if InboxRequest.isRequestName(name) {
-                    take(name, in: directory, app: app)
-                } else {
-                    removeIfAbandoned(name, in: directory, now: now)
-                }
+            for name in names.sorted() where InboxRequest.isRequestName(name) {
+                take(name, in: directory, app: app)
             }
         }
     }
 
-    /// How old a temporary file in an inbox must be to count as abandoned by a writer that died.
-    static let abandonedAfter: time_t = 3600
+    /// How long a temporary file in an inbox must stay unchanged to count as abandoned by a
+    /// writer that died, and how often the inboxes are looked at for them.
+    static var abandonedAfter: Duration { .seconds(3600) }
+    static var sweepInterval: Duration { .seconds(600) }
 
-    /// Removes a temporary file a writer left behind (a crash before its rename), once it is
-    /// ``abandonedAfter`` old, so that inboxes do not fill up with them.
-    private func removeIfAbandoned(_ name: String, in directory: String, now: time_t) {
-        let path = directory + "/" + name
-        guard let status = try? FileSystem.status(of: path), (status.st_mode & S_IFMT) != S_IFDIR,
-            now - status.st_mtim.tv_sec > Self.abandonedAfter
-        else { return }
-        do {
-            try FileSystem.removeFile(path)
-            logger.notice("removed an abandoned temporary file", metadata: ["event": "inbox-cleanup", "file": "\(name)"])
-        } catch {
-            logger.error("cannot remove an abandoned temporary file", metadata: ["event": "inbox", "error": "\(error)"])
+    /// Removes the temporary files writers left behind (a crash before their rename) once they
+    /// stayed unchanged for ``abandonedAfter`` of monotonic time, so that inboxes do not fill up
+    /// with them; runs until cancelled.
+    private func sweepAbandonedFiles(_ directories: [String: AppConfiguration]) async {
+        var tracked = Dictionary(
+            uniqueKeysWithValues: directories.keys.map { ($0, AbandonedFiles<C.Instant>(abandonedAfter: Self.abandonedAfter)) })
+        while !Task.isCancelled {
+            for directory in directories.keys.sorted() {
+                var found: [String: AbandonedFiles<C.Instant>.Version] = [:]
+                for name in (try? FileSystem.entryNames(of: directory)) ?? [] where name != "refused" && !InboxRequest.isRequestName(name) {
+                    guard let status = try? FileSystem.status(of: directory + "/" + name), (status.st_mode & S_IFMT) != S_IFDIR else {
+                        continue
+                    }
+                    found[name] = .init(
+                        inode: UInt64(status.st_ino), size: Int64(status.st_size),
+                        modified: Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec))
+                }
+                for name in tracked[directory, default: AbandonedFiles(abandonedAfter: Self.abandonedAfter)].look(at: found, now: clock.now)
+                {
+                    do {
+                        try FileSystem.removeFile(directory + "/" + name)
+                        logger.notice("removed an abandoned temporary file", metadata: ["event": "inbox-cleanup", "file": "\(name)"])
+                    } catch {
+                        logger.error("cannot remove an abandoned temporary file", metadata: ["event": "inbox", "error": "\(error)"])
+                    }
+                }
+            }
+            try? await clock.sleep(for: Self.sweepInterval)
         }
     }
 
     /// Checks one request file and hands it to the app's loop, or moves it aside with the reason.
     private func take(_ name: String, in directory: String, app: AppConfiguration) {
-        guard InboxRequest.isRequestName(name), let mailbox = mailboxes[app.id] else { return }
+        guard InboxRequest.isRequestName(name), let queue = queues[app.id] else { return }
         let path = directory + "/" + name
         let id = InboxRequest.id(ofFileNamed: name)
         do {
             // Gone already: handled and removed by the app's loop since the event (or a rescan) named it.
-            guard let request = try Self.read(path, writers: app.writers, agentUser: geteuid()) else { return }
+            guard let request = try InboxFolder.read(path, writers: app.writers, agentUser: geteuid()) else { return }
             // Writers that may not read the inbox could not fsync it after their rename.
             do {
                 try FileSystem.syncDirectory(directory)
             } catch {
                 logger.error("cannot sync the inbox", metadata: ["event": "disk-error", "error": "\(error)"])
             }
-            mailbox.deliver(AppMailbox.Delivery(id: id, path: path, content: .request(request)))
+            queue.deliver(InboxDelivery(id: id, path: path, content: .request(request)))
         } catch {
             refuse(name, in: directory, app: app.id, reason: error.description)
-            if error.fromWriter { mailbox.deliver(AppMailbox.Delivery(id: id, path: nil, content: .refused(error.description))) }
+            if error.fromWriter { queue.deliver(InboxDelivery(id: id, path: nil, content: .refused(error.description))) }
         }
     }
+
+    private func refuse(_ name: String, in directory: String, app: String, reason: String) {
+        logger.warning("request refused", metadata: ["event": "inbox-refused", "app": "\(app)", "file": "\(name)", "reason": "\(reason)"])
+        do {
+            try InboxFolder.moveAside(directory + "/" + name, reason: reason, now: wallClock())
+        } catch {
+            logger.error("cannot move a refused request aside; removing it", metadata: ["event": "inbox", "error": "\(error)"])
+            try? FileSystem.removeFile(directory + "/" + name)
+        }
+    }
+}
+
+/// An app's inbox folder on disk: its checks, the reading of request files, and `refused/`.
+enum InboxFolder {
+    /// The mode of each app's inbox folder.
+    static let directoryMode: mode_t = 0o1733
 
     /// Reads and checks a request file; `nil` when there is no file at `path`. The type is
     /// checked before opening (a FIFO or device is never opened for reading), and every check is
@@ -193,7 +226,7 @@ struct Inbox: Sendable {
     /// Makes sure the app's inbox is a folder of the agent's own with mode 1733, and that its
     /// `refused/` is one too (a local user could otherwise have put a link or a folder of their
     /// own there first: the inbox is writable by all).
-    static func prepare(_ directory: String) throws(FileError) {
+    static func prepare(_ directory: String, now: Int64) throws(FileError) {
         try FileSystem.makeDirectories(directory, mode: directoryMode)
         guard let status = try FileSystem.status(of: directory), (status.st_mode & S_IFMT) == S_IFDIR, status.st_uid == geteuid() else {
             throw FileError(path: directory, operation: "use as an inbox (not a folder of the agent's own)", code: EPERM)
@@ -204,7 +237,7 @@ struct Inbox: Sendable {
         let refused = directory + "/refused"
         if let found = try FileSystem.status(of: refused), !isOwnFolder(found) {
             // Squatted: move it out of the way (the agent owns the sticky inbox, so it may).
-            guard rename(refused, directory + "/.squatted-refused-\(time(nil))") == 0 else {
+            guard rename(refused, directory + "/.squatted-refused-\(now)") == 0 else {
                 throw FileError(path: refused, operation: "move aside")
             }
         }
@@ -219,18 +252,8 @@ struct Inbox: Sendable {
         (status.st_mode & S_IFMT) == S_IFDIR && status.st_uid == geteuid()
     }
 
-    private func refuse(_ name: String, in directory: String, app: String, reason: String) {
-        logger.warning("request refused", metadata: ["event": "inbox-refused", "app": "\(app)", "file": "\(name)", "reason": "\(reason)"])
-        do {
-            try Self.moveAside(directory + "/" + name, reason: reason)
-        } catch {
-            logger.error("cannot move a refused request aside; removing it", metadata: ["event": "inbox", "error": "\(error)"])
-            try? FileSystem.removeFile(directory + "/" + name)
-        }
-    }
-
     /// Moves the request file at `path` to `refused/` beside it, with `reason` in a `.reason` file.
-    static func moveAside(_ path: String, reason: String) throws(FileError) {
+    static func moveAside(_ path: String, reason: String, now: Int64) throws(FileError) {
         let directory = FileSystem.parentDirectory(of: path)
         let name = String(path.dropFirst(directory.utf8.count + 1))
         let refused = directory + "/refused"
@@ -239,11 +262,11 @@ struct Inbox: Sendable {
         }
         guard rename(path, refused + "/" + name) == 0 else { throw FileError(path: path, operation: "move aside") }
         try FileSystem.writeAtomically(Array((reason + "\n").utf8), to: refused + "/" + name + ".reason", mode: 0o600, durable: false)
-        prune(refused)
+        prune(refused, now: now)
     }
 
     /// Removes what ``RefusedFolder`` no longer keeps from `refused/`.
-    static func prune(_ refused: String, now: time_t = time(nil)) {
+    static func prune(_ refused: String, now: Int64) {
         let entries = ((try? FileSystem.entryNames(of: refused)) ?? []).compactMap { name -> RefusedFolder.Entry? in
             guard let status = try? FileSystem.status(of: refused + "/" + name) else { return nil }
             return RefusedFolder.Entry(name: name, modified: Int(status.st_mtim.tv_sec))

@@ -60,4 +60,7 @@ extension Duration {
 
     /// This duration in seconds, as a `Double` (for messages and environment variables).
     public var secondsValue: Double { Double(milliseconds) / 1000 }
+
+    /// `30 s`, `0.5 s`: for messages.
+    public var secondsText: String { milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(secondsValue) s" }
 }

@@ -1,0 +1,395 @@
+import Curl
+import FleetAgentCore
+import FleetClient
+import FleetDeviceFiles
+import FleetDeviceState
+import FleetIO
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+import FleetSchema
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What every app's driver shares within one configuration generation.
+struct SyncEnvironment: Sendable {
+    let configuration: AgentConfiguration
+    let http: HTTPClient
+    let credentials: Promise<DeviceCredentials>
+    /// Fulfilled once the inbox has taken what was left in it while the agent was down.
+    let inboxScanned: Promise<Void>
+    let board: AgentBoard
+    /// Seconds since the epoch, for what is recorded (never for a delay or deadline).
+    let wallClock: @Sendable () -> Int64
+    /// Makes each loop's random source (jitter).
+    let makeRandom: @Sendable () -> any RandomNumberGenerator
+    let logger: Logger
+}
+
+/// One app's loop: performs the actions of its ``SyncMachine`` and hands back what happened.
+///
+/// The machine decides everything; the driver only does: requests with ``FleetClient`` (one at
+/// a time, each in a task of its own so that it can be cancelled), files with FleetDeviceFiles,
+/// the hook with ChildProcess, the alarm with the injected clock, and the inbox's deliveries
+/// from the app's ``InboxQueue``. Local actions are done at once and their results handed back
+/// before anything else. Every wait announces its deadline to the watchdog.
+struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
+    typealias Machine = SyncMachine<C.Instant>
+
+    let app: AppConfiguration
+    let environment: SyncEnvironment
+    let inbox: InboxQueue
+    let clock: C
+    private let logger: Logger
+    private let layout: DeviceLayout
+    private let hook: Hook?
+
+    /// How long the local part of a step may take before the watchdog counts the loop as stuck
+    /// (plus ``Liveness/slack``). Checking a request takes milliseconds: pattern matching has a
+    /// step budget.
+    static var localStepLimit: Duration { .seconds(10) }
+
+    init(app: AppConfiguration, environment: SyncEnvironment, inbox: InboxQueue, clock: C) {
+        self.app = app
+        self.environment = environment
+        self.inbox = inbox
+        self.clock = clock
+        var logger = environment.logger
+        logger[metadataKey: "app"] = "\(app.id)"
+        self.logger = logger
+        layout = environment.configuration.layout
+        hook = app.onChange.isEmpty ? nil : Hook(command: app.onChange, timeout: app.hookTimeout)
+    }
+
+    /// The machine's rules for this app.
+    var rules: SyncRules {
+        let configuration = environment.configuration
+        return SyncRules(
+            app: app.id, longPollWait: configuration.longPollWait, pollInterval: configuration.pollInterval, jitter: configuration.jitter,
+            hasHook: hook != nil, expectAck: app.expectAck, ackTimeout: app.ackTimeout)
+    }
+
+    /// What the driver is waiting for, for the watchdog.
+    private struct Waits {
+        var request: Task<Void, Never>?
+        /// How long the request in flight may take; `nil` when it may take forever (enrollment).
+        var requestLimit: Duration?
+        var alarm: Task<Void, Never>?
+        var alarmAt: C.Instant?
+        var inboxReader: Task<Void, Never>?
+
+        func cancelAll() {
+            request?.cancel()
+            alarm?.cancel()
+            inboxReader?.cancel()
+        }
+    }
+
+    /// Runs until the task is cancelled.
+    func run() async {
+        let board = environment.board
+        defer { board.endLoop(app.id) }
+        board.beginStep(app.id, limit: .seconds(60))
+        var machine = Machine(rules: rules, random: environment.makeRandom())
+        let (events, sink) = AsyncStream.makeStream(of: Machine.Event.self)
+        var iterator = events.makeAsyncIterator()
+        var waits = Waits()
+        var pending: [Machine.Event] = [.started(load())]
+        while true {
+            board.beginStep(app.id, limit: Self.localStepLimit)
+            while !pending.isEmpty {
+                let event = pending.removeFirst()
+                if event.endsRequest {
+                    waits.request = nil
+                    waits.requestLimit = nil
+                }
+                if case .online = event, waits.inboxReader == nil { waits.inboxReader = readInbox(into: sink) }
+                for action in machine.handle(event, at: now()) {
+                    if let result = perform(action, waits: &waits, sink: sink) { pending.append(result) }
+                }
+            }
+            if machine.isStopped { break }
+            announceWait(waits)
+            guard let next = await iterator.next() else { break }  // the task was cancelled
+            pending.append(next)
+        }
+        _ = machine.handle(.stop, at: now())
+        waits.cancelAll()
+        // A hook is stopped (its whole process group) before the loop ends.
+        await waits.request?.value
+    }
+
+    private func now() -> Machine.Moment {
+        Machine.Moment(clock.now, wall: environment.wallClock())
+    }
+
+    /// Tells the watchdog how long the coming wait may last.
+    private func announceWait(_ waits: Waits) {
+        let board = environment.board
+        if waits.request != nil {
+            guard let limit = waits.requestLimit else {
+                // Waiting for enrollment is not being stuck: it retries on its own timers.
+                board.endLoop(app.id)
+                return
+            }
+            board.beginStep(app.id, limit: limit)
+        } else if let alarmAt = waits.alarmAt {
+            board.beginStep(app.id, limit: max(.zero, clock.now.duration(to: alarmAt)))
+        } else {
+            board.endLoop(app.id)
+        }
+    }
+
+    // MARK: - Actions
+
+    /// Performs one action; returns the event a local action ends with.
+    private func perform(
+        _ action: Machine.Action, waits: inout Waits, sink: AsyncStream<Machine.Event>.Continuation
+    ) -> Machine.Event? {
+        switch action {
+        case .awaitOnline:
+            start(nil, waits: &waits, sink: sink) { [environment, inbox] in
+                guard await environment.credentials.value() != nil, await environment.inboxScanned.value() != nil else {
+                    return .requestCancelled
+                }
+                return .online(requests: inbox.takeQueued())
+            }
+        case .fetchSettings(let wait, let known):
+            start(.seconds(Int64(wait) + 100), waits: &waits, sink: sink) { [app] client in
+                let answer = try await client.settingsAnswer(app: app.id, knownRevision: known, wait: wait)
+                return .settingsAnswer(SettingsAnswer(document: answer.document, rotationRequested: answer.tokenRotationRequested))
+            }
+        case .fetchMetadata(let etag):
+            start(.seconds(100), waits: &waits, sink: sink) { [app] client in
+                let fetched = try await client.metadata(app: app.id, ifNoneMatch: etag)
+                return .metadataAnswer(fetched.map { MetadataDocument(bytes: $0.document, etag: $0.etag) })
+            }
+        case .patchSettings(let patch, let base):
+            start(.seconds(200), waits: &waits, sink: sink) { [app] client in
+                .changeConfirmed(revision: try await client.patchSettings(app: app.id, patch: patch, basedOn: base).revision)
+            }
+        case .deliverReport(let report):
+            start(.seconds(70), waits: &waits, sink: sink) { [app] client in
+                try await client.reportStatus(app: app.id, report)
+                return .reportDelivered
+            }
+        case .rotateToken:
+            start(.seconds(100), waits: &waits, sink: sink) { [environment] _ in
+                guard let credentials = await environment.credentials.value() else { throw CancellationError() }
+                try await credentials.rotate(http: environment.http, server: environment.configuration.server)
+                return .tokenRotated
+            }
+        case .runHook(let settings, let secrets):
+            guard let hook else { return .hookFinished(.succeeded) }
+            let file = layout.settingsFile(app.id).path
+            start(hook.timeout + .seconds(10), waits: &waits, sink: sink) {
+                .hookFinished(await hook.run(for: settings, settingsFile: file, secrets: secrets))
+            }
+        case .cancelRequest:
+            waits.request?.cancel()
+        case .wake(let instant):
+            waits.alarm?.cancel()
+            waits.alarmAt = instant
+            waits.alarm = instant.map { instant in
+                Task { [clock] in
+                    try? await clock.sleep(until: instant, tolerance: nil)
+                    if !Task.isCancelled { sink.yield(.alarm) }
+                }
+            }
+        case .log(let record):
+            logger.log(level: record.level.logging, "\(record.message)", metadata: record.metadata)
+        case .showStatus(let text):
+            environment.board.setStatus(app.id, text)
+        case .served:
+            environment.board.served(app.id)
+        default:
+            return performLocally(action)
+        }
+        return nil
+    }
+
+    /// Starts a request to the server with the current token (a rotation may have changed it).
+    private func start(
+        _ limit: Duration, waits: inout Waits, sink: AsyncStream<Machine.Event>.Continuation,
+        _ request: @escaping @Sendable (FleetClient) async throws -> Machine.Event
+    ) {
+        start(limit, waits: &waits, sink: sink) { [environment] in
+            guard let credentials = await environment.credentials.value() else { return .requestCancelled }
+            let client = credentials.client(http: environment.http, server: environment.configuration.server)
+            do {
+                return try await request(client)
+            } catch is CancellationError {
+                return .requestCancelled
+            } catch {
+                return Task.isCancelled ? .requestCancelled : .requestFailed(SyncFailure.classifying(error))
+            }
+        }
+    }
+
+    /// Starts work that ends with an event, in a task of its own.
+    private func start(
+        _ limit: Duration?, waits: inout Waits, sink: AsyncStream<Machine.Event>.Continuation,
+        _ work: @escaping @Sendable () async -> Machine.Event
+    ) {
+        waits.requestLimit = limit
+        waits.request = Task { sink.yield(await work()) }
+    }
+
+    /// Local actions: files. Each failure is handed back (or logged), never thrown.
+    private func performLocally(_ action: Machine.Action) -> Machine.Event? {
+        switch action {
+        case .persist(let settings, let metadataBytes):
+            do {
+                // The metadata first: at every instant one of its generations matches the settings.
+                if let metadataBytes {
+                    try layout.metadataFile(app.id).write(metadataBytes, mode: 0o640, group: app.readersGroup)
+                }
+                try layout.settingsFile(app.id).write(settings.fileBytes, mode: 0o640, group: app.readersGroup)
+                return .persisted(error: nil)
+            } catch {
+                return .persisted(error: "\(error)")
+            }
+        case .restorePrevious:
+            do {
+                try layout.settingsFile(app.id).restorePrevious(mode: 0o640, group: app.readersGroup)
+            } catch {
+                logger.error("cannot restore settings.json", metadata: ["event": "disk-error", "error": "\(error)"])
+            }
+        case .loadJournal:
+            do {
+                return .journalLoaded(try ChangeJournal.load(layout.changesFile(app.id)), problem: nil)
+            } catch {
+                return .journalLoaded(nil, problem: "\(layout.changesFile(app.id)): \(error)")
+            }
+        case .saveJournal(let journal):
+            return .journalSaved(
+                error: failure { () throws(FileError) in
+                    try journal.save(to: layout.changesFile(app.id), group: app.readersGroup)
+                })
+        case .saveReports(let reports):
+            return .reportsSaved(error: failure { () throws(FileError) in try reports.save(to: layout.reportsFile(app.id)) })
+        case .writeStatus(let status):
+            return .statusWritten(
+                error: failure { () throws(FileError) in
+                    try status.write(to: layout.statusFile(app.id), group: app.readersGroup)
+                })
+        case .removeRequest(let path):
+            do {
+                try FileSystem.removeFile(path)
+            } catch  where error.code == ENOENT {
+                // Taken twice (a rescan found it again before it went): gone already.
+            } catch {
+                logger.error("cannot remove a request", metadata: ["event": "inbox", "error": "\(error)"])
+            }
+        case .moveRequestAside(let path, let reason):
+            do {
+                try InboxFolder.moveAside(path, reason: reason, now: environment.wallClock())
+            } catch {
+                logger.error("cannot move a request aside", metadata: ["event": "inbox", "error": "\(error)"])
+            }
+        default:
+            break
+        }
+        return nil
+    }
+
+    private func failure(_ work: () throws(FileError) -> Void) -> String? {
+        do {
+            try work()
+            return nil
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// Hands the inbox's deliveries to the loop as they come.
+    private func readInbox(into sink: AsyncStream<Machine.Event>.Continuation) -> Task<Void, Never> {
+        Task { [inbox] in
+            while let deliveries = await inbox.next() {
+                sink.yield(.inboxRequests(deliveries))
+            }
+        }
+    }
+
+    // MARK: - Start-up
+
+    /// Reads what is on disk: the settings (the previous generation when the current one is
+    /// unusable), the metadata they were validated with, queued reports and changes, the status.
+    private func load() -> LoadedState {
+        let appDirectory = layout.appDirectory(app.id)
+        do {
+            try FileSystem.makeDirectories(appDirectory, mode: 0o755)
+        } catch {
+            logger.error("cannot create the app's directory", metadata: ["event": "disk-error", "error": "\(error)"])
+        }
+        removeInterruptedWrites(in: appDirectory)
+        let metadataFile = layout.metadataFile(app.id)
+        let found = SettingsOnDisk.load(layout.settingsFile(app.id), app: app.id) { settings in
+            guard let metadata = MetadataOnDisk.load(metadataFile, version: settings.schemaVersion) else { return [] }
+            return metadata.validate(values: .object(settings.values)).map(\.description)
+        }
+        var loaded = LoadedState(settings: found.settings, problems: found.problems)
+        switch found.source {
+        case .current: loaded.source = .current
+        case .previous: loaded.source = .previous
+        case .none: loaded.source = .none
+        }
+        if let settings = found.settings { loaded.metadata = MetadataOnDisk.load(metadataFile, version: settings.schemaVersion) }
+        loaded.reports = PendingReports.load(layout.reportsFile(app.id)) { loaded.reportsProblem = $0 }
+        do {
+            loaded.journal = try ChangeJournal.load(layout.changesFile(app.id))
+        } catch {
+            loaded.journal = nil
+            loaded.journalProblem = "\(layout.changesFile(app.id)): \(error)"
+        }
+        loaded.status = AppStatus.load(layout.statusFile(app.id))
+        return loaded
+    }
+
+    /// Removes the temporary files of writes a crash interrupted (`settings.json.tmp-…`).
+    private func removeInterruptedWrites(in directory: String) {
+        for name in (try? FileSystem.entryNames(of: directory)) ?? [] where name.contains(".tmp-") {
+            try? FileSystem.removeFile(directory + "/" + name)
+            logger.info("removed an interrupted write", metadata: ["event": "cleanup", "file": "\(name)"])
+        }
+    }
+}
+
+extension SyncMachine.Event {
+    /// Whether this event ends the request (or hook, or wait for enrollment) in flight.
+    var endsRequest: Bool {
+        switch self {
+        case .online, .settingsAnswer, .metadataAnswer, .changeConfirmed, .reportDelivered, .tokenRotated, .requestFailed,
+            .requestCancelled, .hookFinished:
+            true
+        default:
+            false
+        }
+    }
+}
+
+extension LogRecord {
+    /// The `event=` field and the others, as swift-log metadata.
+    var metadata: Logger.Metadata {
+        var metadata: Logger.Metadata = ["event": "\(event)"]
+        for (key, value) in fields { metadata[key] = "\(value)" }
+        return metadata
+    }
+}
+
+extension LogRecord.Level {
+    var logging: Logger.Level {
+        switch self {
+        case .trace: .trace
+        case .debug: .debug
+        case .info: .info
+        case .notice: .notice
+        case .warning: .warning
+        case .error: .error
+        case .critical: .critical
+        }
+    }
+}

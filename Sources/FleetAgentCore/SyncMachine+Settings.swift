@@ -1,0 +1,273 @@
+import FleetDeviceState
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+
+/// Start-up, the settings the server sends, and applying them: validate, persist, hook, report.
+extension SyncMachine {
+    // MARK: - Start-up
+
+    /// Serves what is on disk, and finishes a revision whose outcome a stop left open.
+    mutating func start(_ loaded: LoadedState, _ now: Moment) {
+        guard !started else { return }
+        started = true
+        reports = loaded.reports
+        reportsOnDisk = loaded.reports
+        if let problem = loaded.reportsProblem {
+            log(.error, "queued reports unreadable; starting with none", event: "disk-error", ["error": problem])
+        }
+        if let journal = loaded.journal {
+            self.journal = journal
+            journalOnDisk = journal
+        } else {
+            journalProblem = loaded.journalProblem ?? "changes.json cannot be read"
+            log(
+                .error, "changes.json unreadable; local changes wait in the inbox until it is repaired or removed", event: "disk-error",
+                ["error": journalProblem ?? ""])
+        }
+        statusOnDisk = loaded.status
+        if let stored = loaded.status, stored.app == rules.app { status = stored }
+        restoreAckDeadline(now)
+        settings = loaded.settings
+        knownRevision = loaded.settings?.revision
+        metadata = loaded.metadata
+        switch loaded.source {
+        case .previous:
+            guard let settings else { break }
+            let message = SettingsVerdict.message(
+                "settings.json was unusable; serving revision \(settings.revision) from settings.previous.json", loaded.problems)
+            log(.error, "settings.json unusable, previous generation restored", event: "restored", ["error": message])
+            actions.append(.restorePrevious)
+            verdictError = message
+            queue(
+                StatusReport(
+                    revision: settings.revision, schemaVersion: settings.schemaVersion, state: .error, message: message, source: .agent))
+            reportsSaveWanted = true
+        case .none where !loaded.problems.isEmpty:
+            let message = SettingsVerdict.message("no usable settings on disk", loaded.problems)
+            log(.error, "no usable settings on disk", event: "disk-error", ["error": message])
+            verdictError = message
+        default:
+            break
+        }
+        guard let settings else { return }
+        settleChanges(upTo: settings.revision, now)
+        log(
+            .info, "serving settings from disk", event: "loaded",
+            ["revision": "\(settings.revision)", "schema_version": "\(settings.schemaVersion)"])
+        actions.append(.showStatus("revision \(settings.revision) from disk"))
+        actions.append(.served)
+        if StartupRecovery.needsCompletion(settings: settings, status: loaded.status) || loaded.source == .previous {
+            beginFinishing(settings, now)
+        }
+    }
+
+    /// Enrolled and scanned: requests left while the agent was down go before the first request.
+    mutating func goOnline(_ requests: [InboxDelivery], _ now: Moment) {
+        guard case .awaitingOnline = slot else { return }
+        slot = .free
+        isOnline = true
+        if !requests.isEmpty { requestsArrived(requests, now) }
+    }
+
+    // MARK: - Answers
+
+    mutating func settingsAnswered(_ answer: SettingsAnswer, _ now: Moment) {
+        guard case .fetching(let fetch) = slot else { return }
+        slot = .free
+        cancelRequested = false
+        markReached(now)
+        backoff.reset()
+        if answer.rotationRequested { rotationPending = true }
+        switch fetch.purpose {
+        case .poll:
+            // A new turn: reports that waited go again, changes are retried, requests looked at.
+            reportsDeferred = false
+            conflicts = 0
+            defer { beginTurn(now) }
+            guard let document = answer.document else {
+                let elapsed = fetch.startedAt.duration(to: now.instant)
+                nextFetchAt = now.instant.advanced(by: schedule.delay(after: .unchanged(elapsed: elapsed), using: &random))
+                return
+            }
+            if document.revision == knownRevision {
+                // Decided on already (applied or refused): the server ignored If-None-Match.
+                // Nothing is done again, nothing reported again, and the next request waits.
+                log(.debug, "the server sent a revision already decided on", event: "repeated", ["revision": "\(document.revision)"])
+                nextFetchAt = now.instant.advanced(by: schedule.delay(after: .repeated, using: &random))
+                return
+            }
+            nextFetchAt = now.instant.advanced(by: schedule.delay(after: .changed, using: &random))
+            receive(document, now)
+        case .refresh:
+            guard let document = answer.document else { return }
+            receive(document, now)
+        }
+    }
+
+    /// What every turn (each answered settings request) retries.
+    mutating func beginTurn(_ now: Moment) {
+        if journalProblem != nil, !journalLoading {
+            journalLoading = true
+            actions.append(.loadJournal)
+        }
+        if journal != journalOnDisk { journalSaveWanted = true }
+        if handledRequests.contains(where: { $0.reportsVersion != nil }) { reportsSaveWanted = true }
+        if !waitingRequests.isEmpty { handleWaitingRequests(now) }
+    }
+
+    /// Decides on a document the server sent.
+    mutating func receive(_ document: SettingsDocument, _ now: Moment) {
+        if let settings, document.revision == settings.revision, document.schemaVersion == settings.schemaVersion {
+            knownRevision = document.revision
+            settleChanges(upTo: document.revision, now)
+            return
+        }
+        status.latestRevision = document.revision
+        if let metadata, Int64(metadata.version) == document.schemaVersion {
+            decide(on: document, with: .success(metadata), now)
+            return
+        }
+        slot = .fetchingMetadata(document)
+        actions.append(.fetchMetadata(ifNoneMatch: fetchedMetadata?.etag))
+    }
+
+    mutating func metadataAnswered(_ answer: MetadataDocument?, _ now: Moment) {
+        guard case .fetchingMetadata(let document) = slot else { return }
+        slot = .free
+        if let answer {
+            fetchedMetadata = answer
+            log(.info, "metadata fetched", event: "metadata", ["etag": answer.etag])
+        }
+        guard let fetchedMetadata else {
+            fail(.transient("the server sent no metadata for the app"), now)
+            return
+        }
+        decide(on: document, with: fetchedMetadata.parsed, now)
+    }
+
+    /// Refuses the document, or persists it.
+    mutating func decide(on document: SettingsDocument, with candidate: Result<Metadata, MetadataError>, _ now: Moment) {
+        switch SettingsVerdict.evaluate(document, app: rules.app, metadata: candidate) {
+        case .needsMetadata(let version):
+            fetchedMetadata = nil
+            fail(
+                .transient(
+                    "the settings name schema version \(document.schemaVersion) but the server's metadata is version \(version); fetching again"
+                ), now)
+        case .refuse(let state, let message):
+            knownRevision = document.revision
+            verdictError = message
+            status.state = state == .unsupported ? .unsupported : .error
+            log(
+                .warning, "revision refused", event: "refused",
+                [
+                    "revision": "\(document.revision)", "schema_version": "\(document.schemaVersion)", "state": state.rawValue,
+                    "message": message,
+                ])
+            actions.append(.showStatus("revision \(document.revision) \(state.rawValue), serving \(servedText)"))
+            stopAwaitingAck()
+            settleChanges(upTo: document.revision, refusal: message, now)
+            queueOutcome(
+                StatusReport(
+                    revision: document.revision, schemaVersion: document.schemaVersion, state: state, message: message, source: .agent))
+        case .apply:
+            guard case .success(let newMetadata) = candidate else { return }
+            let received = DeviceSettings(document, syncedAt: now.wall)
+            let metadataBytes = metadata?.version != newMetadata.version ? fetchedMetadata?.bytes : nil
+            slot = .persisting(received, newMetadata)
+            actions.append(.persist(received, metadata: metadataBytes))
+        }
+    }
+
+    mutating func persisted(_ error: String?, _ now: Moment) {
+        guard case .persisting(let received, let newMetadata) = slot else { return }
+        slot = .free
+        if let error {
+            let message = "cannot write the settings: \(error)"
+            queue(
+                StatusReport(
+                    revision: received.revision, schemaVersion: received.schemaVersion, state: .error, message: message, source: .agent))
+            fail(.transient(message), now)
+            return
+        }
+        let changed = SettingsValues.changedKeys(settings?.values ?? [:], received.values)
+        metadata = newMetadata
+        settings = received
+        knownRevision = received.revision
+        settleChanges(upTo: received.revision, now)
+        log(
+            .notice, "settings applied", event: "applied",
+            [
+                "revision": "\(received.revision)", "schema_version": "\(received.schemaVersion)",
+                "changed": changed.joined(separator: ","),
+            ])
+        actions.append(.showStatus("revision \(received.revision) written"))
+        actions.append(.served)
+        beginFinishing(received, now)
+        if !waitingRequests.isEmpty { handleWaitingRequests(now) }
+    }
+
+    // MARK: - Hook and outcome
+
+    /// Runs the hook after a random delay of up to `jitter` (so a fleet does not restart its
+    /// apps in the same second), or finishes at once without one.
+    mutating func beginFinishing(_ settings: DeviceSettings, _ now: Moment) {
+        guard rules.hasHook else {
+            finish(settings, .succeeded, now)
+            return
+        }
+        let delay = RetryBackoff.uniform(upTo: rules.jitter, using: &random)
+        slot = .hookDelay(settings, until: now.instant.advanced(by: delay))
+    }
+
+    mutating func startHookWhenDue(_ now: Moment) {
+        guard case .hookDelay(let settings, let until) = slot, now.instant >= until else { return }
+        slot = .hook(settings)
+        actions.append(.runHook(settings, secrets: metadata?.secretScalars(in: settings.values) ?? []))
+    }
+
+    mutating func hookFinished(_ outcome: HookOutcome, _ now: Moment) {
+        guard case .hook(let settings) = slot else { return }
+        slot = .free
+        finish(settings, outcome, now)
+    }
+
+    /// Records the outcome of settings just written: the report, the app's acknowledgement to
+    /// wait for, and `status.json`. A cancelled hook records nothing: the next start finishes it.
+    mutating func finish(_ applied: DeviceSettings, _ outcome: HookOutcome, _ now: Moment) {
+        var state = StatusReport.State.applied
+        var message = ""
+        switch outcome {
+        case .cancelled:
+            return
+        case .failed(let reason):
+            state = .error
+            message = reason
+            log(.error, "hook failed", event: "hook", ["revision": "\(applied.revision)", "error": reason])
+        case .succeeded:
+            if rules.hasHook { log(.info, "hook ran", event: "hook", ["revision": "\(applied.revision)"]) }
+        }
+        verdictError = state == .applied ? nil : message
+        if state == .applied { awaitAck(for: applied.revision, now) } else { stopAwaitingAck() }
+        status.revision = applied.revision
+        status.schemaVersion = applied.schemaVersion
+        status.state = state == .applied ? .applied : .error
+        status.latestRevision = max(status.latestRevision ?? applied.revision, applied.revision)
+        queueOutcome(
+            StatusReport(
+                revision: applied.revision, schemaVersion: applied.schemaVersion, state: state, message: message, source: .agent))
+        actions.append(.showStatus("revision \(applied.revision) \(state.rawValue)"))
+    }
+
+    // MARK: - Reaching the server
+
+    mutating func markReached(_ now: Moment) {
+        status.lastSync = now.wall
+        statusCheckWanted = true
+        guard transportError != nil else { return }
+        transportError = nil
+        log(.notice, "server reached again", event: "reconnected")
+        actions.append(.showStatus(settings.map { "revision \($0.revision) \(status.state.rawValue)" } ?? "no settings yet"))
+    }
+}
