@@ -290,7 +290,8 @@ let package = Package(
         .testTarget(
             name: "FleetAgentTests",
             dependencies: [
-                "fleetsetd", "fleetset", "fleetset-server", "FleetTestSupport", "FleetClient", "Curl", "FleetProtocol", "FleetJSON",
+                "fleetsetd", "fleetset", "fleetset-server", "FleetAgent", "FleetAgentCore", "FleetTestSupport", "FleetClient", "Curl",
+                "FleetProtocol", "FleetJSON",
                 "FleetMetadata", "FleetDeviceState", "FleetDeviceFiles", "FleetIO", "FleetSettings", "PosixThreads",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
