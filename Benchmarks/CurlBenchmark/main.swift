@@ -30,7 +30,7 @@ struct BenchmarkFailed: Error, CustomStringConvertible {
 }
 
 func notModifiedCost(client: HTTPClient, url: String, etag: String, requests: Int, rounds: Int) async throws {
-    var request = HTTPRequest(url: url)
+    var request = HTTPClient.Request(url: url)
     request.setIfNoneMatch(etag)
     for round in 0...rounds {  // round 0 warms up
         let start = cpuMicroseconds()
@@ -44,7 +44,7 @@ func notModifiedCost(client: HTTPClient, url: String, etag: String, requests: In
 
 func cancellationLatency(client: HTTPClient, url: String, rounds: Int) async throws {
     for _ in 0..<rounds {
-        let request = Task { try await client.execute(HTTPRequest(url: url)) }
+        let request = Task { try await client.execute(HTTPClient.Request(url: url)) }
         try await Task.sleep(for: .milliseconds(50))  // let it reach the server
         let start = ContinuousClock.now
         request.cancel()

@@ -7,7 +7,7 @@
 ///
 /// ```swift
 /// try await withHTTPClient(configuration: .init(tls: .init(caFile: "/etc/fleetset/ca.pem"))) { client in
-///     var request = HTTPRequest(url: "https://fleet.example.com/v1/apps/kiosk/settings")
+///     var request = HTTPClient.Request(url: "https://fleet.example.com/v1/apps/kiosk/settings")
 ///     request.setIfNoneMatch("\"41\"")
 ///     let response = try await client.execute(request)   // 200 with a body, or 304
 /// }
@@ -53,12 +53,12 @@ public final class HTTPClient: Sendable {
 
     /// Sends a request and returns the final response, following same-origin redirects.
     ///
-    /// Any status code is a response, not an error: check ``HTTPResponse/status``.
+    /// Any status code is a response, not an error: check ``HTTPClient.Response/status``.
     ///
     /// - Throws: `CancellationError` when the task is cancelled; ``HTTPClientError`` for a
     ///   refused URL, a redirect to another origin, and every transport, TLS, timeout or size
     ///   failure.
-    public func execute(_ request: HTTPRequest) async throws -> HTTPResponse {
+    public func execute(_ request: HTTPClient.Request) async throws -> HTTPClient.Response {
         var request = request
         var url = try checkedURL(request.url)
         var redirects = 0
@@ -98,7 +98,7 @@ public final class HTTPClient: Sendable {
         return url
     }
 
-    private func perform(_ request: HTTPRequest, url: ParsedURL) async throws -> HTTPResponse {
+    private func perform(_ request: HTTPClient.Request, url: ParsedURL) async throws -> HTTPClient.Response {
         let transfer = try Transfer(request: request, url: url, configuration: configuration, userAgent: userAgent)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
@@ -134,7 +134,7 @@ enum RedirectRule {
 
     /// The request to send to `target` after a `status` redirect: 303, and 301/302 after a
     /// POST, turn into a GET without body (as every browser does); 307 and 308 keep method and body.
-    static func follow(_ request: HTTPRequest, status: Int, to target: String) -> HTTPRequest {
+    static func follow(_ request: HTTPClient.Request, status: Int, to target: String) -> HTTPClient.Request {
         var next = request
         next.url = target
         let becomesGet = (status == 303 && request.method != .head) || ((status == 301 || status == 302) && request.method == .post)

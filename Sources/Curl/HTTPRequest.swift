@@ -1,22 +1,24 @@
-/// An HTTP request method.
-public struct HTTPMethod: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
-    public let rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
+extension HTTPClient {
+    /// An HTTP request method.
+    public struct Method: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
 
-    public static let get = HTTPMethod(rawValue: "GET")
-    public static let head = HTTPMethod(rawValue: "HEAD")
-    public static let post = HTTPMethod(rawValue: "POST")
-    public static let put = HTTPMethod(rawValue: "PUT")
-    public static let patch = HTTPMethod(rawValue: "PATCH")
-    public static let delete = HTTPMethod(rawValue: "DELETE")
+        public static let get = HTTPClient.Method(rawValue: "GET")
+        public static let head = HTTPClient.Method(rawValue: "HEAD")
+        public static let post = HTTPClient.Method(rawValue: "POST")
+        public static let put = HTTPClient.Method(rawValue: "PUT")
+        public static let patch = HTTPClient.Method(rawValue: "PATCH")
+        public static let delete = HTTPClient.Method(rawValue: "DELETE")
 
-    public var description: String { rawValue }
+        public var description: String { rawValue }
+    }
 }
 
 /// Time and size limits for one transfer.
 ///
 /// The client's ``HTTPClient/Configuration/limits`` apply to every request that does not set
-/// its own ``HTTPRequest/limits``. A long-poll sets a total timeout above its wait and turns the
+/// its own ``HTTPClient.Request/limits``. A long-poll sets a total timeout above its wait and turns the
 /// low-speed limit off, since a held request legitimately transfers nothing.
 public struct TransferLimits: Sendable, Equatable {
     /// The most time for connecting, TLS handshake included. Default: 10 s.
@@ -53,35 +55,37 @@ public struct TransferLimits: Sendable, Equatable {
     }
 }
 
-/// One HTTP request: method, URL, headers and an optional body.
-public struct HTTPRequest: Sendable, Equatable {
-    /// The method; `GET` by default.
-    public var method: HTTPMethod
-    /// The absolute URL, `https://…` (or `http://…` where the client allows it).
-    public var url: String
-    /// Request headers. `Content-Type` defaults to `application/octet-stream` when a body is set.
-    public var headers: HTTPHeaders
-    /// The body, sent with `Content-Length`; `nil` sends none.
-    public var body: [UInt8]?
-    /// Limits for this request; `nil` uses the client's.
-    public var limits: TransferLimits?
+extension HTTPClient {
+    /// One HTTP request: method, URL, headers and an optional body.
+    public struct Request: Sendable, Equatable {
+        /// The method; `GET` by default.
+        public var method: HTTPClient.Method
+        /// The absolute URL, `https://…` (or `http://…` where the client allows it).
+        public var url: String
+        /// Request headers. `Content-Type` defaults to `application/octet-stream` when a body is set.
+        public var headers: HTTPClient.Headers
+        /// The body, sent with `Content-Length`; `nil` sends none.
+        public var body: [UInt8]?
+        /// Limits for this request; `nil` uses the client's.
+        public var limits: TransferLimits?
 
-    public init(
-        method: HTTPMethod = .get, url: String, headers: HTTPHeaders = [:],
-        body: [UInt8]? = nil, limits: TransferLimits? = nil
-    ) {
-        self.method = method
-        self.url = url
-        self.headers = headers
-        self.body = body
-        self.limits = limits
+        public init(
+            method: HTTPClient.Method = .get, url: String, headers: HTTPClient.Headers = [:],
+            body: [UInt8]? = nil, limits: TransferLimits? = nil
+        ) {
+            self.method = method
+            self.url = url
+            self.headers = headers
+            self.body = body
+            self.limits = limits
+        }
+
+        /// Makes the request conditional on the resource having changed: `If-None-Match: etag`.
+        /// The server answers `304 Not Modified` when it has not.
+        public mutating func setIfNoneMatch(_ etag: String) { headers["If-None-Match"] = etag }
+
+        /// Makes the request conditional on the resource being unchanged: `If-Match: etag`.
+        /// The server answers `412` (or fleetset's `409`) when it has changed.
+        public mutating func setIfMatch(_ etag: String) { headers["If-Match"] = etag }
     }
-
-    /// Makes the request conditional on the resource having changed: `If-None-Match: etag`.
-    /// The server answers `304 Not Modified` when it has not.
-    public mutating func setIfNoneMatch(_ etag: String) { headers["If-None-Match"] = etag }
-
-    /// Makes the request conditional on the resource being unchanged: `If-Match: etag`.
-    /// The server answers `412` (or fleetset's `409`) when it has changed.
-    public mutating func setIfMatch(_ etag: String) { headers["If-Match"] = etag }
 }

@@ -4,7 +4,7 @@
 /// libcurl calls it on the driver thread only; it is reached through an unretained pointer that
 /// stays valid because the owning ``Transfer`` outlives the transfer inside libcurl.
 final class ResponseCollector {
-    private(set) var headers = HTTPHeaders()
+    private(set) var headers = HTTPClient.Headers()
     private(set) var body: [UInt8] = []
     /// Set when the body outgrew the cap; the write callback then makes libcurl abort.
     private(set) var exceededCap = false

@@ -15,10 +15,10 @@ final class Transfer: @unchecked Sendable {
     private let collector: ResponseCollector
     private let cancellation = Atomic<Bool>(false)
     /// Set by the driver when it accepts the transfer; resumed exactly once by ``complete(_:)``.
-    var continuation: CheckedContinuation<HTTPResponse, any Error>?
+    var continuation: CheckedContinuation<HTTPClient.Response, any Error>?
 
     /// Configures a libcurl easy handle for `request`. Nothing blocks here.
-    init(request: HTTPRequest, url: ParsedURL, configuration: HTTPClient.Configuration, userAgent: String) throws(HTTPClientError) {
+    init(request: HTTPClient.Request, url: ParsedURL, configuration: HTTPClient.Configuration, userAgent: String) throws(HTTPClientError) {
         self.url = url
         self.limits = request.limits ?? configuration.limits
         self.tls = configuration.tls
@@ -54,21 +54,21 @@ final class Transfer: @unchecked Sendable {
     func markCancelled() { cancellation.store(true, ordering: .releasing) }
 
     /// Resumes the waiting task. The driver calls this exactly once per accepted transfer.
-    func complete(_ result: Result<HTTPResponse, any Error>) {
+    func complete(_ result: Result<HTTPClient.Response, any Error>) {
         guard let continuation else { preconditionFailure("a transfer completed twice") }
         self.continuation = nil
         continuation.resume(with: result)
     }
 
     /// The response, or the classified failure, once libcurl reports the transfer done.
-    func outcome(_ code: CURLcode) -> Result<HTTPResponse, any Error> {
+    func outcome(_ code: CURLcode) -> Result<HTTPClient.Response, any Error> {
         guard code == CURLE_OK else {
             let context = TransferFailureContext(url: url, limits: limits, tls: tls, exceededSizeCap: collector.exceededCap)
             return .failure(HTTPClientError.transferFailure(code: code.rawValue, curlMessage: easy.errorText, context: context))
         }
         let retryAfter = easy.info(offset: CURLINFO_RETRY_AFTER)
         return .success(
-            HTTPResponse(
+            HTTPClient.Response(
                 status: easy.info(long: CURLINFO_RESPONSE_CODE),
                 headers: collector.headers,
                 body: collector.body,
@@ -82,7 +82,7 @@ final class Transfer: @unchecked Sendable {
 
     // MARK: Configuration
 
-    private func configureMethodAndBody(_ request: HTTPRequest) throws(HTTPClientError) {
+    private func configureMethodAndBody(_ request: HTTPClient.Request) throws(HTTPClientError) {
         switch request.method {
         case .get where request.body == nil:
             try easy.set(CURLOPT_HTTPGET, true)
@@ -124,7 +124,7 @@ final class Transfer: @unchecked Sendable {
     }
 
     /// The header lines handed to libcurl: the request's own, plus defaults.
-    static func headerLines(for request: HTTPRequest, userAgent: String) throws(HTTPClientError) -> [String] {
+    static func headerLines(for request: HTTPClient.Request, userAgent: String) throws(HTTPClientError) -> [String] {
         var headers = request.headers
         if request.body != nil, headers["Content-Type"] == nil {
             headers["Content-Type"] = "application/octet-stream"
@@ -151,7 +151,7 @@ final class Transfer: @unchecked Sendable {
         return nameIsToken && valueIsOneLine
     }
 
-    private static func httpVersion(_ value: Int) -> HTTPVersion {
+    private static func httpVersion(_ value: Int) -> HTTPClient.Version {
         switch value {
         case CURL_HTTP_VERSION_1_0: .http1_0
         case CURL_HTTP_VERSION_1_1: .http1_1

@@ -36,7 +36,7 @@ final class TransferDriver: Sendable {
     }
 
     /// Hands a configured transfer to the thread; `continuation` is resumed with its outcome.
-    func submit(_ transfer: Transfer, continuation: CheckedContinuation<HTTPResponse, any Error>) {
+    func submit(_ transfer: Transfer, continuation: CheckedContinuation<HTTPClient.Response, any Error>) {
         let accepted = inbox.withLock { inbox in
             guard !inbox.shuttingDown else { return false }
             transfer.continuation = continuation

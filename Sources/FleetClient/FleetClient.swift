@@ -39,7 +39,7 @@ public struct FleetClient: Sendable {
 
     /// The app's metadata document and its ETag, or `nil` when it still has `etag`.
     public func metadata(app: String, ifNoneMatch etag: String? = nil) async throws -> (document: [UInt8], etag: String)? {
-        var headers: HTTPHeaders = [:]
+        var headers: HTTPClient.Headers = [:]
         if let etag { headers["If-None-Match"] = etag }
         let response = try await send(.get, "/v1/apps/\(app)/metadata", headers: headers, expect: [200, 304])
         guard response.status == 200 else { return nil }
@@ -63,7 +63,7 @@ public struct FleetClient: Sendable {
 
     /// As ``settings(app:knownRevision:wait:)``, with the server's requests of the device.
     public func settingsAnswer(app: String, knownRevision: Int64? = nil, wait: Int = 0) async throws -> SettingsAnswer {
-        var headers: HTTPHeaders = [:]
+        var headers: HTTPClient.Headers = [:]
         if let knownRevision { headers["If-None-Match"] = RevisionTag.etag(knownRevision) }
         var limits: TransferLimits?
         if wait > 0 {
@@ -177,10 +177,10 @@ public struct FleetClient: Sendable {
     // MARK: - Transport
 
     private func send(
-        _ method: HTTPMethod, _ path: String, json: JSONValue? = nil, body: [UInt8]? = nil, contentType: String = "application/json",
-        headers: HTTPHeaders = [:], limits: TransferLimits? = nil, expect: Set<Int>
-    ) async throws -> HTTPResponse {
-        var request = HTTPRequest(method: method, url: baseURL + path, headers: headers, limits: limits)
+        _ method: HTTPClient.Method, _ path: String, json: JSONValue? = nil, body: [UInt8]? = nil, contentType: String = "application/json",
+        headers: HTTPClient.Headers = [:], limits: TransferLimits? = nil, expect: Set<Int>
+    ) async throws -> HTTPClient.Response {
+        var request = HTTPClient.Request(method: method, url: baseURL + path, headers: headers, limits: limits)
         if let token { request.headers["Authorization"] = "Bearer " + token }
         request.headers["Accept"] = "application/json"
         if let payload = json.map({ Array($0.serialized().utf8) }) ?? body {
@@ -195,7 +195,7 @@ public struct FleetClient: Sendable {
         return response
     }
 
-    private func decode<Message>(_ response: HTTPResponse, _ make: (JSONValue) throws(DocumentError) -> Message) throws -> Message {
+    private func decode<Message>(_ response: HTTPClient.Response, _ make: (JSONValue) throws(DocumentError) -> Message) throws -> Message {
         do {
             return try make(try JSONParser.parse(response.body))
         } catch let error as DocumentError {

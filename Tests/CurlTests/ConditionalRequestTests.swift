@@ -6,12 +6,12 @@ struct ConditionalRequestTests {
     @Test("200 carries the ETag; If-None-Match with it gets 304 and no body")
     func etagThen304() async throws {
         try await withTestClient { client, servers in
-            let first = try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/etag"))
+            let first = try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/etag"))
             #expect(first.status == 200)
             #expect(first.etag == "\"v1\"")
             #expect(first.bodyText == "{\"revision\":1}")
 
-            var conditional = HTTPRequest(url: "\(servers.httpsBase)/etag")
+            var conditional = HTTPClient.Request(url: "\(servers.httpsBase)/etag")
             conditional.setIfNoneMatch(try #require(first.etag))
             let second = try await client.execute(conditional)
             #expect(second.status == 304)
@@ -26,7 +26,7 @@ struct ConditionalRequestTests {
     @Test("method, body, If-Match and custom headers reach the server as given")
     func patchWithBodyAndIfMatch() async throws {
         try await withTestClient { client, servers in
-            var request = HTTPRequest(
+            var request = HTTPClient.Request(
                 method: .patch, url: "\(servers.httpsBase)/echo",
                 headers: ["Content-Type": "application/merge-patch+json", "X-Custom": "kiosk 7"],
                 body: Array("{\"idleResetMinutes\":2}".utf8))
@@ -47,7 +47,7 @@ struct ConditionalRequestTests {
     func binaryBody() async throws {
         try await withTestClient { client, servers in
             let bytes: [UInt8] = [0, 1, 2, 255, 0, 13, 10]
-            let response = try await client.execute(HTTPRequest(method: .post, url: "\(servers.httpsBase)/echo", body: bytes))
+            let response = try await client.execute(HTTPClient.Request(method: .post, url: "\(servers.httpsBase)/echo", body: bytes))
             #expect(response.body == bytes)
             #expect(response.headers["x-echo-content-type"] == "application/octet-stream")
             #expect(response.headers["x-echo-content-length"] == "7")
@@ -57,7 +57,7 @@ struct ConditionalRequestTests {
     @Test("a header value with a line break is refused before anything is sent")
     func headerInjectionRefused() async throws {
         try await withTestClient { client, servers in
-            let request = HTTPRequest(url: "\(servers.httpsBase)/echo", headers: ["X-Custom": "a\r\nX-Admin: yes"])
+            let request = HTTPClient.Request(url: "\(servers.httpsBase)/echo", headers: ["X-Custom": "a\r\nX-Admin: yes"])
             let error = await #expect(throws: HTTPClientError.self) { try await client.execute(request) }
             #expect(error?.kind == .invalidRequest)
             #expect(error?.message.contains("X-Custom") == true)
@@ -67,17 +67,17 @@ struct ConditionalRequestTests {
     @Test("Retry-After is read as a delay")
     func retryAfter() async throws {
         try await withTestClient { client, servers in
-            let response = try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/retry-after"))
+            let response = try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/retry-after"))
             #expect(response.status == 503)
             #expect(response.retryAfter == .seconds(7))
-            #expect(try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/etag")).retryAfter == nil)
+            #expect(try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/etag")).retryAfter == nil)
         }
     }
 
     @Test("a gzip-encoded body arrives decoded; the client offers every coding libcurl has")
     func compressedBody() async throws {
         try await withTestClient { client, servers in
-            let response = try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/compressed"))
+            let response = try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/compressed"))
             #expect(response.status == 200)
             #expect(response.headers["Content-Encoding"] == "gzip")
             #expect(response.bodyText == TestRoutes.compressedText)
@@ -92,8 +92,8 @@ struct ConditionalRequestTests {
     func httpVersionNegotiation() async throws {
         try await withTestClient({ $0.allowInsecureHTTP = true }) { client, servers in
             #expect(client.library.supportsHTTP2)
-            let overTLS = try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/etag"))
-            let overPlainHTTP = try await client.execute(HTTPRequest(url: "\(servers.plainHTTPBase)/etag"))
+            let overTLS = try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/etag"))
+            let overPlainHTTP = try await client.execute(HTTPClient.Request(url: "\(servers.plainHTTPBase)/etag"))
             #expect(overTLS.httpVersion == .http2)
             #expect(overPlainHTTP.httpVersion == .http1_1)
         }

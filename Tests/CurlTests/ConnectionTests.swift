@@ -10,7 +10,7 @@ struct ConnectionTests {
             let base = plainHTTP ? servers.plainHTTPBase : servers.httpsBase
             var newConnections: [Int] = []
             for _ in 0..<5 {
-                var request = HTTPRequest(url: "\(base)/etag")
+                var request = HTTPClient.Request(url: "\(base)/etag")
                 request.setIfNoneMatch("\"v1\"")
                 let response = try await client.execute(request)
                 #expect(response.status == 304)
@@ -26,9 +26,11 @@ struct ConnectionTests {
             // The server answers none of them until all 50 have arrived: a client that sent
             // them one after another would time out instead.
             let group = UUID().uuidString
-            let responses = try await withThrowingTaskGroup(of: HTTPResponse.self) { tasks in
+            let responses = try await withThrowingTaskGroup(of: HTTPClient.Response.self) { tasks in
                 for _ in 0..<50 {
-                    tasks.addTask { try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/barrier?group=\(group)&count=50")) }
+                    tasks.addTask {
+                        try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/barrier?group=\(group)&count=50"))
+                    }
                 }
                 return try await tasks.reduce(into: []) { $0.append($1) }
             }
@@ -42,10 +44,10 @@ struct ConnectionTests {
     func longPollDoesNotBlockOtherRequests() async throws {
         try await withTestClient { client, servers in
             let id = UUID().uuidString
-            let longPoll = Task { try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/hang?id=\(id)")) }
+            let longPoll = Task { try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/hang?id=\(id)")) }
             await servers.signals.waitForArrival(of: id)
             for _ in 0..<3 {
-                let response = try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/etag"))
+                let response = try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/etag"))
                 #expect(response.status == 200)
             }
             longPoll.cancel()

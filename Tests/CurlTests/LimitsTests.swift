@@ -9,8 +9,8 @@ struct LimitsTests {
         try await withTestClient { client, servers in
             // Connected and through TLS first, so that a loaded machine's slow handshake cannot
             // use up the 300 ms (libcurl would call that a connect timeout).
-            _ = try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/echo"))
-            var hanging = HTTPRequest(url: "\(servers.httpsBase)/hang?id=\(UUID())")
+            _ = try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/echo"))
+            var hanging = HTTPClient.Request(url: "\(servers.httpsBase)/hang?id=\(UUID())")
             var limits = TransferLimits()
             limits.timeout = .milliseconds(300)
             hanging.limits = limits
@@ -25,7 +25,7 @@ struct LimitsTests {
         let listener = try SilentListener()
         try await withTestClient({ $0.limits.connectTimeout = .milliseconds(300) }) { client, _ in
             let error = await #expect(throws: HTTPClientError.self) {
-                try await client.execute(HTTPRequest(url: "https://127.0.0.1:\(listener.port)/"))
+                try await client.execute(HTTPClient.Request(url: "https://127.0.0.1:\(listener.port)/"))
             }
             #expect(error?.kind == .connectTimeout, "\(String(describing: error))")
             #expect(error?.message == "connecting to 127.0.0.1:\(listener.port) took longer than the connect timeout of 0.3 seconds")
@@ -37,7 +37,7 @@ struct LimitsTests {
         let port = try SilentListener.closedPort()
         try await withTestClient { client, _ in
             let error = await #expect(throws: HTTPClientError.self) {
-                try await client.execute(HTTPRequest(url: "https://127.0.0.1:\(port)/"))
+                try await client.execute(HTTPClient.Request(url: "https://127.0.0.1:\(port)/"))
             }
             #expect(error?.kind == .couldNotConnect)
             #expect(error?.message == "could not connect to 127.0.0.1:\(port)")
@@ -50,7 +50,7 @@ struct LimitsTests {
             $0.limits.lowSpeedLimit = .init(bytesPerSecond: 1000, duration: .seconds(1))
         }) { client, servers in
             let error = await #expect(throws: HTTPClientError.self) {
-                try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/drip"))
+                try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/drip"))
             }
             #expect(error?.kind == .lowSpeed)
             #expect(error?.message.contains("stayed below 1000 bytes/s") == true)
@@ -62,10 +62,10 @@ struct LimitsTests {
         arguments: ["", "&stream=1"])
     func sizeCap(streaming: String) async throws {
         try await withTestClient({ $0.limits.maxResponseBytes = 4096 }) { client, servers in
-            let exact = try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/bytes?count=4096\(streaming)"))
+            let exact = try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/bytes?count=4096\(streaming)"))
             #expect(exact.body.count == 4096)
             let error = await #expect(throws: HTTPClientError.self) {
-                try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/bytes?count=100000\(streaming)"))
+                try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/bytes?count=100000\(streaming)"))
             }
             #expect(error?.kind == .responseTooLarge)
             #expect(error?.message.contains("larger than the limit of 4 KiB") == true)
@@ -76,7 +76,7 @@ struct LimitsTests {
     func sizeCapCountsDecodedBytes() async throws {
         try await withTestClient({ $0.limits.maxResponseBytes = 8192 }) { client, servers in
             let error = await #expect(throws: HTTPClientError.self) {
-                try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/compressed"))
+                try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/compressed"))
             }
             #expect(error?.kind == .responseTooLarge)
         }
@@ -85,7 +85,7 @@ struct LimitsTests {
     @Test("per-request limits override the client's")
     func perRequestLimits() async throws {
         try await withTestClient({ $0.limits.maxResponseBytes = 10 }) { client, servers in
-            var request = HTTPRequest(url: "\(servers.httpsBase)/bytes?count=1000")
+            var request = HTTPClient.Request(url: "\(servers.httpsBase)/bytes?count=1000")
             request.limits = TransferLimits(maxResponseBytes: 1000)
             let response = try await client.execute(request)
             #expect(response.body.count == 1000)
@@ -102,7 +102,7 @@ struct LimitsTests {
         try await withTestClient { client, servers in
             let id = UUID().uuidString
             let longPoll = Task {
-                try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/hang?id=\(id)", limits: Self.heldTenMinutes))
+                try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/hang?id=\(id)", limits: Self.heldTenMinutes))
             }
             await servers.signals.waitForArrival(of: id)
             longPoll.cancel()
@@ -117,7 +117,7 @@ struct LimitsTests {
         try await withTestClient { client, servers in
             let task = Task {
                 withUnsafeCurrentTask { $0?.cancel() }
-                return try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/etag"))
+                return try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/etag"))
             }
             await #expect(throws: CancellationError.self) { try await task.value }
         }
@@ -128,13 +128,13 @@ struct LimitsTests {
         let servers = try await TestServers.shared
         let client = try HTTPClient(configuration: testConfiguration(servers))
         let id = UUID().uuidString
-        let longPoll = Task { try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/hang?id=\(id)")) }
+        let longPoll = Task { try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/hang?id=\(id)")) }
         await servers.signals.waitForArrival(of: id)
         await client.shutdown()
         let error = await #expect(throws: HTTPClientError.self) { try await longPoll.value }
         #expect(error?.kind == .clientShutDown)
         let late = await #expect(throws: HTTPClientError.self) {
-            try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/etag"))
+            try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/etag"))
         }
         #expect(late?.kind == .clientShutDown)
     }

@@ -15,19 +15,19 @@ struct RedirectRuleTests {
 
     @Test("303 turns any method but HEAD into a GET without body")
     func seeOtherBecomesGet() {
-        let patch = HTTPRequest(method: .patch, url: "https://a/x", headers: ["Content-Type": "application/json"], body: [1])
+        let patch = HTTPClient.Request(method: .patch, url: "https://a/x", headers: ["Content-Type": "application/json"], body: [1])
         let next = RedirectRule.follow(patch, status: 303, to: "https://a/y")
         #expect(next.method == .get)
         #expect(next.body == nil)
         #expect(next.headers["Content-Type"] == nil)
         #expect(next.url == "https://a/y")
-        let head = RedirectRule.follow(HTTPRequest(method: .head, url: "https://a/x"), status: 303, to: "https://a/y")
+        let head = RedirectRule.follow(HTTPClient.Request(method: .head, url: "https://a/x"), status: 303, to: "https://a/y")
         #expect(head.method == .head)
     }
 
     @Test("307 and 308 keep method and body", arguments: [307, 308])
     func temporaryAndPermanentKeepTheMethod(status: Int) {
-        let put = HTTPRequest(method: .put, url: "https://a/x", body: [1, 2, 3])
+        let put = HTTPClient.Request(method: .put, url: "https://a/x", body: [1, 2, 3])
         let next = RedirectRule.follow(put, status: status, to: "https://a/y")
         #expect(next.method == .put)
         #expect(next.body == [1, 2, 3])
@@ -36,8 +36,11 @@ struct RedirectRuleTests {
     @Test("301 and 302 turn a POST into a GET but keep other methods", arguments: [301, 302])
     func movedAndFound(status: Int) {
         #expect(
-            RedirectRule.follow(HTTPRequest(method: .post, url: "https://a/x", body: [1]), status: status, to: "https://a/y").method == .get
+            RedirectRule.follow(HTTPClient.Request(method: .post, url: "https://a/x", body: [1]), status: status, to: "https://a/y").method
+                == .get
         )
-        #expect(RedirectRule.follow(HTTPRequest(method: .delete, url: "https://a/x"), status: status, to: "https://a/y").method == .delete)
+        #expect(
+            RedirectRule.follow(HTTPClient.Request(method: .delete, url: "https://a/x"), status: status, to: "https://a/y").method
+                == .delete)
     }
 }

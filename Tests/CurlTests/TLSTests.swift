@@ -8,7 +8,7 @@ struct TLSTests {
         let servers = try await TestServers.shared
         try await withTestClient({ $0.tls.caFile = servers.pki.otherCAFile }) { client, servers in
             let error = await #expect(throws: HTTPClientError.self) {
-                try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/etag"))
+                try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/etag"))
             }
             #expect(error?.kind == .untrustedCertificate)
             #expect(error?.message == "certificate of 127.0.0.1:\(servers.https) is not trusted by CA file \(servers.pki.otherCAFile)")
@@ -21,7 +21,7 @@ struct TLSTests {
     func hostnameMismatch() async throws {
         try await withTestClient { client, servers in
             let error = await #expect(throws: HTTPClientError.self) {
-                try await client.execute(HTTPRequest(url: "https://localhost:\(servers.https)/etag"))
+                try await client.execute(HTTPClient.Request(url: "https://localhost:\(servers.https)/etag"))
             }
             #expect(error?.kind == .hostnameMismatch)
             #expect(error?.message == "certificate of localhost:\(servers.https) does not name host localhost")
@@ -32,13 +32,13 @@ struct TLSTests {
     func publicKeyPinning() async throws {
         let servers = try await TestServers.shared
         try await withTestClient({ $0.tls.pinnedPublicKeys = [servers.pki.serverKeyPin] }) { client, servers in
-            let response = try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/etag"))
+            let response = try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/etag"))
             #expect(response.status == 200)
         }
         let otherPin = "sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
         try await withTestClient({ $0.tls.pinnedPublicKeys = [otherPin] }) { client, servers in
             let error = await #expect(throws: HTTPClientError.self) {
-                try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/etag"))
+                try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/etag"))
             }
             #expect(error?.kind == .pinnedKeyMismatch)
         }
@@ -56,7 +56,7 @@ struct TLSTests {
     func clientCertificateRequired() async throws {
         try await withTestClient { client, servers in
             let error = await #expect(throws: HTTPClientError.self) {
-                try await client.execute(HTTPRequest(url: "\(servers.mutualTLSBase)/etag"))
+                try await client.execute(HTTPClient.Request(url: "\(servers.mutualTLSBase)/etag"))
             }
             #expect(error?.kind == .clientCertificateRequired)
             #expect(error?.message.contains("requires a client certificate") == true)
@@ -70,7 +70,7 @@ struct TLSTests {
             $0.tls.clientCertificateFile = servers.pki.clientCertificateFile
             $0.tls.clientKeyFile = servers.pki.clientKeyFile
         }) { client, servers in
-            let response = try await client.execute(HTTPRequest(url: "\(servers.mutualTLSBase)/etag"))
+            let response = try await client.execute(HTTPClient.Request(url: "\(servers.mutualTLSBase)/etag"))
             #expect(response.status == 200)
             #expect(response.etag == "\"v1\"")
         }
@@ -83,7 +83,7 @@ struct TLSTests {
             $0.tls.clientKeyFile = "/nonexistent/client.key"
         }) { client, servers in
             let error = await #expect(throws: HTTPClientError.self) {
-                try await client.execute(HTTPRequest(url: "\(servers.mutualTLSBase)/etag"))
+                try await client.execute(HTTPClient.Request(url: "\(servers.mutualTLSBase)/etag"))
             }
             #expect(error?.kind == .clientCertificateUnusable)
             #expect(error?.message.contains("/nonexistent/client.pem") == true)
@@ -94,7 +94,7 @@ struct TLSTests {
     func missingCAFile() async throws {
         try await withTestClient({ $0.tls.caFile = "/nonexistent/ca.pem" }) { client, servers in
             let error = await #expect(throws: HTTPClientError.self) {
-                try await client.execute(HTTPRequest(url: "\(servers.httpsBase)/etag"))
+                try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/etag"))
             }
             #expect(error?.kind == .caFileUnusable)
             #expect(error?.message.contains("/nonexistent/ca.pem") == true)
@@ -105,13 +105,13 @@ struct TLSTests {
     func plainHTTPRefusedUnlessAllowed() async throws {
         try await withTestClient { client, servers in
             let error = await #expect(throws: HTTPClientError.self) {
-                try await client.execute(HTTPRequest(url: "\(servers.plainHTTPBase)/etag"))
+                try await client.execute(HTTPClient.Request(url: "\(servers.plainHTTPBase)/etag"))
             }
             #expect(error?.kind == .insecureSchemeRefused)
             #expect(error?.message.contains("allowInsecureHTTP") == true)
         }
         try await withTestClient({ $0.allowInsecureHTTP = true }) { client, servers in
-            let response = try await client.execute(HTTPRequest(url: "\(servers.plainHTTPBase)/etag"))
+            let response = try await client.execute(HTTPClient.Request(url: "\(servers.plainHTTPBase)/etag"))
             #expect(response.status == 200)
         }
     }
@@ -119,7 +119,7 @@ struct TLSTests {
     @Test("schemes other than https and http are refused", arguments: ["ftp://127.0.0.1/x", "file:///etc/passwd", "gopher://127.0.0.1/"])
     func otherSchemesRefused(url: String) async throws {
         try await withTestClient({ $0.allowInsecureHTTP = true }) { client, _ in
-            let error = await #expect(throws: HTTPClientError.self) { try await client.execute(HTTPRequest(url: url)) }
+            let error = await #expect(throws: HTTPClientError.self) { try await client.execute(HTTPClient.Request(url: url)) }
             #expect(error?.kind == .unsupportedScheme)
         }
     }

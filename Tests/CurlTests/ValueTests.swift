@@ -35,7 +35,7 @@ struct ValueTests {
 
     @Test("header lookup ignores case; setting replaces every field of that name in place")
     func headers() {
-        var headers: HTTPHeaders = ["Accept": "a", "ETag": "\"1\""]
+        var headers: HTTPClient.Headers = ["Accept": "a", "ETag": "\"1\""]
         headers.add(name: "etag", value: "\"2\"")
         #expect(headers["etag"] == "\"1\"")
         #expect(headers.values(for: "ETAG") == ["\"1\"", "\"2\""])
@@ -48,14 +48,14 @@ struct ValueTests {
 
     @Test("header lines: defaults added, empty values kept, no Expect: 100-continue")
     func headerLines() throws {
-        let request = HTTPRequest(method: .put, url: "https://a/x", headers: ["X-Empty": ""], body: [1])
+        let request = HTTPClient.Request(method: .put, url: "https://a/x", headers: ["X-Empty": ""], body: [1])
         let lines = try Transfer.headerLines(for: request, userAgent: "ua")
         #expect(lines == ["X-Empty;", "Content-Type: application/octet-stream", "User-Agent: ua", "Expect:"])
     }
 
     @Test("header names must be tokens", arguments: ["", "Bad Name", "Colon:", "Ümlaut"])
     func invalidHeaderNames(name: String) {
-        let request = HTTPRequest(url: "https://a/x", headers: HTTPHeaders([(name, "v")]))
+        let request = HTTPClient.Request(url: "https://a/x", headers: HTTPClient.Headers([(name, "v")]))
         #expect(throws: HTTPClientError.self) { try Transfer.headerLines(for: request, userAgent: "ua") }
     }
 

@@ -71,7 +71,7 @@ struct EnrollmentAndAuthTests {
         try await TestFleetServer.with { server in
             try await server.putKioskMetadata()
             for header: String? in [nil, "Bearer fsd_unknown", "Basic Zm9vOmJhcg==", "Bearer"] {
-                var headers: HTTPHeaders = [:]
+                var headers: HTTPClient.Headers = [:]
                 if let header { headers["Authorization"] = header }
                 for path in ["/v1/apps/kiosk/settings", "/v1/admin/apps/kiosk/devices"] {
                     let response = try await server.raw(.get, path, headers: headers)
@@ -89,7 +89,7 @@ struct EnrollmentAndAuthTests {
         try await TestFleetServer.with { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
-            let adminRoutes: [(Curl.HTTPMethod, String)] = [
+            let adminRoutes: [(HTTPClient.Method, String)] = [
                 (.get, "/v1/admin/apps/kiosk/devices"), (.get, "/v1/admin/apps/kiosk/devices/\(device.id)/explain"),
                 (.get, "/v1/admin/apps/kiosk/values?scope=app"), (.patch, "/v1/admin/apps/kiosk/values?scope=app"),
                 (.put, "/v1/admin/apps/kiosk/metadata"), (.post, "/v1/admin/enrollment-tokens"),

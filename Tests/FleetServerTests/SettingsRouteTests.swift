@@ -127,8 +127,8 @@ struct SettingsRouteTests {
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             let revision = try #require(try await device.client.settings(app: "kiosk")).revision
-            let patchType: HTTPHeaders = ["Content-Type": "application/merge-patch+json"]
-            func patch(_ headers: HTTPHeaders, _ body: String) async throws -> (Int, ErrorBody?) {
+            let patchType: HTTPClient.Headers = ["Content-Type": "application/merge-patch+json"]
+            func patch(_ headers: HTTPClient.Headers, _ body: String) async throws -> (Int, ErrorBody?) {
                 var all = patchType
                 for field in headers { all[field.name] = field.value }
                 let response = try await server.raw(.patch, "/v1/apps/kiosk/settings", token: device.token, headers: all, body: body)

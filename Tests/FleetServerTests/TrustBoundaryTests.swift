@@ -30,7 +30,7 @@ struct TrustBoundaryTests {
             #expect(try await kioskDevice.client.settings(app: "kiosk") != nil)
 
             // Every device route, for an app that exists but is not the device's, and for one that does not exist.
-            let requests: [(Curl.HTTPMethod, String, [String: String], String?)] = [
+            let requests: [(HTTPClient.Method, String, [String: String], String?)] = [
                 (.get, "/v1/apps/%@/settings", [:], nil),
                 (.get, "/v1/apps/%@/settings?wait=1", ["If-None-Match": #""1""#], nil),
                 (.get, "/v1/apps/%@/metadata", [:], nil),
@@ -46,7 +46,7 @@ struct TrustBoundaryTests {
                 for app in ["payments", "nosuchapp"] {
                     let response = try await server.raw(
                         method, template.replacingOccurrences(of: "%@", with: app), token: kioskDevice.token,
-                        headers: HTTPHeaders(headers.map { ($0.key, $0.value) }), body: body)
+                        headers: HTTPClient.Headers(headers.map { ($0.key, $0.value) }), body: body)
                     answers[app] = (
                         response.status, String(decoding: response.body, as: UTF8.self).replacingOccurrences(of: app, with: "APP")
                     )
@@ -341,7 +341,7 @@ struct RequestLimitTests {
             try await server.putKioskMetadata()
             let looping = try await server.enrollDevice()
             let quiet = try await server.enrollDevice()
-            var limited: [Curl.HTTPResponse] = []
+            var limited: [HTTPClient.Response] = []
             for _ in 0..<120 {
                 let response = try await server.raw(
                     .get, "/v1/apps/kiosk/settings", token: looping.token, headers: ["If-None-Match": #""1""#])

@@ -129,7 +129,7 @@ final class FaultProxy: Sendable {
             }
         }
         let ignoring = isSettings && current == .ignoreConditionalRequests
-        var headers = Curl.HTTPHeaders()
+        var headers = HTTPClient.Headers()
         for name in [HTTPField.Name.authorization, .ifNoneMatch, .ifMatch, .contentType] where !(ignoring && name == .ifNoneMatch) {
             if let value = request.headers[name] { headers[name.rawName] = value }
         }
@@ -137,8 +137,8 @@ final class FaultProxy: Sendable {
         let query = ignoring ? "" : request.uri.query.map { "?" + $0 } ?? ""
         var limits = TransferLimits(timeout: .seconds(400), lowSpeedLimit: nil, maxResponseBytes: 16 << 20)
         limits.connectTimeout = .seconds(5)
-        let upstreamRequest = Curl.HTTPRequest(
-            method: Curl.HTTPMethod(rawValue: request.method.rawValue), url: upstream + path + query, headers: headers,
+        let upstreamRequest = HTTPClient.Request(
+            method: HTTPClient.Method(rawValue: request.method.rawValue), url: upstream + path + query, headers: headers,
             body: body.readableBytes > 0 ? Array(buffer: body) : nil, limits: limits)
         let answer = try await http.execute(upstreamRequest)
         if current == .loseEnrollAnswer, request.method == .post, path == "/v1/enroll" {

@@ -110,9 +110,9 @@ struct TestFleetServer: Sendable {
 
     /// A raw request, for what the typed client never sends (bad headers, wrong media types).
     func raw(
-        _ method: Curl.HTTPMethod, _ path: String, token: String? = nil, headers: Curl.HTTPHeaders = [:], body: String? = nil
-    ) async throws -> Curl.HTTPResponse {
-        var request = Curl.HTTPRequest(method: method, url: baseURL + path, headers: headers, body: body.map { Array($0.utf8) })
+        _ method: HTTPClient.Method, _ path: String, token: String? = nil, headers: HTTPClient.Headers = [:], body: String? = nil
+    ) async throws -> HTTPClient.Response {
+        var request = HTTPClient.Request(method: method, url: baseURL + path, headers: headers, body: body.map { Array($0.utf8) })
         if let token { request.headers["Authorization"] = "Bearer " + token }
         return try await http.execute(request)
     }
