@@ -27,13 +27,16 @@ extension SyncMachine {
         statusAwaitsReport = true
     }
 
-    /// Writes `status.json` for an outcome once its report can no longer be delivered at once:
-    /// delivered, or waiting (then the queue is saved first).
+    /// Lets `status.json` record an outcome once its report is safe: delivered, or (when it
+    /// cannot be delivered now) in `reports.json`. Until then the status is not written at all.
     mutating func flushStatusAfterReports(_ now: Moment) {
         guard statusAwaitsReport else { return }
         if case .delivering = slot { return }
+        guard reports == reportsOnDisk else {
+            if !reportsSaveFailed { reportsSaveWanted = true }  // the status follows the save's success
+            return
+        }
         statusAwaitsReport = false
-        if reports != reportsOnDisk { reportsSaveWanted = true }
         statusForced = true
         statusCheckWanted = true
     }
@@ -48,7 +51,7 @@ extension SyncMachine {
     }
 
     /// A report fleetset's server refuses for good is dropped rather than block the queue; on
-    /// any other failure the queue waits for the next turn (and for the backoff when throttled).
+    /// any other failure the queue waits for the next turn, after the backoff.
     mutating func reportFailed(_ failure: SyncFailure, _ now: Moment) {
         if failure.kind == .final {
             log(.error, "status report refused; dropped", event: "report-refused", ["error": failure.summary])
@@ -57,9 +60,11 @@ extension SyncMachine {
             if reports.isEmpty, reports != reportsOnDisk { reportsSaveWanted = true }
             return
         }
+        // The rest wait for the next turn (the settings request still goes), and every request
+        // waits for the backoff first.
         reportsDeferred = true
         if reports != reportsOnDisk { reportsSaveWanted = true }
-        if failure.kind == .throttled { fail(failure, now) }
+        fail(failure, now)
     }
 
     // MARK: - The device's changes
@@ -355,7 +360,8 @@ extension SyncMachine {
     /// Asks for the saves wanted by this event, in the order that keeps the records true: the
     /// changes and the reports, then `status.json`.
     mutating func emitSaves(_ now: Moment) {
-        if journalSaveWanted {
+        // One save of each kind at a time: its result names exactly what is on disk.
+        if journalSaveWanted, journalBeingSaved == nil {
             journalSaveWanted = false
             if journal == journalOnDisk {
                 journalSavedVersion = journalVersion
@@ -365,7 +371,7 @@ extension SyncMachine {
                 actions.append(.saveJournal(journal))
             }
         }
-        if reportsSaveWanted {
+        if reportsSaveWanted, reportsBeingSaved == nil {
             reportsSaveWanted = false
             if reports == reportsOnDisk {
                 reportsSavedVersion = reportsVersion
@@ -375,7 +381,8 @@ extension SyncMachine {
             }
         }
         flushRemovals()
-        if statusCheckWanted || statusForced { checkStatus(now) }
+        // An outcome is recorded only once its report is safe (``flushStatusAfterReports(_:)``).
+        if statusCheckWanted || statusForced, !statusAwaitsReport, statusBeingWritten == nil { checkStatus(now) }
     }
 
     /// Removes the files of handled requests whose effect is on disk.
@@ -402,6 +409,7 @@ extension SyncMachine {
         }
         journalOnDisk = saved
         journalSavedVersion = max(journalSavedVersion, version)
+        if journal != journalOnDisk { journalSaveWanted = true }  // changed meanwhile
         statusCheckWanted = true
     }
 
@@ -410,10 +418,15 @@ extension SyncMachine {
         reportsBeingSaved = nil
         if let error {
             log(.error, "cannot save queued reports", event: "disk-error", ["error": error])
+            reportsSaveFailed = true
             return
         }
+        reportsSaveFailed = false
         reportsOnDisk = saved
         reportsSavedVersion = max(reportsSavedVersion, version)
+        if reports != reportsOnDisk, statusAwaitsReport || handledRequests.contains(where: { $0.reportsVersion != nil }) {
+            reportsSaveWanted = true  // changed meanwhile, and something waits for it
+        }
     }
 
     /// Writes `status.json` when something but the time of the last sync changed, or when that
@@ -448,5 +461,6 @@ extension SyncMachine {
         }
         statusOnDisk = written
         statusWrittenAt = now.instant
+        if status != written { statusCheckWanted = true }  // changed meanwhile
     }
 }

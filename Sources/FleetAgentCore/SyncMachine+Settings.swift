@@ -77,7 +77,6 @@ extension SyncMachine {
         slot = .free
         cancelRequested = false
         markReached(now)
-        backoff.reset()
         if answer.rotationRequested { rotationPending = true }
         switch fetch.purpose {
         case .poll:
@@ -85,7 +84,9 @@ extension SyncMachine {
             reportsDeferred = false
             conflicts = 0
             defer { beginTurn(now) }
+            pollOutcomePending = true
             guard let document = answer.document else {
+                pollSucceeded()
                 let elapsed = fetch.startedAt.duration(to: now.instant)
                 nextFetchAt = now.instant.advanced(by: schedule.delay(after: .unchanged(elapsed: elapsed), using: &random))
                 return
@@ -94,6 +95,7 @@ extension SyncMachine {
                 // Decided on already (applied or refused): the server ignored If-None-Match.
                 // Nothing is done again, nothing reported again, and the next request waits.
                 log(.debug, "the server sent a revision already decided on", event: "repeated", ["revision": "\(document.revision)"])
+                pollSucceeded()
                 nextFetchAt = now.instant.advanced(by: schedule.delay(after: .repeated, using: &random))
                 return
             }
@@ -112,7 +114,8 @@ extension SyncMachine {
             actions.append(.loadJournal)
         }
         if journal != journalOnDisk { journalSaveWanted = true }
-        if handledRequests.contains(where: { $0.reportsVersion != nil }) { reportsSaveWanted = true }
+        reportsSaveFailed = false
+        if handledRequests.contains(where: { $0.reportsVersion != nil }) || statusAwaitsReport { reportsSaveWanted = true }
         if !waitingRequests.isEmpty { handleWaitingRequests(now) }
     }
 
@@ -121,6 +124,14 @@ extension SyncMachine {
         if let settings, document.revision == settings.revision, document.schemaVersion == settings.schemaVersion {
             knownRevision = document.revision
             settleChanges(upTo: document.revision, now)
+            pollSucceeded()
+            return
+        }
+        if document.revision == knownRevision {
+            // Refused already (a download after a change or a conflict brought it again):
+            // nothing is done or reported again.
+            log(.debug, "the server sent a revision already decided on", event: "repeated", ["revision": "\(document.revision)"])
+            pollSucceeded()
             return
         }
         status.latestRevision = document.revision
@@ -168,6 +179,7 @@ extension SyncMachine {
             actions.append(.showStatus("revision \(document.revision) \(state.rawValue), serving \(servedText)"))
             stopAwaitingAck()
             settleChanges(upTo: document.revision, refusal: message, now)
+            pollSucceeded()
             queueOutcome(
                 StatusReport(
                     revision: document.revision, schemaVersion: document.schemaVersion, state: state, message: message, source: .agent))
@@ -185,7 +197,7 @@ extension SyncMachine {
         slot = .free
         if let error {
             let message = "cannot write the settings: \(error)"
-            queue(
+            queueOutcome(
                 StatusReport(
                     revision: received.revision, schemaVersion: received.schemaVersion, state: .error, message: message, source: .agent))
             fail(.transient(message), now)
@@ -195,6 +207,7 @@ extension SyncMachine {
         metadata = newMetadata
         settings = received
         knownRevision = received.revision
+        pollSucceeded()
         settleChanges(upTo: received.revision, now)
         log(
             .notice, "settings applied", event: "applied",

@@ -205,6 +205,9 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
     var reportsVersion = 0
     var reportsSavedVersion = 0
     var reportsSaveWanted = false
+    /// A save of `reports.json` failed: the next is tried on the next turn, not at once (a full
+    /// disk must not make the loop spin).
+    var reportsSaveFailed = false
     /// The device's own changes (`changes.json`).
     public internal(set) var journal = ChangeJournal()
     var journalOnDisk = ChangeJournal()
@@ -256,6 +259,12 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
     /// 409 answers in a row while sending changes.
     var conflicts = 0
     var rotationPending = false
+    /// A token rotation that failed waits for its own backoff; the rest of the loop goes on.
+    var rotationBackoff = RetryBackoff()
+    var rotationNotBefore: Instant?
+    /// The regular settings request answered with a new document: the backoff resets once its
+    /// outcome is known (applied or refused), not before (a failure on the way counts on).
+    var pollOutcomePending = false
     /// An outcome was queued: `status.json` records it once the report is delivered or saved.
     var statusAwaitsReport = false
     var statusCheckWanted = false
@@ -321,11 +330,14 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
             guard now.instant >= hold else { return }
             holdUntil = nil
         }
-        if rotationPending {
+        if rotationPending, rotationNotBefore.map({ now.instant >= $0 }) ?? true {
             slot = .rotating
             actions.append(.rotateToken)
             return
         }
+        let syncNowDue = syncNowAt.map { now.instant >= $0 } ?? false
+        // A granted "sync now" starts a new turn: reports that waited for one go again.
+        if syncNowDue { reportsDeferred = false }
         if let report = reports.reports.first, !reportsDeferred {
             slot = .delivering(report)
             actions.append(.deliverReport(report))
@@ -333,7 +345,6 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         }
         if sendNextChange(now) { return }
         let timerDue = nextFetchAt.map { now.instant >= $0 } ?? true
-        let syncNowDue = syncNowAt.map { now.instant >= $0 } ?? false
         if timerDue || syncNowDue {
             if syncNowDue { log(.debug, "sync requested", event: "sync-now") }
             startFetch(.poll(schedule.nextRequest), now)
@@ -346,8 +357,9 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         cancelRequested = false
         switch purpose {
         case .poll(let request):
-            if syncNowAt != nil {
-                // This request is the one "sync now" asked for.
+            if let due = syncNowAt, now.instant >= due {
+                // This request is the one "sync now" asked for. One that is not due yet (the
+                // 10 s since the last are not over) stays: when it comes, it ends this request.
                 syncNowAt = nil
                 lastSyncNow = now.instant
             }
@@ -364,7 +376,8 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
     mutating func cancelLongPollForUrgentWork(_ now: Moment) {
         guard case .fetching(let fetch) = slot, case .poll(.longPoll) = fetch.purpose, !cancelRequested else { return }
         let urgent =
-            rotationPending || (!reports.isEmpty && !reportsDeferred) || nextChangeToSend(now) != nil
+            (rotationPending && (rotationNotBefore.map { now.instant >= $0 } ?? true)) || (!reports.isEmpty && !reportsDeferred)
+            || nextChangeToSend(now) != nil
             || (syncNowAt.map { now.instant >= $0 } ?? false)
         guard urgent else { return }
         cancelRequested = true
@@ -402,7 +415,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
     mutating func fail(_ failure: SyncFailure, _ now: Moment) {
         let delay = backoff.delayAfterFailure(retryAfter: failure.retryAfter, using: &random)
         holdUntil = now.instant.advanced(by: delay)
-        reportsDeferred = false
+        pollOutcomePending = false
         transportError = failure.summary
         log(.warning, "sync failed", event: "sync-failed", ["error": failure.summary, "retry_in": delay.secondsText])
         actions.append(.showStatus("serving \(servedText); sync failed: \(failure.summary)"))
@@ -426,7 +439,9 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
             changeFailed(change, failure, now)
         case .delivering:
             reportFailed(failure, now)
-        case .fetchingMetadata, .rotating:
+        case .rotating:
+            rotationFailed(failure, now)
+        case .fetchingMetadata:
             fail(failure, now)
         default:
             slot = failed  // nothing of ours was in flight
@@ -442,6 +457,31 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         guard case .rotating = slot else { return }
         slot = .free
         rotationPending = false
+        rotationBackoff.reset()
+        rotationNotBefore = nil
+    }
+
+    /// A failed rotation never stops the loop: the current token keeps working, so reports,
+    /// changes and settings requests go on while the rotation waits for its own backoff (the
+    /// server asks again with its next answer). Throttling holds everything, as always.
+    mutating func rotationFailed(_ failure: SyncFailure, _ now: Moment) {
+        rotationPending = false
+        guard failure.kind != .throttled else {
+            fail(failure, now)
+            return
+        }
+        let delay = rotationBackoff.delayAfterFailure(retryAfter: failure.retryAfter, using: &random)
+        rotationNotBefore = now.instant.advanced(by: delay)
+        log(
+            .warning, "token rotation failed; the current token keeps working", event: "token-rotation-failed",
+            ["error": failure.summary, "retry_in": delay.secondsText])
+    }
+
+    /// The regular request's outcome is known and was no failure: the backoff starts over.
+    mutating func pollSucceeded() {
+        guard pollOutcomePending else { return }
+        pollOutcomePending = false
+        backoff.reset()
     }
 
     // MARK: - Helpers

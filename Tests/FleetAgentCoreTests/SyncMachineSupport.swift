@@ -18,8 +18,8 @@ struct TestInstant: InstantProtocol {
 
 typealias Machine = SyncMachine<TestInstant>
 
-/// The metadata of the test app: `greeting` may be changed on the device, `volume` may not,
-/// `pin` is a secret.
+/// The metadata of the test app: `greeting` and `title` may be changed on the device, `volume`
+/// may not, `pin` is a secret.
 enum TestApp {
     static let id = "kiosk"
 
@@ -29,6 +29,7 @@ enum TestApp {
             "type": "object", "additionalProperties": false,
             "properties": [
                 "greeting": ["type": "string", "maxLength": 40, "default": "hello", "x-writable": true],
+                "title": ["type": "string", "maxLength": 40, "default": "Lobby", "x-writable": true],
                 "volume": ["type": "integer", "maximum": 10, "default": 5],
                 "pin": ["type": "string", "minLength": 4, "default": "0000", "x-secret": true],
             ],
@@ -116,7 +117,14 @@ struct MachineRun {
     mutating func send(_ event: Machine.Event) -> [Machine.Action] {
         var queue = [event]
         var produced: [Machine.Action] = []
+        var handled = 0
         while !queue.isEmpty {
+            handled += 1
+            // Local results that keep asking for more local work would spin the driver.
+            guard handled <= 100 else {
+                Issue.record("more than 100 local results for one event: the machine spins on \(queue[0])")
+                break
+            }
             let next = queue.removeFirst()
             for action in machine.handle(next, at: Machine.Moment(instant, wall: wall)) {
                 produced.append(action)
@@ -131,6 +139,7 @@ struct MachineRun {
     @discardableResult
     mutating func answer(_ event: Machine.Event) -> [Machine.Action] {
         #expect(request != nil, "no request in flight to answer with \(event)")
+        if let request { #expect(Self.answers(event, request), "\(event) does not answer \(request)") }
         request = nil
         cancelAsked = false
         return send(event)
@@ -158,6 +167,19 @@ struct MachineRun {
             return []
         }
         return advance(by: instant.duration(to: due))
+    }
+
+    /// Whether `event` is an answer `request` can have (a test that answers the wrong request
+    /// would otherwise test nothing).
+    static func answers(_ event: Machine.Event, _ request: Machine.Action) -> Bool {
+        switch (event, request) {
+        case (.requestFailed, _), (.requestCancelled, _): true
+        case (.online, .awaitOnline), (.settingsAnswer, .fetchSettings), (.metadataAnswer, .fetchMetadata),
+            (.changeConfirmed, .patchSettings), (.reportDelivered, .deliverReport), (.tokenRotated, .rotateToken),
+            (.hookFinished, .runHook):
+            true
+        default: false
+        }
     }
 
     private mutating func perform(_ action: Machine.Action) -> Machine.Event? {

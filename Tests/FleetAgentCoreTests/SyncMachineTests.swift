@@ -223,6 +223,26 @@ struct SyncMachineMisbehavingServerTests {
         #expect(run.fetches().count == 3)
     }
 
+    @Test(
+        "a 'sync now' held back by the 10 s limit is not used up by a long-poll that starts meanwhile: when due, it ends it and a waiting report goes"
+    )
+    func heldSyncNowKept() {
+        var run = SyncMachinePollingTests.online()
+        run.send(.inboxRequests([InboxDelivery(id: "s1", path: "/inbox/s1.json", content: .request(.sync))]))
+        run.answer(.requestCancelled)
+        let first = run.instant
+        // Revision 8 comes; its report fails (a proxy's page): it waits for the next turn.
+        run.answer(.settingsAnswer(SettingsAnswer(document: TestApp.document(8))))
+        run.answer(.requestFailed(SyncFailure.refusal(status: 404, code: nil, retryAfter: nil, summary: "404 from a proxy")))
+        run.send(.inboxRequests([InboxDelivery(id: "s2", path: "/inbox/s2.json", content: .request(.sync))]))
+        run.advanceToAlarm()
+        #expect(run.request == .fetchSettings(wait: 55, knownRevision: 8), "after the backoff, the long-poll; the report waits")
+        run.advance(by: run.instant.duration(to: first.advanced(by: .seconds(10))))
+        #expect(run.cancelAsked, "the held sync now comes due and ends the long-poll")
+        run.answer(.requestCancelled)
+        #expect(run.request == .deliverReport(StatusReport(revision: 8, schemaVersion: 3, state: .applied, source: .agent)))
+    }
+
     @Test("a long-poll in flight is cancelled for a local change, but not for a stranger's refused file or a sync beyond the limit")
     func cancelOnlyForWork() {
         var run = SyncMachinePollingTests.online()
@@ -268,12 +288,14 @@ struct SyncMachineMisbehavingServerTests {
     func backoff() {
         var run = SyncMachinePollingTests.online()
         var holds: [Duration] = []
-        for _ in 0..<10 {
+        for failures in 1...10 {
             run.answer(.requestFailed(.transient("connection refused")))
+            #expect(run.machine.backoff.failures == failures, "the count goes on: no success in between")
             let hold = run.instant.duration(to: run.machine.holdUntil!)
             holds.append(hold)
             run.advanceToAlarm()
         }
+        #expect(holds.suffix(5).allSatisfy { $0 > .seconds(1) }, "later waits are drawn from wider intervals: \(holds)")
         for (index, hold) in holds.enumerated() {
             #expect(hold <= min(.seconds(300), .seconds(1) * (1 << index)))
         }
@@ -332,13 +354,24 @@ struct SyncMachineApplyTests {
         #expect(run.machine.settings?.revision == 7 && run.machine.knownRevision == 7)
         #expect(run.machine.reports.reports.last?.message == "cannot write the settings: settings.json: No space left on device")
         #expect(run.machine.holdUntil != nil)
+        // Failing again and again (the server sends the same revision at once): the backoff
+        // grows, since no outcome was ever reached.
+        for failures in 2...6 {
+            run.advanceToAlarm()
+            if case .deliverReport = run.request { run.answer(.reportDelivered) }
+            if run.request == nil { run.advanceToAlarm() }
+            run.deliverRevision(8)
+            #expect(run.machine.backoff.failures == failures)
+        }
         run.failing["persist"] = nil
         run.advanceToAlarm()
         #expect(run.request == .deliverReport(run.machine.reports.reports[0]))
         run.answer(.reportDelivered)
-        #expect(run.fetches().last?.known == 7)
+        if run.request == nil { run.advanceToAlarm() }
+        #expect(run.request == .fetchSettings(wait: 55, knownRevision: 7))
         run.deliverRevision(8)
         #expect(run.machine.settings?.revision == 8)
+        #expect(run.machine.backoff.failures == 0)
     }
 
     @Test("a report that fails is kept (saved), and goes on the next turn; one the server refuses for good is dropped")
@@ -348,7 +381,10 @@ struct SyncMachineApplyTests {
         let failed = run.answer(.requestFailed(.transient("503")))
         #expect(failed.contains { $0.isSaveReports })
         #expect(run.machine.reports.reports.map(\.revision) == [8])
-        #expect(run.fetches(in: failed).count == 1, "the settings request still goes")
+        #expect(run.request == nil && run.machine.holdUntil != nil, "every request waits for the backoff")
+        run.advanceToAlarm()
+        #expect(run.request?.isFetch == true, "then the settings request goes; the report waits for the next turn")
+        run.advance(by: .seconds(55))
         run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
         #expect(run.request == .deliverReport(run.machine.reports.reports[0]))
         let dropped = run.answer(.requestFailed(TestApp.refusal(422, "bad-report")))
@@ -375,21 +411,40 @@ struct SyncMachineApplyTests {
         let bytes = Array(unsupported.serialized().utf8)
         run.answer(.metadataAnswer(MetadataDocument(bytes: bytes, etag: "\"m4\"")))
         #expect(run.machine.settings?.revision == 7)
-        #expect(run.reports().last?.revision == 8)
+        #expect(run.reports().last?.revision == 8 && run.reports().last?.state == .unsupported)
     }
 
-    @Test("the admin's token rotation goes before the next request; a failed rotation backs off")
+    @Test("the admin's token rotation goes before the next request")
     func rotation() {
         var run = SyncMachinePollingTests.online()
+        run.advance(by: .seconds(55))
         run.answer(.settingsAnswer(SettingsAnswer(document: nil, rotationRequested: true)))
         #expect(run.request == .rotateToken)
-        run.answer(.requestFailed(.transient("connection reset")))
-        #expect(run.request == nil)
-        run.advanceToAlarm()
-        #expect(run.request == .rotateToken)
         run.answer(.tokenRotated)
-        if run.request == nil { run.advanceToAlarm() }  // the poll timer after the early end
-        #expect(run.request?.isFetch == true)
+        #expect(run.request == .fetchSettings(wait: 55, knownRevision: 7))
+    }
+
+    @Test("a rotation that keeps failing never stops the loop: requests go on, the rotation waits for its own backoff")
+    func failingRotation() {
+        var run = SyncMachinePollingTests.online()
+        var rotations = 0
+        var fetches = 0
+        for _ in 0..<40 {
+            switch run.request {
+            case .rotateToken?:
+                rotations += 1
+                run.answer(.requestFailed(TestApp.refusal(404, "not-found")))
+            case .fetchSettings?:
+                fetches += 1
+                run.advance(by: .seconds(55))
+                run.answer(.settingsAnswer(SettingsAnswer(document: nil, rotationRequested: true)))
+            default:
+                run.advanceToAlarm()
+            }
+        }
+        #expect(fetches >= 20, "\(fetches) settings requests, \(rotations) rotations")
+        #expect(rotations >= 2 && rotations < fetches)
+        #expect(run.events().contains("token-rotation-failed"))
     }
 
     @Test("status.json: written on every outcome, but a quiet device's last-sync time at most once a minute")
@@ -482,8 +537,18 @@ struct SyncMachineChangeTests {
         }
         #expect(run.request == nil && run.machine.holdUntil != nil)
         #expect(run.patches().count == 6)
+        #expect(run.machine.backoff.failures == 1)
         run.advanceToAlarm()
         #expect(run.request == .patchSettings(["greeting": "hi"], basedOn: 12))
+        // The next rounds of conflicts back off longer: the downloads between never reset it.
+        for round in 2...3 {
+            for revision in 0..<6 {
+                run.answer(.requestFailed(TestApp.refusal(409, "stale-revision")))
+                if revision < 5 { run.deliverRevision(Int64(100 * round + revision)) }
+            }
+            #expect(run.machine.backoff.failures == round)
+            run.advanceToAlarm()
+        }
     }
 
     @Test("a final refusal (422 with fleetset's body) ends the change with the server's reason, and the next change goes")
@@ -491,11 +556,16 @@ struct SyncMachineChangeTests {
         var run = MachineRun()
         run.start(
             LoadedState(settings: TestApp.settings(7), source: .current, metadata: TestApp.metadata, status: TestApp.settledStatus(7)),
-            online: [Self.change("c1", ["greeting": "one"]), Self.change("c2", ["pin": nil])])
+            online: [Self.change("c1", ["greeting": "one"]), Self.change("c2", ["title": "Hall"])])
+        #expect(run.request == .patchSettings(["greeting": "one"], basedOn: 7))
         run.answer(.requestFailed(TestApp.refusal(422, "invalid-values")))
-        #expect(run.machine.journal.lookup("c1") != .unknown)
-        #expect(run.machine.journal.ended.last?.state == .refused)
-        #expect(run.patches().count == 1)
+        guard case .ended(let outcome) = run.machine.journal.lookup("c1") else {
+            Issue.record("c1 did not end")
+            return
+        }
+        #expect(outcome.state == .refused && outcome.message == "the server refused: 422 invalid-values")
+        #expect(run.machine.holdUntil == nil)
+        #expect(run.request == .patchSettings(["title": "Hall"], basedOn: 7), "the next change goes at once")
     }
 
     @Test("an unreadable changes.json is never overwritten; changes wait in the inbox; reading is retried each turn")
@@ -591,5 +661,57 @@ extension DeviceSettings {
         var copy = self
         copy.syncedAt = time
         return copy
+    }
+}
+
+@Suite("Sync machine: status.json records an outcome only once its report is safe")
+struct SyncMachineOutcomeRecordTests {
+    /// The outcomes `status.json` was written with, in order: (revision, state).
+    static func statusWrites(_ actions: [Machine.Action]) -> [(Int64?, AppStatus.State)] {
+        actions.compactMap { if case .writeStatus(let status) = $0 { (status.revision, status.state) } else { nil } }
+    }
+
+    @Test("online: the status of revision 8 is written after its report is delivered, never before")
+    func afterDelivery() {
+        var run = SyncMachinePollingTests.online()
+        let answered = run.answer(.settingsAnswer(SettingsAnswer(document: TestApp.document(8))))
+        #expect(run.request == .deliverReport(StatusReport(revision: 8, schemaVersion: 3, state: .applied, source: .agent)))
+        #expect(!Self.statusWrites(answered).contains { $0.0 == 8 }, "a crash now must not lose the report")
+        let delivered = run.answer(.reportDelivered)
+        #expect(Self.statusWrites(delivered).contains { $0.0 == 8 && $0.1 == .applied })
+    }
+
+    @Test("the report cannot go: reports.json first, the status after its save; a failed save writes no status at all")
+    func afterSave() {
+        var run = SyncMachinePollingTests.online()
+        run.answer(.settingsAnswer(SettingsAnswer(document: TestApp.document(8))))
+        run.failing["saveReports"] = "No space left on device"
+        let failed = run.answer(.requestFailed(.transient("503")))
+        #expect(failed.contains { $0.isSaveReports })
+        #expect(!Self.statusWrites(failed).contains { $0.0 == 8 })
+        run.failing["saveReports"] = nil
+        let held = run.advanceToAlarm()
+        #expect(!held.contains { $0.isSaveReports }, "a failed save is tried again on the next turn, not in a loop")
+        run.advance(by: .seconds(55))
+        let turn = run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
+        #expect(turn.contains { $0.isSaveReports })
+        #expect(run.request == .deliverReport(StatusReport(revision: 8, schemaVersion: 3, state: .applied, source: .agent)))
+        let delivered = run.answer(.reportDelivered)
+        #expect(Self.statusWrites(delivered).contains { $0.0 == 8 && $0.1 == .applied })
+        #expect(!Self.statusWrites(run.actions).dropLast().contains { $0.0 == 8 })
+    }
+
+    @Test("an overdue acknowledgement: awaitingAck stays in status.json until the unsupported report is safe")
+    func ackTimeout() {
+        var run = MachineRun(TestApp.rules(expectAck: true, ackTimeout: .seconds(30)))
+        run.start(
+            LoadedState(settings: TestApp.settings(7), source: .current, metadata: TestApp.metadata, status: TestApp.settledStatus(7)))
+        run.deliverRevision(8)
+        let overdue = run.advance(by: .seconds(30))
+        let saved = overdue.firstIndex { $0.isSaveReports }
+        let written = overdue.firstIndex { if case .writeStatus(let status) = $0 { status.awaitingAck == nil } else { false } }
+        #expect(saved != nil && written != nil && saved! < written!)
+        if case .writeStatus(let status) = overdue[written ?? 0] { #expect(status.state == .unsupported) }
+        #expect(run.machine.reports.reports.last?.state == .unsupported)
     }
 }
