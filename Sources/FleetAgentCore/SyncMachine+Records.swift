@@ -381,8 +381,9 @@ extension SyncMachine {
             }
         }
         flushRemovals()
-        // An outcome is recorded only once its report is safe (``flushStatusAfterReports(_:)``).
-        if statusCheckWanted || statusForced, !statusAwaitsReport, statusBeingWritten == nil { checkStatus(now) }
+        // An outcome is recorded only once its report is safe (``flushStatusAfterReports(_:)``),
+        // and nothing while a revision is being applied: its outcome is written once, at the end.
+        if statusCheckWanted || statusForced, !statusAwaitsReport, !slot.isApplying, statusBeingWritten == nil { checkStatus(now) }
     }
 
     /// Removes the files of handled requests whose effect is on disk.

@@ -31,6 +31,14 @@ extension SyncMachine {
         settings = loaded.settings
         knownRevision = loaded.settings?.revision
         metadata = loaded.metadata
+        if let stored = loaded.status, let latest = stored.latestRevision, latest > knownRevision ?? 0,
+            stored.state == .error || stored.state == .unsupported
+        {
+            // A revision refused before the stop stays decided on: it is neither checked nor
+            // reported again when the server sends it once more.
+            knownRevision = latest
+            verdictError = stored.lastError
+        }
         switch loaded.source {
         case .previous:
             guard let settings else { break }

@@ -158,6 +158,14 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         var isFree: Bool {
             if case .free = self { true } else { false }
         }
+
+        /// Between a new revision's arrival and its outcome.
+        var isApplying: Bool {
+            switch self {
+            case .fetchingMetadata, .persisting, .hookDelay, .hook: true
+            default: false
+            }
+        }
     }
 
     /// A settings request in flight.

@@ -74,6 +74,26 @@ struct SyncMachineStartTests {
         #expect(run.events(in: actions).contains("restored"))
     }
 
+    @Test("a revision refused before a restart stays decided on: asked for with If-None-Match, not reported again when it comes")
+    func refusalSurvivesRestart() {
+        var run = MachineRun()
+        var status = TestApp.settledStatus(7)
+        status.latestRevision = 9
+        status.state = .error
+        status.lastError = "revision 9 is not valid for metadata version 3: /volume: must be <= 10 (got 11)"
+        run.start(LoadedState(settings: TestApp.settings(7), source: .current, metadata: TestApp.metadata, status: status))
+        #expect(run.fetches().map(\.known) == [9])
+        run.deliverRevision(9, ["greeting": "hello", "volume": 11, "pin": "1234"])
+        #expect(run.reports().isEmpty)
+        #expect(run.events().contains("repeated"))
+        // A hook that failed is no refusal: the settings' own revision is asked for.
+        var hookFailed = MachineRun()
+        var failed = TestApp.settledStatus(7)
+        failed.state = .error
+        hookFailed.start(LoadedState(settings: TestApp.settings(7), source: .current, metadata: TestApp.metadata, status: failed))
+        #expect(hookFailed.fetches().map(\.known) == [7])
+    }
+
     @Test("reports go first, then the device's changes, then the settings request")
     func order() {
         var run = MachineRun()
@@ -457,8 +477,9 @@ struct SyncMachineApplyTests {
         }
         let writes = run.actions.filter(\.isWriteStatus).count - before
         #expect((5...10).contains(writes), "\(writes) writes in ten minutes")
-        run.deliverRevision(8)
+        let applied = run.deliverRevision(8)
         #expect(run.machine.status.revision == 8)
+        #expect(applied.filter(\.isWriteStatus).count == 1, "one write for a new revision: its outcome")
         guard case .writeStatus(let last) = run.actions.last(where: \.isWriteStatus) else { return }
         #expect(last.revision == 8 && last.state == .applied)
     }

@@ -43,7 +43,7 @@ struct HostileInputAgentTests {
         let started = ContinuousClock.now
         let refused = try fleet.cli(["set", "greeting=\(Self.attack)"])
         #expect(refused.status == 1 && refused.standardError.contains("too expensive to check"), "\(refused)")
-        #expect(ContinuousClock.now - started < .seconds(10))
+        #expect(ContinuousClock.now - started < .seconds(60), "a bound: without the step budget this takes hours")
 
         // A request file that bypasses the CLI: the agent refuses it, with the reason.
         let inbox = fleet.layout.inboxDirectory("kiosk")
@@ -383,5 +383,17 @@ struct HostileInputAgentTests {
         let reports = fleet.statusLines("panel").filter { $0.split(separator: " ").contains(revision) && $0.contains("state=error") }
         #expect(reports.count == 1, "one report for the refused revision: \(reports)")
         #expect(agent.isRunning)
+
+        // Restarted, the agent still knows it refused that revision: no second report.
+        agent.signal(SIGTERM)
+        #expect(await agent.waitForExit(timeout: .seconds(60)) == 0)
+        let restarted = try fleet.startAgent()
+        defer { restarted.kill() }
+        let served = proxy.faultsServed("ignoreConditionalRequests")
+        try await Waiting.until("the restarted agent never asked:\n\(restarted.log)") {
+            proxy.faultsServed("ignoreConditionalRequests") >= served + 2
+        }
+        let again = fleet.statusLines("panel").filter { $0.split(separator: " ").contains(revision) && $0.contains("state=error") }
+        #expect(again.count == 1, "still one report after a restart: \(again)")
     }
 }

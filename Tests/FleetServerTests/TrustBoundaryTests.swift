@@ -256,7 +256,8 @@ struct TrustBoundaryTests {
             #expect(answer?.status == 422 && answer?.code == "invalid-values")
             #expect(answer?.description.contains("too expensive to check against #/properties/greeting/pattern") == true)
             #expect(adminWrite.values["title"] == "still served")
-            #expect(ContinuousClock.now - started < .seconds(10))
+            // A bound, not a measure of speed: without the step budget this match takes hours.
+            #expect(ContinuousClock.now - started < .seconds(60))
             // The same from the admin side.
             let adminAttack = await refusal {
                 try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["greeting": .string(attack)])

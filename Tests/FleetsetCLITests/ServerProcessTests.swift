@@ -69,7 +69,8 @@ struct ServerProcessTests {
             let stopping = ContinuousClock.now
             server.signal(SIGTERM)
             #expect(try await poll.value == nil)
-            #expect(ContinuousClock.now - stopping < .seconds(10))
+            // Answered by the shutdown, not by its 120 s wait (a bound, not a measure of speed).
+            #expect(ContinuousClock.now - stopping < .seconds(60))
         }
         #expect(server.waitForExit() == 0)
         let log = server.log
