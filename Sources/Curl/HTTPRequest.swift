@@ -68,16 +68,21 @@ extension HTTPClient {
         public var body: [UInt8]?
         /// Limits for this request; `nil` uses the client's.
         public var limits: TransferLimits?
+        /// How long the client waits before it sends the request, counted from ``HTTPClient/execute(_:)``.
+        /// The wait happens on the client's own thread (its `curl_multi_poll` timeout), so a
+        /// request on a timer wakes nobody before it goes; cancelling the task ends the wait.
+        public var startDelay: Duration
 
         public init(
             method: HTTPClient.Method = .get, url: String, headers: HTTPClient.Headers = [:],
-            body: [UInt8]? = nil, limits: TransferLimits? = nil
+            body: [UInt8]? = nil, limits: TransferLimits? = nil, startDelay: Duration = .zero
         ) {
             self.method = method
             self.url = url
             self.headers = headers
             self.body = body
             self.limits = limits
+            self.startDelay = startDelay
         }
 
         /// Makes the request conditional on the resource having changed: `If-None-Match: etag`.

@@ -1,6 +1,12 @@
 import CCurl
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// One request inside libcurl: the configured easy handle, what the response collector gathers,
 /// and the continuation of the task that waits for it.
 ///
@@ -16,6 +22,9 @@ final class Transfer: @unchecked Sendable {
     private let cancellation = Atomic<Bool>(false)
     /// Set by the driver when it accepts the transfer; resumed exactly once by ``complete(_:)``.
     var continuation: CheckedContinuation<HTTPClient.Response, any Error>?
+    /// When the driver may hand the transfer to libcurl (``MonotonicTime``); `nil`: at once.
+    /// Set before it is submitted.
+    var startAt: UInt64?
 
     /// Configures a libcurl easy handle for `request`. Nothing blocks here.
     init(request: HTTPClient.Request, url: ParsedURL, configuration: HTTPClient.Configuration, userAgent: String) throws(HTTPClientError) {
@@ -184,5 +193,24 @@ extension Duration {
         let (seconds, attoseconds) = components
         let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
         return Int(max(1, milliseconds))
+    }
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds (negative durations become 0).
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0 else { return 0 }
+        return seconds.multipliedReportingOverflow(by: 1_000_000_000).overflow
+            ? .max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: when deferred transfers may start.
+enum MonotonicTime {
+    static func now() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
     }
 }

@@ -83,14 +83,34 @@ final class TransferDriver: Sendable {
 
     private func runLoop() {
         var active: [UnsafeMutableRawPointer: Transfer] = [:]
+        // Transfers whose start delay has not passed: handed to libcurl when it has.
+        var waiting: [Transfer] = []
         while true {
             let (added, cancelled, shuttingDown) = inbox.withLock { inbox in
                 defer { inbox.added = []; inbox.cancelled = [] }
                 return (inbox.added, inbox.cancelled, inbox.shuttingDown)
             }
-            for transfer in added {
+            for transfer in cancelled {
+                if let index = waiting.firstIndex(where: { $0 === transfer }) {
+                    waiting.remove(at: index).complete(.failure(CancellationError()))
+                    continue
+                }
+                guard let transfer = active.removeValue(forKey: transfer.easy.raw) else { continue }
+                multi.remove(transfer.easy)
+                transfer.complete(.failure(CancellationError()))
+            }
+            waiting += added
+            let now = MonotonicTime.now()
+            var nextStart: UInt64?
+            var stillWaiting: [Transfer] = []
+            for transfer in waiting {
                 if transfer.isCancelled {
                     transfer.complete(.failure(CancellationError()))
+                    continue
+                }
+                if let start = transfer.startAt, start > now {
+                    stillWaiting.append(transfer)
+                    nextStart = min(nextStart ?? start, start)
                     continue
                 }
                 do {
@@ -100,12 +120,15 @@ final class TransferDriver: Sendable {
                     transfer.complete(.failure(error))
                 }
             }
-            for transfer in cancelled {
-                guard let transfer = active.removeValue(forKey: transfer.easy.raw) else { continue }
-                multi.remove(transfer.easy)
-                transfer.complete(.failure(CancellationError()))
+            waiting = stillWaiting
+            if shuttingDown {
+                for transfer in waiting {
+                    transfer.complete(
+                        .failure(
+                            HTTPClientError(kind: .clientShutDown, message: "the HTTP client was shut down before the request started")))
+                }
+                break
             }
-            if shuttingDown { break }
             do {
                 try multi.perform()
                 while let (easy, result) = multi.nextFinished() {
@@ -113,8 +136,14 @@ final class TransferDriver: Sendable {
                     multi.remove(transfer.easy)
                     transfer.complete(transfer.outcome(result))
                 }
-                // Wake up at least every second even if libcurl has no timer, as a safety net.
-                try multi.poll(maxWaitMilliseconds: 1000)
+                // Wake up at least every second even if libcurl has no timer, as a safety net, and
+                // when the next waiting transfer may start.
+                var wait: Int32 = 1000
+                if let nextStart {
+                    let milliseconds = (nextStart - min(nextStart, MonotonicTime.now()) + 999_999) / 1_000_000
+                    wait = Int32(min(UInt64(wait), milliseconds))
+                }
+                try multi.poll(maxWaitMilliseconds: wait)
             } catch {
                 // The engine itself failed (out of memory): fail what is in flight, keep serving.
                 failAll(&active, with: error)

@@ -157,9 +157,10 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
                 }
                 return .online(requests: inbox.takeQueued())
             }
-        case .fetchSettings(let wait, let known):
-            start(.seconds(Int64(wait) + 100), waits: &waits, sink: sink) { [app] client in
-                let answer = try await client.settingsAnswer(app: app.id, knownRevision: known, wait: wait)
+        case .fetchSettings(let wait, let known, let notBefore):
+            let delay = notBefore.map { max(.zero, clock.now.duration(to: $0)) } ?? .zero
+            start(delay + .seconds(Int64(wait) + 100), waits: &waits, sink: sink) { [app] client in
+                let answer = try await client.settingsAnswer(app: app.id, knownRevision: known, wait: wait, after: delay)
                 return .settingsAnswer(SettingsAnswer(document: answer.document, rotationRequested: answer.tokenRotationRequested))
             }
         case .fetchMetadata(let etag):

@@ -98,8 +98,10 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         /// Wait for the device's identity and the inbox's first scan; then ``Event/online(requests:)``.
         case awaitOnline
         /// `GET …/settings`, with `If-None-Match` when `knownRevision` is given and `?wait=` when
-        /// `wait` is above 0 (a long-poll).
-        case fetchSettings(wait: Int, knownRevision: Int64?)
+        /// `wait` is above 0 (a long-poll), sent at `notBefore` (`nil`: at once). A request on
+        /// the poll timer is handed over at once and waits in the HTTP client, so nothing wakes
+        /// before it goes; the machine cancels it when something must go first.
+        case fetchSettings(wait: Int, knownRevision: Int64?, notBefore: Instant?)
         /// `GET …/metadata`, with `If-None-Match`.
         case fetchMetadata(ifNoneMatch: String?)
         /// `PATCH …/settings` with `If-Match`.
@@ -178,7 +180,11 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         }
 
         var purpose: Purpose
+        /// When the request goes (or went) out: the poll timer may have scheduled it ahead.
         var startedAt: Instant
+
+        /// Scheduled by the poll timer and not sent yet at `now`.
+        func isWaiting(at now: Instant) -> Bool { startedAt > now }
     }
 
     public let rules: SyncRules
@@ -353,16 +359,18 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         }
         if sendNextChange(now) { return }
         let timerDue = nextFetchAt.map { now.instant >= $0 } ?? true
-        if timerDue || syncNowDue {
-            if syncNowDue { log(.debug, "sync requested", event: "sync-now") }
-            startFetch(.poll(schedule.nextRequest), now)
-        }
+        if syncNowDue { log(.debug, "sync requested", event: "sync-now") }
+        // Due or not, the request is handed over now: one on the timer waits in the HTTP
+        // client until its time (nothing else wakes for it), and is cancelled if work comes first.
+        startFetch(.poll(schedule.nextRequest), now, notBefore: timerDue || syncNowDue ? nil : nextFetchAt)
     }
 
-    /// Starts a settings request.
-    mutating func startFetch(_ purpose: Fetch.Purpose, _ now: Moment) {
-        slot = .fetching(Fetch(purpose: purpose, startedAt: now.instant))
+    /// Starts a settings request, sent at `notBefore` (`nil`: at once).
+    mutating func startFetch(_ purpose: Fetch.Purpose, _ now: Moment, notBefore: Instant? = nil) {
+        let start = notBefore.map { max($0, now.instant) } ?? now.instant
+        slot = .fetching(Fetch(purpose: purpose, startedAt: start))
         cancelRequested = false
+        let scheduled = start > now.instant ? start : nil
         switch purpose {
         case .poll(let request):
             if let due = syncNowAt, now.instant >= due {
@@ -372,17 +380,19 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
                 lastSyncNow = now.instant
             }
             switch request {
-            case .longPoll(let wait): actions.append(.fetchSettings(wait: wait, knownRevision: knownRevision))
-            case .poll: actions.append(.fetchSettings(wait: 0, knownRevision: knownRevision))
+            case .longPoll(let wait): actions.append(.fetchSettings(wait: wait, knownRevision: knownRevision, notBefore: scheduled))
+            case .poll: actions.append(.fetchSettings(wait: 0, knownRevision: knownRevision, notBefore: scheduled))
             }
         case .refresh:
-            actions.append(.fetchSettings(wait: 0, knownRevision: nil))
+            actions.append(.fetchSettings(wait: 0, knownRevision: nil, notBefore: nil))
         }
     }
 
-    /// Ends a long-poll in flight when something must go to the server now.
+    /// Ends a long-poll in flight, or a request the timer scheduled that has not gone yet, when
+    /// something must go to the server now.
     mutating func cancelLongPollForUrgentWork(_ now: Moment) {
-        guard case .fetching(let fetch) = slot, case .poll(.longPoll) = fetch.purpose, !cancelRequested else { return }
+        guard case .fetching(let fetch) = slot, case .poll(let request) = fetch.purpose, !cancelRequested else { return }
+        if case .poll = request, !fetch.isWaiting(at: now.instant) { return }  // a short request: it ends soon by itself
         let urgent =
             (rotationPending && (rotationNotBefore.map { now.instant >= $0 } ?? true)) || (!reports.isEmpty && !reportsDeferred)
             || nextChangeToSend(now) != nil

@@ -62,7 +62,13 @@ public struct FleetClient: Sendable {
     }
 
     /// As ``settings(app:knownRevision:wait:)``, with the server's requests of the device.
-    public func settingsAnswer(app: String, knownRevision: Int64? = nil, wait: Int = 0) async throws -> SettingsAnswer {
+    ///
+    /// - Parameter delay: how long the client waits before sending (see
+    ///   ``HTTPClient/Request/startDelay``): a poll on a timer is scheduled at once, on the
+    ///   client's own thread, and can be cancelled until it goes.
+    public func settingsAnswer(app: String, knownRevision: Int64? = nil, wait: Int = 0, after delay: Duration = .zero) async throws
+        -> SettingsAnswer
+    {
         var headers: HTTPClient.Headers = [:]
         if let knownRevision { headers["If-None-Match"] = RevisionTag.etag(knownRevision) }
         var limits: TransferLimits?
@@ -74,7 +80,8 @@ public struct FleetClient: Sendable {
             limits?.lowSpeedLimit = nil
         }
         let query = wait > 0 ? "?wait=\(wait)" : ""
-        let response = try await send(.get, "/v1/apps/\(app)/settings\(query)", headers: headers, limits: limits, expect: [200, 304])
+        let response = try await send(
+            .get, "/v1/apps/\(app)/settings\(query)", headers: headers, limits: limits, startDelay: delay, expect: [200, 304])
         let rotation = response.headers["Fleetset-Rotate-Token"] == "requested"
         guard response.status == 200 else { return SettingsAnswer(document: nil, tokenRotationRequested: rotation) }
         return SettingsAnswer(document: try decode(response, SettingsDocument.init(json:)), tokenRotationRequested: rotation)
@@ -178,9 +185,9 @@ public struct FleetClient: Sendable {
 
     private func send(
         _ method: HTTPClient.Method, _ path: String, json: JSONValue? = nil, body: [UInt8]? = nil, contentType: String = "application/json",
-        headers: HTTPClient.Headers = [:], limits: TransferLimits? = nil, expect: Set<Int>
+        headers: HTTPClient.Headers = [:], limits: TransferLimits? = nil, startDelay: Duration = .zero, expect: Set<Int>
     ) async throws -> HTTPClient.Response {
-        var request = HTTPClient.Request(method: method, url: baseURL + path, headers: headers, limits: limits)
+        var request = HTTPClient.Request(method: method, url: baseURL + path, headers: headers, limits: limits, startDelay: startDelay)
         if let token { request.headers["Authorization"] = "Bearer " + token }
         request.headers["Accept"] = "application/json"
         if let payload = json.map({ Array($0.serialized().utf8) }) ?? body {

@@ -139,3 +139,41 @@ struct LimitsTests {
         #expect(late?.kind == .clientShutDown)
     }
 }
+
+@Suite("Start delay: a request on a timer waits in the client")
+struct StartDelayTests {
+    @Test("a request with a start delay reaches the server no sooner than the delay after it was handed over")
+    func waitsItsDelay() async throws {
+        try await withTestClient { client, servers in
+            _ = try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/echo"))  // connected first
+            let id = UUID().uuidString
+            let handedOver = ContinuousClock.now
+            let request = Task {
+                try await client.execute(
+                    HTTPClient.Request(
+                        url: "\(servers.httpsBase)/hang?id=\(id)", limits: LimitsTests.heldTenMinutes, startDelay: .milliseconds(500)))
+            }
+            await servers.signals.waitForArrival(of: id)
+            let arrived = try #require(await servers.signals.arrivals[id])
+            #expect(arrived - handedOver >= .milliseconds(500))
+            request.cancel()
+            await #expect(throws: CancellationError.self) { try await request.value }
+        }
+    }
+
+    @Test("cancelled while it waits: CancellationError at once, and the server never sees it")
+    func cancelledWhileWaiting() async throws {
+        try await withTestClient { client, servers in
+            let id = UUID().uuidString
+            let request = Task {
+                try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/hang?id=\(id)", startDelay: .seconds(60)))
+            }
+            try await Task.sleep(for: .milliseconds(50))
+            request.cancel()
+            await #expect(throws: CancellationError.self) { try await request.value }
+            #expect(await !servers.signals.hasArrived(id))
+            // The client goes on serving.
+            #expect(try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/echo")).status == 200)
+        }
+    }
+}

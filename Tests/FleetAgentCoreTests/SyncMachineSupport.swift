@@ -135,14 +135,26 @@ struct MachineRun {
         return produced
     }
 
-    /// Ends the request in flight with `event`.
+    /// When the request in flight goes out, if the poll timer scheduled it ahead of now.
+    var scheduledStart: TestInstant? {
+        if case .fetchSettings(_, _, let notBefore?)? = request, notBefore > instant { notBefore } else { nil }
+    }
+
+    /// Ends the request in flight with `event`. A request the timer scheduled ahead is answered
+    /// once it has gone out: time moves to its start first (alarms on the way are delivered),
+    /// unless the answer is its cancellation.
     @discardableResult
     mutating func answer(_ event: Machine.Event) -> [Machine.Action] {
         #expect(request != nil, "no request in flight to answer with \(event)")
         if let request { #expect(Self.answers(event, request), "\(event) does not answer \(request)") }
+        var produced: [Machine.Action] = []
+        if case .requestCancelled = event {
+        } else if let start = scheduledStart {
+            produced += advance(by: instant.duration(to: start))
+        }
         request = nil
         cancelAsked = false
-        return send(event)
+        return produced + send(event)
     }
 
     /// Moves time on by `duration`, delivering every alarm that falls due on the way.
@@ -159,11 +171,12 @@ struct MachineRun {
         return produced
     }
 
-    /// Moves time to the pending alarm (which must be set) and delivers it.
+    /// Moves time to the next thing that happens: the pending alarm, or the start of a request
+    /// the timer scheduled ahead (one of them must be set).
     @discardableResult
     mutating func advanceToAlarm() -> [Machine.Action] {
-        guard let due = alarm else {
-            Issue.record("no alarm set")
+        guard let due = [alarm, scheduledStart].compactMap({ $0 }).min() else {
+            Issue.record("no alarm set and no request scheduled")
             return []
         }
         return advance(by: instant.duration(to: due))
@@ -213,7 +226,7 @@ struct MachineRun {
     /// The settings requests among `actions` (all so far by default).
     func fetches(in actions: [Machine.Action]? = nil) -> [(wait: Int, known: Int64?)] {
         (actions ?? self.actions).compactMap {
-            if case .fetchSettings(let wait, let known) = $0 { (wait, known) } else { nil }
+            if case .fetchSettings(let wait, let known, _) = $0 { (wait, known) } else { nil }
         }
     }
 

@@ -76,14 +76,20 @@ struct TestServerFailed: Error {}
 /// so no test depends on a sleep being long enough.
 actor TestSignals {
     private var arrived: Set<String> = []
+    /// When each tagged request arrived.
+    private(set) var arrivals: [String: ContinuousClock.Instant] = [:]
     private var arrivalWaiters: [String: [CheckedContinuation<Void, Never>]] = [:]
     private var barriers: [String: [CheckedContinuation<Void, Never>]] = [:]
 
     /// Records that the request tagged `id` has arrived.
     func arrive(_ id: String) {
         arrived.insert(id)
+        arrivals[id] = arrivals[id] ?? .now
         for waiter in arrivalWaiters.removeValue(forKey: id) ?? [] { waiter.resume() }
     }
+
+    /// Whether the request tagged `id` has arrived.
+    func hasArrived(_ id: String) -> Bool { arrived.contains(id) }
 
     /// Returns once the request tagged `id` has arrived.
     func waitForArrival(of id: String) async {
