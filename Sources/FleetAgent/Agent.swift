@@ -2,7 +2,9 @@ import Curl
 import FleetAgentCore
 import FleetDeviceFiles
 import FleetDeviceState
+import FleetIO
 import Logging
+import PosixThreads
 import ServiceLifecycle
 import SystemdNotify
 import UnixSignals
@@ -27,6 +29,8 @@ public final class Agent: Service {
     private let clock: any Clock<Duration>
     private let wallClock: @Sendable () -> Int64
     private let makeRandom: @Sendable () -> any RandomNumberGenerator
+    /// Whether the pages of start-up were handed back already (once per process).
+    private let startupPagesReleased = Locked(false)
 
     /// - Parameters:
     ///   - configurationPath: the file SIGHUP re-reads.
@@ -162,8 +166,28 @@ public final class Agent: Service {
             if let interval = watchdogInterval {
                 group.addTask { await self.feedWatchdog(every: interval, board: board) }
             }
+            group.addTask { await self.releaseStartupPages(once: board, clock: clock) }
             await group.waitForAll()
         }
+    }
+
+    /// How long after READY=1 the pages of start-up are handed back.
+    static var startupSettle: Duration { .seconds(5) }
+
+    /// Once per process, a few seconds after READY=1: hands the resident pages of the code and
+    /// constants start-up used back to the kernel (``StartupPages``). What the loops use comes
+    /// back on its first use.
+    private func releaseStartupPages<C: Clock<Duration>>(once board: AgentBoard, clock: C) async {
+        guard await board.ready.value() != nil else { return }
+        try? await clock.sleep(for: Self.startupSettle)
+        guard !Task.isCancelled,
+            startupPagesReleased.withLock({ released in
+                defer { released = true }
+                return !released
+            })
+        else { return }
+        let advised = StartupPages.release()
+        logger.info("start-up pages handed back", metadata: ["event": "memory", "advised_bytes": "\(advised)"])
     }
 
     /// Sends `WATCHDOG=1` every `interval` while no loop is overdue.

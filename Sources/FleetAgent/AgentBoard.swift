@@ -14,6 +14,8 @@ final class AgentBoard: Sendable {
     }
 
     let notifier: SystemdNotifier?
+    /// Fulfilled when READY=1 is sent (every app served, or the ready timeout).
+    let ready = Promise<Void>()
     private let state: Locked<State>
     private let logger: Logger
 
@@ -46,6 +48,7 @@ final class AgentBoard: Sendable {
         if ready {
             logger.notice("ready", metadata: ["event": "ready", "status": "\(status)"])
             notifier?.send(.ready, .status(status))
+            self.ready.fulfil(())
         }
     }
 
@@ -58,6 +61,7 @@ final class AgentBoard: Sendable {
         logger.warning(
             "ready without settings for some apps", metadata: ["event": "ready", "waiting": "\(waiting.joined(separator: ","))"])
         notifier?.send(.ready, .status("no settings yet for \(waiting.joined(separator: ", ")); " + status))
+        ready.fulfil(())
     }
 
     /// Sets `app`'s part of the status line and sends the line.

@@ -1,7 +1,7 @@
 import PosixThreads
 
 /// A wake-up call that is kept until someone waits for it: ``signal()`` any number of times,
-/// and the next ``wait()`` returns at once (once). Used for "sync now" and "reload".
+/// and the next ``wait()`` returns at once (once). Used for "reload" (SIGHUP).
 final class Wakeup: Sendable {
     private struct State {
         var pending = false
@@ -93,29 +93,5 @@ final class Promise<Value: Sendable>: Sendable {
             let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
             waiter?.resume(returning: nil)
         }
-    }
-}
-
-/// Sleeps for `duration` on `clock`, returning early (without throwing) when `wakeup` is
-/// signalled or the task is cancelled. Returns `true` when woken by `wakeup`.
-@discardableResult
-func sleep(for duration: Duration, on clock: any Clock<Duration>, orUntil wakeup: Wakeup?) async -> Bool {
-    guard duration > .zero else { return false }
-    guard let wakeup else {
-        try? await clock.sleep(for: duration)
-        return false
-    }
-    return await withTaskGroup(of: Bool.self) { group in
-        group.addTask {
-            try? await clock.sleep(for: duration)
-            return false
-        }
-        group.addTask {
-            await wakeup.wait()
-            return !Task.isCancelled
-        }
-        let first = await group.next() ?? false
-        group.cancelAll()
-        return first
     }
 }

@@ -10,6 +10,27 @@ import Testing
 /// protocol, reloads, configuration errors, an offline start with a corrupt file, hooks.
 @Suite("fleetsetd lifecycle and failure paths")
 struct AgentLifecycleTests {
+    @Test("a few seconds after READY the agent hands back the pages of its start-up, once, and goes on syncing")
+    func startupPagesReleased() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let agent = try await fleet.launchAgent([["id": "door"]])
+        defer { agent.kill() }
+        let line = try await agent.waitForLog("event=memory")
+        let advised = line.split(separator: " ").first { $0.hasPrefix("advised_bytes=") }.flatMap { Int($0.dropFirst(14)) }
+        #expect((advised ?? 0) > 1 << 20, "\(line)")
+        try await fleet.set("door", ["counter": 7])
+        try await fleet.waitForSettings("door", agent: agent) { $0.values["counter"] == 7 }
+        agent.signal(SIGHUP)
+        try await agent.waitForLog("event=reloaded")
+        try await fleet.set("door", ["counter": 8])
+        try await fleet.waitForSettings("door", agent: agent) { $0.values["counter"] == 8 }
+        // The reloaded generation's READY came before the change; its release would have come
+        // 5 s later. Watch past that.
+        try await Task.sleep(for: .seconds(6))
+        #expect(agent.count("event=memory") == 1, "once per process, not per reload")
+    }
+
     @Test("the notify protocol: READY with STATUS, WATCHDOG at half the interval, RELOADING/READY on SIGHUP, STOPPING on SIGTERM")
     func notifyProtocol() async throws {
         let fleet = try await Fleet.start()
