@@ -72,10 +72,14 @@ extension HTTPClient {
         /// The wait happens on the client's own thread (its `curl_multi_poll` timeout), so a
         /// request on a timer wakes nobody before it goes; cancelling the task ends the wait.
         public var startDelay: Duration
+        /// Sends the request again by itself, on the client's own thread, while the server
+        /// answers `304 Not Modified`; `nil` (the default) sends it once. See ``NotModifiedRepeats``.
+        public var notModifiedRepeats: NotModifiedRepeats?
 
         public init(
             method: HTTPClient.Method = .get, url: String, headers: HTTPClient.Headers = [:],
-            body: [UInt8]? = nil, limits: TransferLimits? = nil, startDelay: Duration = .zero
+            body: [UInt8]? = nil, limits: TransferLimits? = nil, startDelay: Duration = .zero,
+            notModifiedRepeats: NotModifiedRepeats? = nil
         ) {
             self.method = method
             self.url = url
@@ -83,6 +87,7 @@ extension HTTPClient {
             self.body = body
             self.limits = limits
             self.startDelay = startDelay
+            self.notModifiedRepeats = notModifiedRepeats
         }
 
         /// Makes the request conditional on the resource having changed: `If-None-Match: etag`.
@@ -92,5 +97,29 @@ extension HTTPClient {
         /// Makes the request conditional on the resource being unchanged: `If-Match: etag`.
         /// The server answers `412` (or fleetset's `409`) when it has changed.
         public mutating func setIfMatch(_ etag: String) { headers["If-Match"] = etag }
+    }
+}
+
+extension HTTPClient {
+    /// A plan for polling a conditional request: the client sends it again after each of
+    /// ``delays`` in turn while the answers are `304 Not Modified`, and returns the first answer
+    /// that is anything else (or a failure, or the `304` that ends the plan).
+    ///
+    /// The repeats happen on the client's transfer thread, like a ``HTTPClient/Request/startDelay``:
+    /// a caller polling on a timer is woken by a change, not by every unchanged answer. That is
+    /// what brings an agent's cost of a `304` near libcurl's own. Cancelling the caller's task
+    /// ends the plan at once. ``HTTPClient/Response/notModifiedAnswersBefore`` tells how many
+    /// `304` answers the client took itself.
+    public struct NotModifiedRepeats: Sendable, Equatable {
+        /// The waits before the repeats, each counted from the end of the answer before it.
+        public var delays: [Duration]
+        /// Header names that make a `304` carrying one of them go to the caller at once: what a
+        /// server asks of the caller beside "nothing changed" must not wait for the plan's end.
+        public var unlessHeaders: [String]
+
+        public init(delays: [Duration], unlessHeaders: [String] = []) {
+            self.delays = delays
+            self.unlessHeaders = unlessHeaders
+        }
     }
 }

@@ -30,6 +30,9 @@ extension HTTPClient {
         public var url: String
         /// Connection and timing figures.
         public var metrics: TransferMetrics
+        /// How many `304 Not Modified` answers the client took itself, by
+        /// ``HTTPClient/Request/notModifiedRepeats``, before this answer; 0 without repeats.
+        public var notModifiedAnswersBefore: Int = 0
 
         /// The `ETag` header, quotes and any `W/` prefix included, exactly as sent.
         public var etag: String? { headers["ETag"] }

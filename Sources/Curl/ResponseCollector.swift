@@ -12,6 +12,13 @@ final class ResponseCollector {
 
     init(maxBodyBytes: Int) { self.maxBodyBytes = maxBodyBytes }
 
+    /// Forgets the previous answer before the same transfer is sent again.
+    func reset() {
+        headers.removeAll()
+        body.removeAll(keepingCapacity: true)
+        exceededCap = false
+    }
+
     /// Appends body bytes; returns how many were taken. Anything short of `bytes.count` makes
     /// libcurl abort the transfer with `CURLE_WRITE_ERROR`.
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {

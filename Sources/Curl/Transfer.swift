@@ -25,6 +25,12 @@ final class Transfer: @unchecked Sendable {
     /// When the driver may hand the transfer to libcurl (``MonotonicTime``); `nil`: at once.
     /// Set before it is submitted.
     var startAt: UInt64?
+    /// The waits before the repeats still to come while the answers are `304`
+    /// (``HTTPClient/NotModifiedRepeats``); only the driver thread changes it.
+    private var repeatDelays: ArraySlice<Duration>
+    private let repeatStopHeaders: [String]
+    /// The `304` answers taken without the caller so far.
+    private var notModifiedAnswers = 0
 
     /// Configures a libcurl easy handle for `request`. Nothing blocks here.
     init(request: HTTPClient.Request, url: ParsedURL, configuration: HTTPClient.Configuration, userAgent: String) throws(HTTPClientError) {
@@ -32,6 +38,8 @@ final class Transfer: @unchecked Sendable {
         self.limits = request.limits ?? configuration.limits
         self.tls = configuration.tls
         self.collector = ResponseCollector(maxBodyBytes: limits.maxResponseBytes)
+        self.repeatDelays = request.notModifiedRepeats?.delays[...] ?? []
+        self.repeatStopHeaders = request.notModifiedRepeats?.unlessHeaders ?? []
         self.easy = try EasyHandle()
 
         try easy.set(CURLOPT_NOSIGNAL, true)  // timeouts must not use signals in a threaded process
@@ -69,6 +77,19 @@ final class Transfer: @unchecked Sendable {
         continuation.resume(with: result)
     }
 
+    /// When a finished transfer is to be sent again rather than answered: after a `304` without
+    /// any of the stop headers, while repeats are left. Returns the wait before it goes, and
+    /// readies the transfer for it; `nil`: answer the caller now.
+    func takeRepeat(after code: CURLcode) -> Duration? {
+        guard code == CURLE_OK, let delay = repeatDelays.first, easy.info(long: CURLINFO_RESPONSE_CODE) == 304,
+            !repeatStopHeaders.contains(where: { collector.headers[$0] != nil })
+        else { return nil }
+        repeatDelays.removeFirst()
+        notModifiedAnswers += 1
+        collector.reset()
+        return delay
+    }
+
     /// The response, or the classified failure, once libcurl reports the transfer done.
     func outcome(_ code: CURLcode) -> Result<HTTPClient.Response, any Error> {
         guard code == CURLE_OK else {
@@ -86,6 +107,7 @@ final class Transfer: @unchecked Sendable {
                 metrics: TransferMetrics(
                     newConnections: easy.info(long: CURLINFO_NUM_CONNECTS),
                     totalTime: .microseconds(easy.info(offset: CURLINFO_TOTAL_TIME_T))),
+                notModifiedAnswersBefore: notModifiedAnswers,
                 retryAfter: retryAfter > 0 ? .seconds(retryAfter) : nil))
     }
 

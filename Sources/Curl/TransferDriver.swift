@@ -101,7 +101,6 @@ final class TransferDriver: Sendable {
             }
             waiting += added
             let now = MonotonicTime.now()
-            var nextStart: UInt64?
             var stillWaiting: [Transfer] = []
             for transfer in waiting {
                 if transfer.isCancelled {
@@ -110,7 +109,6 @@ final class TransferDriver: Sendable {
                 }
                 if let start = transfer.startAt, start > now {
                     stillWaiting.append(transfer)
-                    nextStart = min(nextStart ?? start, start)
                     continue
                 }
                 do {
@@ -134,12 +132,18 @@ final class TransferDriver: Sendable {
                 while let (easy, result) = multi.nextFinished() {
                     guard let transfer = active.removeValue(forKey: easy) else { continue }
                     multi.remove(transfer.easy)
+                    if let delay = transfer.takeRepeat(after: result) {
+                        // Unchanged, and the request's plan sends it again: nobody is woken.
+                        transfer.startAt = MonotonicTime.now() &+ UInt64(clamping: delay.nanoseconds)
+                        waiting.append(transfer)
+                        continue
+                    }
                     transfer.complete(transfer.outcome(result))
                 }
                 // Wake up at least every second even if libcurl has no timer, as a safety net, and
                 // when the next waiting transfer may start.
                 var wait: Int32 = 1000
-                if let nextStart {
+                if let nextStart = waiting.lazy.compactMap(\.startAt).min() {
                     let milliseconds = (nextStart - min(nextStart, MonotonicTime.now()) + 999_999) / 1_000_000
                     wait = Int32(min(UInt64(wait), milliseconds))
                 }

@@ -157,10 +157,13 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
                 }
                 return .online(requests: inbox.takeQueued())
             }
-        case .fetchSettings(let wait, let known, let notBefore):
+        case .fetchSettings(let wait, let known, let notBefore, let repeats):
             let delay = notBefore.map { max(.zero, clock.now.duration(to: $0)) } ?? .zero
-            start(delay + .seconds(Int64(wait) + 100), waits: &waits, sink: sink) { [app] client in
-                let answer = try await client.settingsAnswer(app: app.id, knownRevision: known, wait: wait, after: delay)
+            // Each request of a repeated poll may take its whole timeout.
+            let limit = delay + repeats.reduce(.zero, +) + .seconds(Int64(wait) + 100) * (repeats.count + 1)
+            start(limit, waits: &waits, sink: sink) { [app] client in
+                let answer = try await client.settingsAnswer(
+                    app: app.id, knownRevision: known, wait: wait, after: delay, repeatsWhileUnchanged: repeats)
                 return .settingsAnswer(SettingsAnswer(document: answer.document, rotationRequested: answer.tokenRotationRequested))
             }
         case .fetchMetadata(let etag):

@@ -81,6 +81,27 @@ public struct PollSchedule: Sendable, Equatable {
         }
     }
 
+    /// The most polls a plan of ``unchangedRepeatDelays(within:using:)`` holds.
+    public static let maxRepeats = 1000
+
+    /// The waits of the polls that may follow this one, for the HTTP client to send by itself
+    /// while every answer is unchanged (`304`): as many jittered timer delays as fit in
+    /// `horizon`, each drawn as ``timerDelay(using:)`` draws it. Empty unless polling is what the
+    /// configuration asks for (`longPollWait` 0): a fallback from long-polls counts every poll
+    /// here, to try long-polls again.
+    public func unchangedRepeatDelays(within horizon: Duration, using random: inout some RandomNumberGenerator) -> [Duration] {
+        guard longPollWait == 0, pollInterval > .zero else { return [] }
+        var delays: [Duration] = []
+        var total = Duration.zero
+        while delays.count < Self.maxRepeats {
+            let delay = timerDelay(using: &random)
+            total += delay
+            guard total <= horizon else { break }
+            delays.append(delay)
+        }
+        return delays
+    }
+
     /// `pollInterval` plus a random part of `jitter`.
     public func timerDelay(using random: inout some RandomNumberGenerator) -> Duration {
         pollInterval + RetryBackoff.uniform(upTo: jitter, using: &random)

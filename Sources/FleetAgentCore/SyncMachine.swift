@@ -101,7 +101,11 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         /// `wait` is above 0 (a long-poll), sent at `notBefore` (`nil`: at once). A request on
         /// the poll timer is handed over at once and waits in the HTTP client, so nothing wakes
         /// before it goes; the machine cancels it when something must go first.
-        case fetchSettings(wait: Int, knownRevision: Int64?, notBefore: Instant?)
+        ///
+        /// `repeatsWhileUnchanged` (timer polls of an idle machine only) are the waits of the
+        /// polls that follow while the server answers `304`: the HTTP client sends them by
+        /// itself and the answer is the first change, failure, or the plan's last `304`.
+        case fetchSettings(wait: Int, knownRevision: Int64?, notBefore: Instant?, repeatsWhileUnchanged: [Duration])
         /// `GET …/metadata`, with `If-None-Match`.
         case fetchMetadata(ifNoneMatch: String?)
         /// `PATCH …/settings` with `If-Match`.
@@ -182,9 +186,12 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         var purpose: Purpose
         /// When the request goes (or went) out: the poll timer may have scheduled it ahead.
         var startedAt: Instant
+        /// The HTTP client repeats it while the answers are unchanged.
+        var repeats = false
 
-        /// Scheduled by the poll timer and not sent yet at `now`.
-        func isWaiting(at now: Instant) -> Bool { startedAt > now }
+        /// Scheduled by the poll timer and not sent yet at `now`, or waiting between repeats:
+        /// in either case it is cancelled when something must go first.
+        func isWaiting(at now: Instant) -> Bool { startedAt > now || repeats }
     }
 
     public let rules: SyncRules
@@ -380,12 +387,30 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
                 lastSyncNow = now.instant
             }
             switch request {
-            case .longPoll(let wait): actions.append(.fetchSettings(wait: wait, knownRevision: knownRevision, notBefore: scheduled))
-            case .poll: actions.append(.fetchSettings(wait: 0, knownRevision: knownRevision, notBefore: scheduled))
+            case .longPoll(let wait):
+                actions.append(.fetchSettings(wait: wait, knownRevision: knownRevision, notBefore: scheduled, repeatsWhileUnchanged: []))
+            case .poll:
+                let repeats = isIdle ? schedule.unchangedRepeatDelays(within: Self.statusRefreshInterval, using: &random) : []
+                if !repeats.isEmpty, case .fetching(var fetch) = slot {
+                    fetch.repeats = true
+                    slot = .fetching(fetch)
+                }
+                actions.append(.fetchSettings(wait: 0, knownRevision: knownRevision, notBefore: scheduled, repeatsWhileUnchanged: repeats))
             }
         case .refresh:
-            actions.append(.fetchSettings(wait: 0, knownRevision: nil, notBefore: nil))
+            actions.append(.fetchSettings(wait: 0, knownRevision: nil, notBefore: nil, repeatsWhileUnchanged: []))
         }
+    }
+
+    /// Nothing waits for the next turn (each answered settings request begins one) and the last
+    /// request went well: the timer's unchanged answers may be taken by the HTTP client alone,
+    /// for up to ``statusRefreshInterval``, and wake nobody. Whatever comes meanwhile (a request
+    /// from the inbox, a reload, an acknowledgement overdue) cancels the request, as it cancels
+    /// one the timer scheduled.
+    var isIdle: Bool {
+        reports.isEmpty && journal.queued.isEmpty && journal == journalOnDisk && journalProblem == nil && waitingRequests.isEmpty
+            && handledRequests.isEmpty && !statusAwaitsReport && !rotationPending && transportError == nil && backoff.failures == 0
+            && !pollOutcomePending && settings != nil
     }
 
     /// Ends a long-poll in flight, or a request the timer scheduled that has not gone yet, when

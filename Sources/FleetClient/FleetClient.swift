@@ -59,16 +59,23 @@ public struct FleetClient: Sendable {
         public var document: SettingsDocument?
         /// The admin asked the device to rotate its token (`Fleetset-Rotate-Token`).
         public var tokenRotationRequested: Bool
+        /// The unchanged answers the HTTP client took by itself before this one (see
+        /// `repeatsWhileUnchanged` of ``settingsAnswer(app:knownRevision:wait:after:repeatsWhileUnchanged:)``).
+        public var unchangedAnswersBefore: Int = 0
     }
 
     /// As ``settings(app:knownRevision:wait:)``, with the server's requests of the device.
     ///
-    /// - Parameter delay: how long the client waits before sending (see
-    ///   ``HTTPClient/Request/startDelay``): a poll on a timer is scheduled at once, on the
-    ///   client's own thread, and can be cancelled until it goes.
-    public func settingsAnswer(app: String, knownRevision: Int64? = nil, wait: Int = 0, after delay: Duration = .zero) async throws
-        -> SettingsAnswer
-    {
+    /// - Parameters:
+    ///   - delay: how long the client waits before sending (see
+    ///     ``HTTPClient/Request/startDelay``): a poll on a timer is scheduled at once, on the
+    ///     client's own thread, and can be cancelled until it goes.
+    ///   - repeats: the waits of the polls that follow while the server answers `304` (see
+    ///     ``HTTPClient/NotModifiedRepeats``); a `304` asking for a token rotation ends them.
+    public func settingsAnswer(
+        app: String, knownRevision: Int64? = nil, wait: Int = 0, after delay: Duration = .zero,
+        repeatsWhileUnchanged repeats: [Duration] = []
+    ) async throws -> SettingsAnswer {
         var headers: HTTPClient.Headers = [:]
         if let knownRevision { headers["If-None-Match"] = RevisionTag.etag(knownRevision) }
         var limits: TransferLimits?
@@ -80,12 +87,20 @@ public struct FleetClient: Sendable {
             limits?.lowSpeedLimit = nil
         }
         let query = wait > 0 ? "?wait=\(wait)" : ""
+        let plan = repeats.isEmpty ? nil : HTTPClient.NotModifiedRepeats(delays: repeats, unlessHeaders: [Self.rotateTokenHeader])
         let response = try await send(
-            .get, "/v1/apps/\(app)/settings\(query)", headers: headers, limits: limits, startDelay: delay, expect: [200, 304])
-        let rotation = response.headers["Fleetset-Rotate-Token"] == "requested"
-        guard response.status == 200 else { return SettingsAnswer(document: nil, tokenRotationRequested: rotation) }
-        return SettingsAnswer(document: try decode(response, SettingsDocument.init(json:)), tokenRotationRequested: rotation)
+            .get, "/v1/apps/\(app)/settings\(query)", headers: headers, limits: limits, startDelay: delay, repeats: plan,
+            expect: [200, 304])
+        var answer = SettingsAnswer(
+            document: nil, tokenRotationRequested: response.headers[Self.rotateTokenHeader] == "requested",
+            unchangedAnswersBefore: response.notModifiedAnswersBefore)
+        guard response.status == 200 else { return answer }
+        answer.document = try decode(response, SettingsDocument.init(json:))
+        return answer
     }
+
+    /// The header by which the server asks the device to rotate its token.
+    static let rotateTokenHeader = "Fleetset-Rotate-Token"
 
     /// Sends a merge patch of writable settings based on `revision`; returns the new settings.
     public func patchSettings(app: String, patch: JSONObject, basedOn revision: Int64) async throws -> SettingsDocument {
@@ -185,9 +200,11 @@ public struct FleetClient: Sendable {
 
     private func send(
         _ method: HTTPClient.Method, _ path: String, json: JSONValue? = nil, body: [UInt8]? = nil, contentType: String = "application/json",
-        headers: HTTPClient.Headers = [:], limits: TransferLimits? = nil, startDelay: Duration = .zero, expect: Set<Int>
+        headers: HTTPClient.Headers = [:], limits: TransferLimits? = nil, startDelay: Duration = .zero,
+        repeats: HTTPClient.NotModifiedRepeats? = nil, expect: Set<Int>
     ) async throws -> HTTPClient.Response {
-        var request = HTTPClient.Request(method: method, url: baseURL + path, headers: headers, limits: limits, startDelay: startDelay)
+        var request = HTTPClient.Request(
+            method: method, url: baseURL + path, headers: headers, limits: limits, startDelay: startDelay, notModifiedRepeats: repeats)
         if let token { request.headers["Authorization"] = "Bearer " + token }
         request.headers["Accept"] = "application/json"
         if let payload = json.map({ Array($0.serialized().utf8) }) ?? body {

@@ -116,6 +116,29 @@ struct PollScheduleTests {
         }
     }
 
+    @Test(
+        "repeats for the HTTP client: timer delays as drawn for each poll, as many as fit the horizon, at most 1000; none unless polling is configured"
+    )
+    func unchangedRepeats() {
+        var random = SeededRandom(state: 3)
+        let polling = PollSchedule(longPollWait: 0, pollInterval: .seconds(10), jitter: .seconds(2))
+        let delays = polling.unchangedRepeatDelays(within: .seconds(60), using: &random)
+        #expect(delays.allSatisfy { $0 >= .seconds(10) && $0 <= .seconds(12) })
+        #expect(delays.reduce(.zero, +) <= .seconds(60))
+        #expect(delays.count == 5 || delays.count == 6)
+        #expect(Set(delays).count > 1, "each repeat has its own jitter: \(delays)")
+        let fast = PollSchedule(longPollWait: 0, pollInterval: .milliseconds(1), jitter: .zero)
+        #expect(fast.unchangedRepeatDelays(within: .seconds(60), using: &random).count == PollSchedule.maxRepeats)
+        let slow = PollSchedule(longPollWait: 0, pollInterval: .seconds(60), jitter: .seconds(5))
+        #expect(slow.unchangedRepeatDelays(within: .seconds(60), using: &random).count <= 1)
+        // Long-polls, and a fallback from them to the timer, count every poll themselves.
+        var longPolling = PollSchedule(longPollWait: 55, pollInterval: .seconds(10), jitter: .zero)
+        #expect(longPolling.unchangedRepeatDelays(within: .seconds(60), using: &random).isEmpty)
+        _ = longPolling.delay(after: .longPollRefused, using: &random)
+        #expect(!longPolling.isLongPolling)
+        #expect(longPolling.unchangedRepeatDelays(within: .seconds(60), using: &random).isEmpty)
+    }
+
     @Test("a server refusing wait, or longPollWait 0, means the timer: pollInterval plus up to jitter")
     func timer() {
         var random = SeededRandom(state: 4)

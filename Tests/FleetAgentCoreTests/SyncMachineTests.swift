@@ -108,10 +108,11 @@ struct SyncMachineStartTests {
         run.answer(.reportDelivered)
         #expect(run.request == .patchSettings(["greeting": "hi"], basedOn: 7))
         run.answer(.changeConfirmed(revision: 8))
-        #expect(run.request == .fetchSettings(wait: 0, knownRevision: nil, notBefore: nil))  // download again after the confirmation
+        // Download again after the confirmation.
+        #expect(run.request == .fetchSettings(wait: 0, knownRevision: nil, notBefore: nil, repeatsWhileUnchanged: []))
         run.deliverRevision(8, ["greeting": "hi", "volume": 5, "pin": "1234"])
         #expect(run.machine.journal.ended.map(\.state) == [.applied])
-        #expect(run.request == .fetchSettings(wait: 55, knownRevision: 8, notBefore: nil))
+        #expect(run.request == .fetchSettings(wait: 55, knownRevision: 8, notBefore: nil, repeatsWhileUnchanged: []))
     }
 }
 
@@ -162,6 +163,64 @@ struct SyncMachinePollingTests {
         #expect(run.fetches().last?.wait == 0)
         let wait = run.instant.duration(to: run.scheduledStart ?? run.instant)
         #expect(wait >= .seconds(60) && wait <= .seconds(65), "on the timer: \(wait)")
+    }
+}
+
+extension SyncMachinePollingTests {
+    static let fastTimer = TestApp.rules(longPollWait: 0, pollInterval: .seconds(10), jitter: .seconds(2))
+
+    /// The unchanged answers the request in flight lets the HTTP client take by itself.
+    static func repeats(_ run: MachineRun) -> [Duration]? {
+        if case .fetchSettings(_, _, _, let repeats)? = run.request { repeats } else { nil }
+    }
+
+    @Test("an idle device on the timer lets the HTTP client take its unchanged answers for up to a minute; never while long-polling")
+    func repeatsWhenIdle() {
+        var run = Self.online(Self.fastTimer)
+        let repeats = try? #require(Self.repeats(run))
+        #expect(repeats?.isEmpty == false)
+        #expect(repeats?.allSatisfy { $0 >= .seconds(10) && $0 <= .seconds(12) } == true)
+        #expect(repeats.map { $0.reduce(.zero, +) <= .seconds(60) } == true)
+        // The plan's last 304 comes back: a turn, then the next plan after the timer's delay.
+        run.advance(by: .seconds(59))
+        run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
+        let gap = run.instant.duration(to: run.scheduledStart ?? run.instant)
+        #expect(gap >= .seconds(10) && gap <= .seconds(12))
+        #expect(Self.repeats(run)?.isEmpty == false)
+        // A change inside the plan is received as any change.
+        run.deliverRevision(8)
+        #expect(run.machine.settings?.revision == 8)
+        #expect(run.reports().map(\.revision) == [8])
+
+        let longPolling = Self.online()
+        #expect(Self.repeats(longPolling) == [])
+    }
+
+    @Test("work for the next turn (a waiting report, a failure before) keeps to one request a turn, so each turn retries it")
+    func noRepeatsWithWork() {
+        var run = Self.online(Self.fastTimer)
+        run.answer(.requestFailed(.transient("connection refused")))
+        run.advanceToAlarm()
+        #expect(Self.repeats(run) == [], "after a failure, one request: its answer ends the error at once")
+        run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
+        #expect(Self.repeats(run)?.isEmpty == false)
+        // Revision 8's report fails (a proxy's page): it waits for the next turn.
+        run.answer(.settingsAnswer(SettingsAnswer(document: TestApp.document(8))))
+        run.answer(.requestFailed(SyncFailure.refusal(status: 404, code: nil, retryAfter: nil, summary: "404 from a proxy")))
+        run.advanceToAlarm()
+        #expect(run.machine.reports.reports.count == 1)
+        #expect(Self.repeats(run) == [], "a report waits: the next answer is its turn")
+    }
+
+    @Test("a repeating request is cancelled at once for a local change, also while its requests are going out")
+    func repeatsCancelledForWork() {
+        var run = Self.online(Self.fastTimer)
+        #expect(Self.repeats(run)?.isEmpty == false)
+        run.advance(by: .seconds(25))  // two repeats have gone
+        run.send(.inboxRequests([InboxDelivery(id: "c1", path: "/inbox/c1.json", content: .request(.set(["greeting": "hi"])))]))
+        #expect(run.cancelAsked)
+        run.answer(.requestCancelled)
+        #expect(run.request == .patchSettings(["greeting": "hi"], basedOn: 7))
     }
 }
 
@@ -221,7 +280,7 @@ struct SyncMachineMisbehavingServerTests {
         run.advance(by: .seconds(99))
         #expect(run.request == nil, "nothing before Retry-After")
         run.advance(by: .seconds(1))
-        #expect(run.request == .fetchSettings(wait: 55, knownRevision: 7, notBefore: nil))
+        #expect(run.request == .fetchSettings(wait: 55, knownRevision: 7, notBefore: nil, repeatsWhileUnchanged: []))
         #expect(run.fetches().count == 2)
     }
 
@@ -234,7 +293,7 @@ struct SyncMachineMisbehavingServerTests {
         for index in 0..<30 {
             run.send(.inboxRequests([InboxDelivery(id: "s\(index)", path: "/inbox/s\(index).json", content: .request(.sync))]))
             if run.cancelAsked { run.answer(.requestCancelled) }  // the timer's request gives way
-            if case .fetchSettings(_, _, nil)? = run.request {
+            if case .fetchSettings(_, _, nil, _)? = run.request {
                 sent.append(run.instant.offset)
                 run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
             }
@@ -257,7 +316,8 @@ struct SyncMachineMisbehavingServerTests {
         run.send(.inboxRequests([InboxDelivery(id: "s2", path: "/inbox/s2.json", content: .request(.sync))]))
         run.advanceToAlarm()
         #expect(
-            run.request == .fetchSettings(wait: 55, knownRevision: 8, notBefore: nil), "after the backoff, the long-poll; the report waits")
+            run.request == .fetchSettings(wait: 55, knownRevision: 8, notBefore: nil, repeatsWhileUnchanged: []),
+            "after the backoff, the long-poll; the report waits")
         run.advance(by: run.instant.duration(to: first.advanced(by: .seconds(10))))
         #expect(run.cancelAsked, "the held sync now comes due and ends the long-poll")
         run.answer(.requestCancelled)
@@ -389,7 +449,7 @@ struct SyncMachineApplyTests {
         #expect(run.request == .deliverReport(run.machine.reports.reports[0]))
         run.answer(.reportDelivered)
         if run.request == nil { run.advanceToAlarm() }
-        #expect(run.request == .fetchSettings(wait: 55, knownRevision: 7, notBefore: nil))
+        #expect(run.request == .fetchSettings(wait: 55, knownRevision: 7, notBefore: nil, repeatsWhileUnchanged: []))
         run.deliverRevision(8)
         #expect(run.machine.settings?.revision == 8)
         #expect(run.machine.backoff.failures == 0)
@@ -442,7 +502,7 @@ struct SyncMachineApplyTests {
         run.answer(.settingsAnswer(SettingsAnswer(document: nil, rotationRequested: true)))
         #expect(run.request == .rotateToken)
         run.answer(.tokenRotated)
-        #expect(run.request == .fetchSettings(wait: 55, knownRevision: 7, notBefore: nil))
+        #expect(run.request == .fetchSettings(wait: 55, knownRevision: 7, notBefore: nil, repeatsWhileUnchanged: []))
     }
 
     @Test("a rotation that keeps failing never stops the loop: requests go on, the rotation waits for its own backoff")
@@ -554,7 +614,7 @@ struct SyncMachineChangeTests {
             #expect(run.request == .patchSettings(["greeting": "hi"], basedOn: Int64(revision - 1)))
             run.answer(.requestFailed(TestApp.refusal(409, "stale-revision")))
             guard revision < 13 else { break }
-            #expect(run.request == .fetchSettings(wait: 0, knownRevision: nil, notBefore: nil))
+            #expect(run.request == .fetchSettings(wait: 0, knownRevision: nil, notBefore: nil, repeatsWhileUnchanged: []))
             run.deliverRevision(Int64(revision))
         }
         #expect(run.request == nil && run.machine.holdUntil != nil)

@@ -16,6 +16,7 @@ import NIOCore
 /// | `GET /redirect?to=URL&status=N` | status N (default 302) with `Location: URL` (default: itself) |
 /// | `GET /retry-after` | 503 with `Retry-After: 7` |
 /// | `GET /barrier?group=G&count=N` | answers once N requests of group G are waiting |
+/// | `GET /counted?id=X&changeAt=N&noteAt=M` | the Kth request of X: 304 with `x-count: K`, 200 when K = N, a 304 with `x-note` when K = M |
 struct TestRoutes: Sendable {
     /// The body `/compressed` decodes to: repetitive text that gzip shrinks a lot.
     static let compressedText = String(repeating: "{\"setting\":\"idleResetMinutes\",\"value\":2}\n", count: 2_000)
@@ -110,6 +111,17 @@ struct TestRoutes: Sendable {
 
         router.get("retry-after") { _, _ -> Response in
             Response(status: .serviceUnavailable, headers: [.retryAfter: "7"])
+        }
+
+        router.get("counted") { request, _ -> Response in
+            let number = await signals.count(request.uri.queryParameters.get("id") ?? "")
+            var headers: HTTPFields = [.eTag: "\"v1\""]
+            headers[HTTPField.Name("x-count")!] = "\(number)"
+            if number == request.uri.queryParameters.get("changeAt", as: Int.self) {
+                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: "changed")))
+            }
+            if number == request.uri.queryParameters.get("noteAt", as: Int.self) { headers[HTTPField.Name("x-note")!] = "yes" }
+            return Response(status: .notModified, headers: headers)
         }
 
         router.get("barrier") { request, _ -> Response in

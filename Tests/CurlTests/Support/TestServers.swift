@@ -80,6 +80,14 @@ actor TestSignals {
     private(set) var arrivals: [String: ContinuousClock.Instant] = [:]
     private var arrivalWaiters: [String: [CheckedContinuation<Void, Never>]] = [:]
     private var barriers: [String: [CheckedContinuation<Void, Never>]] = [:]
+    /// How many requests of each counter have come.
+    private(set) var counts: [String: Int] = [:]
+
+    /// Counts one more request of `counter`; returns its number, from 1.
+    func count(_ counter: String) -> Int {
+        counts[counter, default: 0] += 1
+        return counts[counter]!
+    }
 
     /// Records that the request tagged `id` has arrived.
     func arrive(_ id: String) {
