@@ -155,7 +155,7 @@ private final class ChildWatch: Sendable {
 
     func start(_ continuation: CheckedContinuation<ChildProcess.Result, Never>) {
         state.withLock { $0.continuation = continuation }
-        if DetachedThread.start({ [self] in watch() }) != 0 {
+        if DetachedThread.start(named: "fleetset-child", { [self] in watch() }) != 0 {
             watch()  // no thread to spare: wait here rather than leak the child
         }
     }

@@ -116,10 +116,15 @@ extension HTTPClient {
         /// Header names that make a `304` carrying one of them go to the caller at once: what a
         /// server asks of the caller beside "nothing changed" must not wait for the plan's end.
         public var unlessHeaders: [String]
+        /// No repeat starts later than this after the first request went out: the answer that
+        /// would have been repeated is returned instead. It bounds the plan in time when the
+        /// server is slow to answer; `nil`: no bound but the delays.
+        public var within: Duration?
 
-        public init(delays: [Duration], unlessHeaders: [String] = []) {
+        public init(delays: [Duration], unlessHeaders: [String] = [], within: Duration? = nil) {
             self.delays = delays
             self.unlessHeaders = unlessHeaders
+            self.within = within
         }
     }
 }

@@ -29,6 +29,9 @@ final class Transfer: @unchecked Sendable {
     /// (``HTTPClient/NotModifiedRepeats``); only the driver thread changes it.
     private var repeatDelays: ArraySlice<Duration>
     private let repeatStopHeaders: [String]
+    private let repeatWithin: Duration?
+    /// When the first request went out (``MonotonicTime``); set by the driver.
+    var firstSentAt: UInt64?
     /// The `304` answers taken without the caller so far.
     private var notModifiedAnswers = 0
 
@@ -40,6 +43,7 @@ final class Transfer: @unchecked Sendable {
         self.collector = ResponseCollector(maxBodyBytes: limits.maxResponseBytes)
         self.repeatDelays = request.notModifiedRepeats?.delays[...] ?? []
         self.repeatStopHeaders = request.notModifiedRepeats?.unlessHeaders ?? []
+        self.repeatWithin = request.notModifiedRepeats?.within
         self.easy = try EasyHandle()
 
         try easy.set(CURLOPT_NOSIGNAL, true)  // timeouts must not use signals in a threaded process
@@ -80,10 +84,15 @@ final class Transfer: @unchecked Sendable {
     /// When a finished transfer is to be sent again rather than answered: after a `304` without
     /// any of the stop headers, while repeats are left. Returns the wait before it goes, and
     /// readies the transfer for it; `nil`: answer the caller now.
-    func takeRepeat(after code: CURLcode) -> Duration? {
+    func takeRepeat(after code: CURLcode, now: UInt64) -> Duration? {
         guard code == CURLE_OK, let delay = repeatDelays.first, easy.info(long: CURLINFO_RESPONSE_CODE) == 304,
             !repeatStopHeaders.contains(where: { collector.headers[$0] != nil })
         else { return nil }
+        if let within = repeatWithin, let first = firstSentAt,
+            now &+ UInt64(clamping: delay.nanoseconds) > first &+ UInt64(clamping: within.nanoseconds)
+        {
+            return nil
+        }
         repeatDelays.removeFirst()
         notModifiedAnswers += 1
         collector.reset()

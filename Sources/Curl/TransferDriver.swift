@@ -21,6 +21,9 @@ final class TransferDriver: Sendable {
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
+    /// The transfer thread's name, as `top -H` shows it.
+    static let threadName = "fleetset-http"
+
     private let multi: MultiHandle
     private let inbox = Locked(Inbox())
 
@@ -28,7 +31,7 @@ final class TransferDriver: Sendable {
     init() throws(HTTPClientError) {
         multi = try MultiHandle()
         // The thread holds the driver until its loop ends.
-        let started = DetachedThread.start { [self] in runLoop() }
+        let started = DetachedThread.start(named: Self.threadName) { [self] in runLoop() }
         guard started == 0 else {
             throw HTTPClientError(
                 kind: .libraryUnusable, message: "could not start the HTTP client's thread (error \(started))", call: "pthread_create")
@@ -113,6 +116,7 @@ final class TransferDriver: Sendable {
                 }
                 do {
                     try multi.add(transfer.easy)
+                    if transfer.firstSentAt == nil { transfer.firstSentAt = now }
                     active[transfer.easy.raw] = transfer
                 } catch {
                     transfer.complete(.failure(error))
@@ -132,9 +136,10 @@ final class TransferDriver: Sendable {
                 while let (easy, result) = multi.nextFinished() {
                     guard let transfer = active.removeValue(forKey: easy) else { continue }
                     multi.remove(transfer.easy)
-                    if let delay = transfer.takeRepeat(after: result) {
+                    let finishedAt = MonotonicTime.now()
+                    if let delay = transfer.takeRepeat(after: result, now: finishedAt) {
                         // Unchanged, and the request's plan sends it again: nobody is woken.
-                        transfer.startAt = MonotonicTime.now() &+ UInt64(clamping: delay.nanoseconds)
+                        transfer.startAt = finishedAt &+ UInt64(clamping: delay.nanoseconds)
                         waiting.append(transfer)
                         continue
                     }

@@ -66,7 +66,7 @@ public final class DirectoryWatcher: Sendable {
         self.watches = watches
         (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(Self.bufferSize))
 
-        let started = DetachedThread.start { [self] in readLoop() }
+        let started = DetachedThread.start(named: "fleetset-watch") { [self] in readLoop() }
         guard started == 0 else { throw WatchError(path: "", call: "pthread_create", code: started) }
     }
 

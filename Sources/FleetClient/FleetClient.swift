@@ -71,7 +71,8 @@ public struct FleetClient: Sendable {
     ///     ``HTTPClient/Request/startDelay``): a poll on a timer is scheduled at once, on the
     ///     client's own thread, and can be cancelled until it goes.
     ///   - repeats: the waits of the polls that follow while the server answers `304` (see
-    ///     ``HTTPClient/NotModifiedRepeats``); a `304` asking for a token rotation ends them.
+    ///     ``HTTPClient/NotModifiedRepeats``); a `304` asking for a token rotation ends them,
+    ///     and none starts later than the sum of the waits after the first request went out.
     public func settingsAnswer(
         app: String, knownRevision: Int64? = nil, wait: Int = 0, after delay: Duration = .zero,
         repeatsWhileUnchanged repeats: [Duration] = []
@@ -87,7 +88,11 @@ public struct FleetClient: Sendable {
             limits?.lowSpeedLimit = nil
         }
         let query = wait > 0 ? "?wait=\(wait)" : ""
-        let plan = repeats.isEmpty ? nil : HTTPClient.NotModifiedRepeats(delays: repeats, unlessHeaders: [Self.rotateTokenHeader])
+        // However slow the answers, the plan ends when its delays would: a caller's deadline holds.
+        let plan =
+            repeats.isEmpty
+            ? nil
+            : HTTPClient.NotModifiedRepeats(delays: repeats, unlessHeaders: [Self.rotateTokenHeader], within: repeats.reduce(.zero, +))
         let response = try await send(
             .get, "/v1/apps/\(app)/settings\(query)", headers: headers, limits: limits, startDelay: delay, repeats: plan,
             expect: [200, 304])

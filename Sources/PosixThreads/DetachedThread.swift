@@ -10,11 +10,18 @@ public enum DetachedThread {
     /// Starts a detached thread that runs `body` and ends with it. `body` (and what it captures)
     /// lives until the thread ends.
     ///
+    /// - Parameter name: the thread's name as `top -H` and `/proc/PID/task/TID/comm` show it
+    ///   (Linux keeps its first 15 bytes).
     /// - Returns: 0, or the `pthread_create` error number when no thread could be started
     ///   (`body` is then released without running).
     @discardableResult
-    public static func start(_ body: @escaping @Sendable () -> Void) -> Int32 {
-        let box = Unmanaged.passRetained(Body(body)).toOpaque()
+    public static func start(named name: String? = nil, _ body: @escaping @Sendable () -> Void) -> Int32 {
+        let box = Unmanaged.passRetained(
+            Body {
+                if let name { nameCurrentThread(name) }
+                body()
+            }
+        ).toOpaque()
         var thread = pthread_t()
         let started = pthread_create(
             &thread, nil,
@@ -29,6 +36,16 @@ public enum DetachedThread {
         }
         pthread_detach(thread)
         return 0
+    }
+
+    /// Names the calling thread, best effort, through `/proc/thread-self/comm` (Swift's Glibc
+    /// module leaves out `pthread_setname_np`, a GNU extension).
+    private static func nameCurrentThread(_ name: String) {
+        let descriptor = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        let bytes = Array(name.utf8.prefix(15))
+        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
     }
 
     private final class Body {

@@ -39,6 +39,19 @@ struct NotModifiedRepeatTests {
         }
     }
 
+    @Test("no repeat starts later than the plan's bound after the first request: that 304 is the answer")
+    func boundedInTime() async throws {
+        try await withTestClient { client, servers in
+            let id = UUID().uuidString
+            let plan = HTTPClient.NotModifiedRepeats(delays: [.zero, .seconds(3600), .zero], within: .seconds(600))
+            let response = try await client.execute(
+                HTTPClient.Request(url: "\(servers.httpsBase)/counted?id=\(id)", notModifiedRepeats: plan))
+            #expect(response.status == 304)
+            #expect(response.notModifiedAnswersBefore == 1, "the repeat at once went; the one an hour later would end past the bound")
+            #expect(await servers.signals.counts[id] == 2)
+        }
+    }
+
     @Test("a 304 carrying a stop header reaches the caller at once")
     func stopHeader() async throws {
         try await withTestClient { client, servers in

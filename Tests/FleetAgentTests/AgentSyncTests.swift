@@ -156,6 +156,59 @@ struct AgentSyncTests {
         try await fleet.waitForStatus("till", agent: agent) { $0.state == .applied && $0.lastError == nil }
     }
 
+    @Test(
+        "polling on the timer: the HTTP client repeats the 304s at the timer's pace, and a change made meanwhile comes with the next poll")
+    func timerPollsRepeatedByTheClient() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let proxy = try await FaultProxy.start(upstream: fleet.server.url, http: fleet.http)
+        try await fleet.putMetadata(app: "panel")
+        try await fleet.set("panel", ["volume": 4])
+        try await fleet.makeEnrollmentToken()
+        try fleet.writeConfiguration(apps: [["id": "panel"]], server: proxy.url, extra: ["longPollWait": 0, "pollInterval": 0.2])
+        let agent = try fleet.startAgent()
+        defer { agent.kill() }
+        try await fleet.waitForSettings("panel", agent: agent) { $0.values["volume"] == 4 }
+        let first = proxy.settingsAnswers(304)
+        try await Waiting.until("no 304s; agent log:\n\(agent.log)") { proxy.settingsAnswers(304) >= first + 3 }
+        // While the answers are unchanged, only the HTTP client's thread wakes: every other
+        // thread of the agent sleeps through 20 polls.
+        let wakesBefore = try Self.contextSwitches(of: agent.pid)
+        let polled = proxy.settingsAnswers(304)
+        try await Waiting.until("the 304s stopped coming; agent log:\n\(agent.log)") { proxy.settingsAnswers(304) >= polled + 20 }
+        let wakesAfter = try Self.contextSwitches(of: agent.pid)
+        #expect(wakesAfter.http > wakesBefore.http)
+        #expect(wakesAfter.others - wakesBefore.others < 10, "the agent's other threads woke for the 304s: \(wakesBefore) -> \(wakesAfter)")
+
+        let changesBefore = proxy.settingsAnswers(200)
+        try await fleet.set("panel", ["volume": 6])
+        let unchangedBefore = proxy.settingsAnswers(304)
+        let changed = try await fleet.waitForSettings("panel", agent: agent) { $0.values["volume"] == 6 }
+        #expect(proxy.settingsAnswers(200) == changesBefore + 1, "the change was downloaded once")
+        #expect(proxy.settingsAnswers(304) <= unchangedBefore + 1, "the first poll after the change brought it")
+        try await fleet.waitForStatus("panel", agent: agent) {
+            $0.state == .applied && $0.revision == changed.revision && $0.lastError == nil
+        }
+        // And the repeats go on after it.
+        let after = proxy.settingsAnswers(304)
+        try await Waiting.until("no 304s after the change; agent log:\n\(agent.log)") { proxy.settingsAnswers(304) >= after + 5 }
+        #expect(agent.isRunning)
+    }
+
+    /// The context switches of a process's HTTP client thread, and of all its other threads.
+    static func contextSwitches(of pid: Int32) throws -> (http: Int, others: Int) {
+        var http = 0
+        var others = 0
+        for thread in try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") {
+            let name = try String(contentsOfFile: "/proc/\(pid)/task/\(thread)/comm", encoding: .utf8)
+            let status = try String(contentsOfFile: "/proc/\(pid)/task/\(thread)/status", encoding: .utf8)
+            let switches = status.split(separator: "\n").filter { $0.hasSuffix("ctxt_switches") || $0.contains("ctxt_switches:") }
+                .compactMap { Int($0.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") }.reduce(0, +)
+            if name.hasPrefix("fleetset-http") { http += switches } else { others += switches }
+        }
+        return (http, others)
+    }
+
     @Test("over HTTPS: the server's certificate must chain to caFile; without it the agent refuses and says why, then syncs once trusted")
     func https() async throws {
         let fleet = try await Fleet.start(tls: true)

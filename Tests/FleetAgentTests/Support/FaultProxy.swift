@@ -64,6 +64,9 @@ final class FaultProxy: Sendable {
     /// How many settings requests got a fault answer.
     func faultsServed(_ key: String) -> Int { state.counts.withLock { $0[key] ?? 0 } }
 
+    /// How many settings requests the server answered with `status` through the proxy.
+    func settingsAnswers(_ status: Int) -> Int { state.counts.withLock { $0["settings \(status)"] ?? 0 } }
+
     static func start(upstream: String, http: HTTPClient) async throws -> FaultProxy {
         let state = State()
         let router = Router()
@@ -141,6 +144,7 @@ final class FaultProxy: Sendable {
             method: HTTPClient.Method(rawValue: request.method.rawValue), url: upstream + path + query, headers: headers,
             body: body.readableBytes > 0 ? Array(buffer: body) : nil, limits: limits)
         let answer = try await http.execute(upstreamRequest)
+        if isSettings { state.counts.withLock { $0["settings \(answer.status)", default: 0] += 1 } }
         if current == .loseEnrollAnswer, request.method == .post, path == "/v1/enroll" {
             state.counts.withLock { $0["loseEnrollAnswer", default: 0] += 1 }
             return Response(status: .badGateway, body: .init(byteBuffer: ByteBuffer(string: "the answer was lost on the way")))
