@@ -134,10 +134,15 @@ enum RedirectRule {
     }
 
     /// The request to send to `target` after a `status` redirect: 303, and 301/302 after a
-    /// POST, turn into a GET without body (as every browser does); 307 and 308 keep method and body.
+    /// POST, turn into a GET without body (as every browser does); 307 and 308 keep method and
+    /// body. It goes at once and is not repeated (no start delay, no ``HTTPClient/NotModifiedRepeats``).
     static func follow(_ request: HTTPClient.Request, status: Int, to target: String) -> HTTPClient.Request {
         var next = request
         next.url = target
+        // The wait before sending happened already, and a plan of repeats is not started over
+        // (its bound in time would be): the redirected request goes at once, once.
+        next.startDelay = .zero
+        next.notModifiedRepeats = nil
         let becomesGet = (status == 303 && request.method != .head) || ((status == 301 || status == 302) && request.method == .post)
         if becomesGet {
             next.method = .get

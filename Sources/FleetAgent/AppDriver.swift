@@ -159,9 +159,8 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
             }
         case .fetchSettings(let wait, let known, let notBefore, let repeats):
             let delay = notBefore.map { max(.zero, clock.now.duration(to: $0)) } ?? .zero
-            // Repeats start within the sum of their delays (FleetClient bounds them so): one
-            // request's limit after that.
-            let limit = delay + repeats.reduce(.zero, +) + .seconds(Int64(wait) + 100)
+            // The last repeat starts within FleetClient's bound: one request's limit after that.
+            let limit = delay + FleetClient.repeatBound(repeats) + .seconds(Int64(wait) + 100)
             start(limit, waits: &waits, sink: sink) { [app] client in
                 let answer = try await client.settingsAnswer(
                     app: app.id, knownRevision: known, wait: wait, after: delay, repeatsWhileUnchanged: repeats)

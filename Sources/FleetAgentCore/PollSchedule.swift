@@ -81,22 +81,22 @@ public struct PollSchedule: Sendable, Equatable {
         }
     }
 
-    /// The most polls a plan of ``unchangedRepeatDelays(within:using:)`` holds.
+    /// The most polls a plan of ``unchangedRepeatDelays(passing:using:)`` holds.
     public static let maxRepeats = 1000
 
     /// The waits of the polls that may follow this one, for the HTTP client to send by itself
-    /// while every answer is unchanged (`304`): as many jittered timer delays as fit in
-    /// `horizon`, each drawn as ``timerDelay(using:)`` draws it. Empty unless polling is what the
-    /// configuration asks for (`longPollWait` 0): a fallback from long-polls counts every poll
-    /// here, to try long-polls again.
-    public func unchangedRepeatDelays(within horizon: Duration, using random: inout some RandomNumberGenerator) -> [Duration] {
-        guard longPollWait == 0, pollInterval > .zero else { return [] }
+    /// while every answer is unchanged (`304`): jittered timer delays, each drawn as
+    /// ``timerDelay(using:)`` draws it, until their sum passes `horizon` (so the plan's last
+    /// answer comes after `horizon`). Empty for a horizon of zero or less, and unless polling
+    /// is what the configuration asks for (`longPollWait` 0): a fallback from long-polls counts
+    /// every poll here, to try long-polls again.
+    public func unchangedRepeatDelays(passing horizon: Duration, using random: inout some RandomNumberGenerator) -> [Duration] {
+        guard longPollWait == 0, pollInterval > .zero, horizon > .zero else { return [] }
         var delays: [Duration] = []
         var total = Duration.zero
-        while delays.count < Self.maxRepeats {
+        while total <= horizon, delays.count < Self.maxRepeats {
             let delay = timerDelay(using: &random)
             total += delay
-            guard total <= horizon else { break }
             delays.append(delay)
         }
         return delays

@@ -380,17 +380,23 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         let scheduled = start > now.instant ? start : nil
         switch purpose {
         case .poll(let request):
+            var asked = false
             if let due = syncNowAt, now.instant >= due {
                 // This request is the one "sync now" asked for. One that is not due yet (the
                 // 10 s since the last are not over) stays: when it comes, it ends this request.
                 syncNowAt = nil
                 lastSyncNow = now.instant
+                asked = true
             }
             switch request {
             case .longPoll(let wait):
                 actions.append(.fetchSettings(wait: wait, knownRevision: knownRevision, notBefore: scheduled, repeatsWhileUnchanged: []))
             case .poll:
-                let repeats = isIdle ? schedule.unchangedRepeatDelays(within: Self.statusRefreshInterval, using: &random) : []
+                // The plan's last answer comes once the last-sync time on disk is due again
+                // (its one-minute refresh), so status.json is as fresh as without plans.
+                let sinceWritten = lastSyncWritten(now).map { $0.duration(to: start) } ?? Self.statusRefreshInterval
+                let horizon = max(.zero, Self.statusRefreshInterval - sinceWritten)
+                let repeats = isIdle && !asked ? schedule.unchangedRepeatDelays(passing: horizon, using: &random) : []
                 if !repeats.isEmpty, case .fetching(var fetch) = slot {
                     fetch.repeats = true
                     slot = .fetching(fetch)
@@ -402,9 +408,17 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         }
     }
 
+    /// When `status.json`'s last-sync time was written; `now` when a write is under way or
+    /// this event's end writes it (the status is looked at after the next request is chosen).
+    func lastSyncWritten(_ now: Moment) -> Instant? {
+        let due = statusWrittenAt.map { $0.duration(to: now.instant) > Self.statusRefreshInterval } ?? true
+        if statusBeingWritten != nil || (statusCheckWanted && due) { return now.instant }
+        return statusWrittenAt
+    }
+
     /// Nothing waits for the next turn (each answered settings request begins one) and the last
     /// request went well: the timer's unchanged answers may be taken by the HTTP client alone,
-    /// for up to ``statusRefreshInterval``, and wake nobody. Whatever comes meanwhile (a request
+    /// until `status.json`'s last-sync time is due again, and wake nobody. Whatever comes meanwhile (a request
     /// from the inbox, a reload, an acknowledgement overdue) cancels the request, as it cancels
     /// one the timer scheduled.
     var isIdle: Bool {

@@ -72,7 +72,7 @@ public struct FleetClient: Sendable {
     ///     client's own thread, and can be cancelled until it goes.
     ///   - repeats: the waits of the polls that follow while the server answers `304` (see
     ///     ``HTTPClient/NotModifiedRepeats``); a `304` asking for a token rotation ends them,
-    ///     and none starts later than the sum of the waits after the first request went out.
+    ///     and none starts later than ``repeatBound(_:)`` after the first request went out.
     public func settingsAnswer(
         app: String, knownRevision: Int64? = nil, wait: Int = 0, after delay: Duration = .zero,
         repeatsWhileUnchanged repeats: [Duration] = []
@@ -88,11 +88,10 @@ public struct FleetClient: Sendable {
             limits?.lowSpeedLimit = nil
         }
         let query = wait > 0 ? "?wait=\(wait)" : ""
-        // However slow the answers, the plan ends when its delays would: a caller's deadline holds.
         let plan =
             repeats.isEmpty
             ? nil
-            : HTTPClient.NotModifiedRepeats(delays: repeats, unlessHeaders: [Self.rotateTokenHeader], within: repeats.reduce(.zero, +))
+            : HTTPClient.NotModifiedRepeats(delays: repeats, unlessHeaders: [Self.rotateTokenHeader], within: Self.repeatBound(repeats))
         let response = try await send(
             .get, "/v1/apps/\(app)/settings\(query)", headers: headers, limits: limits, startDelay: delay, repeats: plan,
             expect: [200, 304])
@@ -102,6 +101,13 @@ public struct FleetClient: Sendable {
         guard response.status == 200 else { return answer }
         answer.document = try decode(response, SettingsDocument.init(json:))
         return answer
+    }
+
+    /// How long after the first request the last repeat of `repeats` may start: their sum,
+    /// plus the last wait again for the time the requests themselves take. However slow the
+    /// answers, a plan ends within this plus one request (the agent's watchdog counts on it).
+    public static func repeatBound(_ repeats: [Duration]) -> Duration {
+        repeats.reduce(.zero, +) + (repeats.last ?? .zero)
     }
 
     /// The header by which the server asks the device to rotate its token.

@@ -43,4 +43,14 @@ struct RedirectRuleTests {
             RedirectRule.follow(HTTPClient.Request(method: .delete, url: "https://a/x"), status: status, to: "https://a/y").method
                 == .delete)
     }
+
+    @Test("the redirected request goes at once and once: no start delay again, no plan of repeats started over")
+    func noDelayOrRepeatsAfterRedirect() {
+        let request = HTTPClient.Request(
+            url: "https://a/x", startDelay: .seconds(30), notModifiedRepeats: HTTPClient.NotModifiedRepeats(delays: [.seconds(10)]))
+        let next = RedirectRule.follow(request, status: 307, to: "https://a/y")
+        #expect(next.startDelay == .zero)
+        #expect(next.notModifiedRepeats == nil)
+        #expect(next.url == "https://a/y")
+    }
 }

@@ -174,31 +174,56 @@ extension SyncMachinePollingTests {
         if case .fetchSettings(_, _, _, let repeats)? = run.request { repeats } else { nil }
     }
 
-    @Test("an idle device on the timer lets the HTTP client take its unchanged answers for up to a minute; never while long-polling")
+    @Test(
+        "an idle device on the timer lets the HTTP client take its unchanged answers until status.json's last-sync time is due: rewritten every minute or so, as without plans"
+    )
     func repeatsWhenIdle() {
         var run = Self.online(Self.fastTimer)
-        let repeats = try? #require(Self.repeats(run))
-        #expect(repeats?.isEmpty == false)
-        #expect(repeats?.allSatisfy { $0 >= .seconds(10) && $0 <= .seconds(12) } == true)
-        #expect(repeats.map { $0.reduce(.zero, +) <= .seconds(60) } == true)
-        // The plan's last 304 comes back: a turn, then the next plan after the timer's delay.
-        run.advance(by: .seconds(59))
-        run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
-        let gap = run.instant.duration(to: run.scheduledStart ?? run.instant)
-        #expect(gap >= .seconds(10) && gap <= .seconds(12))
-        #expect(Self.repeats(run)?.isEmpty == false)
-        // A change inside the plan is received as any change.
-        run.deliverRevision(8)
-        #expect(run.machine.settings?.revision == 8)
-        #expect(run.reports().map(\.revision) == [8])
+        #expect(Self.repeats(run) == [], "the last-sync time is due at once: this answer writes it")
+        var writes: [TestInstant] = []
+        var plans = 0
+        let end = run.instant.advanced(by: .seconds(600))
+        while run.instant < end {
+            let repeats = Self.repeats(run) ?? []
+            if !repeats.isEmpty { plans += 1 }
+            #expect(repeats.allSatisfy { $0 >= .seconds(10) && $0 <= .seconds(12) }, "each drawn as the timer draws it")
+            if let start = run.scheduledStart { run.advance(by: run.instant.duration(to: start)) }
+            run.advance(by: repeats.reduce(.zero, +))  // the plan's last 304 comes back
+            let produced = run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
+            if produced.contains(where: \.isWriteStatus) { writes.append(run.instant) }
+        }
+        let gaps = zip(writes, writes.dropFirst()).map { $0.duration(to: $1) }
+        #expect(plans >= 8 && gaps.count >= 8, "\(plans) plans, \(writes.count) writes in 10 minutes")
+        #expect(gaps.allSatisfy { $0 > .seconds(60) && $0 <= .seconds(60 + 12 + 12) }, "\(gaps)")
 
         let longPolling = Self.online()
         #expect(Self.repeats(longPolling) == [])
     }
 
-    @Test("work for the next turn (a waiting report, a failure before) keeps to one request a turn, so each turn retries it")
+    @Test("a change that comes inside a plan is received as any change; a granted 'sync now' goes alone, without a plan")
+    func changeAndSyncNowDuringPlan() {
+        var run = Self.online(Self.fastTimer)
+        run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
+        #expect(Self.repeats(run)?.isEmpty == false)
+        run.advance(by: .seconds(25))
+        run.deliverRevision(8)
+        #expect(run.machine.settings?.revision == 8)
+        #expect(run.reports().map(\.revision) == [8])
+        run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
+        #expect(Self.repeats(run)?.isEmpty == false)
+        run.send(.inboxRequests([InboxDelivery(id: "s1", path: "/inbox/s1.json", content: .request(.sync))]))
+        #expect(run.cancelAsked, "the sync ends the plan")
+        run.answer(.requestCancelled)
+        #expect(Self.repeats(run) == [], "the request 'sync now' asked for answers by itself")
+    }
+
+    @Test(
+        "work for the next turn (a failure before, a waiting report, an unreadable changes.json) keeps to one request a turn, so each turn retries it"
+    )
     func noRepeatsWithWork() {
         var run = Self.online(Self.fastTimer)
+        run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
+        #expect(Self.repeats(run)?.isEmpty == false)
         run.answer(.requestFailed(.transient("connection refused")))
         run.advanceToAlarm()
         #expect(Self.repeats(run) == [], "after a failure, one request: its answer ends the error at once")
@@ -210,13 +235,29 @@ extension SyncMachinePollingTests {
         run.advanceToAlarm()
         #expect(run.machine.reports.reports.count == 1)
         #expect(Self.repeats(run) == [], "a report waits: the next answer is its turn")
+
+        // No failure at all: a change waits in the inbox for changes.json to be readable, and
+        // every turn reads it again.
+        var waiting = MachineRun(Self.fastTimer)
+        waiting.journalOnDisk = nil
+        waiting.start(
+            LoadedState(
+                settings: TestApp.settings(7), source: .current, metadata: TestApp.metadata, journal: nil,
+                journalProblem: "changes.json: not JSON", status: TestApp.settledStatus(7)),
+            online: [InboxDelivery(id: "c1", path: "/inbox/c1.json", content: .request(.set(["greeting": "hi"])))])
+        for _ in 0..<3 {
+            waiting.answer(.settingsAnswer(SettingsAnswer(document: nil)))
+            #expect(waiting.machine.backoff.failures == 0 && waiting.machine.waitingRequests.map(\.id) == ["c1"])
+            #expect(Self.repeats(waiting) == [])
+        }
     }
 
     @Test("a repeating request is cancelled at once for a local change, also while its requests are going out")
     func repeatsCancelledForWork() {
         var run = Self.online(Self.fastTimer)
+        run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
         #expect(Self.repeats(run)?.isEmpty == false)
-        run.advance(by: .seconds(25))  // two repeats have gone
+        run.advance(by: .seconds(37))  // sent, and two repeats have gone
         run.send(.inboxRequests([InboxDelivery(id: "c1", path: "/inbox/c1.json", content: .request(.set(["greeting": "hi"])))]))
         #expect(run.cancelAsked)
         run.answer(.requestCancelled)

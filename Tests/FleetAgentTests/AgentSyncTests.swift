@@ -172,7 +172,9 @@ struct AgentSyncTests {
         let first = proxy.settingsAnswers(304)
         try await Waiting.until("no 304s; agent log:\n\(agent.log)") { proxy.settingsAnswers(304) >= first + 3 }
         // While the answers are unchanged, only the HTTP client's thread wakes: every other
-        // thread of the agent sleeps through 20 polls.
+        // thread of the agent sleeps through 20 polls (counted once the agent's one-time work
+        // after start-up is done).
+        try await agent.waitForLog("event=memory")
         let wakesBefore = try Self.contextSwitches(of: agent.pid)
         let polled = proxy.settingsAnswers(304)
         try await Waiting.until("the 304s stopped coming; agent log:\n\(agent.log)") { proxy.settingsAnswers(304) >= polled + 20 }
@@ -200,8 +202,10 @@ struct AgentSyncTests {
         var http = 0
         var others = 0
         for thread in try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") {
-            let name = try String(contentsOfFile: "/proc/\(pid)/task/\(thread)/comm", encoding: .utf8)
-            let status = try String(contentsOfFile: "/proc/\(pid)/task/\(thread)/status", encoding: .utf8)
+            // A thread may end between the listing and the reading: it is skipped.
+            guard let name = try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/comm", encoding: .utf8),
+                let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/status", encoding: .utf8)
+            else { continue }
             let switches = status.split(separator: "\n").filter { $0.hasSuffix("ctxt_switches") || $0.contains("ctxt_switches:") }
                 .compactMap { Int($0.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") }.reduce(0, +)
             if name.hasPrefix("fleetset-http") { http += switches } else { others += switches }
