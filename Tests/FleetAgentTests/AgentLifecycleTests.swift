@@ -210,7 +210,8 @@ struct AgentLifecycleTests {
         #expect(missing.contains("cannot run /nonexistent/reload-app: No such file or directory"), "\(missing)")
         for app in ["fails", "hangs", "missing"] {
             #expect(fleet.settings(app) != nil, "the settings of \(app) are written even though its hook failed")
-            #expect(fleet.status(app)?.state == .error)
+            // status.json records the outcome once its report is safe, a moment after the log line.
+            try await fleet.waitForStatus(app, agent: agent) { $0.state == .error }
         }
         #expect(!fleet.server.log.contains("0000"))
         #expect(agent.isRunning)
