@@ -244,6 +244,10 @@ struct TrustBoundaryTests {
     func regexAttack() async throws {
         try await TestFleetServer.with { server in
             _ = try await server.admin.putMetadata(app: "kiosk", document: Array(Self.catastrophic.utf8))
+            // Another app for the write that must go on meanwhile: a write of the device's own app
+            // would change the revision its PATCH is based on (a 409 when it lands first).
+            let lobby = Self.catastrophic.replacingOccurrences(of: #""app": "kiosk""#, with: #""app": "lobby""#)
+            _ = try await server.admin.putMetadata(app: "lobby", document: Array(lobby.utf8))
             let device = try await server.enrollDevice()
             let current = try #require(try await device.client.settings(app: "kiosk"))
             let attack = String(repeating: "a", count: 40) + "!"
@@ -251,7 +255,7 @@ struct TrustBoundaryTests {
             async let refused = refusal {
                 try await device.client.patchSettings(app: "kiosk", patch: ["greeting": .string(attack)], basedOn: current.revision)
             }
-            async let admin = server.admin.patchValues(app: "kiosk", scope: "app", patch: ["title": "still served"])
+            async let admin = server.admin.patchValues(app: "lobby", scope: "app", patch: ["title": "still served"])
             let (answer, adminWrite) = try await (refused, admin)
             #expect(answer?.status == 422 && answer?.code == "invalid-values")
             #expect(answer?.description.contains("too expensive to check against #/properties/greeting/pattern") == true)
