@@ -16,6 +16,10 @@
 /// One long-poll per device and app: a newer one replaces the older, which ends
 /// ``WaitOutcome/replaced`` (a device that reconnected after a dropped connection leaves no
 /// stale waiter behind, and a device cannot pile up waiters).
+///
+/// At most ``capacity`` long-polls are held at once (each holds a connection, and so an open
+/// file): one more ends ``WaitOutcome/shed`` at once, so that the server sheds load rather
+/// than running out of descriptors. A long-poll replacing the same device's is never shed.
 public actor ChangeNotifier {
     /// How a wait ended.
     public enum WaitOutcome: Sendable, Hashable {
@@ -27,6 +31,8 @@ public actor ChangeNotifier {
         case replaced
         /// The time was up.
         case timedOut
+        /// ``capacity`` long-polls are held already: the device should come back later.
+        case shed
     }
 
     private struct Waiter {
@@ -50,8 +56,16 @@ public actor ChangeNotifier {
     private var nextWaiter = 0
     /// How many long-polls the last ``changed(_:scope:)`` or ``deviceChanged(_:)`` woke.
     public private(set) var lastWakeCount = 0
+    /// The most long-polls held at once.
+    public let capacity: Int
 
-    public init() {}
+    /// - Parameter capacity: the most long-polls held at once (at least 1).
+    public init(capacity: Int = .max) {
+        self.capacity = max(1, capacity)
+    }
+
+    /// The number of long-polls held, over all apps.
+    public var heldCount: Int { waiters.count }
 
     /// Where a long-poll starts from: the changes of its app and of its device so far.
     public struct Generation: Sendable, Hashable {
@@ -118,7 +132,12 @@ public actor ChangeNotifier {
                     return
                 }
                 let key = DeviceApp(device: device, app: app)
-                if let older = waiterByDeviceApp[key] { _ = wake([older], with: .replaced) }
+                if let older = waiterByDeviceApp[key] {
+                    _ = wake([older], with: .replaced)
+                } else if waiters.count >= capacity {
+                    continuation.resume(returning: .shed)
+                    return
+                }
                 waiters[id] = Waiter(app: app, device: device, groups: groups, continuation: continuation)
                 waitersByApp[app, default: []].insert(id)
                 waitersByDevice[device, default: []].insert(id)

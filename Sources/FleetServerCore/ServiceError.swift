@@ -23,6 +23,17 @@ public struct ServiceError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// 429 `rate-limited`: the caller sent more than it may; `Retry-After` says when to go on.
+    /// How long a device whose long-poll was shed is asked to wait.
+    public static let sheddingRetryAfterSeconds = 10
+
+    /// 503 `overloaded`: the server holds as many long-polls as it may (``ChangeNotifier/capacity``).
+    public static func overloaded(held: Int) -> ServiceError {
+        ServiceError(
+            503, "overloaded",
+            "the server holds as many long-polls as it may (\(held)); retry after \(sheddingRetryAfterSeconds) s",
+            retryAfterSeconds: sheddingRetryAfterSeconds)
+    }
+
     public static func rateLimited(_ who: String, retryAfter: Duration) -> ServiceError {
         let seconds = max(1, Int((Double(retryAfter.components.seconds) + Double(retryAfter.components.attoseconds) / 1e18).rounded(.up)))
         return ServiceError(

@@ -285,6 +285,12 @@ public final class SettingsService: Sendable {
                 metadata: ["event": "long-poll", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
             let outcome = await notifier.waitForChange(
                 of: app, device: device.id, groups: device.groups, after: generation, timeout: remaining, clock: clock)
+            if outcome == .shed {
+                logger.warning(
+                    "long-poll shed",
+                    metadata: ["event": "shed", "app": "\(app)", "device": "\(device.id)", "held": "\(notifier.capacity)"])
+                throw ServiceError.overloaded(held: notifier.capacity)
+            }
             guard outcome == .changed else { return LongPollAnswer(document: nil, device: device) }
             woken = true
         }

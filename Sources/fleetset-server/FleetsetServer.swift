@@ -64,6 +64,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "A reverse proxy (its IP address) whose X-Forwarded-For names the client, for the limits (repeatable).")
     var trustedProxy: [String] = []
 
+    @Option(
+        help:
+            "The most long-polls held at once; one more is answered 503 with Retry-After. Default: the open-file limit (raised to its hard limit at start) less a reserve of a quarter, at most 1,000."
+    )
+    var maxLongPolls: Int?
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
@@ -78,6 +84,7 @@ struct Serve: AsyncParsableCommand {
         where !(value >= 1 && value.isFinite) {
             throw ValidationError("\(name) must be a number of requests, 1 or more")
         }
+        if let maxLongPolls, maxLongPolls < 1 { throw ValidationError("--max-long-polls must be 1 or more") }
     }
 
     func run() async throws {
@@ -91,8 +98,19 @@ struct Serve: AsyncParsableCommand {
             logger.notice(
                 admin.created ? "admin token created" : "admin token loaded",
                 metadata: ["event": "admin-token", "file": "\(adminTokenFile)"])
+            let files = OpenFileLimit.raiseToHard()
+            let capacity = maxLongPolls ?? files.map { OpenFileLimit.longPollCapacity(openFiles: $0.current) } ?? 1000
+            logger.notice(
+                "open files",
+                metadata: [
+                    "event": "open-files", "soft": "\(files.map { "\($0.current)" } ?? "unknown")",
+                    "was": "\(files.map { "\($0.previous)" } ?? "unknown")", "hard": "\(files.map { "\($0.hard)" } ?? "unknown")",
+                    "max_long_polls": "\(capacity)",
+                ])
             let store = try SQLiteStore(path: database)
-            let service = SettingsService(store: store, adminTokenHash: admin.tokenHash, wallClock: SystemWallClock(), logger: logger)
+            let service = SettingsService(
+                store: store, adminTokenHash: admin.tokenHash, wallClock: SystemWallClock(), notifier: ChangeNotifier(capacity: capacity),
+                logger: logger)
             let tls = tlsCertificate.flatMap { certificate in tlsKey.map { (certificateFile: certificate, keyFile: $0) } }
             let app = try FleetServerApplication.make(
                 service: service,

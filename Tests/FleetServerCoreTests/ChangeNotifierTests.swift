@@ -76,6 +76,28 @@ struct ChangeNotifierTests {
         #expect(await newer == .changed)
     }
 
+    @Test("past its capacity a long-poll is shed at once; one replacing the same device's is not; a freed place is taken again")
+    func capacity() async {
+        let notifier = ChangeNotifier(capacity: 2)
+        let first = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start) }
+        let second = Task { await notifier.waitForChange(of: "signage", device: "d-2", groups: [], after: .start) }
+        await awaitWaiters(notifier, "kiosk", 1)
+        await awaitWaiters(notifier, "signage", 1)
+        #expect(await notifier.waitForChange(of: "kiosk", device: "d-3", groups: [], after: .start) == .shed)
+        #expect(await notifier.heldCount == 2)
+        // The same device and app again: it replaces its own, it is not shed.
+        let again = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start) }
+        #expect(await first.value == .replaced)
+        await awaitWaiters(notifier, "kiosk", 1)
+        await notifier.changed("signage", scope: .app)
+        #expect(await second.value == .changed)
+        let third = Task { await notifier.waitForChange(of: "kiosk", device: "d-3", groups: [], after: .start) }
+        await awaitWaiters(notifier, "kiosk", 2)
+        await notifier.changed("kiosk", scope: .app)
+        #expect(await again.value == .changed)
+        #expect(await third.value == .changed)
+    }
+
     @Test("a change between reading the generation and waiting is not lost")
     func noLostWakeup() async {
         let notifier = ChangeNotifier()

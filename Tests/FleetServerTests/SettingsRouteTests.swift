@@ -2,6 +2,7 @@ import Curl
 import FleetClient
 import FleetJSON
 import FleetProtocol
+import FleetServerCore
 import Testing
 
 @Suite("Device settings over HTTP: ETags, long-polls, write-back")
@@ -88,6 +89,34 @@ struct SettingsRouteTests {
             #expect(response.status == 304)
             #expect(response.headers["ETag"] == RevisionTag.etag(revision))
             #expect(ContinuousClock.now - started >= .seconds(2))
+        }
+    }
+
+    @Test(
+        "past the most long-polls held, one more is shed: 503 overloaded with Retry-After, nothing held for it; a plain request is still answered"
+    )
+    func longPollShed() async throws {
+        try await TestFleetServer.with(maxLongPolls: 1) { server in
+            try await server.putKioskMetadata()
+            let held = try await server.enrollDevice()
+            let shed = try await server.enrollDevice()
+            let revision = try #require(try await held.client.settings(app: "kiosk")).revision
+            let poll = Task { try await held.client.settings(app: "kiosk", knownRevision: revision, wait: 30) }
+            try await Self.waitUntilWaiting(server)
+            let refused = try await server.raw(
+                .get, "/v1/apps/kiosk/settings?wait=30", token: shed.token, headers: ["If-None-Match": RevisionTag.etag(revision)])
+            #expect(refused.status == 503)
+            #expect(refused.headers["Retry-After"] == "\(ServiceError.sheddingRetryAfterSeconds)")
+            #expect(refused.bodyText.contains("\"overloaded\""), "\(refused.bodyText)")
+            #expect(await server.notifier.heldCount == 1)
+            #expect(server.log.events("shed").count == 1)
+            // Without wait nothing is held: answered as ever.
+            let plain = try await server.raw(
+                .get, "/v1/apps/kiosk/settings", token: shed.token, headers: ["If-None-Match": RevisionTag.etag(revision)])
+            #expect(plain.status == 304)
+            // The held long-poll still gets its change.
+            _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["volume": 6])
+            #expect(try await poll.value?.revision == revision + 1)
         }
     }
 

@@ -11,6 +11,44 @@ import Testing
 /// stopped with a real SIGTERM.
 @Suite("fleetset-server process and fleetset admin")
 struct ServerProcessTests {
+    @Test(
+        "started with a low open-file limit, the server raises it to the hard limit, logs it, and holds long-polls up to it less a reserve")
+    func openFileLimit() async throws {
+        let directory = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try RunningProcess(
+            "/usr/bin/prlimit",
+            [
+                "--nofile=256:", "--", CLIRunner.product("fleetset-server"), "serve", "--database", directory.path + "/fleet.sqlite",
+                "--listen", "127.0.0.1:0", "--admin-token-file", directory.path + "/admin.token",
+            ])
+        defer { server.kill() }
+        let line = try await server.waitForLog("event=open-files")
+        _ = try await server.waitForLog("event=listening")
+        let limits = try String(contentsOfFile: "/proc/\(server.pid)/limits", encoding: .utf8)
+        let openFiles = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+        let numbers = openFiles.split(separator: " ").compactMap { Int($0) }
+        #expect(numbers.count == 2 && numbers[0] == numbers[1], "the soft limit is the hard one: \(openFiles)")
+        let hard = try #require(numbers.last)
+        #expect(hard > 256)
+        let fields = Dictionary(
+            line.split(separator: " ").compactMap { field -> (String, String)? in
+                let parts = field.split(separator: "=", maxSplits: 1)
+                return parts.count == 2 ? (String(parts[0]), String(parts[1]).trimmingCharacters(in: .whitespacesAndNewlines)) : nil
+            }, uniquingKeysWith: { first, _ in first })
+        #expect(fields["was"] == "256" && fields["soft"] == "\(hard)" && fields["hard"] == "\(hard)", "\(line)")
+        #expect(fields["max_long_polls"] == "\(hard - min(1000, hard / 4))", "\(line)")
+        // Given on the command line, the most long-polls is that.
+        let capped = try RunningProcess(
+            CLIRunner.product("fleetset-server"),
+            [
+                "serve", "--database", directory.path + "/other.sqlite", "--listen", "127.0.0.1:0", "--admin-token-file",
+                directory.path + "/admin.token", "--max-long-polls", "500",
+            ])
+        defer { capped.kill() }
+        #expect(try await capped.waitForLog("event=open-files").contains("max_long_polls=500"))
+    }
+
     @Test("the admin CLI manages a real server; SIGTERM answers a waiting long-poll and exits 0")
     func adminAndShutdown() async throws {
         let directory = try CLIRunner.temporaryDirectory()

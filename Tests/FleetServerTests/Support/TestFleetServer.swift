@@ -49,7 +49,8 @@ struct TestFleetServer: Sendable {
 
     /// Runs `body` against a fresh server and stops it afterwards.
     static func with<T: Sendable>(
-        readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(), _ body: (TestFleetServer) async throws -> T
+        readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(), maxLongPolls: Int = .max,
+        _ body: (TestFleetServer) async throws -> T
     ) async throws -> T {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -58,7 +59,7 @@ struct TestFleetServer: Sendable {
         var logger = Logger(label: "test-server") { _ in LogfmtLogHandler(level: .info, sink: { log.append($0) }) }
         logger.logLevel = .info
         let store = try SQLiteStore(path: directory + "/fleet.sqlite")
-        let notifier = ChangeNotifier()
+        let notifier = ChangeNotifier(capacity: maxLongPolls)
         let service = SettingsService(
             store: store, adminTokenHash: Credentials.hash(adminToken), wallClock: clock, notifier: notifier, logger: logger)
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
