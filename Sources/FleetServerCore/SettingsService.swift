@@ -26,6 +26,7 @@ public final class SettingsService: Sendable {
     let notifier: ChangeNotifier
     let wallClock: any WallClock
     let waitClock: any Clock<Duration>
+    let waitSpread: @Sendable (Duration) -> Duration
     let logger: Logger
     private let adminTokenHash: String
     let metadataCache = MetadataCache()
@@ -34,14 +35,18 @@ public final class SettingsService: Sendable {
     /// - Parameters:
     ///   - adminTokenHash: ``Credentials/hash(_:)`` of the admin token.
     ///   - waitClock: the clock long-polls wait on.
+    ///   - waitSpread: how long a long-poll asking for a wait really waits at most
+    ///     (``spreadWait(_:fraction:)`` with a random fraction by default).
     public init(
         store: any SettingsStore, adminTokenHash: String, wallClock: any WallClock, waitClock: any Clock<Duration> = ContinuousClock(),
+        waitSpread: @escaping @Sendable (Duration) -> Duration = { SettingsService.spreadWait($0, fraction: .random(in: 0..<1)) },
         notifier: ChangeNotifier = ChangeNotifier(), logger: Logger
     ) {
         self.store = store
         self.adminTokenHash = adminTokenHash
         self.wallClock = wallClock
         self.waitClock = waitClock
+        self.waitSpread = waitSpread
         self.notifier = notifier
         self.logger = logger
     }
@@ -256,7 +261,15 @@ public final class SettingsService: Sendable {
     /// A rotation the admin asks for while the device waits ends the wait at once (304), so the
     /// device learns of it without waiting out the long-poll.
     public func longPoll(app: String, device: Device, knownRevision: Int64?, wait: Duration) async throws -> LongPollAnswer {
-        try await longPoll(app: app, device: device, knownRevision: knownRevision, wait: wait, clock: waitClock)
+        let spread = wait > .zero ? waitSpread(wait) : wait
+        return try await longPoll(app: app, device: device, knownRevision: knownRevision, wait: spread, clock: waitClock)
+    }
+
+    /// `wait` shortened by `fraction` (0 to 1) of its sixteenth, as Consul spreads its blocking
+    /// queries: long-polls that started together (after a restart, or answered by one
+    /// app-wide change) do not all time out together, and no wait is ever longer than asked.
+    public static func spreadWait(_ wait: Duration, fraction: Double) -> Duration {
+        wait - (wait / 16) * min(1, max(0, fraction))
     }
 
     private func longPoll<C: Clock<Duration>>(

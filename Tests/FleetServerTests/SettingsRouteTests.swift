@@ -3,6 +3,7 @@ import FleetClient
 import FleetJSON
 import FleetProtocol
 import FleetServerCore
+import PosixThreads
 import Testing
 
 @Suite("Device settings over HTTP: ETags, long-polls, write-back")
@@ -117,6 +118,30 @@ struct SettingsRouteTests {
             // The held long-poll still gets its change.
             _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["volume": 6])
             #expect(try await poll.value?.revision == revision + 1)
+        }
+    }
+
+    @Test("a long-poll waits what the spread makes of its wait: at most the wait, at least fifteen sixteenths of it, drawn anew each time")
+    func waitSpread() async throws {
+        var fractions = (0..<1000).map { _ in Double.random(in: 0..<1) }
+        fractions += [0, 1, -3, 7]
+        for fraction in fractions {
+            let spread = SettingsService.spreadWait(.seconds(160), fraction: fraction)
+            #expect(spread <= .seconds(160) && spread >= .seconds(150))
+        }
+        #expect(Set(fractions.prefix(1000).map { SettingsService.spreadWait(.seconds(160), fraction: $0) }).count > 900)
+
+        let asked = Locked<[Duration]>([])
+        try await TestFleetServer.with(waitSpread: { wait in
+            asked.withLock { $0.append(wait) }
+            return .milliseconds(20)
+        }) { server in
+            try await server.putKioskMetadata()
+            let device = try await server.enrollDevice()
+            let revision = try #require(try await device.client.settings(app: "kiosk")).revision
+            // Asked for 300 s, the long-poll ends when the spread says: unchanged, 304.
+            #expect(try await device.client.settings(app: "kiosk", knownRevision: revision, wait: 300) == nil)
+            #expect(asked.withLock { $0 } == [.seconds(300)], "only a long-poll's wait is spread")
         }
     }
 

@@ -50,7 +50,7 @@ struct TestFleetServer: Sendable {
     /// Runs `body` against a fresh server and stops it afterwards.
     static func with<T: Sendable>(
         readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(), maxLongPolls: Int = .max,
-        _ body: (TestFleetServer) async throws -> T
+        waitSpread: @escaping @Sendable (Duration) -> Duration = { $0 }, _ body: (TestFleetServer) async throws -> T
     ) async throws -> T {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -61,7 +61,8 @@ struct TestFleetServer: Sendable {
         let store = try SQLiteStore(path: directory + "/fleet.sqlite")
         let notifier = ChangeNotifier(capacity: maxLongPolls)
         let service = SettingsService(
-            store: store, adminTokenHash: Credentials.hash(adminToken), wallClock: clock, notifier: notifier, logger: logger)
+            store: store, adminTokenHash: Credentials.hash(adminToken), wallClock: clock, waitSpread: waitSpread, notifier: notifier,
+            logger: logger)
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let app = try FleetServerApplication.make(
             service: service, options: ServerOptions(host: "127.0.0.1", port: 0, readTimeout: readTimeout, limits: limits), logger: logger,
