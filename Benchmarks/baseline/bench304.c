@@ -11,16 +11,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
-static size_t discard(char *data, size_t size, size_t count, void *context) {
-    (void)data; (void)context;
-    return size * count;
-}
-
-static double cpu_microseconds(void) {
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6 + usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
-}
+#include "baseline.h"
 
 int main(int argc, char **argv) {
     if (argc != 6) { fprintf(stderr, "usage: %s URL CAFILE ETAG REQUESTS ROUNDS\n", argv[0]); return 2; }

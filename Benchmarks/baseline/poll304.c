@@ -11,18 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+
+#include "baseline.h"
 #include <time.h>
-
-static size_t discard(char *data, size_t size, size_t count, void *context) {
-    (void)data; (void)context;
-    return size * count;
-}
-
-static double cpu_microseconds(void) {
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6 + usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
-}
 
 static double now_seconds(void) {
     struct timespec spec;

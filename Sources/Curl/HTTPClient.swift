@@ -100,7 +100,6 @@ public final class HTTPClient: Sendable {
 
     private func perform(_ request: HTTPClient.Request, url: ParsedURL) async throws -> HTTPClient.Response {
         let transfer = try Transfer(request: request, url: url, configuration: configuration, userAgent: userAgent)
-        if request.startDelay > .zero { transfer.startAt = MonotonicTime.now() &+ UInt64(clamping: request.startDelay.nanoseconds) }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 driver.submit(transfer, continuation: continuation)

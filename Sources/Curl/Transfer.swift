@@ -23,7 +23,7 @@ final class Transfer: @unchecked Sendable {
     /// Set by the driver when it accepts the transfer; resumed exactly once by ``complete(_:)``.
     var continuation: CheckedContinuation<HTTPClient.Response, any Error>?
     /// When the driver may hand the transfer to libcurl (``MonotonicTime``); `nil`: at once.
-    /// Set before it is submitted.
+    /// From the request's start delay, then from each repeat's.
     var startAt: UInt64?
     /// The waits before the repeats still to come while the answers are `304`
     /// (``HTTPClient/NotModifiedRepeats``); only the driver thread changes it.
@@ -44,6 +44,7 @@ final class Transfer: @unchecked Sendable {
         self.repeatDelays = request.notModifiedRepeats?.delays[...] ?? []
         self.repeatStopHeaders = request.notModifiedRepeats?.unlessHeaders ?? []
         self.repeatWithin = request.notModifiedRepeats?.within
+        if request.startDelay > .zero { startAt = MonotonicTime.now() &+ UInt64(clamping: request.startDelay.nanoseconds) }
         self.easy = try EasyHandle()
 
         try easy.set(CURLOPT_NOSIGNAL, true)  // timeouts must not use signals in a threaded process

@@ -102,8 +102,7 @@ extension SyncMachine {
             if document.revision == knownRevision {
                 // Decided on already (applied or refused): the server ignored If-None-Match.
                 // Nothing is done again, nothing reported again, and the next request waits.
-                log(.debug, "the server sent a revision already decided on", event: "repeated", ["revision": "\(document.revision)"])
-                pollSucceeded()
+                noteRepeated(document)
                 nextFetchAt = now.instant.advanced(by: schedule.delay(after: .repeated, using: &random))
                 return
             }
@@ -127,6 +126,13 @@ extension SyncMachine {
         if !waitingRequests.isEmpty { handleWaitingRequests(now) }
     }
 
+    /// A revision decided on already (applied or refused) came again: nothing is done or
+    /// reported again; the request it answered went well.
+    mutating func noteRepeated(_ document: SettingsDocument) {
+        log(.debug, "the server sent a revision already decided on", event: "repeated", ["revision": "\(document.revision)"])
+        pollSucceeded()
+    }
+
     /// Decides on a document the server sent.
     mutating func receive(_ document: SettingsDocument, _ now: Moment) {
         if let settings, document.revision == settings.revision, document.schemaVersion == settings.schemaVersion {
@@ -138,8 +144,7 @@ extension SyncMachine {
         if document.revision == knownRevision {
             // Refused already (a download after a change or a conflict brought it again):
             // nothing is done or reported again.
-            log(.debug, "the server sent a revision already decided on", event: "repeated", ["revision": "\(document.revision)"])
-            pollSucceeded()
+            noteRepeated(document)
             return
         }
         status.latestRevision = document.revision

@@ -378,6 +378,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         slot = .fetching(Fetch(purpose: purpose, startedAt: start))
         cancelRequested = false
         let scheduled = start > now.instant ? start : nil
+        let action: Action
         switch purpose {
         case .poll(let request):
             var asked = false
@@ -390,22 +391,20 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
             }
             switch request {
             case .longPoll(let wait):
-                actions.append(.fetchSettings(wait: wait, knownRevision: knownRevision, notBefore: scheduled, repeatsWhileUnchanged: []))
+                action = .fetchSettings(wait: wait, knownRevision: knownRevision, notBefore: scheduled, repeatsWhileUnchanged: [])
             case .poll:
                 // The plan's last answer comes once the last-sync time on disk is due again
                 // (its one-minute refresh), so status.json is as fresh as without plans.
                 let sinceWritten = lastSyncWritten(now).map { $0.duration(to: start) } ?? Self.statusRefreshInterval
                 let horizon = max(.zero, Self.statusRefreshInterval - sinceWritten)
                 let repeats = isIdle && !asked ? schedule.unchangedRepeatDelays(passing: horizon, using: &random) : []
-                if !repeats.isEmpty, case .fetching(var fetch) = slot {
-                    fetch.repeats = true
-                    slot = .fetching(fetch)
-                }
-                actions.append(.fetchSettings(wait: 0, knownRevision: knownRevision, notBefore: scheduled, repeatsWhileUnchanged: repeats))
+                slot = .fetching(Fetch(purpose: purpose, startedAt: start, repeats: !repeats.isEmpty))
+                action = .fetchSettings(wait: 0, knownRevision: knownRevision, notBefore: scheduled, repeatsWhileUnchanged: repeats)
             }
         case .refresh:
-            actions.append(.fetchSettings(wait: 0, knownRevision: nil, notBefore: nil, repeatsWhileUnchanged: []))
+            action = .fetchSettings(wait: 0, knownRevision: nil, notBefore: nil, repeatsWhileUnchanged: [])
         }
+        actions.append(action)
     }
 
     /// When `status.json`'s last-sync time was written; `now` when a write is under way or
@@ -418,9 +417,9 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
 
     /// Nothing waits for the next turn (each answered settings request begins one) and the last
     /// request went well: the timer's unchanged answers may be taken by the HTTP client alone,
-    /// until `status.json`'s last-sync time is due again, and wake nobody. Whatever comes meanwhile (a request
-    /// from the inbox, a reload, an acknowledgement overdue) cancels the request, as it cancels
-    /// one the timer scheduled.
+    /// until `status.json`'s last-sync time is due again, and wake nobody. Whatever comes
+    /// meanwhile (a request from the inbox, a reload, an acknowledgement overdue) cancels the
+    /// request, as it cancels one the timer scheduled.
     var isIdle: Bool {
         reports.isEmpty && journal.queued.isEmpty && journal == journalOnDisk && journalProblem == nil && waitingRequests.isEmpty
             && handledRequests.isEmpty && !statusAwaitsReport && !rotationPending && transportError == nil && backoff.failures == 0

@@ -59,9 +59,6 @@ public struct FleetClient: Sendable {
         public var document: SettingsDocument?
         /// The admin asked the device to rotate its token (`Fleetset-Rotate-Token`).
         public var tokenRotationRequested: Bool
-        /// The unchanged answers the HTTP client took by itself before this one (see
-        /// `repeatsWhileUnchanged` of ``settingsAnswer(app:knownRevision:wait:after:repeatsWhileUnchanged:)``).
-        public var unchangedAnswersBefore: Int = 0
     }
 
     /// As ``settings(app:knownRevision:wait:)``, with the server's requests of the device.
@@ -95,12 +92,9 @@ public struct FleetClient: Sendable {
         let response = try await send(
             .get, "/v1/apps/\(app)/settings\(query)", headers: headers, limits: limits, startDelay: delay, repeats: plan,
             expect: [200, 304])
-        var answer = SettingsAnswer(
-            document: nil, tokenRotationRequested: response.headers[Self.rotateTokenHeader] == "requested",
-            unchangedAnswersBefore: response.notModifiedAnswersBefore)
-        guard response.status == 200 else { return answer }
-        answer.document = try decode(response, SettingsDocument.init(json:))
-        return answer
+        let rotation = response.headers[Self.rotateTokenHeader] == "requested"
+        guard response.status == 200 else { return SettingsAnswer(document: nil, tokenRotationRequested: rotation) }
+        return SettingsAnswer(document: try decode(response, SettingsDocument.init(json:)), tokenRotationRequested: rotation)
     }
 
     /// How long after the first request the last repeat of `repeats` may start: their sum,
