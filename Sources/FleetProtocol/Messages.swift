@@ -39,6 +39,13 @@ public struct SettingsDocument: Sendable, Hashable {
             "values": .object(values),
         ]
     }
+
+    /// The text of ``json`` (as `serialized()` writes it) for values whose text is written
+    /// already: a server answering many devices with the same values writes them once.
+    public static func jsonText(app: String, schemaVersion: Int64, revision: Int64, valuesText: String) -> String {
+        "{\"app\":" + JSONValue.string(app).serialized() + ",\"schemaVersion\":\(schemaVersion),\"revision\":\(revision),\"values\":"
+            + valuesText + "}"
+    }
 }
 
 /// What happened to a revision on a device: the body of `POST /v1/apps/{app}/status`.

@@ -76,15 +76,15 @@ struct Routes: Sendable {
                     }
                 } catch is CancellationError {
                     // A graceful shutdown: answered 304 at once (a closed client gets nothing anyway).
-                    return SettingsService.LongPollAnswer(document: nil, device: device)
+                    return SettingsService.LongPollAnswer(settings: nil, device: device)
                 }
             }
-            guard let document = answer.document else {
+            guard let settings = answer.settings else {
                 return withRotationRequest(
                     Response(status: .notModified, headers: [.eTag: RevisionTag.etag(known ?? 0), .cacheControl: "no-store"]), answer.device
                 )
             }
-            return withRotationRequest(settingsResponse(document), answer.device)
+            return withRotationRequest(settingsResponse(settings.document, body: settings.body), answer.device)
         }
 
         on(.patch, "v1/apps/:app/settings") { request, context in
@@ -288,8 +288,11 @@ struct Routes: Sendable {
         return response
     }
 
-    private func settingsResponse(_ document: SettingsDocument) -> Response {
-        var response = json(.ok, document.json)
+    /// `document`'s answer; `body`, when given, is its text written already.
+    private func settingsResponse(_ document: SettingsDocument, body: String? = nil) -> Response {
+        var response = Response(
+            status: .ok, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(string: body ?? document.json.serialized())))
         response.headers[.eTag] = RevisionTag.etag(document.revision)
         response.headers[.cacheControl] = "no-store"
         return response

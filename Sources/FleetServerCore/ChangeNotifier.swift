@@ -17,6 +17,9 @@
 /// ``WaitOutcome/replaced`` (a device that reconnected after a dropped connection leaves no
 /// stale waiter behind, and a device cannot pile up waiters).
 ///
+/// Both calls first invalidate ``cache`` (what the hot path reads instead of the store), so a
+/// woken long-poll, and every request after the call, sees the write.
+///
 /// At most ``capacity`` long-polls are held at once (each holds a connection, and so an open
 /// file): one more ends ``WaitOutcome/shed`` at once, so that the server sheds load rather
 /// than running out of descriptors. A long-poll replacing the same device's is never shed.
@@ -58,10 +61,15 @@ public actor ChangeNotifier {
     public private(set) var lastWakeCount = 0
     /// The most long-polls held at once.
     public let capacity: Int
+    /// What the hot path keeps in memory; invalidated here, before long-polls are woken.
+    public nonisolated let cache: ServingCache
 
-    /// - Parameter capacity: the most long-polls held at once (at least 1).
-    public init(capacity: Int = .max) {
+    /// - Parameters:
+    ///   - capacity: the most long-polls held at once (at least 1).
+    ///   - cache: what the service keeps in memory (a new, empty one by default).
+    public init(capacity: Int = .max, cache: ServingCache = ServingCache()) {
         self.capacity = max(1, capacity)
+        self.cache = cache
     }
 
     /// The number of long-polls held, over all apps.
@@ -89,6 +97,7 @@ public actor ChangeNotifier {
     /// Records a write of `app` at `scope` and wakes the long-polls of the devices it reaches.
     /// `.app` and `.defaults` (a metadata upload) reach every device of the app.
     public func changed(_ app: String, scope: Scope) {
+        cache.invalidate(app: app, scope: scope)
         generations[app, default: 0] += 1
         let all = waitersByApp[app] ?? []
         let reached: [Int]
@@ -106,6 +115,7 @@ public actor ChangeNotifier {
 
     /// Wakes every long-poll of `device`, in every app, so that each checks the device again.
     public func deviceChanged(_ device: String) {
+        cache.invalidate(device: device)
         // A long-poll of the device between reading its generation and waiting sees this too.
         deviceGenerations[device, default: 0] += 1
         lastWakeCount = wake(waitersByDevice[device] ?? [], with: .changed)

@@ -29,8 +29,10 @@ public final class SettingsService: Sendable {
     let waitSpread: @Sendable (Duration) -> Duration
     let logger: Logger
     private let adminTokenHash: String
-    let metadataCache = MetadataCache()
     let writes = SerialSection()
+    /// What the hot path reads instead of the store; the notifier invalidates it.
+    var cache: ServingCache { notifier.cache }
+    let revisionAdvancer: RevisionAdvancer
 
     /// - Parameters:
     ///   - adminTokenHash: ``Credentials/hash(_:)`` of the admin token.
@@ -49,6 +51,7 @@ public final class SettingsService: Sendable {
         self.waitSpread = waitSpread
         self.notifier = notifier
         self.logger = logger
+        self.revisionAdvancer = RevisionAdvancer(store: store)
     }
 
     // MARK: - Authentication
@@ -62,7 +65,7 @@ public final class SettingsService: Sendable {
         }
         let hash = Credentials.hash(token)
         if Credentials.constantTimeEquals(hash, adminTokenHash) { return .admin }
-        guard var device = try await store.device(tokenHash: hash) else {
+        guard var device = try await device(tokenHash: hash) else {
             throw ServiceError(401, "unauthenticated", "the bearer token is not one this server issued")
         }
         guard !device.disabled else { throw ServiceError.deviceDisabled }
@@ -75,9 +78,31 @@ public final class SettingsService: Sendable {
         let now = wallClock.secondsSinceEpoch()
         if now - (device.lastSeenAt ?? .min / 2) >= Self.lastSeenResolution {
             try await store.touch(deviceID: device.id, at: now)
+            cache.touch(deviceID: device.id, at: now)
             device.lastSeenAt = now
         }
         return .device(device)
+    }
+
+    /// The device whose token or pending token hashes to `tokenHash`: from memory, or read
+    /// once from the store.
+    private func device(tokenHash: String) async throws -> Device? {
+        if let known = cache.device(tokenHash: tokenHash), known.tokenHash == tokenHash || known.pendingTokenHash == tokenHash {
+            return known
+        }
+        let epoch = cache.epoch
+        guard let stored = try await store.device(tokenHash: tokenHash) else { return nil }
+        cache.fill(stored, readAt: epoch)
+        return stored
+    }
+
+    /// The device with `id`: from memory, or read once from the store.
+    func device(id: String) async throws -> Device? {
+        if let known = cache.device(id: id) { return known }
+        let epoch = cache.epoch
+        guard let stored = try await store.device(id: id) else { return nil }
+        cache.fill(stored, readAt: epoch)
+        return stored
     }
 
     /// The device calling a device route.
@@ -105,7 +130,7 @@ public final class SettingsService: Sendable {
     /// deleted or disabled (401), its token rotated and the old one retired (401), or `app`
     /// taken from it (404 as for any unknown app).
     func recheck(_ device: Device, app: String) async throws -> Device {
-        guard let current = try await store.device(id: device.id),
+        guard let current = try await self.device(id: device.id),
             current.tokenHash == device.tokenHash || current.pendingTokenHash == device.tokenHash
         else {
             throw ServiceError(401, "unauthenticated", "the bearer token is not one this server issued")
@@ -189,6 +214,7 @@ public final class SettingsService: Sendable {
     public func rotateToken(device: Device) async throws -> TokenRotation {
         let token = Credentials.generate(.device)
         try await store.setPendingToken(deviceID: device.id, hash: Credentials.hash(token))
+        await notifier.deviceChanged(device.id)
         logger.notice("device token rotation started", metadata: ["event": "token-rotation", "device": "\(device.id)"])
         return TokenRotation(deviceToken: token)
     }
@@ -204,33 +230,96 @@ public final class SettingsService: Sendable {
     }
 
     func storedMetadata(app: String) async throws -> StoredMetadata {
-        guard Metadata.isValidAppID(app), let stored = try await store.metadata(app: app) else { throw ServiceError.unknownApp(app) }
-        return stored
+        try await cachedMetadata(app: app).stored
     }
 
     func metadata(app: String) async throws -> Metadata {
-        let stored = try await storedMetadata(app: app)
+        try await cachedMetadata(app: app).metadata
+    }
+
+    /// The stored metadata of `app` and the metadata parsed from it: from memory, or read and
+    /// parsed once after each upload.
+    private func cachedMetadata(app: String) async throws -> (stored: StoredMetadata, metadata: Metadata) {
+        if let known = cache.metadata(app: app) { return known }
+        let epoch = cache.epoch
+        guard Metadata.isValidAppID(app), let stored = try await store.metadata(app: app) else { throw ServiceError.unknownApp(app) }
+        let metadata: Metadata
         do {
-            return try metadataCache.metadata(of: stored)
+            metadata = try Metadata(json: Array(stored.document.utf8))
         } catch {
             throw ServiceError(500, "internal", "the stored metadata of \(app) cannot be read: \(error)")
         }
+        cache.fill(stored, parsed: metadata, readAt: epoch)
+        return (stored, metadata)
     }
 
     /// The device's effective settings for `app` as a document with its revision (advanced
     /// when they changed since the revision last served).
     public func settings(app: String, device: Device) async throws -> SettingsDocument {
-        try await current(app: app, device: device).document
+        try await served(app: app, device: device).document
     }
 
-    /// The settings document and the stored layers it was computed from, read once.
+    /// A settings document and the text of its body.
+    public struct ServedSettings: Sendable {
+        public let document: SettingsDocument
+        /// `document.json.serialized()`, written from values whose text is shared by every
+        /// device that gets the same values.
+        public let body: String
+    }
+
+    /// The device's settings as it gets them, from memory when nothing changed: the layers of
+    /// its groups are read and written as text once for every device in the same groups, its
+    /// own values once, and its revision moves (in the store) only when its values changed.
+    func served(app: String, device: Device) async throws -> ServedSettings {
+        let epoch = cache.epoch
+        var shared = cache.sharedLayers(app: app, groups: device.groups)
+        var own = cache.deviceValues(app: app, deviceID: device.id)
+        if shared == nil || own == nil {
+            let metadata = try await metadata(app: app)
+            let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
+            shared = cache.fillSharedLayers(
+                app: app, groups: device.groups, metadata: metadata, appValues: layers.app, groupValues: layers.groups, readAt: epoch)
+            own = layers.device
+            cache.fill(deviceValues: layers.device, app: app, deviceID: device.id, readAt: epoch)
+        }
+        guard let shared, let own else { throw ServiceError(500, "internal", "the settings of \(app) could not be read") }
+        let values: JSONObject
+        let fingerprint: UInt64
+        let valuesText: String
+        if own.isEmpty {
+            (values, fingerprint, valuesText) = (shared.effective.values, shared.fingerprint, shared.valuesText)
+        } else {
+            let effective = EffectiveSettings(
+                metadata: shared.metadata, app: shared.app, groups: shared.groups, device: own, deviceID: device.id)
+            values = effective.values
+            fingerprint = effective.fingerprint(schemaVersion: shared.metadata.version)
+            valuesText = JSONValue.object(values).serialized()
+        }
+        let schemaVersion = Int64(shared.metadata.version)
+        let state = try await revision(app: app, deviceID: device.id, fingerprint: fingerprint)
+        return ServedSettings(
+            document: SettingsDocument(app: app, schemaVersion: schemaVersion, revision: state.revision, values: values),
+            body: SettingsDocument.jsonText(app: app, schemaVersion: schemaVersion, revision: state.revision, valuesText: valuesText))
+    }
+
+    /// The device's revision for values with `fingerprint`: the one last served when they are
+    /// the same (no store access), otherwise advanced in the store (many devices' advances
+    /// share a transaction, see ``RevisionAdvancer``).
+    private func revision(app: String, deviceID: String, fingerprint: UInt64) async throws -> RevisionState {
+        if let known = cache.revision(app: app, deviceID: deviceID), known.fingerprint == fingerprint { return known }
+        let state = try await revisionAdvancer.advance(RevisionAdvance(app: app, deviceID: deviceID, fingerprint: fingerprint))
+        cache.record(state, app: app, deviceID: deviceID)
+        return state
+    }
+
+    /// The settings document and the stored layers it was computed from, read from the store
+    /// (not from memory): what a device's write is checked against.
     private func current(app: String, device: Device) async throws -> (document: SettingsDocument, layers: ValueLayers) {
         let metadata = try await metadata(app: app)
         let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
         let effective = EffectiveSettings(
             metadata: metadata, app: layers.app, groups: layers.groups, device: layers.device, deviceID: device.id)
-        let state = try await store.advanceRevision(
-            app: app, deviceID: device.id, fingerprint: effective.fingerprint(schemaVersion: metadata.version))
+        let state = try await revision(app: app, deviceID: device.id, fingerprint: effective.fingerprint(schemaVersion: metadata.version))
         let document = SettingsDocument(
             app: app, schemaVersion: Int64(metadata.version), revision: state.revision, values: effective.values)
         return (document, layers)
@@ -248,11 +337,15 @@ public final class SettingsService: Sendable {
     /// What a long-poll answers: the settings (`nil`: unchanged, 304) and the device as it is
     /// at the answer, whose state (a token rotation the admin asked for meanwhile) goes with it.
     public struct LongPollAnswer: Sendable {
-        public var document: SettingsDocument?
+        /// The settings and the text of the answer's body; `nil`: unchanged.
+        public var settings: ServedSettings?
         public var device: Device
 
-        public init(document: SettingsDocument?, device: Device) {
-            self.document = document
+        /// The settings document, `nil` when unchanged.
+        public var document: SettingsDocument? { settings?.document }
+
+        public init(settings: ServedSettings?, device: Device) {
+            self.settings = settings
             self.device = device
         }
     }
@@ -282,16 +375,17 @@ public final class SettingsService: Sendable {
             let generation = await notifier.generation(of: app, device: device.id)
             if woken {
                 device = try await recheck(device, app: app)
-                if device.rotationRequested && !original.rotationRequested { return LongPollAnswer(document: nil, device: device) }
+                if device.rotationRequested && !original.rotationRequested { return LongPollAnswer(settings: nil, device: device) }
             }
-            let document = try await settings(app: app, device: device)
-            if document.revision != knownRevision { return LongPollAnswer(document: document, device: device) }
+            let served = try await served(app: app, device: device)
+            let document = served.document
+            if document.revision != knownRevision { return LongPollAnswer(settings: served, device: device) }
             let remaining = clock.now.duration(to: deadline)
             guard remaining > .zero, !Task.isCancelled else {
                 logger.trace(
                     "settings unchanged",
                     metadata: ["event": "not-modified", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
-                return LongPollAnswer(document: nil, device: device)
+                return LongPollAnswer(settings: nil, device: device)
             }
             logger.debug(
                 "long-poll waiting",
@@ -304,7 +398,7 @@ public final class SettingsService: Sendable {
                     metadata: ["event": "shed", "app": "\(app)", "device": "\(device.id)", "held": "\(notifier.capacity)"])
                 throw ServiceError.overloaded(held: notifier.capacity)
             }
-            guard outcome == .changed else { return LongPollAnswer(document: nil, device: device) }
+            guard outcome == .changed else { return LongPollAnswer(settings: nil, device: device) }
             woken = true
         }
     }

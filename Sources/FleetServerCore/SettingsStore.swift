@@ -83,6 +83,10 @@ public protocol SettingsStore: Sendable {
     /// revisions, nor one revision with two contents), and returns it.
     func advanceRevision(app: String, deviceID: String, fingerprint: UInt64) async throws -> RevisionState
 
+    /// ``advanceRevision(app:deviceID:fingerprint:)`` for each of `advances`, in order, in
+    /// one transaction; returns the states in the same order.
+    func advanceRevisions(_ advances: [RevisionAdvance]) async throws -> [RevisionState]
+
     /// The revision last served to every device for an app, by device id.
     func revisions(app: String) async throws -> [String: RevisionState]
 
@@ -97,6 +101,18 @@ public protocol SettingsStore: Sendable {
 
     /// Every device, ordered by id.
     func devices() async throws -> [Device]
+}
+
+extension SettingsStore {
+    /// One ``advanceRevision(app:deviceID:fingerprint:)`` after the other, for stores without a
+    /// cheaper way.
+    public func advanceRevisions(_ advances: [RevisionAdvance]) async throws -> [RevisionState] {
+        var states: [RevisionState] = []
+        for advance in advances {
+            states.append(try await advanceRevision(app: advance.app, deviceID: advance.deviceID, fingerprint: advance.fingerprint))
+        }
+        return states
+    }
 }
 
 /// What a device sees of an app's stored values: the app scope, its groups', its own.

@@ -9,11 +9,15 @@ public final class SQLiteStore: SettingsStore {
     private let pool: DatabasePool
 
     /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
-    public init(path: String) throws {
+    ///
+    /// - Parameter onStatement: called with the text of every SQL statement run, on the
+    ///   connection's thread (for tests that show which requests touch the database).
+    public init(path: String, onStatement: (@Sendable (String) -> Void)? = nil) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")  // WAL + NORMAL: durable at checkpoint, never corrupt
+            if let onStatement { db.trace(options: .statement) { event in onStatement("\(event)") } }
         }
         pool = try DatabasePool(path: path, configuration: configuration)
         try Self.migrator.migrate(pool)
@@ -327,17 +331,26 @@ public final class SQLiteStore: SettingsStore {
             return current  // the common case: nothing changed, no write transaction
         }
         return try await pool.write { db in
-            let current = try Row.fetchOne(
-                db, sql: "SELECT revision, fingerprint FROM revisions WHERE app = ? AND device_id = ?", arguments: [app, deviceID]
-            ).map(Self.revisionState)
-            let next = RevisionState.next(after: current, fingerprint: fingerprint)
-            if next != current {
-                try db.execute(
-                    sql: "INSERT OR REPLACE INTO revisions (app, device_id, revision, fingerprint) VALUES (?, ?, ?, ?)",
-                    arguments: [app, deviceID, next.revision, Int64(bitPattern: next.fingerprint)])
-            }
-            return next
+            try Self.advanceRevision(db, RevisionAdvance(app: app, deviceID: deviceID, fingerprint: fingerprint))
         }
+    }
+
+    public func advanceRevisions(_ advances: [RevisionAdvance]) async throws -> [RevisionState] {
+        try await pool.write { db in try advances.map { try Self.advanceRevision(db, $0) } }
+    }
+
+    private static func advanceRevision(_ db: Database, _ advance: RevisionAdvance) throws -> RevisionState {
+        let current = try Row.fetchOne(
+            db, sql: "SELECT revision, fingerprint FROM revisions WHERE app = ? AND device_id = ?",
+            arguments: [advance.app, advance.deviceID]
+        ).map(Self.revisionState)
+        let next = RevisionState.next(after: current, fingerprint: advance.fingerprint)
+        if next != current {
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO revisions (app, device_id, revision, fingerprint) VALUES (?, ?, ?, ?)",
+                arguments: [advance.app, advance.deviceID, next.revision, Int64(bitPattern: next.fingerprint)])
+        }
+        return next
     }
 
     public func revisions(app: String) async throws -> [String: RevisionState] {

@@ -11,6 +11,17 @@ struct MessagesTests {
         #expect(try SettingsDocument(json: try JSONParser.parse(text)) == document)
     }
 
+    @Test("the text made from values written already is exactly the document's own text")
+    func settingsTextFromValuesText() throws {
+        let values: JSONObject = ["title": "Welcome \"home\"\n", "volume": 7, "streams": [["url": "rtsp://cam"]]]
+        for app in ["kiosk", "app-with\"quote"] {
+            let document = SettingsDocument(app: app, schemaVersion: 3, revision: 41, values: values)
+            let text = SettingsDocument.jsonText(
+                app: app, schemaVersion: 3, revision: 41, valuesText: JSONValue.object(values).serialized())
+            #expect(text == document.json.serialized())
+        }
+    }
+
     @Test("a status report round-trips; message is optional")
     func statusRoundTrip() throws {
         let report = StatusReport(

@@ -55,6 +55,59 @@ struct SettingsRouteTests {
         }
     }
 
+    @Test("an unchanged poll reads no database, and every kind of change is still seen by the very next request")
+    func notModifiedFromMemory() async throws {
+        try await TestFleetServer.with { server in
+            try await server.putKioskMetadata()
+            let device = try await server.enrollDevice(groups: ["lobby"])
+            var revision = try #require(try await device.client.settings(app: "kiosk")).revision
+            #expect(try await device.client.settings(app: "kiosk", knownRevision: revision) == nil)
+            let before = server.statements.all.count
+            for _ in 0..<5 { #expect(try await device.client.settings(app: "kiosk", knownRevision: revision) == nil) }
+            #expect(server.statements.all.count == before, "a 304 ran SQL: \(server.statements.all.dropFirst(before))")
+            // Each write is seen by the next poll, with no wait in between.
+            let writes: [(scope: String, patch: JSONObject, key: String)] = [
+                ("group:lobby", ["title": "Lobby"], "title"), ("device:\(device.id)", ["volume": 7], "volume"),
+                ("app", ["pin": "1234"], "pin"),
+            ]
+            for write in writes {
+                _ = try await server.admin.patchValues(app: "kiosk", scope: write.scope, patch: write.patch)
+                let changed = try #require(try await device.client.settings(app: "kiosk", knownRevision: revision))
+                #expect(changed.revision == revision + 1 && changed.values[write.key] == write.patch[write.key])
+                revision = changed.revision
+            }
+            try await server.putKioskMetadata(version: 2)
+            #expect(try await device.client.settings(app: "kiosk", knownRevision: revision)?.schemaVersion == 2)
+            _ = try await server.admin.updateDevice(id: device.id, DeviceUpdate(disabled: true))
+            #expect(
+                await refusal { try await device.client.settings(app: "kiosk", knownRevision: revision + 1) }?.code == "device-disabled")
+            _ = try await server.admin.updateDevice(id: device.id, DeviceUpdate(apps: ["other"], disabled: false))
+            #expect(await refusal { try await device.client.settings(app: "kiosk", knownRevision: revision + 1) }?.code == "unknown-app")
+            try await server.admin.deleteDevice(id: device.id)
+            #expect(await refusal { try await device.client.settings(app: "kiosk", knownRevision: revision + 1) }?.status == 401)
+        }
+    }
+
+    @Test("an app-wide change that wakes many long-polls moves their revisions in a few shared transactions")
+    func fanOutSharesTransactions() async throws {
+        try await TestFleetServer.with { server in
+            try await server.putKioskMetadata()
+            var devices: [FleetClient] = []
+            for _ in 0..<120 { devices.append(try await server.enrollDevice().client) }
+            for device in devices { _ = try await device.settings(app: "kiosk") }
+            let waits = devices.map { device in Task { try await device.settings(app: "kiosk", knownRevision: 1, wait: 120) } }
+            while await server.waiters(app: "kiosk") < devices.count { try await Task.sleep(for: .milliseconds(5)) }
+            let before = server.statements.all.count
+            _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["title": "Everyone"])
+            for wait in waits { #expect(try await wait.value?.values["title"] == "Everyone") }
+            let statements = server.statements.all.dropFirst(before)
+            let revisionWrites = statements.filter { $0.hasPrefix("INSERT OR REPLACE INTO revisions") }.count
+            let transactions = statements.filter { $0.hasPrefix("BEGIN IMMEDIATE") }.count
+            #expect(revisionWrites == devices.count)
+            #expect(transactions < devices.count / 2, "\(transactions) write transactions for \(devices.count) revisions")
+        }
+    }
+
     @Test("a long-poll is answered as soon as an admin change lands, not at its timeout")
     func longPollWakes() async throws {
         try await TestFleetServer.with { server in

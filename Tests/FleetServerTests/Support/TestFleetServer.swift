@@ -44,6 +44,8 @@ struct TestFleetServer: Sendable {
     let http: HTTPClient
     let store: SQLiteStore
     let notifier: ChangeNotifier
+    /// Every SQL statement the store ran, in order.
+    let statements: CapturedLog
 
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
@@ -58,7 +60,8 @@ struct TestFleetServer: Sendable {
         let log = CapturedLog()
         var logger = Logger(label: "test-server") { _ in LogfmtLogHandler(level: .info, sink: { log.append($0) }) }
         logger.logLevel = .info
-        let store = try SQLiteStore(path: directory + "/fleet.sqlite")
+        let statements = CapturedLog()
+        let store = try SQLiteStore(path: directory + "/fleet.sqlite", onStatement: { statements.append($0) })
         let notifier = ChangeNotifier(capacity: maxLongPolls)
         let service = SettingsService(
             store: store, adminTokenHash: Credentials.hash(adminToken), wallClock: clock, waitSpread: waitSpread, notifier: notifier,
@@ -77,7 +80,8 @@ struct TestFleetServer: Sendable {
         guard bound > 0 else { throw TestServerFailed() }
         let http = try HTTPClient(configuration: .init(allowInsecureHTTP: true))
         let server = TestFleetServer(
-            port: bound, directory: directory, clock: clock, log: log, http: http, store: store, notifier: notifier)
+            port: bound, directory: directory, clock: clock, log: log, http: http, store: store, notifier: notifier,
+            statements: statements)
         do {
             let result = try await body(server)
             await http.shutdown()

@@ -1,0 +1,203 @@
+import FleetJSON
+import FleetMetadata
+import PosixThreads
+
+/// What the hot path (a device's long-poll answered 304) needs, kept in memory so that it reads
+/// no database: devices by token, each app's parsed metadata, the layers of values shared by
+/// the devices of one set of groups, each device's own values, and the revision last served
+/// to each device.
+///
+/// ``ChangeNotifier`` invalidates it in the same call that wakes long-polls, before it wakes
+/// them: a write of values drops the layers it reached, a metadata upload the app's metadata
+/// and layers, a change to a device (disabled, deleted, apps or groups changed, token rotated)
+/// everything about that device. A woken long-poll therefore reads the store again.
+///
+/// An entry is filled from a read of the store only when no invalidation happened since that
+/// read began (``epoch``): a read that raced a write never puts stale state back.
+///
+/// One server instance's view: instances sharing a database must invalidate each other's
+/// caches from the same place they wake each other's long-polls.
+public final class ServingCache: Sendable {
+    /// An app's values at app scope and at the device's groups, over the metadata's defaults:
+    /// everything of a device's effective settings but its own values, shared by every device
+    /// of the app in the same groups.
+    public struct SharedLayers: Sendable {
+        public let metadata: Metadata
+        /// The values set at app scope.
+        public let app: JSONObject
+        /// By group name; groups without values are absent.
+        public let groups: [String: JSONObject]
+        /// The effective settings of a device with no values of its own.
+        public let effective: EffectiveSettings
+        /// ``EffectiveSettings/fingerprint(schemaVersion:)`` of ``effective``.
+        public let fingerprint: UInt64
+        /// The JSON text of ``effective``'s values, written once for every device that gets them.
+        public let valuesText: String
+
+        init(metadata: Metadata, app: JSONObject, groups: [String: JSONObject]) {
+            self.metadata = metadata
+            self.app = app
+            self.groups = groups
+            effective = EffectiveSettings(metadata: metadata, app: app, groups: groups, device: [:], deviceID: "")
+            fingerprint = effective.fingerprint(schemaVersion: metadata.version)
+            valuesText = JSONValue.object(effective.values).serialized()
+        }
+    }
+
+    struct LayerKey: Hashable {
+        let app: String
+        /// Sorted, without repeats.
+        let groups: [String]
+    }
+
+    private struct State {
+        var epoch: UInt64 = 0
+        var deviceIDByTokenHash: [String: String] = [:]
+        var devices: [String: Device] = [:]
+        var metadata: [String: (stored: StoredMetadata, metadata: Metadata)] = [:]
+        var shared: [LayerKey: SharedLayers] = [:]
+        /// By device, then app.
+        var deviceValues: [String: [String: JSONObject]] = [:]
+        /// By device, then app.
+        var revisions: [String: [String: RevisionState]] = [:]
+
+        mutating func forget(device id: String) {
+            if let device = devices.removeValue(forKey: id) {
+                deviceIDByTokenHash[device.tokenHash] = nil
+                if let pending = device.pendingTokenHash { deviceIDByTokenHash[pending] = nil }
+            }
+            deviceValues[id] = nil
+            revisions[id] = nil
+        }
+    }
+
+    private let state = Locked(State())
+
+    public init() {}
+
+    /// Counts invalidations: read it before reading the store, and pass it when filling an entry.
+    public var epoch: UInt64 { state.withLock { $0.epoch } }
+
+    // MARK: - Reading
+
+    /// The device whose token (or pending token) hashes to `tokenHash`, if known.
+    public func device(tokenHash: String) -> Device? {
+        state.withLock { state in state.deviceIDByTokenHash[tokenHash].flatMap { state.devices[$0] } }
+    }
+
+    /// The device with `id`, if known.
+    public func device(id: String) -> Device? {
+        state.withLock { $0.devices[id] }
+    }
+
+    /// The stored and parsed metadata of `app`, if known.
+    public func metadata(app: String) -> (stored: StoredMetadata, metadata: Metadata)? {
+        state.withLock { $0.metadata[app] }
+    }
+
+    /// The shared layers of `app` for devices in `groups`, if known.
+    public func sharedLayers(app: String, groups: [String]) -> SharedLayers? {
+        let key = Self.key(app: app, groups: groups)
+        return state.withLock { $0.shared[key] }
+    }
+
+    /// The device's own values for `app`, if known.
+    public func deviceValues(app: String, deviceID: String) -> JSONObject? {
+        state.withLock { $0.deviceValues[deviceID]?[app] }
+    }
+
+    /// The revision last served to the device for `app`, if known.
+    public func revision(app: String, deviceID: String) -> RevisionState? {
+        state.withLock { $0.revisions[deviceID]?[app] }
+    }
+
+    // MARK: - Filling (each only when nothing was invalidated since `epoch`)
+
+    /// Keeps `device` as read from the store when the read began at `epoch`.
+    public func fill(_ device: Device, readAt epoch: UInt64) {
+        state.withLock { state in
+            guard state.epoch == epoch else { return }
+            state.devices[device.id] = device
+            state.deviceIDByTokenHash[device.tokenHash] = device.id
+            if let pending = device.pendingTokenHash { state.deviceIDByTokenHash[pending] = device.id }
+        }
+    }
+
+    /// Records that the device was seen at `time` (a write the service made itself).
+    public func touch(deviceID: String, at time: Int64) {
+        state.withLock { $0.devices[deviceID]?.lastSeenAt = time }
+    }
+
+    /// Keeps an app's metadata as read from the store when the read began at `epoch`.
+    public func fill(_ stored: StoredMetadata, parsed: Metadata, readAt epoch: UInt64) {
+        state.withLock { state in
+            guard state.epoch == epoch else { return }
+            state.metadata[stored.app] = (stored, parsed)
+        }
+    }
+
+    /// The shared layers made of values read from the store when the read began at `epoch`;
+    /// kept when nothing was invalidated since.
+    public func fillSharedLayers(
+        app: String, groups: [String], metadata: Metadata, appValues: JSONObject, groupValues: [String: JSONObject],
+        readAt epoch: UInt64
+    ) -> SharedLayers {
+        let layers = SharedLayers(metadata: metadata, app: appValues, groups: groupValues)
+        let key = Self.key(app: app, groups: groups)
+        state.withLock { state in
+            guard state.epoch == epoch else { return }
+            state.shared[key] = layers
+        }
+        return layers
+    }
+
+    /// Keeps a device's own values as read from the store when the read began at `epoch`.
+    public func fill(deviceValues: JSONObject, app: String, deviceID: String, readAt epoch: UInt64) {
+        state.withLock { state in
+            guard state.epoch == epoch else { return }
+            state.deviceValues[deviceID, default: [:]][app] = deviceValues
+        }
+    }
+
+    /// Records the revision the store holds for the device now (never going back to an older
+    /// one: of two requests racing, the later revision stays).
+    public func record(_ revision: RevisionState, app: String, deviceID: String) {
+        state.withLock { state in
+            if let known = state.revisions[deviceID]?[app], known.revision > revision.revision { return }
+            state.revisions[deviceID, default: [:]][app] = revision
+        }
+    }
+
+    // MARK: - Invalidation (ChangeNotifier calls these before it wakes long-polls)
+
+    /// Forgets what a write of `app`'s values at `scope` may have changed.
+    public func invalidate(app: String, scope: Scope) {
+        state.withLock { state in
+            state.epoch += 1
+            switch scope {
+            case .defaults, .app:
+                state.metadata[app] = nil
+                state.shared = state.shared.filter { $0.key.app != app }
+            case .group(let name):
+                state.shared = state.shared.filter { $0.key.app != app || !$0.key.groups.contains(name) }
+            case .device(let id):
+                state.deviceValues[id]?[app] = nil
+            }
+        }
+    }
+
+    /// Forgets everything about the device (it changed, or is gone).
+    public func invalidate(device id: String) {
+        state.withLock { state in
+            state.epoch += 1
+            state.forget(device: id)
+        }
+    }
+
+    /// How many devices are known (for the metrics and tests).
+    public var deviceCount: Int { state.withLock { $0.devices.count } }
+
+    static func key(app: String, groups: [String]) -> LayerKey {
+        LayerKey(app: app, groups: Array(Set(groups)).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+    }
+}
