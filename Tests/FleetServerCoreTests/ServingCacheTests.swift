@@ -5,8 +5,13 @@ import Testing
 
 @Suite("What the hot path keeps in memory")
 struct ServingCacheTests {
-    let metadata = try! Metadata(
-        json: Array(#"{"app":"kiosk","version":1,"schema":{"type":"object","properties":{"volume":{"type":"integer","default":5}}}}"#.utf8))
+    let metadata: Metadata
+
+    init() throws {
+        metadata = try Metadata(
+            json: Array(
+                #"{"app":"kiosk","version":1,"schema":{"type":"object","properties":{"volume":{"type":"integer","default":5}}}}"#.utf8))
+    }
 
     func device(_ id: String, token: String, pending: String? = nil) -> Device {
         Device(id: id, tokenHash: token, apps: ["kiosk"], groups: ["lobby"], enrolledAt: 0, pendingTokenHash: pending)
