@@ -30,6 +30,7 @@ let package = Package(
         .executable(name: "fleetset", targets: ["fleetset"]),
         .executable(name: "fleetset-server", targets: ["fleetset-server"]),
         .executable(name: "fleetsetd", targets: ["fleetsetd"]),
+        .executable(name: "fleetset-sim", targets: ["fleetset-sim"]),
         .library(name: "Curl", targets: ["Curl"]),
         .library(name: "FleetJSON", targets: ["FleetJSON"]),
         .library(name: "FleetSchema", targets: ["FleetSchema"]),
@@ -236,11 +237,31 @@ let package = Package(
         .executableTarget(
             name: "fleetset-server",
             dependencies: [
-                "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetLogging",
+                "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetLogging", "FleetIO",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: fleetSwiftSettings
+        ),
+        // The fleet simulator: thousands of devices behaving as the agent does, with fleetset's own
+        // client, against a server it can start, kill and measure (README, "Fleet simulator").
+        .target(
+            name: "FleetSimulator",
+            dependencies: ["FleetAgentCore", "FleetClient", "Curl", "FleetProtocol", "FleetJSON", "FleetIO", "PosixThreads"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .executableTarget(
+            name: "fleetset-sim",
+            dependencies: [
+                "FleetSimulator", "FleetClient", "Curl", "FleetIO", "FleetJSON",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetSimulatorTests",
+            dependencies: ["FleetSimulator", "FleetAgentCore", "FleetProtocol", "FleetJSON", "FleetClient", "Curl", "FleetTestSupport", "fleetset-server"],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(

@@ -55,7 +55,11 @@ final class Transfer: @unchecked Sendable {
         try easy.setHeaderLines(Self.headerLines(for: request, userAgent: userAgent))
         try easy.set(CURLOPT_ACCEPT_ENCODING, "")  // every coding this libcurl decodes
         try easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
-        try easy.set(CURLOPT_PIPEWAIT, true)  // wait to multiplex on an HTTP/2 connection being set up
+        // Over TLS, wait to multiplex on an HTTP/2 connection being set up (ALPN tells at the
+        // handshake). Never over plain HTTP (HTTP/1.1 only here): libcurl would learn that a
+        // connection cannot multiplex only from a response on it, so every request would wait
+        // for the answer of a long-poll held on a new connection.
+        try easy.set(CURLOPT_PIPEWAIT, url.scheme == "https")
         try configureTLS()
         try configureLimits()
         try easy.set(CURLOPT_TCP_KEEPALIVE, true)  // keep NAT state of long-polls alive

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FleetIO
 import FleetLogging
 import FleetServer
 import FleetServerCore

@@ -1,0 +1,303 @@
+import Curl
+import FleetClient
+import FleetIO
+import FleetJSON
+import FleetProtocol
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// What the simulator can do to a connected fleet.
+public enum Scenario: String, Sendable, CaseIterable {
+    /// Everyone waits in a long-poll for a while: the server's memory while it holds the fleet.
+    case steady
+    /// One app-wide write reaches every device.
+    case appChange = "app-change"
+    /// One write for a group reaches the group's devices (a tenth of the fleet), and only them.
+    case groupChange = "group-change"
+    /// Devices drop their connections and come back for a while; then an app-wide write must
+    /// still reach every one.
+    case churn
+    /// The server is killed and started again while the fleet waits; a write made as soon as
+    /// it listens again must reach every device.
+    case restart
+}
+
+/// A simulated fleet against one server: enrollment (or a saved fleet), the app's metadata,
+/// and the scenarios, each measured in phases (see ``FleetReport``).
+public final class FleetSimulation: Sendable {
+    /// The simulator's app: `message` (the marker each change writes) and `volume` (writable,
+    /// what devices write back).
+    public static let app = "fleetsim"
+    public static let metadata = """
+        {"app": "fleetsim", "version": 1, "schema": {"type": "object", "additionalProperties": false, "properties": {
+          "message": {"type": "string", "default": "hello"},
+          "volume": {"type": "integer", "minimum": 0, "maximum": 10, "default": 5, "x-writable": true}}}}
+        """
+    /// Devices are spread over this many groups, `group-0` … (a group change reaches one).
+    public static let groupCount = 10
+
+    /// How a run goes.
+    public struct Options: Sendable {
+        public var behavior: SimulatedFleet.Behavior
+        /// How long one phase may take before its missing devices are reported.
+        public var phaseTimeout: Duration
+        /// How long `steady` holds the fleet.
+        public var hold: Duration
+        /// How long `churn` goes on, and the share of the fleet that drops each second.
+        public var churnDuration: Duration
+        public var churnShare: Double
+        /// How the server is ended in `restart`.
+        public var restartSignal: Int32
+
+        public init(
+            behavior: SimulatedFleet.Behavior = .init(), phaseTimeout: Duration = .seconds(120), hold: Duration = .seconds(10),
+            churnDuration: Duration = .seconds(20), churnShare: Double = 0.02, restartSignal: Int32 = SIGKILL
+        ) {
+            self.behavior = behavior
+            self.phaseTimeout = phaseTimeout
+            self.hold = hold
+            self.churnDuration = churnDuration
+            self.churnShare = churnShare
+            self.restartSignal = restartSignal
+        }
+    }
+
+    public let fleet: SimulatedFleet
+    private let admin: FleetClient
+    private let server: LaunchedServer?
+    private let options: Options
+    private let progress: (@Sendable (String) -> Void)?
+
+    /// - Parameters:
+    ///   - server: the server when the simulator started it (for `restart` and `/proc`).
+    ///   - progress: called about once a second with a one-line summary while a phase runs.
+    public init(
+        fleet: SimulatedFleet, admin: FleetClient, server: LaunchedServer?, options: Options, progress: (@Sendable (String) -> Void)? = nil
+    ) {
+        self.fleet = fleet
+        self.admin = admin
+        self.server = server
+        self.options = options
+        self.progress = progress
+    }
+
+    // MARK: - Setting up
+
+    /// Stores the simulator's metadata unless the server has it.
+    public static func prepareApp(admin: FleetClient) async throws {
+        do {
+            _ = try await admin.putMetadata(app: app, document: Array(metadata.utf8))
+        } catch let error as FleetClientError where error.code == "version-not-increased" {
+            // Stored by an earlier run.
+        }
+    }
+
+    /// Enrolls `count` devices spread over ``groupCount`` groups, `concurrency` at a time.
+    public static func enroll(count: Int, admin: FleetClient, http: HTTPClient, baseURL: String, concurrency: Int = 32) async throws
+        -> [FleetMember]
+    {
+        var tokens: [String] = []
+        for group in 0..<groupCount {
+            let uses = (count + groupCount - 1 - group) / groupCount
+            guard uses > 0 else { continue }
+            let token = try await admin.makeEnrollmentToken(
+                EnrollmentTokenRequest(apps: [app], groups: ["group-\(group)"], expiresInSeconds: 3600, uses: Int64(uses)))
+            tokens.append(token.enrollmentToken)
+        }
+        let anonymous = FleetClient(http: http, baseURL: baseURL, token: nil)
+        let groupTokens = tokens
+        return try await withThrowingTaskGroup(of: (Int, FleetMember).self) { group in
+            var members = [FleetMember?](repeating: nil, count: count)
+            var next = 0
+            func add() {
+                let index = next
+                next += 1
+                group.addTask {
+                    let identity = try await anonymous.enroll(
+                        enrollmentToken: groupTokens[index % groupTokens.count],
+                        requestId: "sim-\(index)-\(UInt64.random(in: 0...UInt64.max))")
+                    return (index, FleetMember(id: identity.deviceId, token: identity.deviceToken, group: identity.groups.first ?? ""))
+                }
+            }
+            while next < min(concurrency, count) { add() }
+            while let (index, member) = try await group.next() {
+                members[index] = member
+                if next < count { add() }
+            }
+            return members.compactMap { $0 }
+        }
+    }
+
+    /// Writes the fleet to `path` (mode 0600: it holds the devices' tokens).
+    public static func save(_ members: [FleetMember], to path: String) throws {
+        let list = members.map { member -> JSONValue in
+            ["id": .string(member.id), "token": .string(member.token), "group": .string(member.group)]
+        }
+        try FileSystem.writeAtomically(Array(JSONValue.object(["devices": .array(list)]).serialized().utf8), to: path, mode: 0o600)
+    }
+
+    /// The fleet saved at `path`, or `nil` when there is none.
+    public static func load(from path: String) throws -> [FleetMember]? {
+        guard let bytes = try FileSystem.readFileIfPresent(path, maximumSize: 1 << 28) else { return nil }
+        guard case .object(let root) = try JSONParser.parse(bytes), case .array(let devices)? = root["devices"] else {
+            throw FleetSimulationError("\(path) is not a saved fleet")
+        }
+        return try devices.map { entry in
+            guard case .object(let device) = entry, case .string(let id)? = device["id"], case .string(let token)? = device["token"],
+                case .string(let group)? = device["group"]
+            else { throw FleetSimulationError("\(path) holds a device without id, token and group") }
+            return FleetMember(id: id, token: token, group: group)
+        }
+    }
+
+    // MARK: - Running
+
+    /// Connects the fleet (every device gets its settings and waits), runs `scenario`, and
+    /// returns what each phase measured. The devices stay connected.
+    public func run(_ scenario: Scenario) async throws -> FleetReport {
+        let all = Set(fleet.members.indices)
+        var phases: [FleetReport.Phase] = []
+        let start = try await change(scope: "app", note: "connect")
+        phases.append(await measure("connect", marker: start, expected: all) { self.fleet.connectAll() })
+        phases.append(await measure("settle", marker: nil, expected: []) { await self.waitUntilAllWait() })
+        switch scenario {
+        case .steady:
+            phases.append(await measure("hold", marker: nil, expected: []) { try? await Task.sleep(for: self.options.hold) })
+        case .appChange:
+            phases.append(try await changePhase("app-change", scope: "app", expected: all))
+            phases.append(await measure("settle", marker: nil, expected: []) { await self.waitUntilAllWait() })
+        case .groupChange:
+            let group = Set(fleet.members.indices.filter { fleet.members[$0].group == "group-0" })
+            phases.append(try await changePhase("group-change", scope: "group:group-0", expected: group))
+            phases.append(await measure("settle", marker: nil, expected: []) { await self.waitUntilAllWait() })
+        case .churn:
+            phases.append(await measure("churn", marker: nil, expected: []) { await self.churn() })
+            phases.append(await measure("settle", marker: nil, expected: []) { await self.waitUntilAllWait() })
+            phases.append(try await changePhase("app-change after churn", scope: "app", expected: all))
+            phases.append(await measure("settle", marker: nil, expected: []) { await self.waitUntilAllWait() })
+        case .restart:
+            guard let server else { throw FleetSimulationError("the restart scenario needs a server the simulator starts (--server)") }
+            let marker = Self.newMarker("restart")
+            phases.append(
+                await measure("restart", marker: marker, expected: all) {
+                    server.stop(signal: self.options.restartSignal)
+                    do {
+                        try await server.start()
+                        _ = try await self.admin.patchValues(app: Self.app, scope: "app", patch: [FleetCounters.markerKey: .string(marker)])
+                    } catch {
+                        self.progress?("the server did not come back: \(error)")
+                    }
+                })
+            phases.append(await measure("settle", marker: nil, expected: []) { await self.waitUntilAllWait() })
+        }
+        return FleetReport(
+            scenario: scenario.rawValue, devices: fleet.members.count, waiting: fleet.counters.snapshot.waiting, phases: phases)
+    }
+
+    /// An admin write of a new marker at `scope`, measured until `expected` devices hold it.
+    private func changePhase(_ name: String, scope: String, expected: Set<Int>) async throws -> FleetReport.Phase {
+        let marker = Self.newMarker(name)
+        return await measure(name, marker: marker, expected: expected) {
+            do {
+                _ = try await self.admin.patchValues(app: Self.app, scope: scope, patch: [FleetCounters.markerKey: .string(marker)])
+            } catch {
+                self.progress?("the change was refused: \(error)")
+            }
+        }
+    }
+
+    /// Writes a new marker at `scope` before a phase and returns it.
+    private func change(scope: String, note: String) async throws -> String {
+        let marker = Self.newMarker(note)
+        _ = try await admin.patchValues(app: Self.app, scope: scope, patch: [FleetCounters.markerKey: .string(marker)])
+        return marker
+    }
+
+    private static func newMarker(_ note: String) -> String { "\(note)-\(UInt32.random(in: 0...UInt32.max))" }
+
+    /// Runs `action`, then waits until the expected devices hold `marker` (or the phase times
+    /// out), reporting progress; returns what the phase measured.
+    private func measure(
+        _ name: String, marker: String?, expected: Set<Int>, _ action: @escaping @Sendable () async -> Void
+    ) async -> FleetReport.Phase {
+        let before = server?.pid.flatMap(ProcessUsage.of(pid:))
+        fleet.counters.begin(marker: marker, expected: expected)
+        let reporter = progress.map { report in
+            Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    report(progressLine(name))
+                }
+            }
+        }
+        await action()
+        let deadline = ContinuousClock.now + options.phaseTimeout
+        while !fleet.counters.allReached, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        reporter?.cancel()
+        let (latencies, requests, errors, elapsed) = fleet.counters.phase()
+        let after = server?.pid.flatMap(ProcessUsage.of(pid:))
+        var usage: ServerUsage?
+        if let after {
+            // After a restart the process is a new one: its CPU counts from its start.
+            let cpuBefore = before.map { $0.cpu <= after.cpu ? $0.cpu : .zero } ?? .zero
+            usage = ServerUsage(residentBytes: after.residentBytes, peakResidentBytes: after.peakResidentBytes, cpu: after.cpu - cpuBefore)
+        }
+        progress?(progressLine(name))
+        return FleetReport.Phase(
+            name: name, duration: elapsed, expected: expected.count, latency: LatencySummary(latencies), server: usage, requests: requests,
+            errors: errors)
+    }
+
+    /// Waits until every device has a long-poll in flight (or the phase times out).
+    private func waitUntilAllWait() async {
+        let deadline = ContinuousClock.now + options.phaseTimeout
+        while fleet.counters.snapshot.waiting < fleet.members.count, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// For ``Options/churnDuration``: each second a share of the fleet drops its connection and
+    /// comes back within 5 s. At the end every device is connected again.
+    private func churn() async {
+        let count = fleet.members.count
+        let perSecond = max(1, Int(Double(count) * options.churnShare))
+        let end = ContinuousClock.now + options.churnDuration
+        await withTaskGroup(of: Void.self) { group in
+            while ContinuousClock.now < end {
+                for _ in 0..<perSecond {
+                    let index = Int.random(in: 0..<count)
+                    let away = Duration.milliseconds(Int.random(in: 0...5000))
+                    group.addTask {
+                        await self.fleet.disconnect(index)
+                        try? await Task.sleep(for: away)
+                        self.fleet.connect(index)
+                    }
+                }
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+        fleet.connectAll()
+    }
+
+    private func progressLine(_ phase: String) -> String {
+        let snapshot = fleet.counters.snapshot
+        var line = "\(phase): \(snapshot.waiting)/\(fleet.members.count) waiting"
+        if snapshot.expected > 0 { line += ", \(snapshot.reached)/\(snapshot.expected) reached" }
+        line += ", \(snapshot.requests) requests, \(snapshot.errors) errors"
+        if let usage = server?.pid.flatMap(ProcessUsage.of(pid:)) {
+            line += ", server RSS \(usage.residentBytes / 1_048_576) MB, CPU \(LatencySummary.text(usage.cpu))"
+        }
+        return line
+    }
+}
+
+/// A simulation that cannot go on, and why.
+public struct FleetSimulationError: Error, CustomStringConvertible {
+    public let description: String
+
+    public init(_ description: String) { self.description = description }
+}

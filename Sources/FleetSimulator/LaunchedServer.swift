@@ -1,0 +1,92 @@
+import FleetIO
+import Foundation
+import PosixThreads
+
+/// A `fleetset-server serve` the simulator runs on 127.0.0.1, with its database, admin token
+/// and log in one folder; it can be killed and started again on the same port (the `restart`
+/// scenario). Its process id lets the simulator read its memory and CPU from `/proc`.
+public final class LaunchedServer: Sendable {
+    /// Why the server could not be started.
+    public struct StartFailed: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    private let executable: String
+    private let directory: String
+    private let extraArguments: [String]
+    private let running = Locked<Process?>(nil)
+    private let boundPort = Locked(0)
+
+    /// `http://127.0.0.1:<port>`.
+    public var url: String { "http://127.0.0.1:\(boundPort.withLock { $0 })" }
+    /// The server's log (standard error), appended to across restarts.
+    public var logPath: String { directory + "/server.log" }
+    public var adminTokenPath: String { directory + "/admin.token" }
+    /// The running process's id.
+    public var pid: Int32? { running.withLock { $0?.processIdentifier } }
+
+    /// - Parameters:
+    ///   - executable: the `fleetset-server` binary.
+    ///   - directory: where the database, the admin token and the log go (kept across runs).
+    ///   - extraArguments: more `serve` options (`--max-long-polls`, `--log-level`).
+    public init(executable: String, directory: String, extraArguments: [String] = []) {
+        self.executable = executable
+        self.directory = directory
+        self.extraArguments = extraArguments
+    }
+
+    /// Starts the server (on any free port the first time, on the same port again after a
+    /// kill) and returns once it listens.
+    public func start(timeout: Duration = .seconds(60)) async throws {
+        let port = boundPort.withLock { $0 }
+        let arguments =
+            [
+                "serve", "--database", directory + "/fleet.sqlite", "--listen", "127.0.0.1:\(port)", "--admin-token-file", adminTokenPath,
+                // One address sends for the whole fleet here: its limit must not be what is measured.
+                "--address-rate", "1000000000", "--address-burst", "1000000000",
+            ] + extraArguments
+        if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
+        guard let log = FileHandle(forWritingAtPath: logPath) else { throw StartFailed(description: "cannot write \(logPath)") }
+        let logStart = log.seekToEndOfFile()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardError = log
+        process.standardOutput = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            throw StartFailed(description: "cannot run \(executable): \(error)")
+        }
+        try? log.close()
+        running.withLock { $0 = process }
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let text = String(decoding: (try? FileSystem.readFile(logPath, maximumSize: 1 << 30)) ?? [], as: UTF8.self)
+            let fresh = text.utf8.count > Int(logStart) ? String(text.utf8.dropFirst(Int(logStart))) ?? "" : ""
+            if let line = fresh.split(separator: "\n").first(where: { $0.contains("event=listening") }),
+                let range = line.range(of: "address=127.0.0.1:"), let bound = Int(line[range.upperBound...].prefix { $0.isNumber })
+            {
+                boundPort.withLock { $0 = bound }
+                return
+            }
+            guard process.isRunning else { throw StartFailed(description: "the server exited at start; its log:\n\(fresh)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        process.terminate()
+        throw StartFailed(description: "the server did not listen within \(timeout)")
+    }
+
+    /// Sends `signal` (SIGKILL: a crash; SIGTERM: a graceful stop) and waits for the process to end.
+    public func stop(signal: Int32 = SIGKILL) {
+        guard let process = running.withLock({ $0 }) else { return }
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        process.waitUntilExit()
+        running.withLock { $0 = nil }
+    }
+
+    /// The admin token the server made at its first start.
+    public func adminToken() throws -> String {
+        try FileSystem.readToken(adminTokenPath)
+    }
+}

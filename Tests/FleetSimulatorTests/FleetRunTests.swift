@@ -1,0 +1,96 @@
+import Curl
+import FleetAgentCore
+import FleetClient
+import FleetSimulator
+import FleetTestSupport
+import Foundation
+import Testing
+
+/// The scaled-down simulator run: 300 devices against the real server on 127.0.0.1, started and
+/// killed by the simulator. It checks what a fleet needs (every device gets each change, none
+/// sees an error, all come back after a crash), never how fast.
+@Suite("A fleet of 300 simulated devices against the real server", .serialized)
+struct FleetRunTests {
+    static let devices = 300
+
+    func withFleet(_ body: (FleetSimulation, SimulatedFleet) async throws -> Void) async throws {
+        let directory = try CLIRunner.temporaryDirectory().path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = LaunchedServer(
+            executable: CLIRunner.product("fleetset-server"), directory: directory, extraArguments: ["--log-level", "notice"])
+        try await server.start()
+        defer { server.stop() }
+        let http = try HTTPClient(configuration: .init(allowInsecureHTTP: true))
+        let admin = FleetClient(http: http, baseURL: server.url, token: try server.adminToken())
+        try await FleetSimulation.prepareApp(admin: admin)
+        let members = try await FleetSimulation.enroll(count: Self.devices, admin: admin, http: http, baseURL: server.url)
+        #expect(members.count == Self.devices && Set(members.map(\.id)).count == Self.devices)
+        // A saved fleet reads back as it was, from a file only its owner may read.
+        try FleetSimulation.save(members, to: directory + "/fleet.json")
+        #expect(try FleetSimulation.load(from: directory + "/fleet.json") == members)
+        let mode = try FileManager.default.attributesOfItem(atPath: directory + "/fleet.json")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        let behavior = SimulatedFleet.Behavior(
+            longPollWait: 60, writeBackShare: 0.05, backoff: .init(base: .milliseconds(500), cap: .seconds(4)))
+        let fleet = SimulatedFleet(app: FleetSimulation.app, baseURL: server.url, members: members, clients: [http], behavior: behavior)
+        let simulation = FleetSimulation(
+            fleet: fleet, admin: admin, server: server,
+            options: .init(behavior: behavior, phaseTimeout: .seconds(60), hold: .seconds(1), churnDuration: .seconds(3), churnShare: 0.05))
+        do {
+            try await body(simulation, fleet)
+        } catch {
+            await fleet.disconnectAll()
+            await http.shutdown()
+            throw error
+        }
+        await fleet.disconnectAll()
+        await http.shutdown()
+    }
+
+    func phase(_ report: FleetReport, _ name: String) throws -> FleetReport.Phase {
+        try #require(report.phases.first { $0.name == name }, "no phase \(name) in \(report.text)")
+    }
+
+    @Test("an app-wide change reaches every device and a group change exactly its group, with no error; write-backs go through")
+    func changes() async throws {
+        try await withFleet { simulation, fleet in
+            let app = try await simulation.run(.appChange)
+            for phase in app.phases {
+                #expect(phase.missing == 0 && phase.errors.isEmpty, "\(app.text)")
+            }
+            let change = try phase(app, "app-change")
+            #expect(change.latency.count == Self.devices)
+            #expect((change.requests["write-back 200"] ?? 0) > 0, "\(app.text)")
+            #expect(app.waiting == Self.devices)
+            let group = try await simulation.run(.groupChange)
+            let groupChange = try phase(group, "group-change")
+            let members = fleet.members.filter { $0.group == "group-0" }.count
+            #expect(groupChange.expected == members && groupChange.missing == 0 && groupChange.errors.isEmpty, "\(group.text)")
+            // Only the group's long-polls were answered with settings (each device's report and
+            // write-back aside).
+            #expect(groupChange.requests["settings 200"] == members, "\(group.text)")
+        }
+    }
+
+    @Test("devices coming and going lose nothing: afterwards an app-wide change reaches every one, with no error")
+    func churn() async throws {
+        try await withFleet { simulation, _ in
+            let report = try await simulation.run(.churn)
+            for phase in report.phases { #expect(phase.missing == 0 && phase.errors.isEmpty, "\(report.text)") }
+            #expect(try phase(report, "app-change after churn").latency.count == Self.devices)
+        }
+    }
+
+    @Test("after the server is killed and started again, every device reconnects and gets the change made at once")
+    func restart() async throws {
+        try await withFleet { simulation, _ in
+            let report = try await simulation.run(.restart)
+            let restart = try phase(report, "restart")
+            #expect(restart.missing == 0 && restart.latency.count == Self.devices, "\(report.text)")
+            // The only failures are the crash's own: connections lost or refused, never a 5xx.
+            let kinds = Set(restart.errors.keys)
+            #expect(kinds.isSubset(of: ["connectionLost", "couldNotConnect"]), "\(report.text)")
+            #expect(report.waiting == Self.devices, "\(report.text)")
+        }
+    }
+}
