@@ -261,7 +261,9 @@ let package = Package(
         ),
         .testTarget(
             name: "FleetSimulatorTests",
-            dependencies: ["FleetSimulator", "FleetAgentCore", "FleetProtocol", "FleetJSON", "FleetClient", "Curl", "FleetTestSupport", "fleetset-server"],
+            dependencies: [
+                "FleetSimulator", "FleetAgentCore", "FleetProtocol", "FleetJSON", "FleetClient", "Curl", "FleetTestSupport", "fleetset-server",
+            ],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(
