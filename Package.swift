@@ -262,7 +262,8 @@ let package = Package(
         .testTarget(
             name: "FleetSimulatorTests",
             dependencies: [
-                "FleetSimulator", "FleetAgentCore", "FleetProtocol", "FleetJSON", "FleetClient", "Curl", "FleetTestSupport", "fleetset-server",
+                "FleetSimulator", "FleetAgentCore", "FleetProtocol", "FleetJSON", "FleetClient", "Curl", "FleetTestSupport",
+                "fleetset-server",
             ],
             swiftSettings: fleetSwiftSettings
         ),

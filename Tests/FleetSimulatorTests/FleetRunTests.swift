@@ -60,7 +60,10 @@ struct FleetRunTests {
             }
             let change = try phase(app, "app-change")
             #expect(change.latency.count == Self.devices)
-            #expect((change.requests["write-back 200"] ?? 0) > 0, "\(app.text)")
+            // About 5% of the devices write back after the change (its phase ends when all hold it;
+            // the write-backs and their reports are done by the end of the next).
+            let writeBacks = app.phases.suffix(2).reduce(0) { $0 + ($1.requests["write-back 200"] ?? 0) }
+            #expect(writeBacks > 0, "\(app.text)")
             #expect(app.waiting == Self.devices)
             let group = try await simulation.run(.groupChange)
             let groupChange = try phase(group, "group-change")
