@@ -41,6 +41,9 @@ public struct ServerOptions: Sendable {
 
 /// Builds the Hummingbird application that serves protocol v1.
 public enum FleetServerApplication {
+    /// Connections waiting to be accepted.
+    public static let acceptBacklog = 4096
+
     /// The application, ready to `run()` (tests) or `runService()` (the binary: graceful
     /// shutdown on SIGTERM and SIGINT — listening stops, long-polls answer 304 at once, requests
     /// in flight finish).
@@ -78,7 +81,11 @@ public enum FleetServerApplication {
         }
         return Application(
             router: router, server: server,
-            configuration: ApplicationConfiguration(address: .hostname(options.host, port: options.port), serverName: "fleetset-server"),
+            // A fleet reconnecting after a restart arrives at once: a deep accept queue (the
+            // kernel caps it at net.core.somaxconn) keeps their connections from being dropped
+            // and retried a second later.
+            configuration: ApplicationConfiguration(
+                address: .hostname(options.host, port: options.port), serverName: "fleetset-server", backlog: Self.acceptBacklog),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? options.port) },
             logger: logger)
     }

@@ -2,6 +2,12 @@ import NIOCore
 import NIOHTTPTypes
 import PosixThreads
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// Protects the server from slow and vanished clients, per connection (HTTP/1.1) or stream
 /// (HTTP/2):
 ///
@@ -14,6 +20,12 @@ import PosixThreads
 ///   side (Hummingbird keeps half-closed connections open, as HTTP allows), the requests waiting
 ///   on it are told through ``OpenConnections``: a long-poll ends at once and its waiter goes
 ///   away. Other answers are still written to a half-closed connection.
+/// - **A client that vanished.** A device behind NAT that loses power sends nothing more, and
+///   its long-poll would hold a connection (and a long-poll slot) until its wait ends. TCP
+///   keepalive probes every connection idle for ``keepaliveIdle`` (then every
+///   ``keepaliveInterval``, ``keepaliveProbes`` times): a dead peer is found within two
+///   minutes and its long-poll ends, and the probes keep the NAT's mapping of a live long-poll
+///   fresh from the server's side too (the agent probes from its side every minute).
 final class SlowClientGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -22,6 +34,14 @@ final class SlowClientGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// How long a client has to send a whole request.
     static let readTimeout: TimeAmount = .seconds(30)
+
+    /// Seconds a connection is idle before the first keepalive probe: below the idle timeouts
+    /// of common NATs and firewalls (a minute and more).
+    static let keepaliveIdle = 45
+    /// Seconds between probes that get no answer.
+    static let keepaliveInterval = 15
+    /// Unanswered probes before the connection is dropped.
+    static let keepaliveProbes = 4
 
     private let readTimeout: TimeAmount
     private let connections: OpenConnections
@@ -36,7 +56,22 @@ final class SlowClientGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         connections.opened(context.channel)
+        // An HTTP/1 connection's parent is the listening socket; an HTTP/2 stream's, its connection.
+        let streamOfConnection = context.channel.parent?.parent != nil
+        Self.probeWhenIdle(streamOfConnection ? context.channel.parent ?? context.channel : context.channel)
         if context.channel.isActive { arm(context) }
+    }
+
+    /// Turns on TCP keepalive for the connection (an HTTP/2 stream's parent).
+    static func probeWhenIdle(_ connection: any Channel) {
+        let options: [(ChannelOptions.Types.SocketOption, SocketOptionValue)] = [
+            (ChannelOptions.socketOption(.so_keepalive), 1),
+            (ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_KEEPIDLE)), keepaliveIdle),
+            (ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_KEEPINTVL)), keepaliveInterval),
+            (ChannelOptions.tcpOption(NIOBSDSocket.Option(rawValue: TCP_KEEPCNT)), keepaliveProbes),
+        ]
+        // A connection that is gone already refuses them; it needs none.
+        for (option, value) in options { connection.setOption(option, value: value).whenFailure { _ in } }
     }
 
     func channelActive(context: ChannelHandlerContext) {

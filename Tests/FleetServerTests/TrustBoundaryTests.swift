@@ -338,6 +338,32 @@ struct TrustBoundaryTests {
 
 @Suite("Limits over HTTP: rates and slow clients")
 struct RequestLimitTests {
+    @Test("a held long-poll's connection is probed by TCP keepalive, so a device that vanished behind NAT is found")
+    func keepaliveOnHeldConnections() async throws {
+        try await TestFleetServer.with { server in
+            try await server.putKioskMetadata()
+            let device = try await server.enrollDevice()
+            _ = try await device.client.settings(app: "kiosk")
+            let waiting = Task { try await device.client.settings(app: "kiosk", knownRevision: 1, wait: 60) }
+            while await server.waiters(app: "kiosk") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            // /proc/net/tcp: the server's side of each connection, local port = the server's. Its
+            // `tr` column is 2 while a keepalive timer runs, and `tm->when` the ticks until it fires.
+            let hex = String(server.port, radix: 16, uppercase: true)
+            let localSuffix = ":" + String(repeating: "0", count: 4 - hex.count) + hex
+            let text = try String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)
+            let lines: [[Substring]] = text.split(separator: "\n").map { $0.split(separator: " ") }
+            let serverSides = lines.filter { fields in fields.count > 5 && fields[1].hasSuffix(localSuffix) && fields[3] == "01" }
+            #expect(!serverSides.isEmpty)
+            for fields in serverSides {
+                let timer = fields[5].split(separator: ":")
+                #expect(timer.first == "02", "no keepalive timer on \(fields.joined(separator: " "))")
+                let ticks = Int(timer.last ?? "", radix: 16) ?? .max
+                #expect(ticks <= 45 * 100 + 100, "the first probe is due in \(ticks) ticks")
+            }
+            waiting.cancel()
+        }
+    }
+
     @Test("a device that loops is answered 429 with Retry-After; others are not affected")
     func deviceRate() async throws {
         // The default burst (50) with a rate that barely refills: the count below does not depend
