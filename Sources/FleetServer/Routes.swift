@@ -5,6 +5,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import Prometheus
 import ServiceLifecycle
 
 /// Protocol v1 over HTTP: reads each request, calls one ``SettingsService`` method and writes
@@ -25,12 +26,15 @@ struct Routes: Sendable {
     let logger: Logger
     let limits: RequestLimits
     let connections: OpenConnections
+    let metrics: PrometheusCollectorRegistry?
 
     func router() -> Router<FleetRequestContext> {
         var routes: [(method: HTTPRequest.Method, path: String, handler: Handler)] = []
         defineRoutes { method, path, handler in routes.append((method, path, handler)) }
         let router = Router(context: FleetRequestContext.self)
-        // Middleware applies to the routes added after it: add it first.
+        // Middleware applies to the routes added after it: add it first. The metrics see the
+        // answer the error middleware makes of a refusal.
+        router.add(middleware: RequestMetricsMiddleware(metrics: service.metrics))
         router.add(middleware: ErrorBodyMiddleware(logger: logger, routes: RouteTable(routes.map { ($0.method, $0.path) })))
         for route in routes { router.on(RouterPath(route.path), method: route.method, use: route.handler) }
         return router
@@ -40,6 +44,16 @@ struct Routes: Sendable {
 
     private func defineRoutes(_ on: (HTTPRequest.Method, String, @escaping Handler) -> Void) {
         on(.get, "healthz") { _, _ in json(.ok, ["status": "ok"]) }
+
+        // Prometheus' text format, for the admin token (a scraper sends it as a bearer token).
+        if let metrics {
+            on(.get, "metrics") { request, context in
+                try SettingsService.requireAdmin(try await authenticate(request, context))
+                return Response(
+                    status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                    body: .init(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
+            }
+        }
 
         on(.post, "v1/enroll") { request, context in
             let client = client(request, context)
@@ -350,6 +364,34 @@ struct ErrorBodyMiddleware: RouterMiddleware {
                 metadata: ["event": "internal-error", "method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"])
             return json(.internalServerError, ErrorBody(error: "internal", message: "the server failed; its log says why").json)
         }
+    }
+}
+
+/// Counts every answer by route pattern, method and status (``ServerMetrics/request(route:method:status:)``).
+/// A path no route matches counts as `unmatched`, so that scanners cannot make a series per path.
+struct RequestMetricsMiddleware: RouterMiddleware {
+    let metrics: ServerMetrics
+
+    func handle(_ request: Request, context: FleetRequestContext, next: (Request, FleetRequestContext) async throws -> Response)
+        async throws -> Response
+    {
+        do {
+            let response = try await next(request, context)
+            metrics.request(route: context.endpointPath ?? "unmatched", method: Self.method(request), status: response.status.code)
+            return response
+        } catch {
+            // Errors become answers in the middleware after this one; what gets here is a
+            // failure of the connection itself.
+            metrics.request(route: context.endpointPath ?? "unmatched", method: Self.method(request), status: 500)
+            throw error
+        }
+    }
+
+    /// The method as a label: one of the methods fleetset serves, or `other` (any token is a
+    /// method to HTTP; a label per token would let a client make series without end).
+    static func method(_ request: Request) -> String {
+        let method = request.method
+        return [.get, .put, .post, .patch, .delete, .head, .options].contains(method) ? method.rawValue : "other"
     }
 }
 

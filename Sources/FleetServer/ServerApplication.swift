@@ -6,6 +6,7 @@ import HummingbirdTLS
 import Logging
 import NIOCore
 import NIOSSL
+import Prometheus
 
 /// How `fleetset-server` listens.
 public struct ServerOptions: Sendable {
@@ -25,10 +26,13 @@ public struct ServerOptions: Sendable {
     public var readTimeout: TimeAmount
     /// Request rates beyond which clients are answered 429 (see ``RequestLimits``).
     public var limits: RequestLimits.Configuration
+    /// The registry the service's metrics go to, served at `GET /metrics` to the admin; `nil`:
+    /// no such route.
+    public var metrics: PrometheusCollectorRegistry?
 
     public init(
         host: String, port: Int, tls: (certificateFile: String, keyFile: String)? = nil, clientCAFile: String? = nil,
-        readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init()
+        readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(), metrics: PrometheusCollectorRegistry? = nil
     ) {
         self.host = host
         self.port = port
@@ -36,6 +40,7 @@ public struct ServerOptions: Sendable {
         self.clientCAFile = clientCAFile
         self.readTimeout = readTimeout
         self.limits = limits
+        self.metrics = metrics
     }
 }
 
@@ -54,7 +59,9 @@ public enum FleetServerApplication {
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> some ApplicationProtocol {
         let connections = OpenConnections()
-        let router = Routes(service: service, logger: logger, limits: RequestLimits(options.limits), connections: connections).router()
+        let router = Routes(
+            service: service, logger: logger, limits: RequestLimits(options.limits), connections: connections, metrics: options.metrics
+        ).router()
         let readTimeout = options.readTimeout
         let server: HTTPServerBuilder
         if let tls = options.tls {
@@ -88,5 +95,19 @@ public enum FleetServerApplication {
                 address: .hostname(options.host, port: options.port), serverName: "fleetset-server", backlog: Self.acceptBacklog),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? options.port) },
             logger: logger)
+    }
+}
+
+extension PrometheusMetricsFactory {
+    /// A factory for ``ServerMetrics`` into `registry`, with histogram buckets from 0.1 ms to
+    /// 10 s (a store transaction takes well under a millisecond; the default buckets start at 5 ms).
+    public static func fleetset(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2.5), .milliseconds(5),
+            .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
+            .seconds(1), .seconds(2.5), .seconds(5), .seconds(10),
+        ]
+        return factory
     }
 }

@@ -63,13 +63,17 @@ public actor ChangeNotifier {
     public let capacity: Int
     /// What the hot path keeps in memory; invalidated here, before long-polls are woken.
     public nonisolated let cache: ServingCache
+    private let onHeldCountChange: @Sendable (Int) -> Void
 
     /// - Parameters:
     ///   - capacity: the most long-polls held at once (at least 1).
     ///   - cache: what the service keeps in memory (a new, empty one by default).
-    public init(capacity: Int = .max, cache: ServingCache = ServingCache()) {
+    ///   - onHeldCountChange: told the number of long-polls held whenever it changes (a gauge).
+    public init(capacity: Int = .max, cache: ServingCache = ServingCache(), onHeldCountChange: @escaping @Sendable (Int) -> Void = { _ in })
+    {
         self.capacity = max(1, capacity)
         self.cache = cache
+        self.onHeldCountChange = onHeldCountChange
     }
 
     /// The number of long-polls held, over all apps.
@@ -152,6 +156,7 @@ public actor ChangeNotifier {
                 waitersByApp[app, default: []].insert(id)
                 waitersByDevice[device, default: []].insert(id)
                 waiterByDeviceApp[key] = id
+                onHeldCountChange(waiters.count)
             }
         } onCancel: {
             Task { await self.cancel(id) }
@@ -197,6 +202,7 @@ public actor ChangeNotifier {
             waiter.continuation.resume(returning: outcome)
             count += 1
         }
+        if count > 0 { onHeldCountChange(waiters.count) }
         return count
     }
 }

@@ -64,7 +64,7 @@ extension SettingsService {
                     throw ServiceError(
                         409, "version-not-increased", "another upload for \(app) was stored at the same time; fetch it and retry")
                 }
-                await self.notifier.changed(app, scope: .app)
+                await self.notifyChanged(app, scope: .app)
                 self.logger.notice(
                     "metadata stored",
                     metadata: [
@@ -121,7 +121,7 @@ extension SettingsService {
             },
             commit: { state, values in
                 try await self.store.setValues(values, app: app, scope: scope)
-                await self.notifier.changed(app, scope: scope)
+                await self.notifyChanged(app, scope: scope)
                 self.logger.notice(
                     "values changed",
                     metadata: [
@@ -246,7 +246,7 @@ extension SettingsService {
         let change = DeviceChange(
             apps: update.apps, groups: update.groups, disabled: update.disabled, rotationRequested: update.rotateToken)
         guard let device = try await store.updateDevice(id: id, change) else { throw ServiceError.unknownDevice(id) }
-        await notifier.deviceChanged(id)
+        await notifyDeviceChanged(id)
         var changed: [String] = []
         if let apps = update.apps { changed.append("apps=\(apps.joined(separator: ","))") }
         if let groups = update.groups { changed.append("groups=\(groups.joined(separator: ","))") }
@@ -263,7 +263,7 @@ extension SettingsService {
     /// - Throws: 404 `unknown-device`.
     public func deleteDevice(id: String) async throws {
         guard try await store.deleteDevice(id: id) else { throw ServiceError.unknownDevice(id) }
-        await notifier.deviceChanged(id)
+        await notifyDeviceChanged(id)
         logger.notice("device deleted", metadata: ["event": "device-deleted", "device": "\(id)"])
     }
 

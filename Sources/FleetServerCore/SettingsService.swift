@@ -2,6 +2,7 @@ import FleetJSON
 import FleetMetadata
 import FleetProtocol
 import Logging
+import PosixThreads
 
 /// What the server does, without HTTP: authentication, enrollment, serving a device its
 /// settings (long-polls included), write-back, status reports and the admin operations.
@@ -33,6 +34,10 @@ public final class SettingsService: Sendable {
     /// What the hot path reads instead of the store; the notifier invalidates it.
     var cache: ServingCache { notifier.cache }
     let revisionAdvancer: RevisionAdvancer
+    /// What the server measures.
+    public let metrics: ServerMetrics
+    /// When the last write woke long-polls (for ``ServerMetrics/longPollWoken(after:)``).
+    private let lastNotified = Locked(ContinuousClock.now)
 
     /// - Parameters:
     ///   - adminTokenHash: ``Credentials/hash(_:)`` of the admin token.
@@ -42,7 +47,7 @@ public final class SettingsService: Sendable {
     public init(
         store: any SettingsStore, adminTokenHash: String, wallClock: any WallClock, waitClock: any Clock<Duration> = ContinuousClock(),
         waitSpread: @escaping @Sendable (Duration) -> Duration = { SettingsService.spreadWait($0, fraction: .random(in: 0..<1)) },
-        notifier: ChangeNotifier = ChangeNotifier(), logger: Logger
+        notifier: ChangeNotifier = ChangeNotifier(), metrics: ServerMetrics = ServerMetrics(), logger: Logger
     ) {
         self.store = store
         self.adminTokenHash = adminTokenHash
@@ -52,6 +57,20 @@ public final class SettingsService: Sendable {
         self.notifier = notifier
         self.logger = logger
         self.revisionAdvancer = RevisionAdvancer(store: store)
+        self.metrics = metrics
+    }
+
+    /// Tells the notifier of a write of `app` at `scope` (it invalidates what the hot path keeps
+    /// and wakes the long-polls the write reaches).
+    func notifyChanged(_ app: String, scope: Scope) async {
+        lastNotified.withLock { $0 = .now }
+        await notifier.changed(app, scope: scope)
+    }
+
+    /// Tells the notifier that a device itself changed.
+    func notifyDeviceChanged(_ id: String) async {
+        lastNotified.withLock { $0 = .now }
+        await notifier.deviceChanged(id)
     }
 
     // MARK: - Authentication
@@ -72,7 +91,7 @@ public final class SettingsService: Sendable {
         if device.pendingTokenHash == hash {
             // The first use of a rotated token: from now on the old one is refused.
             device = try await store.promotePendingToken(deviceID: device.id, hash: hash) ?? device
-            await notifier.deviceChanged(device.id)
+            await notifyDeviceChanged(device.id)
             logger.notice("device token rotated", metadata: ["event": "token-rotated", "device": "\(device.id)"])
         }
         let now = wallClock.secondsSinceEpoch()
@@ -185,7 +204,7 @@ public final class SettingsService: Sendable {
         switch outcome {
         case .enrolled(let device):
             let again = device.enrolledAt != now
-            if again { await notifier.deviceChanged(device.id) }
+            if again { await notifyDeviceChanged(device.id) }
             logger.info(
                 again ? "device enrolled again (a retry: same device, new token)" : "device enrolled",
                 metadata: [
@@ -214,7 +233,7 @@ public final class SettingsService: Sendable {
     public func rotateToken(device: Device) async throws -> TokenRotation {
         let token = Credentials.generate(.device)
         try await store.setPendingToken(deviceID: device.id, hash: Credentials.hash(token))
-        await notifier.deviceChanged(device.id)
+        await notifyDeviceChanged(device.id)
         logger.notice("device token rotation started", metadata: ["event": "token-rotation", "device": "\(device.id)"])
         return TokenRotation(deviceToken: token)
     }
@@ -379,7 +398,10 @@ public final class SettingsService: Sendable {
             }
             let served = try await served(app: app, device: device)
             let document = served.document
-            if document.revision != knownRevision { return LongPollAnswer(settings: served, device: device) }
+            if document.revision != knownRevision {
+                if woken { metrics.longPollWoken(after: lastNotified.withLock { $0 }.duration(to: .now)) }
+                return LongPollAnswer(settings: served, device: device)
+            }
             let remaining = clock.now.duration(to: deadline)
             guard remaining > .zero, !Task.isCancelled else {
                 logger.trace(
@@ -393,6 +415,7 @@ public final class SettingsService: Sendable {
             let outcome = await notifier.waitForChange(
                 of: app, device: device.id, groups: device.groups, after: generation, timeout: remaining, clock: clock)
             if outcome == .shed {
+                metrics.longPollShed()
                 logger.warning(
                     "long-poll shed",
                     metadata: ["event": "shed", "app": "\(app)", "device": "\(device.id)", "held": "\(notifier.capacity)"])
@@ -449,7 +472,7 @@ public final class SettingsService: Sendable {
             },
             commit: { _, deviceValues in
                 try await self.store.setValues(deviceValues, app: app, scope: .device(device.id))
-                await self.notifier.changed(app, scope: .device(device.id))
+                await self.notifyChanged(app, scope: .device(device.id))
                 let updated = try await self.settings(app: app, device: device)
                 self.logger.info(
                     "device changed settings",
@@ -489,6 +512,7 @@ public final class SettingsService: Sendable {
         let report = try Self.read(body) { json throws(DocumentError) in try StatusReport(json: json) }
         _ = try await storedMetadata(app: app)
         try await store.recordStatus(report, app: app, deviceID: device.id, at: wallClock.secondsSinceEpoch())
+        metrics.statusReport(report.state)
         let metadata: Logger.Metadata = [
             "event": "status", "app": "\(app)", "device": "\(device.id)", "revision": "\(report.revision)",
             "schema_version": "\(report.schemaVersion)", "state": "\(report.state.rawValue)", "source": "\(report.source.rawValue)",

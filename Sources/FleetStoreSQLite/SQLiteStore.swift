@@ -10,14 +10,32 @@ public final class SQLiteStore: SettingsStore {
 
     /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
     ///
-    /// - Parameter onStatement: called with the text of every SQL statement run, on the
-    ///   connection's thread (for tests that show which requests touch the database).
-    public init(path: String, onStatement: (@Sendable (String) -> Void)? = nil) throws {
+    /// - Parameters:
+    ///   - onStatement: called with the text of every SQL statement run, on the connection's
+    ///     thread (for tests that show which requests touch the database).
+    ///   - onTransaction: called when a transaction ends with its kind (`read`, or `write` for
+    ///     one that took the write lock) and how long it took from `BEGIN` to the end of its
+    ///     `COMMIT` (for the server's metrics).
+    public init(
+        path: String, onStatement: (@Sendable (String) -> Void)? = nil,
+        onTransaction: (@Sendable (_ kind: String, _ duration: Duration) -> Void)? = nil
+    ) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")  // WAL + NORMAL: durable at checkpoint, never corrupt
-            if let onStatement { db.trace(options: .statement) { event in onStatement("\(event)") } }
+            var options: Database.TracingOptions = []
+            if onStatement != nil { options.insert(.statement) }
+            if onTransaction != nil { options.insert(.profile) }
+            guard !options.isEmpty else { return }
+            let transaction = TransactionTimer()
+            db.trace(options: options) { event in
+                switch event {
+                case .statement(let statement): onStatement?(statement.sql)
+                case .profile(let statement, let duration):
+                    if let ended = transaction.statementEnded(statement.sql, took: duration) { onTransaction?(ended.kind, ended.duration) }
+                }
+            }
         }
         pool = try DatabasePool(path: path, configuration: configuration)
         try Self.migrator.migrate(pool)
@@ -461,4 +479,31 @@ public struct StoreCorruption: Error, Sendable, CustomStringConvertible {
     public let what: String
 
     public var description: String { "the stored \(what) cannot be read; the database was changed outside fleetset" }
+}
+
+/// Times the transactions of one connection from the profile of its statements: `BEGIN` starts
+/// one (`IMMEDIATE` or `EXCLUSIVE`: a write), `COMMIT` or `ROLLBACK` ends it.
+///
+/// Used only on its connection's serial queue, hence unchecked.
+final class TransactionTimer: @unchecked Sendable {
+    private var began: ContinuousClock.Instant?
+    private var kind = "read"
+
+    /// Takes a statement that has run for `seconds`; returns the transaction it ended, if any.
+    func statementEnded(_ sql: String, took seconds: Double) -> (kind: String, duration: Duration)? {
+        let now = ContinuousClock.now
+        let keyword = sql.prefix(while: { $0 != " " }).uppercased()
+        switch keyword {
+        case "BEGIN":
+            began = now - .nanoseconds(Int64(seconds * 1e9))
+            kind = sql.uppercased().contains("IMMEDIATE") || sql.uppercased().contains("EXCLUSIVE") ? "write" : "read"
+            return nil
+        case "COMMIT", "ROLLBACK", "END":
+            guard let began else { return nil }
+            self.began = nil
+            return (kind, began.duration(to: now))
+        default:
+            return nil
+        }
+    }
 }

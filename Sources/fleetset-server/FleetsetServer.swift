@@ -6,6 +6,7 @@ import FleetServerCore
 import FleetStoreSQLite
 import Hummingbird
 import Logging
+import Prometheus
 
 #if canImport(Glibc)
 import Glibc
@@ -108,9 +109,12 @@ struct Serve: AsyncParsableCommand {
                     "was": "\(files.map { "\($0.previous)" } ?? "unknown")", "hard": "\(files.map { "\($0.hard)" } ?? "unknown")",
                     "max_long_polls": "\(capacity)",
                 ])
-            let store = try SQLiteStore(path: database)
+            let registry = PrometheusCollectorRegistry()
+            let metrics = ServerMetrics(factory: PrometheusMetricsFactory.fleetset(registry: registry))
+            let store = try SQLiteStore(path: database, onTransaction: { metrics.storeTransaction($0, took: $1) })
             let service = SettingsService(
-                store: store, adminTokenHash: admin.tokenHash, wallClock: SystemWallClock(), notifier: ChangeNotifier(capacity: capacity),
+                store: store, adminTokenHash: admin.tokenHash, wallClock: SystemWallClock(),
+                notifier: ChangeNotifier(capacity: capacity, onHeldCountChange: { metrics.longPollsHeld($0) }), metrics: metrics,
                 logger: logger)
             let tls = tlsCertificate.flatMap { certificate in tlsKey.map { (certificateFile: certificate, keyFile: $0) } }
             let app = try FleetServerApplication.make(
@@ -119,7 +123,8 @@ struct Serve: AsyncParsableCommand {
                     host: host, port: port, tls: tls, clientCAFile: clientCa,
                     limits: RequestLimits.Configuration(
                         perAddress: .init(rate: addressRate, burst: addressBurst), perDevice: .init(rate: deviceRate, burst: deviceBurst),
-                        trustedProxies: Set(trustedProxy))),
+                        trustedProxies: Set(trustedProxy)),
+                    metrics: registry),
                 logger: logger,
                 onServerRunning: { port in
                     logger.notice(

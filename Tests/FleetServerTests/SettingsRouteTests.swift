@@ -88,6 +88,36 @@ struct SettingsRouteTests {
         }
     }
 
+    @Test("GET /metrics: Prometheus text for the admin only, with long-polls held, requests by route, reports, wake-ups and transactions")
+    func metrics() async throws {
+        try await TestFleetServer.with { server in
+            try await server.putKioskMetadata()
+            let device = try await server.enrollDevice()
+            _ = try await device.client.settings(app: "kiosk")
+            try await device.client.reportStatus(app: "kiosk", StatusReport(revision: 1, schemaVersion: 1, state: .applied, source: .agent))
+            let waiting = Task { try await device.client.settings(app: "kiosk", knownRevision: 1, wait: 60) }
+            while await server.waiters(app: "kiosk") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            let held = try await server.raw(.get, "/metrics", token: TestFleetServer.adminToken)
+            #expect(held.status == 200 && held.headers["Content-Type"]?.hasPrefix("text/plain; version=0.0.4") == true)
+            #expect(held.bodyText.contains("fleetset_long_polls_held 1"), "\(held.bodyText)")
+            _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["title": "Now"])
+            #expect(try await waiting.value?.revision == 2)
+            let text = try await server.raw(.get, "/metrics", token: TestFleetServer.adminToken).bodyText
+            for series in [
+                "fleetset_long_polls_held 0", #"fleetset_status_reports_total{state="applied"} 1"#,
+                #"fleetset_http_requests_total{route="/v1/apps/{app}/status",method="POST",status="202"} 1"#,
+                #"fleetset_http_requests_total{route="/v1/apps/{app}/settings",method="GET",status="200"} 2"#,
+                "fleetset_long_poll_wake_seconds_count 1", #"fleetset_store_transaction_seconds_count{kind="write"}"#,
+                #"fleetset_store_transaction_seconds_count{kind="read"}"#,
+            ] {
+                #expect(text.contains(series), "no \(series) in:\n\(text)")
+            }
+            // Devices and strangers get nothing.
+            #expect(try await server.raw(.get, "/metrics", token: device.token).status == 403)
+            #expect(try await server.raw(.get, "/metrics").status == 401)
+        }
+    }
+
     @Test("an app-wide change that wakes many long-polls moves their revisions in a few shared transactions")
     func fanOutSharesTransactions() async throws {
         try await TestFleetServer.with { server in

@@ -1,5 +1,6 @@
 import Curl
 import FleetClient
+import FleetIO
 import FleetJSON
 import FleetProtocol
 import FleetServer
@@ -350,7 +351,7 @@ struct RequestLimitTests {
             // `tr` column is 2 while a keepalive timer runs, and `tm->when` the ticks until it fires.
             let hex = String(server.port, radix: 16, uppercase: true)
             let localSuffix = ":" + String(repeating: "0", count: 4 - hex.count) + hex
-            let text = try String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)
+            let text = String(decoding: try FileSystem.readFile("/proc/net/tcp", maximumSize: 1 << 26), as: UTF8.self)
             let lines: [[Substring]] = text.split(separator: "\n").map { $0.split(separator: " ") }
             let serverSides = lines.filter { fields in fields.count > 5 && fields[1].hasSuffix(localSuffix) && fields[3] == "01" }
             #expect(!serverSides.isEmpty)

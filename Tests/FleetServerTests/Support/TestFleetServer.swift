@@ -11,6 +11,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import PosixThreads
+import Prometheus
 
 /// A wall clock the test sets.
 final class TestWallClock: WallClock {
@@ -61,14 +62,19 @@ struct TestFleetServer: Sendable {
         var logger = Logger(label: "test-server") { _ in LogfmtLogHandler(level: .info, sink: { log.append($0) }) }
         logger.logLevel = .info
         let statements = CapturedLog()
-        let store = try SQLiteStore(path: directory + "/fleet.sqlite", onStatement: { statements.append($0) })
-        let notifier = ChangeNotifier(capacity: maxLongPolls)
+        let registry = PrometheusCollectorRegistry()
+        let metrics = ServerMetrics(factory: PrometheusMetricsFactory.fleetset(registry: registry))
+        let store = try SQLiteStore(
+            path: directory + "/fleet.sqlite", onStatement: { statements.append($0) },
+            onTransaction: { metrics.storeTransaction($0, took: $1) })
+        let notifier = ChangeNotifier(capacity: maxLongPolls, onHeldCountChange: { metrics.longPollsHeld($0) })
         let service = SettingsService(
             store: store, adminTokenHash: Credentials.hash(adminToken), wallClock: clock, waitSpread: waitSpread, notifier: notifier,
-            logger: logger)
+            metrics: metrics, logger: logger)
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let app = try FleetServerApplication.make(
-            service: service, options: ServerOptions(host: "127.0.0.1", port: 0, readTimeout: readTimeout, limits: limits), logger: logger,
+            service: service,
+            options: ServerOptions(host: "127.0.0.1", port: 0, readTimeout: readTimeout, limits: limits, metrics: registry), logger: logger,
             onServerRunning: { port in
                 portContinuation.yield(port)
                 portContinuation.finish()

@@ -1,0 +1,76 @@
+import CoreMetrics
+import FleetProtocol
+
+/// What the server measures, through swift-metrics (the binary serves them in Prometheus'
+/// text format at `GET /metrics`). Names follow Prometheus' conventions:
+///
+/// | metric | kind | labels |
+/// |---|---|---|
+/// | `fleetset_long_polls_held` | gauge | |
+/// | `fleetset_long_poll_wake_seconds` | histogram: from the write that woke a long-poll to its answer | |
+/// | `fleetset_http_requests_total` | counter | `route` (the pattern), `method`, `status` |
+/// | `fleetset_status_reports_total` | counter | `state` |
+/// | `fleetset_store_transaction_seconds` | histogram | `kind`: `read`, `write` |
+/// | `fleetset_long_polls_shed_total` | counter | |
+///
+/// The factory is injected (tests use their own registry); by default it is the process's
+/// `MetricsSystem`.
+public struct ServerMetrics: Sendable {
+    private let factory: any MetricsFactory
+    private let heldGauge: Gauge
+    private let wakeTimer: Timer
+    private let shedCounter: Counter
+    private let reportCounters: [StatusReport.State: Counter]
+    private let transactionTimers: [String: Timer]
+
+    public init(factory: any MetricsFactory = MetricsSystem.factory) {
+        self.factory = factory
+        heldGauge = Gauge(label: "fleetset_long_polls_held", factory: factory)
+        wakeTimer = Timer(label: "fleetset_long_poll_wake_seconds", factory: factory)
+        shedCounter = Counter(label: "fleetset_long_polls_shed_total", factory: factory)
+        var reports: [StatusReport.State: Counter] = [:]
+        for state in StatusReport.State.allCases {
+            reports[state] = Counter(label: "fleetset_status_reports_total", dimensions: [("state", state.rawValue)], factory: factory)
+        }
+        reportCounters = reports
+        var transactions: [String: Timer] = [:]
+        for kind in ["read", "write"] {
+            transactions[kind] = Timer(label: "fleetset_store_transaction_seconds", dimensions: [("kind", kind)], factory: factory)
+        }
+        transactionTimers = transactions
+    }
+
+    /// The number of long-polls held now.
+    public func longPollsHeld(_ count: Int) { heldGauge.record(count) }
+
+    /// A woken long-poll answered `delay` after the write that woke it.
+    public func longPollWoken(after delay: Duration) { wakeTimer.recordNanoseconds(delay.nanoseconds) }
+
+    /// A long-poll was refused because the server holds its most.
+    public func longPollShed() { shedCounter.increment() }
+
+    /// A status report arrived.
+    public func statusReport(_ state: StatusReport.State) { reportCounters[state]?.increment() }
+
+    /// A store transaction of `kind` (`read`, `write`) took `duration`.
+    public func storeTransaction(_ kind: String, took duration: Duration) {
+        transactionTimers[kind]?.recordNanoseconds(duration.nanoseconds)
+    }
+
+    /// An HTTP request was answered.
+    public func request(route: String, method: String, status: Int) {
+        Counter(
+            label: "fleetset_http_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))],
+            factory: factory
+        ).increment()
+    }
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds (saturating).
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? .max : whole &+ attoseconds / 1_000_000_000
+    }
+}
