@@ -302,7 +302,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FleetServerCoreTests",
-            dependencies: ["FleetServerCore", "FleetMetadata", "FleetJSON"],
+            dependencies: ["FleetServerCore", "FleetMetadata", "FleetJSON", "PosixThreads"],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(

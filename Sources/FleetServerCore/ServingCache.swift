@@ -13,7 +13,11 @@ import PosixThreads
 /// everything about that device. A woken long-poll therefore reads the store again.
 ///
 /// An entry is filled from a read of the store only when no invalidation happened since that
-/// read began (``epoch``): a read that raced a write never puts stale state back.
+/// read began (``epoch``): a read that raced a write never puts stale state back. The entries
+/// many devices share (metadata, shared layers) are read once however many devices miss them
+/// at the same moment (a fan-out after an app-wide write): the first starts the read, the
+/// others wait for it. An invalidation forgets reads under way too, so a device woken by a
+/// write never joins a read that began before it.
 ///
 /// One server instance's view: instances sharing a database must invalidate each other's
 /// caches from the same place they wake each other's long-polls.
@@ -34,6 +38,23 @@ public final class ServingCache: Sendable {
         /// The JSON text of ``effective``'s values, written once for every device that gets them.
         public let valuesText: String
 
+        /// What shared layers are made of, as read from the store.
+        public struct Parts: Sendable {
+            public var metadata: Metadata
+            public var app: JSONObject
+            public var groups: [String: JSONObject]
+
+            public init(metadata: Metadata, app: JSONObject, groups: [String: JSONObject]) {
+                self.metadata = metadata
+                self.app = app
+                self.groups = groups
+            }
+        }
+
+        init(_ parts: Parts) {
+            self.init(metadata: parts.metadata, app: parts.app, groups: parts.groups)
+        }
+
         init(metadata: Metadata, app: JSONObject, groups: [String: JSONObject]) {
             self.metadata = metadata
             self.app = app
@@ -42,6 +63,13 @@ public final class ServingCache: Sendable {
             fingerprint = effective.fingerprint(schemaVersion: metadata.version)
             valuesText = JSONValue.object(effective.values).serialized()
         }
+    }
+
+    /// What a lookup found: the value, a read under way to join, or a read it started.
+    private enum Lookup<Value: Sendable> {
+        case known(Value)
+        case joined(Task<Value, any Error>)
+        case started(Task<Value, any Error>, epoch: UInt64)
     }
 
     struct LayerKey: Hashable {
@@ -60,6 +88,9 @@ public final class ServingCache: Sendable {
         var deviceValues: [String: [String: JSONObject]] = [:]
         /// By device, then app.
         var revisions: [String: [String: RevisionState]] = [:]
+        /// Reads of the store under way, which callers missing the same entry join.
+        var metadataLoads: [String: Task<(stored: StoredMetadata, metadata: Metadata), any Error>] = [:]
+        var sharedLoads: [LayerKey: Task<SharedLayers, any Error>] = [:]
 
         mutating func forget(device id: String) {
             if let device = devices.removeValue(forKey: id) {
@@ -128,27 +159,55 @@ public final class ServingCache: Sendable {
         state.withLock { $0.devices[deviceID]?.lastSeenAt = time }
     }
 
-    /// Keeps an app's metadata as read from the store when the read began at `epoch`.
-    public func fill(_ stored: StoredMetadata, parsed: Metadata, readAt epoch: UInt64) {
-        state.withLock { state in
-            guard state.epoch == epoch else { return }
-            state.metadata[stored.app] = (stored, parsed)
-        }
+    /// The shared layers of `app` for devices in `groups`: known, or made by `load` (a read of
+    /// the store) once for every caller that misses them meanwhile.
+    public func sharedLayers(
+        app: String, groups: [String], load: @escaping @Sendable () async throws -> SharedLayers.Parts
+    ) async throws -> SharedLayers {
+        let key = Self.key(app: app, groups: groups)
+        return try await loadOnce(
+            key, known: { $0.shared[key] }, loads: \.sharedLoads,
+            make: SharedLayers(try await load()),
+            keep: { $0.shared[key] = $1 })
     }
 
-    /// The shared layers made of values read from the store when the read began at `epoch`;
-    /// kept when nothing was invalidated since.
-    public func fillSharedLayers(
-        app: String, groups: [String], metadata: Metadata, appValues: JSONObject, groupValues: [String: JSONObject],
-        readAt epoch: UInt64
-    ) -> SharedLayers {
-        let layers = SharedLayers(metadata: metadata, app: appValues, groups: groupValues)
-        let key = Self.key(app: app, groups: groups)
-        state.withLock { state in
-            guard state.epoch == epoch else { return }
-            state.shared[key] = layers
+    /// The stored and parsed metadata of `app`: known, or read and parsed by `load` once for
+    /// every caller that misses it meanwhile.
+    public func metadata(
+        app: String, load: @escaping @Sendable () async throws -> (stored: StoredMetadata, metadata: Metadata)
+    ) async throws -> (stored: StoredMetadata, metadata: Metadata) {
+        try await loadOnce(
+            app, known: { $0.metadata[app] }, loads: \.metadataLoads, make: try await load(), keep: { $0.metadata[app] = $1 })
+    }
+
+    /// The known value, or the one read under way for `key`, or a new read (kept when nothing
+    /// was invalidated while it ran).
+    private func loadOnce<Key: Hashable, Value: Sendable>(
+        _ key: Key, known: (State) -> Value?, loads: WritableKeyPath<State, [Key: Task<Value, any Error>]>,
+        make: @autoclosure @escaping @Sendable () async throws -> Value, keep: @escaping (inout State, Value) -> Void
+    ) async throws -> Value {
+        let found = state.withLock { state -> Lookup<Value> in
+            if let value = known(state) { return .known(value) }
+            if let running = state[keyPath: loads][key] { return .joined(running) }
+            let task = Task { try await make() }
+            state[keyPath: loads][key] = task
+            return .started(task, epoch: state.epoch)
         }
-        return layers
+        switch found {
+        case .known(let value):
+            return value
+        case .joined(let task):
+            return try await task.value
+        case .started(let task, let epoch):
+            let result = await task.result
+            state.withLock { state in
+                // Gone: an invalidation forgot it, and its value must not be kept.
+                guard state[keyPath: loads][key] != nil else { return }
+                state[keyPath: loads][key] = nil
+                if state.epoch == epoch, case .success(let value) = result { keep(&state, value) }
+            }
+            return try result.get()
+        }
     }
 
     /// Keeps a device's own values as read from the store when the read began at `epoch`.
@@ -170,13 +229,19 @@ public final class ServingCache: Sendable {
 
     // MARK: - Invalidation (ChangeNotifier calls these before it wakes long-polls)
 
-    /// Forgets what a write of `app`'s values at `scope` may have changed.
+    /// Forgets what a write of `app`'s values at `scope` may have changed: `.defaults` (a
+    /// metadata upload) the app's metadata and layers, `.app` its layers, a group the layers of
+    /// devices in it, a device its own values.
     public func invalidate(app: String, scope: Scope) {
         state.withLock { state in
             state.epoch += 1
+            state.metadataLoads = [:]
+            state.sharedLoads = [:]
             switch scope {
-            case .defaults, .app:
+            case .defaults:
                 state.metadata[app] = nil
+                state.shared = state.shared.filter { $0.key.app != app }
+            case .app:
                 state.shared = state.shared.filter { $0.key.app != app }
             case .group(let name):
                 state.shared = state.shared.filter { $0.key.app != app || !$0.key.groups.contains(name) }
@@ -190,6 +255,8 @@ public final class ServingCache: Sendable {
     public func invalidate(device id: String) {
         state.withLock { state in
             state.epoch += 1
+            state.metadataLoads = [:]
+            state.sharedLoads = [:]
             state.forget(device: id)
         }
     }

@@ -64,7 +64,7 @@ extension SettingsService {
                     throw ServiceError(
                         409, "version-not-increased", "another upload for \(app) was stored at the same time; fetch it and retry")
                 }
-                await self.notifyChanged(app, scope: .app)
+                await self.notifyChanged(app, scope: .defaults)
                 self.logger.notice(
                     "metadata stored",
                     metadata: [

@@ -33,7 +33,9 @@ public final class SettingsService: Sendable {
     let writes = SerialSection()
     /// What the hot path reads instead of the store; the notifier invalidates it.
     var cache: ServingCache { notifier.cache }
-    let revisionAdvancer: RevisionAdvancer
+    /// Revision advances and status reports, written in shared transactions.
+    let revisionWrites: GroupCommit<RevisionAdvance, RevisionState>
+    let statusWrites: GroupCommit<StatusRecord, Void>
     /// What the server measures.
     public let metrics: ServerMetrics
     /// When the last write woke long-polls (for ``ServerMetrics/longPollWoken(after:)``).
@@ -56,7 +58,8 @@ public final class SettingsService: Sendable {
         self.waitSpread = waitSpread
         self.notifier = notifier
         self.logger = logger
-        self.revisionAdvancer = RevisionAdvancer(store: store)
+        self.revisionWrites = GroupCommit { try await store.advanceRevisions($0) }
+        self.statusWrites = GroupCommit { try await store.recordStatuses($0) }
         self.metrics = metrics
     }
 
@@ -259,17 +262,15 @@ public final class SettingsService: Sendable {
     /// The stored metadata of `app` and the metadata parsed from it: from memory, or read and
     /// parsed once after each upload.
     private func cachedMetadata(app: String) async throws -> (stored: StoredMetadata, metadata: Metadata) {
-        if let known = cache.metadata(app: app) { return known }
-        let epoch = cache.epoch
-        guard Metadata.isValidAppID(app), let stored = try await store.metadata(app: app) else { throw ServiceError.unknownApp(app) }
-        let metadata: Metadata
-        do {
-            metadata = try Metadata(json: Array(stored.document.utf8))
-        } catch {
-            throw ServiceError(500, "internal", "the stored metadata of \(app) cannot be read: \(error)")
+        guard Metadata.isValidAppID(app) else { throw ServiceError.unknownApp(app) }
+        return try await cache.metadata(app: app) { [store] in
+            guard let stored = try await store.metadata(app: app) else { throw ServiceError.unknownApp(app) }
+            do {
+                return (stored, try Metadata(json: Array(stored.document.utf8)))
+            } catch {
+                throw ServiceError(500, "internal", "the stored metadata of \(app) cannot be read: \(error)")
+            }
         }
-        cache.fill(stored, parsed: metadata, readAt: epoch)
-        return (stored, metadata)
     }
 
     /// The device's effective settings for `app` as a document with its revision (advanced
@@ -290,18 +291,19 @@ public final class SettingsService: Sendable {
     /// its groups are read and written as text once for every device in the same groups, its
     /// own values once, and its revision moves (in the store) only when its values changed.
     func served(app: String, device: Device) async throws -> ServedSettings {
-        let epoch = cache.epoch
-        var shared = cache.sharedLayers(app: app, groups: device.groups)
-        var own = cache.deviceValues(app: app, deviceID: device.id)
-        if shared == nil || own == nil {
-            let metadata = try await metadata(app: app)
-            let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
-            shared = cache.fillSharedLayers(
-                app: app, groups: device.groups, metadata: metadata, appValues: layers.app, groupValues: layers.groups, readAt: epoch)
-            own = layers.device
-            cache.fill(deviceValues: layers.device, app: app, deviceID: device.id, readAt: epoch)
+        let shared = try await cache.sharedLayers(app: app, groups: device.groups) {
+            let metadata = try await self.metadata(app: app)
+            let layers = try await self.store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
+            return ServingCache.SharedLayers.Parts(metadata: metadata, app: layers.app, groups: layers.groups)
         }
-        guard let shared, let own else { throw ServiceError(500, "internal", "the settings of \(app) could not be read") }
+        let own: JSONObject
+        if let known = cache.deviceValues(app: app, deviceID: device.id) {
+            own = known
+        } else {
+            let epoch = cache.epoch
+            own = try await store.values(app: app, scope: .device(device.id))
+            cache.fill(deviceValues: own, app: app, deviceID: device.id, readAt: epoch)
+        }
         let values: JSONObject
         let fingerprint: UInt64
         let valuesText: String
@@ -323,10 +325,10 @@ public final class SettingsService: Sendable {
 
     /// The device's revision for values with `fingerprint`: the one last served when they are
     /// the same (no store access), otherwise advanced in the store (many devices' advances
-    /// share a transaction, see ``RevisionAdvancer``).
+    /// share a transaction, see ``GroupCommit``).
     private func revision(app: String, deviceID: String, fingerprint: UInt64) async throws -> RevisionState {
         if let known = cache.revision(app: app, deviceID: deviceID), known.fingerprint == fingerprint { return known }
-        let state = try await revisionAdvancer.advance(RevisionAdvance(app: app, deviceID: deviceID, fingerprint: fingerprint))
+        let state = try await revisionWrites.submit(RevisionAdvance(app: app, deviceID: deviceID, fingerprint: fingerprint))
         cache.record(state, app: app, deviceID: deviceID)
         return state
     }
@@ -511,7 +513,7 @@ public final class SettingsService: Sendable {
     public func recordStatus(app: String, device: Device, _ body: JSONValue) async throws {
         let report = try Self.read(body) { json throws(DocumentError) in try StatusReport(json: json) }
         _ = try await storedMetadata(app: app)
-        try await store.recordStatus(report, app: app, deviceID: device.id, at: wallClock.secondsSinceEpoch())
+        try await statusWrites.submit(StatusRecord(report: report, app: app, deviceID: device.id, time: wallClock.secondsSinceEpoch()))
         metrics.statusReport(report.state)
         let metadata: Logger.Metadata = [
             "event": "status", "app": "\(app)", "device": "\(device.id)", "revision": "\(report.revision)",

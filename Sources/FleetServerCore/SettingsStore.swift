@@ -96,6 +96,9 @@ public protocol SettingsStore: Sendable {
     /// The device's latest status report for the app, with when it arrived.
     func latestStatus(app: String, deviceID: String) async throws -> (report: StatusReport, receivedAt: Int64)?
 
+    /// ``recordStatus(_:app:deviceID:at:)`` for each of `records`, in order, in one transaction.
+    func recordStatuses(_ records: [StatusRecord]) async throws -> [Void]
+
     /// The latest status reports of every device for the app, by device id.
     func latestStatuses(app: String) async throws -> [String: (report: StatusReport, receivedAt: Int64)]
 
@@ -112,6 +115,12 @@ extension SettingsStore {
             states.append(try await advanceRevision(app: advance.app, deviceID: advance.deviceID, fingerprint: advance.fingerprint))
         }
         return states
+    }
+
+    /// One ``recordStatus(_:app:deviceID:at:)`` after the other, for stores without a cheaper way.
+    public func recordStatuses(_ records: [StatusRecord]) async throws -> [Void] {
+        for record in records { try await recordStatus(record.report, app: record.app, deviceID: record.deviceID, at: record.time) }
+        return records.map { _ in () }
     }
 }
 

@@ -7,15 +7,16 @@ import GRDB
 /// writer), schema migrations applied at open, one transaction per call.
 public final class SQLiteStore: SettingsStore {
     private let pool: DatabasePool
+    private let onTransaction: (@Sendable (_ kind: String, _ duration: Duration) -> Void)?
 
     /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
     ///
     /// - Parameters:
     ///   - onStatement: called with the text of every SQL statement run, on the connection's
     ///     thread (for tests that show which requests touch the database).
-    ///   - onTransaction: called when a transaction ends with its kind (`read`, or `write` for
-    ///     one that took the write lock) and how long it took from `BEGIN` to the end of its
-    ///     `COMMIT` (for the server's metrics).
+    ///   - onTransaction: called when a call's transaction ends, with its kind (`read` or
+    ///     `write`) and how long the call took, waiting for a connection or the write lock
+    ///     included (for the server's metrics).
     public init(
         path: String, onStatement: (@Sendable (String) -> Void)? = nil,
         onTransaction: (@Sendable (_ kind: String, _ duration: Duration) -> Void)? = nil
@@ -24,20 +25,10 @@ public final class SQLiteStore: SettingsStore {
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")  // WAL + NORMAL: durable at checkpoint, never corrupt
-            var options: Database.TracingOptions = []
-            if onStatement != nil { options.insert(.statement) }
-            if onTransaction != nil { options.insert(.profile) }
-            guard !options.isEmpty else { return }
-            let transaction = TransactionTimer()
-            db.trace(options: options) { event in
-                switch event {
-                case .statement(let statement): onStatement?(statement.sql)
-                case .profile(let statement, let duration):
-                    if let ended = transaction.statementEnded(statement.sql, took: duration) { onTransaction?(ended.kind, ended.duration) }
-                }
-            }
+            if let onStatement { db.trace(options: .statement) { event in onStatement("\(event)") } }
         }
         pool = try DatabasePool(path: path, configuration: configuration)
+        self.onTransaction = onTransaction
         try Self.migrator.migrate(pool)
     }
 
@@ -88,13 +79,13 @@ public final class SQLiteStore: SettingsStore {
 
     /// The SQLite journal mode in use (`wal`).
     public func journalMode() async throws -> String {
-        try await pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
+        try await read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
     }
 
     // MARK: - Metadata
 
     public func metadata(app: String) async throws -> StoredMetadata? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT version, document FROM metadata WHERE app = ?", arguments: [app]).map { row in
                 StoredMetadata(app: app, version: row["version"], document: row["document"])
             }
@@ -115,7 +106,7 @@ public final class SQLiteStore: SettingsStore {
     // MARK: - Values
 
     public func values(app: String, scope: Scope) async throws -> JSONObject {
-        let text = try await pool.read { db in
+        let text = try await read { db in
             try String.fetchOne(
                 db, sql: #"SELECT "values" FROM scoped_values WHERE app = ? AND scope = ?"#, arguments: [app, scope.description])
         }
@@ -139,7 +130,7 @@ public final class SQLiteStore: SettingsStore {
     public func valueLayers(app: String, groups: [String], deviceID: String) async throws -> ValueLayers {
         let wanted = [Scope.app.description, Scope.device(deviceID).description] + groups.map { Scope.group($0).description }
         let placeholders = Array(repeating: "?", count: wanted.count).joined(separator: ", ")
-        let rows = try await pool.read { db in
+        let rows = try await read { db in
             // The primary key (app, scope) answers this without reading other devices' rows.
             try Row.fetchAll(
                 db, sql: #"SELECT scope, "values" FROM scoped_values WHERE app = ? AND scope IN ("# + placeholders + ")",
@@ -161,7 +152,7 @@ public final class SQLiteStore: SettingsStore {
     }
 
     public func allValues(app: String) async throws -> [Scope: JSONObject] {
-        let rows = try await pool.read { db in
+        let rows = try await read { db in
             try Row.fetchAll(db, sql: #"SELECT scope, "values" FROM scoped_values WHERE app = ?"#, arguments: [app])
                 .map { ScopeRow(scope: $0["scope"], values: $0["values"]) }
         }
@@ -176,7 +167,7 @@ public final class SQLiteStore: SettingsStore {
     // MARK: - Devices and enrollment
 
     public func addDevice(_ device: Device) async throws {
-        try await pool.write { db in try Self.insert(device, db) }
+        try await write { db in try Self.insert(device, db) }
     }
 
     private static func insert(_ device: Device, _ db: Database, enrolledWith attempt: EnrollmentAttempt? = nil) throws {
@@ -201,15 +192,15 @@ public final class SQLiteStore: SettingsStore {
     }
 
     private func fetchDevice(sql: String, _ arguments: StatementArguments) async throws -> Device? {
-        try await pool.read { db in try Row.fetchOne(db, sql: sql, arguments: arguments).map(Self.device) }
+        try await read { db in try Row.fetchOne(db, sql: sql, arguments: arguments).map(Self.device) }
     }
 
     public func devices() async throws -> [Device] {
-        try await pool.read { db in try Row.fetchAll(db, sql: "SELECT * FROM devices ORDER BY id").map(Self.device) }
+        try await read { db in try Row.fetchAll(db, sql: "SELECT * FROM devices ORDER BY id").map(Self.device) }
     }
 
     public func touch(deviceID: String, at time: Int64) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE devices SET last_seen_at = ? WHERE id = ?", arguments: [time, deviceID])
         }
     }
@@ -267,13 +258,13 @@ public final class SQLiteStore: SettingsStore {
     }
 
     public func enrollmentToken(hash: String) async throws -> EnrollmentTokenRecord? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM enrollment_tokens WHERE hash = ?", arguments: [hash]).map(Self.enrollmentToken)
         }
     }
 
     public func enrollmentTokens() async throws -> [EnrollmentTokenRecord] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM enrollment_tokens ORDER BY id").map(Self.enrollmentToken)
         }
     }
@@ -321,22 +312,41 @@ public final class SQLiteStore: SettingsStore {
     /// (WAL with NORMAL, the default here, is durable only at the next checkpoint). For every
     /// write whose success is confirmed to a client: enrollment, device and admin writes.
     private func durableWrite<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await pool.writeWithoutTransaction { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-            defer { try? db.execute(sql: "PRAGMA synchronous = NORMAL") }
-            var result: T?
-            try db.inTransaction(.immediate) {
-                result = try updates(db)
-                return .commit
+        try await timed("write") {
+            try await self.pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                defer { try? db.execute(sql: "PRAGMA synchronous = NORMAL") }
+                var result: T?
+                try db.inTransaction(.immediate) {
+                    result = try updates(db)
+                    return .commit
+                }
+                return result!
             }
-            return result!
         }
+    }
+
+    /// `pool.read` of `body`, timed for ``onTransaction``.
+    private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await timed("read") { try await self.pool.read(body) }
+    }
+
+    /// `pool.write` of `body` (one transaction), timed for ``onTransaction``.
+    private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await timed("write") { try await self.pool.write(body) }
+    }
+
+    private func timed<T: Sendable>(_ kind: String, _ call: () async throws -> T) async throws -> T {
+        guard let onTransaction else { return try await call() }
+        let start = ContinuousClock.now
+        defer { onTransaction(kind, start.duration(to: .now)) }
+        return try await call()
     }
 
     // MARK: - Revisions and status
 
     public func revision(app: String, deviceID: String) async throws -> RevisionState? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
                 db, sql: "SELECT revision, fingerprint FROM revisions WHERE app = ? AND device_id = ?", arguments: [app, deviceID]
             )
@@ -348,13 +358,13 @@ public final class SQLiteStore: SettingsStore {
         if let current = try await revision(app: app, deviceID: deviceID), current.fingerprint == fingerprint {
             return current  // the common case: nothing changed, no write transaction
         }
-        return try await pool.write { db in
+        return try await write { db in
             try Self.advanceRevision(db, RevisionAdvance(app: app, deviceID: deviceID, fingerprint: fingerprint))
         }
     }
 
     public func advanceRevisions(_ advances: [RevisionAdvance]) async throws -> [RevisionState] {
-        try await pool.write { db in try advances.map { try Self.advanceRevision(db, $0) } }
+        try await write { db in try advances.map { try Self.advanceRevision(db, $0) } }
     }
 
     private static func advanceRevision(_ db: Database, _ advance: RevisionAdvance) throws -> RevisionState {
@@ -372,7 +382,7 @@ public final class SQLiteStore: SettingsStore {
     }
 
     public func revisions(app: String) async throws -> [String: RevisionState] {
-        let rows = try await pool.read { db in
+        let rows = try await read { db in
             try Row.fetchAll(db, sql: "SELECT device_id, revision, fingerprint FROM revisions WHERE app = ?", arguments: [app])
                 .map { ($0["device_id"] as String, Self.revisionState($0)) }
         }
@@ -384,21 +394,28 @@ public final class SQLiteStore: SettingsStore {
     }
 
     public func recordStatus(_ report: StatusReport, app: String, deviceID: String, at time: Int64) async throws {
-        try await pool.write { db in
-            try db.execute(
-                sql: """
-                    INSERT OR REPLACE INTO status_reports
-                    (app, device_id, revision, schema_version, state, message, source, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    app, deviceID, report.revision, report.schemaVersion, report.state.rawValue, report.message, report.source.rawValue,
-                    time,
-                ])
+        _ = try await recordStatuses([StatusRecord(report: report, app: app, deviceID: deviceID, time: time)])
+    }
+
+    public func recordStatuses(_ records: [StatusRecord]) async throws -> [Void] {
+        try await write { db in
+            try records.map { record in
+                let report = record.report
+                try db.execute(
+                    sql: """
+                        INSERT OR REPLACE INTO status_reports
+                        (app, device_id, revision, schema_version, state, message, source, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        record.app, record.deviceID, report.revision, report.schemaVersion, report.state.rawValue, report.message,
+                        report.source.rawValue, record.time,
+                    ])
+            }
         }
     }
 
     public func latestStatus(app: String, deviceID: String) async throws -> (report: StatusReport, receivedAt: Int64)? {
-        let rows = try await pool.read { db in
+        let rows = try await read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM status_reports WHERE app = ? AND device_id = ?", arguments: [app, deviceID])
                 .map(Self.storedStatus)
         }
@@ -406,7 +423,7 @@ public final class SQLiteStore: SettingsStore {
     }
 
     public func latestStatuses(app: String) async throws -> [String: (report: StatusReport, receivedAt: Int64)] {
-        let rows = try await pool.read { db in
+        let rows = try await read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM status_reports WHERE app = ?", arguments: [app]).map(Self.storedStatus)
         }
         var result: [String: (report: StatusReport, receivedAt: Int64)] = [:]
@@ -479,31 +496,4 @@ public struct StoreCorruption: Error, Sendable, CustomStringConvertible {
     public let what: String
 
     public var description: String { "the stored \(what) cannot be read; the database was changed outside fleetset" }
-}
-
-/// Times the transactions of one connection from the profile of its statements: `BEGIN` starts
-/// one (`IMMEDIATE` or `EXCLUSIVE`: a write), `COMMIT` or `ROLLBACK` ends it.
-///
-/// Used only on its connection's serial queue, hence unchecked.
-final class TransactionTimer: @unchecked Sendable {
-    private var began: ContinuousClock.Instant?
-    private var kind = "read"
-
-    /// Takes a statement that has run for `seconds`; returns the transaction it ended, if any.
-    func statementEnded(_ sql: String, took seconds: Double) -> (kind: String, duration: Duration)? {
-        let now = ContinuousClock.now
-        let keyword = sql.prefix(while: { $0 != " " }).uppercased()
-        switch keyword {
-        case "BEGIN":
-            began = now - .nanoseconds(Int64(seconds * 1e9))
-            kind = sql.uppercased().contains("IMMEDIATE") || sql.uppercased().contains("EXCLUSIVE") ? "write" : "read"
-            return nil
-        case "COMMIT", "ROLLBACK", "END":
-            guard let began else { return nil }
-            self.began = nil
-            return (kind, began.duration(to: now))
-        default:
-            return nil
-        }
-    }
 }

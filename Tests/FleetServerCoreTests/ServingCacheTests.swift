@@ -1,6 +1,7 @@
 import FleetJSON
 import FleetMetadata
 import FleetServerCore
+import PosixThreads
 import Testing
 
 @Suite("What the hot path keeps in memory")
@@ -28,8 +29,66 @@ struct ServingCacheTests {
         #expect(cache.device(tokenHash: "h1")?.id == "d-1")
         let before = cache.epoch
         cache.invalidate(app: "kiosk", scope: .app)
-        _ = cache.fillSharedLayers(app: "kiosk", groups: [], metadata: metadata, appValues: [:], groupValues: [:], readAt: before)
-        #expect(cache.sharedLayers(app: "kiosk", groups: []) == nil)
+        cache.fill(deviceValues: ["volume": 3], app: "kiosk", deviceID: "d-1", readAt: before)
+        #expect(cache.deviceValues(app: "kiosk", deviceID: "d-1") == nil)
+    }
+
+    func parts(_ app: JSONObject = [:]) -> ServingCache.SharedLayers.Parts {
+        ServingCache.SharedLayers.Parts(metadata: metadata, app: app, groups: [:])
+    }
+
+    @Test("devices missing the same shared layers at once share one read of the store")
+    func oneReadForMany() async throws {
+        let cache = ServingCache()
+        let reads = Locked(0)
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        let parts = parts(["volume": 7])
+        let layers = await withTaskGroup(of: UInt64?.self) { group in
+            for _ in 0..<50 {
+                group.addTask {
+                    try? await cache.sharedLayers(app: "kiosk", groups: ["lobby"]) {
+                        reads.withLock { $0 += 1 }
+                        for await _ in gate { break }
+                        return parts
+                    }.fingerprint
+                }
+            }
+            // Let the 50 pile up behind the first read, then let it finish.
+            while reads.withLock({ $0 }) == 0 { await Task.yield() }
+            for _ in 0..<100 { await Task.yield() }
+            open.yield()
+            return await group.reduce(into: [UInt64?]()) { $0.append($1) }
+        }
+        #expect(reads.withLock { $0 } == 1)
+        #expect(Set(layers).count == 1 && layers.first! != nil)
+        #expect(cache.sharedLayers(app: "kiosk", groups: ["lobby"])?.valuesText == #"{"volume":7}"#)
+    }
+
+    @Test("a write while a read is under way: the read's result is not kept, and later callers read again")
+    func invalidationDuringRead() async throws {
+        let cache = ServingCache()
+        let reads = Locked(0)
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        let stale = parts(["volume": 1])
+        let first = Task {
+            try await cache.sharedLayers(app: "kiosk", groups: []) {
+                reads.withLock { $0 += 1 }
+                for await _ in gate { break }
+                return stale
+            }
+        }
+        while reads.withLock({ $0 }) == 0 { await Task.yield() }
+        cache.invalidate(app: "kiosk", scope: .app)
+        // A caller after the write does not join the read that began before it.
+        let fresh = try await cache.sharedLayers(app: "kiosk", groups: []) {
+            reads.withLock { $0 += 1 }
+            return self.parts(["volume": 2])
+        }
+        #expect(fresh.valuesText == #"{"volume":2}"#)
+        open.yield()
+        #expect(try await first.value.valuesText == #"{"volume":1}"#)
+        #expect(reads.withLock { $0 } == 2)
+        #expect(cache.sharedLayers(app: "kiosk", groups: [])?.valuesText == #"{"volume":2}"#)
     }
 
     @Test("a device change forgets its token, its pending token, its own values and its revisions, and no other device's")
@@ -47,17 +106,13 @@ struct ServingCacheTests {
         #expect(cache.device(tokenHash: "h2")?.id == "d-2")
     }
 
-    @Test("a write of values forgets exactly the layers it reaches; a metadata upload (app scope) the app's metadata too")
-    func valueInvalidation() throws {
+    @Test("a write of values forgets exactly the layers it reaches; only a metadata upload forgets the metadata")
+    func valueInvalidation() async throws {
         let cache = ServingCache()
         let stored = StoredMetadata(app: "kiosk", version: 1, document: "{}")
-        cache.fill(stored, parsed: metadata, readAt: cache.epoch)
-        for groups in [["lobby"], ["hall"], []] {
-            _ = cache.fillSharedLayers(
-                app: "kiosk", groups: groups, metadata: metadata, appValues: [:], groupValues: [:], readAt: cache.epoch)
-        }
-        _ = cache.fillSharedLayers(
-            app: "other", groups: ["lobby"], metadata: metadata, appValues: [:], groupValues: [:], readAt: cache.epoch)
+        _ = try await cache.metadata(app: "kiosk") { (stored, self.metadata) }
+        for groups in [["lobby"], ["hall"], []] { _ = try await cache.sharedLayers(app: "kiosk", groups: groups) { self.parts() } }
+        _ = try await cache.sharedLayers(app: "other", groups: ["lobby"]) { self.parts() }
         cache.fill(deviceValues: ["volume": 3], app: "kiosk", deviceID: "d-1", readAt: cache.epoch)
         cache.invalidate(app: "kiosk", scope: .group("lobby"))
         #expect(cache.sharedLayers(app: "kiosk", groups: ["lobby"]) == nil)
@@ -66,18 +121,18 @@ struct ServingCacheTests {
         #expect(cache.deviceValues(app: "kiosk", deviceID: "d-1") == ["volume": 3])
         cache.invalidate(app: "kiosk", scope: .device("d-1"))
         #expect(cache.deviceValues(app: "kiosk", deviceID: "d-1") == nil)
-        #expect(cache.metadata(app: "kiosk") != nil)
         cache.invalidate(app: "kiosk", scope: .app)
-        #expect(cache.metadata(app: "kiosk") == nil)
+        #expect(cache.metadata(app: "kiosk") != nil)
         #expect(cache.sharedLayers(app: "kiosk", groups: ["hall"]) == nil && cache.sharedLayers(app: "kiosk", groups: []) == nil)
         #expect(cache.sharedLayers(app: "other", groups: ["lobby"]) != nil)
+        cache.invalidate(app: "kiosk", scope: .defaults)
+        #expect(cache.metadata(app: "kiosk") == nil)
     }
 
     @Test("shared layers are the same for the same groups in any order, and their text is the values' text")
-    func sharedLayers() throws {
+    func sharedLayers() async throws {
         let cache = ServingCache()
-        let layers = cache.fillSharedLayers(
-            app: "kiosk", groups: ["b", "a", "b"], metadata: metadata, appValues: ["volume": 7], groupValues: [:], readAt: cache.epoch)
+        let layers = try await cache.sharedLayers(app: "kiosk", groups: ["b", "a", "b"]) { self.parts(["volume": 7]) }
         #expect(cache.sharedLayers(app: "kiosk", groups: ["a", "b"])?.fingerprint == layers.fingerprint)
         #expect(layers.valuesText == #"{"volume":7}"#)
         #expect(layers.fingerprint == layers.effective.fingerprint(schemaVersion: 1))

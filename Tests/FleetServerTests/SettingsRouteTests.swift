@@ -1,8 +1,10 @@
 import Curl
 import FleetClient
+import FleetIO
 import FleetJSON
 import FleetProtocol
 import FleetServerCore
+import Foundation
 import PosixThreads
 import Testing
 
@@ -111,6 +113,17 @@ struct SettingsRouteTests {
                 #"fleetset_store_transaction_seconds_count{kind="read"}"#,
             ] {
                 #expect(text.contains(series), "no \(series) in:\n\(text)")
+            }
+            // Every series the Grafana dashboard queries is one the server has.
+            let dashboardPath = #filePath.split(separator: "/").dropLast(3).joined(separator: "/") + "/Config/grafana/fleetset-server.json"
+            let dashboard = String(decoding: try FileSystem.readFile("/" + dashboardPath), as: UTF8.self)
+            _ = try JSONParser.parse(Array(dashboard.utf8))
+            let queried = Set(
+                dashboard.components(separatedBy: "fleetset_").dropFirst().map { "fleetset_" + $0.prefix { $0.isLowercase || $0 == "_" } })
+            #expect(queried.count >= 6)
+            for name in queried where name != "fleetset_server" {
+                let family = name.hasSuffix("_bucket") ? String(name.dropLast("_bucket".count)) : name
+                #expect(text.contains("# TYPE \(family) "), "the dashboard queries \(name), which /metrics does not have")
             }
             // Devices and strangers get nothing.
             #expect(try await server.raw(.get, "/metrics", token: device.token).status == 403)
