@@ -31,6 +31,18 @@ public struct StatusRecord: Sendable, Hashable {
     }
 }
 
+/// That a device was seen (see ``SettingsStore/touch(_:)``).
+public struct DeviceSeen: Sendable, Hashable {
+    public var deviceID: String
+    /// Seconds since the epoch.
+    public var time: Int64
+
+    public init(deviceID: String, time: Int64) {
+        self.deviceID = deviceID
+        self.time = time
+    }
+}
+
 /// Writes items to the store with as few transactions as the store's pace allows (group
 /// commit): items that arrive while one batch is being written go together in the next. An
 /// app-wide change that wakes 10,000 long-polls then costs a few dozen write transactions for

@@ -33,9 +33,10 @@ public final class SettingsService: Sendable {
     let writes = SerialSection()
     /// What the hot path reads instead of the store; the notifier invalidates it.
     var cache: ServingCache { notifier.cache }
-    /// Revision advances and status reports, written in shared transactions.
+    /// Revision advances, status reports and last-seen times, written in shared transactions.
     let revisionWrites: GroupCommit<RevisionAdvance, RevisionState>
     let statusWrites: GroupCommit<StatusRecord, Void>
+    let seenWrites: GroupCommit<DeviceSeen, Void>
     /// What the server measures.
     public let metrics: ServerMetrics
     /// When the last write woke long-polls (for ``ServerMetrics/longPollWoken(after:)``).
@@ -60,6 +61,7 @@ public final class SettingsService: Sendable {
         self.logger = logger
         self.revisionWrites = GroupCommit { try await store.advanceRevisions($0) }
         self.statusWrites = GroupCommit { try await store.recordStatuses($0) }
+        self.seenWrites = GroupCommit { try await store.touch($0) }
         self.metrics = metrics
     }
 
@@ -99,7 +101,7 @@ public final class SettingsService: Sendable {
         }
         let now = wallClock.secondsSinceEpoch()
         if now - (device.lastSeenAt ?? .min / 2) >= Self.lastSeenResolution {
-            try await store.touch(deviceID: device.id, at: now)
+            try await seenWrites.submit(DeviceSeen(deviceID: device.id, time: now))
             cache.touch(deviceID: device.id, at: now)
             device.lastSeenAt = now
         }

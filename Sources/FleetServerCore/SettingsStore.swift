@@ -39,6 +39,9 @@ public protocol SettingsStore: Sendable {
     /// Records that the device was seen.
     func touch(deviceID: String, at time: Int64) async throws
 
+    /// ``touch(deviceID:at:)`` for each of `seen`, in one transaction.
+    func touch(_ seen: [DeviceSeen]) async throws -> [Void]
+
     /// Adds an enrollment token (by hash).
     func addEnrollmentToken(_ token: EnrollmentTokenRecord) async throws
 
@@ -115,6 +118,12 @@ extension SettingsStore {
             states.append(try await advanceRevision(app: advance.app, deviceID: advance.deviceID, fingerprint: advance.fingerprint))
         }
         return states
+    }
+
+    /// One ``touch(deviceID:at:)`` after the other, for stores without a cheaper way.
+    public func touch(_ seen: [DeviceSeen]) async throws -> [Void] {
+        for device in seen { try await touch(deviceID: device.deviceID, at: device.time) }
+        return seen.map { _ in () }
     }
 
     /// One ``recordStatus(_:app:deviceID:at:)`` after the other, for stores without a cheaper way.

@@ -200,8 +200,14 @@ public final class SQLiteStore: SettingsStore {
     }
 
     public func touch(deviceID: String, at time: Int64) async throws {
+        _ = try await touch([DeviceSeen(deviceID: deviceID, time: time)])
+    }
+
+    public func touch(_ seen: [DeviceSeen]) async throws -> [Void] {
         try await write { db in
-            try db.execute(sql: "UPDATE devices SET last_seen_at = ? WHERE id = ?", arguments: [time, deviceID])
+            try seen.map { device in
+                try db.execute(sql: "UPDATE devices SET last_seen_at = ? WHERE id = ?", arguments: [device.time, device.deviceID])
+            }
         }
     }
 
