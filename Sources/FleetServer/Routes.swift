@@ -82,17 +82,21 @@ struct Routes: Sendable {
             let wait = try waitParameter(request)
             let known = request.headers[.ifNoneMatch].flatMap(RevisionTag.revision)
             let service = service
-            // Ends when the client goes away, and on a graceful shutdown (answered 304).
-            let answer = try await cancelWhenClosed(context.channel, connections: connections) {
-                do {
-                    return try await cancelWhenGracefulShutdown {
-                        try await service.longPoll(app: app, device: device, knownRevision: known, wait: .seconds(wait))
+            // Ends when the client goes away, and on a graceful shutdown (answered 304). A request
+            // without `wait` answers at once: it needs neither.
+            let answer =
+                wait == 0
+                ? try await service.longPoll(app: app, device: device, knownRevision: known, wait: .zero)
+                : try await cancelWhenClosed(context.channel, connections: connections) {
+                    do {
+                        return try await cancelWhenGracefulShutdown {
+                            try await service.longPoll(app: app, device: device, knownRevision: known, wait: .seconds(wait))
+                        }
+                    } catch is CancellationError {
+                        // A graceful shutdown: answered 304 at once (a closed client gets nothing anyway).
+                        return SettingsService.LongPollAnswer(settings: nil, device: device)
                     }
-                } catch is CancellationError {
-                    // A graceful shutdown: answered 304 at once (a closed client gets nothing anyway).
-                    return SettingsService.LongPollAnswer(settings: nil, device: device)
                 }
-            }
             guard let settings = answer.settings else {
                 return withRotationRequest(
                     Response(status: .notModified, headers: [.eTag: RevisionTag.etag(known ?? 0), .cacheControl: "no-store"]), answer.device

@@ -395,7 +395,8 @@ public final class SettingsService: Sendable {
         var device = original
         var woken = false
         while true {
-            let generation = await notifier.generation(of: app, device: device.id)
+            // A request that will not wait (no `wait`) needs no generation: nothing can be missed.
+            let generation = wait > .zero ? await notifier.generation(of: app, device: device.id) : .start
             if woken {
                 device = try await recheck(device, app: app)
                 if device.rotationRequested && !original.rotationRequested { return LongPollAnswer(settings: nil, device: device) }
