@@ -45,7 +45,7 @@ public final class LaunchedServer: Sendable {
                 // One address sends for the whole fleet here: its limit must not be what is measured.
                 "--address-rate", "1000000000", "--address-burst", "1000000000",
             ] + extraArguments
-        if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
+        if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
         guard let log = FileHandle(forWritingAtPath: logPath) else { throw StartFailed(description: "cannot write \(logPath)") }
         let logStart = log.seekToEndOfFile()
         let process = Process()
