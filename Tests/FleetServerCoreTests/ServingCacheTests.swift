@@ -41,21 +41,30 @@ struct ServingCacheTests {
     func oneReadForMany() async throws {
         let cache = ServingCache()
         let reads = Locked(0)
+        let arrived = Locked(0)
         let (gate, open) = AsyncStream<Void>.makeStream()
+        let (allArrived, arrival) = AsyncStream<Void>.makeStream()
         let parts = parts(["volume": 7])
         let layers = await withTaskGroup(of: UInt64?.self) { group in
             for _ in 0..<50 {
                 group.addTask {
-                    try? await cache.sharedLayers(app: "kiosk", groups: ["lobby"]) {
+                    if arrived.withLock({
+                        $0 += 1; return $0
+                    }) == 50 {
+                        arrival.finish()
+                    }
+                    return try? await cache.sharedLayers(app: "kiosk", groups: ["lobby"]) {
                         reads.withLock { $0 += 1 }
                         for await _ in gate { break }
                         return parts
                     }.fingerprint
                 }
             }
-            // Let the 50 pile up behind the first read, then let it finish.
-            while reads.withLock({ $0 }) == 0 { await Task.yield() }
-            for _ in 0..<100 { await Task.yield() }
+            // Every caller has started; give them a moment to reach the cache (waiting, not
+            // spinning: a loop of Task.yield starves the other tests' servers), then let the read
+            // finish. Whether a caller joined the read or came after it, it makes no read of its own.
+            for await _ in allArrived {}
+            try? await Task.sleep(for: .milliseconds(50))
             open.yield()
             return await group.reduce(into: [UInt64?]()) { $0.append($1) }
         }
@@ -69,15 +78,17 @@ struct ServingCacheTests {
         let cache = ServingCache()
         let reads = Locked(0)
         let (gate, open) = AsyncStream<Void>.makeStream()
+        let (started, start) = AsyncStream<Void>.makeStream()
         let stale = parts(["volume": 1])
         let first = Task {
             try await cache.sharedLayers(app: "kiosk", groups: []) {
                 reads.withLock { $0 += 1 }
+                start.finish()
                 for await _ in gate { break }
                 return stale
             }
         }
-        while reads.withLock({ $0 }) == 0 { await Task.yield() }
+        for await _ in started {}
         cache.invalidate(app: "kiosk", scope: .app)
         // A caller after the write does not join the read that began before it.
         let fresh = try await cache.sharedLayers(app: "kiosk", groups: []) {
