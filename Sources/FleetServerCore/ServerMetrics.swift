@@ -1,5 +1,6 @@
 import CoreMetrics
 import FleetProtocol
+import PosixThreads
 
 /// What the server measures, through swift-metrics (the binary serves them in Prometheus'
 /// text format at `GET /metrics`). Names follow Prometheus' conventions:
@@ -22,6 +23,7 @@ public struct ServerMetrics: Sendable {
     private let shedCounter: Counter
     private let reportCounters: [StatusReport.State: Counter]
     private let transactionTimers: [String: Timer]
+    private let requestCounters = Locked<[RequestKey: Counter]>([:])
 
     public init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
@@ -57,12 +59,24 @@ public struct ServerMetrics: Sendable {
         transactionTimers[kind]?.recordNanoseconds(duration.nanoseconds)
     }
 
-    /// An HTTP request was answered.
+    /// An HTTP request was answered. Each route, method and status gets its counter once.
     public func request(route: String, method: String, status: Int) {
-        Counter(
-            label: "fleetset_http_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))],
-            factory: factory
-        ).increment()
+        let key = RequestKey(route: route, method: method, status: status)
+        let counter = requestCounters.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Counter(
+                label: "fleetset_http_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))],
+                factory: factory)
+            counters[key] = counter
+            return counter
+        }
+        counter.increment()
+    }
+
+    private struct RequestKey: Hashable {
+        let route: String
+        let method: String
+        let status: Int
     }
 }
 

@@ -294,8 +294,11 @@ public final class SettingsService: Sendable {
     /// own values once, and its revision moves (in the store) only when its values changed.
     func served(app: String, device: Device) async throws -> ServedSettings {
         let shared = try await cache.sharedLayers(app: app, groups: device.groups) {
+            let epoch = self.cache.epoch
             let metadata = try await self.metadata(app: app)
             let layers = try await self.store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
+            // The same read has this device's own values: kept, so they are not read again below.
+            self.cache.fill(deviceValues: layers.device, app: app, deviceID: device.id, readAt: epoch)
             return ServingCache.SharedLayers.Parts(metadata: metadata, app: layers.app, groups: layers.groups)
         }
         let own: JSONObject

@@ -133,6 +133,48 @@ extension SettingsStore {
     }
 }
 
+/// One device's revision to move for values with a new fingerprint (see
+/// ``SettingsStore/advanceRevisions(_:)``).
+public struct RevisionAdvance: Sendable, Hashable {
+    public var app: String
+    public var deviceID: String
+    public var fingerprint: UInt64
+
+    public init(app: String, deviceID: String, fingerprint: UInt64) {
+        self.app = app
+        self.deviceID = deviceID
+        self.fingerprint = fingerprint
+    }
+}
+
+/// One status report to keep (see ``SettingsStore/recordStatuses(_:)``).
+public struct StatusRecord: Sendable, Hashable {
+    public var report: StatusReport
+    public var app: String
+    public var deviceID: String
+    /// When it arrived, seconds since the epoch.
+    public var time: Int64
+
+    public init(report: StatusReport, app: String, deviceID: String, time: Int64) {
+        self.report = report
+        self.app = app
+        self.deviceID = deviceID
+        self.time = time
+    }
+}
+
+/// That a device was seen (see ``SettingsStore/touch(_:)``).
+public struct DeviceSeen: Sendable, Hashable {
+    public var deviceID: String
+    /// Seconds since the epoch.
+    public var time: Int64
+
+    public init(deviceID: String, time: Int64) {
+        self.deviceID = deviceID
+        self.time = time
+    }
+}
+
 /// What a device sees of an app's stored values: the app scope, its groups', its own.
 public struct ValueLayers: Sendable, Hashable {
     public var app: JSONObject
