@@ -4,6 +4,7 @@
 //
 // Targets are split by concern (see README.md, "Layout"):
 //   CCurl  – system-library module: libcurl's headers plus typed shims for its variadic calls.
+//   CEventPoll – system-library module: Linux's epoll and eventfd (the transfer thread's wait).
 //   Curl   – the only Swift code that touches libcurl: an async HTTP client on one curl_multi thread.
 //   FleetJSON – JSON values and a strict RFC 8259 reader and writer (no Foundation).
 //   CurlBenchmark – release-build benchmark of Curl against libcurl used from C (Benchmarks/run).
@@ -64,9 +65,10 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        .systemLibrary(name: "CEventPoll"),
         .target(
             name: "Curl",
-            dependencies: ["CCurl", "PosixThreads"],
+            dependencies: ["CCurl", "CEventPoll", "PosixThreads"],
             swiftSettings: fleetSwiftSettings
         ),
         .target(

@@ -72,4 +72,19 @@ static inline CURLMcode ccurl_multi_setopt_long(CURLM *handle, CURLMoption optio
     return curl_multi_setopt(handle, option, value);
 }
 
+/// Replaces `curl_multi_setopt(handle, option, void *)` for CURLMOPT_SOCKETDATA and CURLMOPT_TIMERDATA.
+static inline CURLMcode ccurl_multi_setopt_pointer(CURLM *handle, CURLMoption option, void *value) {
+    return curl_multi_setopt(handle, option, value);
+}
+
+/// Replaces `curl_multi_setopt(handle, CURLMOPT_SOCKETFUNCTION, fn)`.
+static inline CURLMcode ccurl_multi_setopt_socket_callback(CURLM *handle, curl_socket_callback value) {
+    return curl_multi_setopt(handle, CURLMOPT_SOCKETFUNCTION, value);
+}
+
+/// Replaces `curl_multi_setopt(handle, CURLMOPT_TIMERFUNCTION, fn)`.
+static inline CURLMcode ccurl_multi_setopt_timer_callback(CURLM *handle, curl_multi_timer_callback value) {
+    return curl_multi_setopt(handle, CURLMOPT_TIMERFUNCTION, value);
+}
+
 #endif

@@ -69,7 +69,7 @@ extension HTTPClient {
         /// Limits for this request; `nil` uses the client's.
         public var limits: TransferLimits?
         /// How long the client waits before it sends the request, counted from ``HTTPClient/execute(_:)``.
-        /// The wait happens on the client's own thread (its `curl_multi_poll` timeout), so a
+        /// The wait happens on the client's own thread (the timeout of its wait for sockets), so a
         /// request on a timer wakes nobody before it goes; cancelling the task ends the wait.
         public var startDelay: Duration
         /// Sends the request again by itself, on the client's own thread, while the server

@@ -1,22 +1,32 @@
 import CCurl
 
-/// Owns one libcurl multi handle and frees it in `deinit`.
+/// Owns one libcurl multi handle, driven through libcurl's multi_socket API (see
+/// ``SocketWatch``), and frees it in `deinit`.
 ///
-/// Only the driver thread calls its methods, except ``wakeup()``, which libcurl documents as
-/// safe from any thread. That invariant is what makes the `@unchecked Sendable` sound.
+/// Only the driver thread calls its methods, except ``wakeup()``, which is safe from any
+/// thread. That invariant is what makes the `@unchecked Sendable` sound.
 final class MultiHandle: @unchecked Sendable {
     private let raw: UnsafeMutableRawPointer
+    /// The sockets and timer libcurl asks for; outlives `raw`, whose clean-up may still call it.
+    private let watch: SocketWatch
 
     init() throws(HTTPClientError) {
         guard let raw = curl_multi_init() else {
             throw HTTPClientError(
                 kind: .libraryUnusable, message: "libcurl could not create its transfer engine (out of memory)", call: "curl_multi_init")
         }
+        do {
+            watch = try SocketWatch()
+        } catch {
+            curl_multi_cleanup(raw)
+            throw error
+        }
         self.raw = raw
+        // On a throw from here on, `self` is fully initialized, so deinit frees the handle.
         // HTTP/2 multiplexing: concurrent requests to one server share one connection.
         let code = ccurl_multi_setopt_long(raw, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        // On a throw from here on, `self` is fully initialized, so deinit frees the handle.
         guard code == CURLM_OK else { throw Self.error(code, "curl_multi_setopt(CURLMOPT_PIPELINING)") }
+        try check(watch.install(on: raw), "curl_multi_setopt(CURLMOPT_SOCKETFUNCTION)")
     }
 
     deinit {
@@ -37,34 +47,39 @@ final class MultiHandle: @unchecked Sendable {
         precondition(code == CURLM_OK, "curl_multi_remove_handle failed with \(code.rawValue)")
     }
 
-    /// Drives every transfer as far as it can go without blocking.
-    func perform() throws(HTTPClientError) {
+    /// Waits up to `maxWaitMilliseconds` (less when libcurl's timer is due sooner) for sockets
+    /// libcurl watches or a ``wakeup()``, then drives the transfers of the sockets that are
+    /// ready, and all of them that are due when the timer is.
+    func drive(maxWaitMilliseconds: Int32) throws(HTTPClientError) {
+        let (ready, timerDue) = watch.wait(milliseconds: maxWaitMilliseconds)
         var running: Int32 = 0
-        try check(curl_multi_perform(raw, &running), "curl_multi_perform")
+        for socket in ready {
+            try check(curl_multi_socket_action(raw, socket.socket, socket.events, &running), "curl_multi_socket_action")
+        }
+        if timerDue {
+            try check(curl_multi_socket_action(raw, CURL_SOCKET_TIMEOUT, 0, &running), "curl_multi_socket_action")
+        }
     }
 
-    /// The next finished transfer: its easy handle and result code.
-    func nextFinished() -> (easy: UnsafeMutableRawPointer, result: CURLcode)? {
+    /// The transfers that have finished: their easy handles and result codes.
+    ///
+    /// All of libcurl's messages are read before any handle is removed: libcurl's
+    /// `curl_multi_remove_handle` looks through the messages not yet read, so removing each
+    /// handle as its message is read costs time in the square of a burst of finished transfers.
+    func finished() -> [(easy: UnsafeMutableRawPointer, result: CURLcode)] {
+        var done: [(easy: UnsafeMutableRawPointer, result: CURLcode)] = []
         var remaining: Int32 = 0
         while let message = curl_multi_info_read(raw, &remaining) {
             if message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle {
-                return (easy, message.pointee.data.result)
+                done.append((easy, message.pointee.data.result))
             }
         }
-        return nil
+        return done
     }
 
-    /// Waits for socket activity, libcurl's next timer, a ``wakeup()`` or `maxWait`, whichever
-    /// comes first.
-    func poll(maxWaitMilliseconds: Int32) throws(HTTPClientError) {
-        var ready: Int32 = 0
-        try check(curl_multi_poll(raw, nil, 0, maxWaitMilliseconds, &ready), "curl_multi_poll")
-    }
-
-    /// Makes a pending or next ``poll(maxWaitMilliseconds:)`` return at once. Thread-safe.
+    /// Makes a pending or next ``drive(maxWaitMilliseconds:)`` return at once. Thread-safe.
     func wakeup() {
-        let code = curl_multi_wakeup(raw)
-        precondition(code == CURLM_OK, "curl_multi_wakeup failed with \(code.rawValue)")
+        watch.wake()
     }
 
     private func check(_ code: CURLMcode, _ call: String) throws(HTTPClientError) {

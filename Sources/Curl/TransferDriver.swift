@@ -10,8 +10,9 @@ import Musl
 /// handle, so no network call ever blocks the Swift concurrency pool.
 ///
 /// Tasks talk to the thread through a locked inbox (new transfers, cancellations, shutdown)
-/// and `curl_multi_wakeup`, which makes the thread's `curl_multi_poll` return at once; that is
-/// what makes cancellation take effect within milliseconds.
+/// and ``MultiHandle/wakeup()``, which makes the thread's wait return at once; that is what
+/// makes cancellation take effect within milliseconds. The thread waits on the sockets libcurl
+/// asks for (its multi_socket API), so one client can hold thousands of transfers.
 final class TransferDriver: Sendable {
     private struct Inbox {
         var added: [Transfer] = []
@@ -132,8 +133,15 @@ final class TransferDriver: Sendable {
                 break
             }
             do {
-                try multi.perform()
-                while let (easy, result) = multi.nextFinished() {
+                // Wake up at least every second even if libcurl has no timer, as a safety net, and
+                // when the next waiting transfer may start.
+                var wait: Int32 = 1000
+                if let nextStart = waiting.lazy.compactMap(\.startAt).min() {
+                    let milliseconds = (nextStart - min(nextStart, MonotonicTime.now()) + 999_999) / 1_000_000
+                    wait = Int32(min(UInt64(wait), milliseconds))
+                }
+                try multi.drive(maxWaitMilliseconds: wait)
+                for (easy, result) in multi.finished() {
                     guard let transfer = active.removeValue(forKey: easy) else { continue }
                     multi.remove(transfer.easy)
                     let finishedAt = MonotonicTime.now()
@@ -145,14 +153,6 @@ final class TransferDriver: Sendable {
                     }
                     transfer.complete(transfer.outcome(result))
                 }
-                // Wake up at least every second even if libcurl has no timer, as a safety net, and
-                // when the next waiting transfer may start.
-                var wait: Int32 = 1000
-                if let nextStart = waiting.lazy.compactMap(\.startAt).min() {
-                    let milliseconds = (nextStart - min(nextStart, MonotonicTime.now()) + 999_999) / 1_000_000
-                    wait = Int32(min(UInt64(wait), milliseconds))
-                }
-                try multi.poll(maxWaitMilliseconds: wait)
             } catch {
                 // The engine itself failed (out of memory): fail what is in flight, keep serving.
                 failAll(&active, with: error)

@@ -4,7 +4,7 @@ import Glibc
 import Musl
 #endif
 
-/// A POSIX thread of its own, for work that blocks (a `curl_multi_poll` loop, `waitpid`, an
+/// A POSIX thread of its own, for work that blocks (a libcurl transfer loop, `waitpid`, an
 /// inotify `read`), which must never run on the Swift concurrency pool.
 public enum DetachedThread {
     /// Starts a detached thread that runs `body` and ends with it. `body` (and what it captures)

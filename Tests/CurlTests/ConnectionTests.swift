@@ -40,6 +40,29 @@ struct ConnectionTests {
         }
     }
 
+    /// Over plain HTTP/1.1 each request held by the server needs a connection of its own: the
+    /// client's thread then watches hundreds of sockets at once (libcurl's multi_socket API over
+    /// epoll, as the fleet simulator does with thousands).
+    @Test("300 requests over plain HTTP are held at once, each on its own connection, and all are answered")
+    func manyHeldConnections() async throws {
+        try await withTestClient({
+            $0.allowInsecureHTTP = true; $0.limits.timeout = .seconds(30)
+        }) { client, servers in
+            let group = UUID().uuidString
+            let responses = try await withThrowingTaskGroup(of: HTTPClient.Response.self) { tasks in
+                for _ in 0..<300 {
+                    tasks.addTask {
+                        try await client.execute(HTTPClient.Request(url: "\(servers.plainHTTPBase)/barrier?group=\(group)&count=300"))
+                    }
+                }
+                return try await tasks.reduce(into: []) { $0.append($1) }
+            }
+            #expect(responses.count == 300)
+            #expect(responses.allSatisfy { $0.status == 200 && $0.bodyText == group })
+            #expect(responses.map(\.metrics.newConnections).reduce(0, +) == 300)
+        }
+    }
+
     /// Over plain HTTP libcurl cannot know whether a connection could carry more than one
     /// request until a response arrives on it: with `CURLOPT_PIPEWAIT` a second request would
     /// wait for the first long-poll's answer (a fleet simulator found this after a server
