@@ -6,6 +6,7 @@ import FleetServerCore
 import FleetStoreSQLite
 import Hummingbird
 import Logging
+import NIOCore
 import NIOPosix
 import Prometheus
 
