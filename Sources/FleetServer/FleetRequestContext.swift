@@ -1,3 +1,4 @@
+import FleetServerCore
 import Hummingbird
 import NIOCore
 
@@ -17,21 +18,20 @@ struct FleetRequestContext: RequestContext, RemoteAddressRequestContext {
     var remoteAddress: SocketAddress? { channel.remoteAddress ?? channel.parent?.remoteAddress }
 }
 
-/// Runs `operation`, cancelled as soon as `channel` goes away (the client disconnected or shut
-/// its sending side): a waiting long-poll then ends at once and its waiter goes away, instead of
-/// holding memory for minutes. A channel the guard does not know runs `operation` as it is.
-func cancelWhenClosed<T: Sendable>(
-    _ channel: any Channel, connections: OpenConnections, _ operation: @escaping @Sendable () async throws -> T
-) async throws -> T {
-    let task = Task { try await operation() }
-    guard let hook = connections.onClose(channel, { task.cancel() }) else {
-        if channel.isActive == false { task.cancel() }
-        return try await task.value
+/// Runs `operation` with a ``WaitCancellation`` that is handed to `cancel` as soon as `channel`
+/// goes away (the client disconnected or shut its sending side): a waiting long-poll then ends
+/// at once and its waiter goes away, instead of holding memory for minutes. No task is made for
+/// it: the close runs `cancel` where it happens. A channel the guard does not know runs
+/// `operation` as it is.
+func whileOpen<T>(
+    _ channel: any Channel, connections: OpenConnections, cancel: @escaping @Sendable (WaitCancellation) -> Void,
+    _ operation: (WaitCancellation) async throws -> T
+) async rethrows -> T {
+    let cancellation = WaitCancellation()
+    guard let hook = connections.onClose(channel, { cancel(cancellation) }) else {
+        if channel.isActive == false { cancel(cancellation) }
+        return try await operation(cancellation)
     }
     defer { connections.remove(channel, hook) }
-    return try await withTaskCancellationHandler {
-        try await task.value
-    } onCancel: {
-        task.cancel()
-    }
+    return try await operation(cancellation)
 }

@@ -87,14 +87,12 @@ struct Routes: Sendable {
             let answer =
                 wait == 0
                 ? try await service.longPoll(app: app, device: device, knownRevision: known, wait: .zero)
-                : try await cancelWhenClosed(context.channel, connections: connections) {
-                    do {
-                        return try await cancelWhenGracefulShutdown {
-                            try await service.longPoll(app: app, device: device, knownRevision: known, wait: .seconds(wait))
-                        }
-                    } catch is CancellationError {
-                        // A graceful shutdown: answered 304 at once (a closed client gets nothing anyway).
-                        return SettingsService.LongPollAnswer(settings: nil, device: device)
+                : try await whileOpen(context.channel, connections: connections, cancel: service.cancelLongPoll) { cancellation in
+                    try await withGracefulShutdownHandler {
+                        try await service.longPoll(
+                            app: app, device: device, knownRevision: known, wait: .seconds(wait), cancellation: cancellation)
+                    } onGracefulShutdown: {
+                        service.cancelLongPoll(cancellation)
                     }
                 }
             guard let settings = answer.settings else {

@@ -1,3 +1,5 @@
+import PosixThreads
+
 /// Wakes long-polls when what their device sees may have changed, without polling the database,
 /// and wakes only those.
 ///
@@ -28,7 +30,8 @@ public actor ChangeNotifier {
     public enum WaitOutcome: Sendable, Hashable {
         /// Something the device sees may have changed: check again.
         case changed
-        /// The calling task was cancelled (the client went away, or a shutdown).
+        /// The calling task or its ``WaitCancellation`` was cancelled (the client went away), or
+        /// the server is shutting down.
         case cancelled
         /// A newer long-poll of the same device and app took its place.
         case replaced
@@ -43,6 +46,15 @@ public actor ChangeNotifier {
         let device: String
         let groups: [String]
         let continuation: CheckedContinuation<WaitOutcome, Never>
+        let cancellation: ObjectIdentifier?
+    }
+
+    /// The one sleep that ends waits whose time is up.
+    private struct Timer {
+        let wakesAt: ContinuousClock.Instant
+        let task: Task<Void, Never>
+
+        func cancel() { task.cancel() }
     }
 
     private struct DeviceApp: Hashable {
@@ -56,6 +68,9 @@ public actor ChangeNotifier {
     private var waitersByDevice: [String: Set<Int>] = [:]
     private var waiterByDeviceApp: [DeviceApp: Int] = [:]
     private var deviceGenerations: [String: UInt64] = [:]
+    private var waiterByCancellation: [ObjectIdentifier: Int] = [:]
+    private var deadlines = DeadlineQueue<ContinuousClock.Instant>()
+    private var timer: Timer?
     private var nextWaiter = 0
     /// How many long-polls the last ``changed(_:scope:)`` or ``deviceChanged(_:)`` woke.
     public private(set) var lastWakeCount = 0
@@ -134,6 +149,36 @@ public actor ChangeNotifier {
     /// (at once if `app` has changed since), a newer long-poll of the same device and app, or
     /// the cancellation of the calling task.
     public func waitForChange(of app: String, device: String, groups: [String], after generation: Generation) async -> WaitOutcome {
+        await wait(of: app, device: device, groups: groups, after: generation, deadline: nil, cancellation: nil)
+    }
+
+    /// As ``waitForChange(of:device:groups:after:)``, for at most `timeout` (``WaitOutcome/timedOut``),
+    /// and ended ``WaitOutcome/cancelled`` by `cancellation` (its client went away, the server
+    /// is shutting down).
+    ///
+    /// No task is made per wait: the notifier's one timer ends the waits whose time is up, in
+    /// deadline order (see ``DeadlineQueue``).
+    public func waitForChange(
+        of app: String, device: String, groups: [String], after generation: Generation, timeout: Duration,
+        cancellation: WaitCancellation? = nil
+    ) async -> WaitOutcome {
+        await wait(
+            of: app, device: device, groups: groups, after: generation, deadline: ContinuousClock.now.advanced(by: timeout),
+            cancellation: cancellation)
+    }
+
+    /// Ends the long-poll `cancellation` was given to (``WaitOutcome/cancelled``), or the one it
+    /// will be given to at once. Safe from any thread, synchronous code included (a channel's
+    /// close).
+    public nonisolated func cancel(_ cancellation: WaitCancellation) {
+        guard cancellation.markCancelled() else { return }
+        Task { await self.cancelWaiter(of: cancellation) }
+    }
+
+    private func wait(
+        of app: String, device: String, groups: [String], after generation: Generation, deadline: ContinuousClock.Instant?,
+        cancellation: WaitCancellation?
+    ) async -> WaitOutcome {
         if self.generation(of: app, device: device) != generation { return .changed }
         let id = nextWaiter
         nextWaiter += 1
@@ -141,8 +186,12 @@ public actor ChangeNotifier {
         // handler hops back onto this actor) always finds it registered, or woken already.
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                if Task.isCancelled {
+                if Task.isCancelled || cancellation?.isCancelled == true {
                     continuation.resume(returning: .cancelled)
+                    return
+                }
+                if let deadline, deadline <= .now {
+                    continuation.resume(returning: .timedOut)
                     return
                 }
                 let key = DeviceApp(device: device, app: app)
@@ -152,10 +201,17 @@ public actor ChangeNotifier {
                     continuation.resume(returning: .shed)
                     return
                 }
-                waiters[id] = Waiter(app: app, device: device, groups: groups, continuation: continuation)
+                waiters[id] = Waiter(
+                    app: app, device: device, groups: groups, continuation: continuation,
+                    cancellation: cancellation.map(ObjectIdentifier.init))
                 waitersByApp[app, default: []].insert(id)
                 waitersByDevice[device, default: []].insert(id)
                 waiterByDeviceApp[key] = id
+                if let cancellation { waiterByCancellation[ObjectIdentifier(cancellation)] = id }
+                if let deadline {
+                    deadlines.add(id, at: deadline)
+                    armTimer()
+                }
                 onHeldCountChange(waiters.count)
             }
         } onCancel: {
@@ -163,29 +219,39 @@ public actor ChangeNotifier {
         }
     }
 
-    /// As ``waitForChange(of:device:groups:after:)``, for at most `timeout` on `clock`.
-    public func waitForChange<C: Clock>(
-        of app: String, device: String, groups: [String], after generation: Generation, timeout: C.Duration, clock: C
-    ) async -> WaitOutcome {
-        await withTaskGroup(of: WaitOutcome.self) { group in
-            group.addTask { await self.waitForChange(of: app, device: device, groups: groups, after: generation) }
-            group.addTask {
-                do {
-                    try await clock.sleep(for: timeout)
-                    return .timedOut
-                } catch {
-                    return .cancelled
-                }
-            }
-            let first = await group.next() ?? .cancelled
-            group.cancelAll()
-            return first
-        }
-    }
-
     private func cancel(_ id: Int) {
         // Not there: it was woken already.
         _ = wake([id], with: .cancelled)
+    }
+
+    private func cancelWaiter(of cancellation: WaitCancellation) {
+        guard let id = waiterByCancellation[ObjectIdentifier(cancellation)] else { return }
+        _ = wake([id], with: .cancelled)
+    }
+
+    /// Sleeps until the earliest deadline, unless the timer already wakes by then.
+    private func armTimer() {
+        guard let earliest = deadlines.earliest else {
+            timer?.cancel()
+            timer = nil
+            return
+        }
+        if let timer, timer.wakesAt <= earliest { return }
+        timer?.cancel()
+        let task = Task {
+            try? await Task.sleep(until: earliest, tolerance: .milliseconds(10), clock: .continuous)
+            guard !Task.isCancelled else { return }
+            self.expireDue()
+        }
+        timer = Timer(wakesAt: earliest, task: task)
+    }
+
+    /// Ends the waits whose time is up, and sleeps until the next.
+    private func expireDue() {
+        timer = nil
+        _ = wake(deadlines.due(at: .now), with: .timedOut)
+        deadlines.compact { waiters[$0] != nil }
+        armTimer()
     }
 
     /// Ends the waits `ids` with `outcome`; returns how many there were.
@@ -199,10 +265,32 @@ public actor ChangeNotifier {
             if waitersByDevice[waiter.device]?.isEmpty == true { waitersByDevice[waiter.device] = nil }
             let key = DeviceApp(device: waiter.device, app: waiter.app)
             if waiterByDeviceApp[key] == id { waiterByDeviceApp[key] = nil }
+            if let cancellation = waiter.cancellation { waiterByCancellation[cancellation] = nil }
             waiter.continuation.resume(returning: outcome)
             count += 1
         }
         if count > 0 { onHeldCountChange(waiters.count) }
         return count
+    }
+}
+
+/// What ends one long-poll from outside its task: its client went away, or the server is
+/// shutting down. Give it to
+/// ``ChangeNotifier/waitForChange(of:device:groups:after:timeout:cancellation:)`` and call
+/// ``ChangeNotifier/cancel(_:)`` when the connection closes — before, during or after the wait.
+public final class WaitCancellation: Sendable {
+    private let cancelled = Locked(false)
+
+    public init() {}
+
+    /// Whether ``ChangeNotifier/cancel(_:)`` has been called with it.
+    public var isCancelled: Bool { cancelled.withLock { $0 } }
+
+    /// Marks it cancelled; `false` when it was already.
+    func markCancelled() -> Bool {
+        cancelled.withLock { cancelled in
+            defer { cancelled = true }
+            return !cancelled
+        }
     }
 }

@@ -26,7 +26,6 @@ public final class SettingsService: Sendable {
     let store: any SettingsStore
     let notifier: ChangeNotifier
     let wallClock: any WallClock
-    let waitClock: any Clock<Duration>
     let waitSpread: @Sendable (Duration) -> Duration
     let logger: Logger
     private let adminTokenHash: String
@@ -44,18 +43,16 @@ public final class SettingsService: Sendable {
 
     /// - Parameters:
     ///   - adminTokenHash: ``Credentials/hash(_:)`` of the admin token.
-    ///   - waitClock: the clock long-polls wait on.
     ///   - waitSpread: how long a long-poll asking for a wait really waits at most
     ///     (``spreadWait(_:fraction:)`` with a random fraction by default).
     public init(
-        store: any SettingsStore, adminTokenHash: String, wallClock: any WallClock, waitClock: any Clock<Duration> = ContinuousClock(),
+        store: any SettingsStore, adminTokenHash: String, wallClock: any WallClock,
         waitSpread: @escaping @Sendable (Duration) -> Duration = { SettingsService.spreadWait($0, fraction: .random(in: 0..<1)) },
         notifier: ChangeNotifier = ChangeNotifier(), metrics: ServerMetrics = ServerMetrics(), logger: Logger
     ) {
         self.store = store
         self.adminTokenHash = adminTokenHash
         self.wallClock = wallClock
-        self.waitClock = waitClock
         self.waitSpread = waitSpread
         self.notifier = notifier
         self.logger = logger
@@ -379,9 +376,20 @@ public final class SettingsService: Sendable {
     /// As ``settings(app:device:knownRevision:wait:)``, with the device as it is at the answer.
     /// A rotation the admin asks for while the device waits ends the wait at once (304), so the
     /// device learns of it without waiting out the long-poll.
-    public func longPoll(app: String, device: Device, knownRevision: Int64?, wait: Duration) async throws -> LongPollAnswer {
+    ///
+    /// - Parameter cancellation: ends the wait (304) when given to ``cancelLongPoll(_:)``: the
+    ///   client went away, or the server is shutting down.
+    public func longPoll(
+        app: String, device: Device, knownRevision: Int64?, wait: Duration, cancellation: WaitCancellation? = nil
+    ) async throws -> LongPollAnswer {
         let spread = wait > .zero ? waitSpread(wait) : wait
-        return try await longPoll(app: app, device: device, knownRevision: knownRevision, wait: spread, clock: waitClock)
+        return try await answerWhenChanged(app: app, device: device, knownRevision: knownRevision, wait: spread, cancellation: cancellation)
+    }
+
+    /// Ends the long-poll `cancellation` was given to (at once if it has not begun waiting yet).
+    /// Safe from any thread, synchronous code included.
+    public func cancelLongPoll(_ cancellation: WaitCancellation) {
+        notifier.cancel(cancellation)
     }
 
     /// `wait` shortened by `fraction` (0 to 1) of its sixteenth, as Consul spreads its blocking
@@ -391,10 +399,10 @@ public final class SettingsService: Sendable {
         wait - (wait / 16) * min(1, max(0, fraction))
     }
 
-    private func longPoll<C: Clock<Duration>>(
-        app: String, device original: Device, knownRevision: Int64?, wait: Duration, clock: C
+    private func answerWhenChanged(
+        app: String, device original: Device, knownRevision: Int64?, wait: Duration, cancellation: WaitCancellation?
     ) async throws -> LongPollAnswer {
-        let deadline = clock.now.advanced(by: wait)
+        let deadline = ContinuousClock.now.advanced(by: wait)
         var device = original
         var woken = false
         while true {
@@ -410,8 +418,8 @@ public final class SettingsService: Sendable {
                 if woken { metrics.longPollWoken(after: lastNotified.withLock { $0 }.duration(to: .now)) }
                 return LongPollAnswer(settings: served, device: device)
             }
-            let remaining = clock.now.duration(to: deadline)
-            guard remaining > .zero, !Task.isCancelled else {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            guard remaining > .zero, !Task.isCancelled, cancellation?.isCancelled != true else {
                 logger.trace(
                     "settings unchanged",
                     metadata: ["event": "not-modified", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
@@ -421,7 +429,7 @@ public final class SettingsService: Sendable {
                 "long-poll waiting",
                 metadata: ["event": "long-poll", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
             let outcome = await notifier.waitForChange(
-                of: app, device: device.id, groups: device.groups, after: generation, timeout: remaining, clock: clock)
+                of: app, device: device.id, groups: device.groups, after: generation, timeout: remaining, cancellation: cancellation)
             if outcome == .shed {
                 metrics.longPollShed()
                 logger.warning(

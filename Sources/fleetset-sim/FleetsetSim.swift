@@ -49,8 +49,16 @@ struct FleetsetSim: AsyncParsableCommand {
     @Option(help: "The share of devices (0 to 1) that write a setting back when a change reaches them.")
     var writeBackShare = 0.01
 
-    @Option(help: "HTTP clients (each one libcurl multi thread) to spread the devices over.")
-    var clients = 1
+    @Option(
+        help: """
+            HTTP clients (each one libcurl multi thread) to spread the devices over; by default one per \
+            \(Self.devicesPerClient) devices (libcurl looks through a client's idle connections to the server for each \
+            new request, so smaller clients cost less).
+            """)
+    var clients: Int?
+
+    /// Devices per HTTP client when `--clients` is not given.
+    static let devicesPerClient = 150
 
     @Option(help: "Seconds a phase may take before its missing devices are reported.")
     var phaseTimeout = 120
@@ -82,7 +90,7 @@ struct FleetsetSim: AsyncParsableCommand {
             throw ValidationError("--write-back-share and --churn-share are shares from 0 to 1")
         }
         guard (0...300).contains(longPollWait) else { throw ValidationError("--long-poll-wait must be 0 to 300 seconds") }
-        guard clients >= 1 else { throw ValidationError("--clients must be 1 or more") }
+        guard (clients ?? 1) >= 1 else { throw ValidationError("--clients must be 1 or more") }
         guard ["kill", "term"].contains(restartSignal) else { throw ValidationError("--restart-signal must be kill or term") }
         guard url == nil || adminTokenFile != nil else { throw ValidationError("--url needs --admin-token-file") }
         if url != nil, scenario == Scenario.restart.rawValue { throw ValidationError("restart needs a server the simulator starts") }
@@ -112,7 +120,8 @@ struct FleetsetSim: AsyncParsableCommand {
             adminToken = try started.adminToken()
         }
         defer { launched?.stop(signal: SIGTERM) }
-        let http = try (0..<clients).map { _ in try HTTPClient(configuration: .init(allowInsecureHTTP: true)) }
+        let clientCount = clients ?? max(1, (devices + Self.devicesPerClient - 1) / Self.devicesPerClient)
+        let http = try (0..<clientCount).map { _ in try HTTPClient(configuration: .init(allowInsecureHTTP: true)) }
         let admin = FleetClient(http: http[0], baseURL: baseURL, token: adminToken)
         try await FleetSimulation.prepareApp(admin: admin)
         let fleetPath = directory + "/fleet.json"

@@ -54,7 +54,7 @@ struct ChangeNotifierTests {
         async let kiosk = notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start)
         async let signage = notifier.waitForChange(of: "signage", device: "d-1", groups: [], after: .start)
         async let other = notifier.waitForChange(
-            of: "kiosk", device: "d-2", groups: [], after: .start, timeout: .milliseconds(200), clock: ContinuousClock())
+            of: "kiosk", device: "d-2", groups: [], after: .start, timeout: .milliseconds(200))
         await awaitWaiters(notifier, "kiosk", 2)
         await awaitWaiters(notifier, "signage", 1)
         await notifier.deviceChanged("d-1")
@@ -133,7 +133,7 @@ struct ChangeNotifierTests {
     func timeout() async {
         let notifier = ChangeNotifier()
         let outcome = await notifier.waitForChange(
-            of: "kiosk", device: "d-1", groups: [], after: .start, timeout: .milliseconds(5), clock: ContinuousClock())
+            of: "kiosk", device: "d-1", groups: [], after: .start, timeout: .milliseconds(5))
         #expect(outcome == .timedOut)
         await awaitWaiters(notifier, "kiosk", 0)
     }
@@ -142,10 +142,114 @@ struct ChangeNotifierTests {
     func changeBeforeTimeout() async {
         let notifier = ChangeNotifier()
         async let outcome = notifier.waitForChange(
-            of: "kiosk", device: "d-1", groups: [], after: .start, timeout: .seconds(300), clock: ContinuousClock())
+            of: "kiosk", device: "d-1", groups: [], after: .start, timeout: .seconds(300))
         await awaitWaiters(notifier, "kiosk", 1)
         await notifier.changed("kiosk", scope: .app)
         #expect(await outcome == .changed)
+    }
+}
+
+extension ChangeNotifierTests {
+    @Test("a shorter timeout registered after a longer one ends first: the one timer is set again for it")
+    func timerRearms() async {
+        let notifier = ChangeNotifier()
+        let long = Task {
+            await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start, timeout: .seconds(120))
+        }
+        await awaitWaiters(notifier, "kiosk", 1)
+        let short = await notifier.waitForChange(of: "kiosk", device: "d-2", groups: [], after: .start, timeout: .milliseconds(20))
+        #expect(short == .timedOut)
+        #expect(await notifier.waiterCount(of: "kiosk") == 1)
+        await notifier.changed("kiosk", scope: .device("d-1"))
+        #expect(await long.value == .changed)
+        #expect(await notifier.heldCount == 0)
+    }
+
+    @Test("a WaitCancellation ends its wait, whether it comes before the wait or during it, and the waiter is gone")
+    func waitCancellation() async {
+        let notifier = ChangeNotifier()
+        let early = WaitCancellation()
+        notifier.cancel(early)
+        #expect(early.isCancelled)
+        let before = await notifier.waitForChange(
+            of: "kiosk", device: "d-1", groups: [], after: .start, timeout: .seconds(120), cancellation: early)
+        #expect(before == .cancelled)
+
+        let during = WaitCancellation()
+        let waiting = Task {
+            await notifier.waitForChange(
+                of: "kiosk", device: "d-1", groups: [], after: .start, timeout: .seconds(120), cancellation: during)
+        }
+        let other = Task {
+            await notifier.waitForChange(
+                of: "kiosk", device: "d-2", groups: [], after: .start, timeout: .seconds(120), cancellation: WaitCancellation())
+        }
+        await awaitWaiters(notifier, "kiosk", 2)
+        notifier.cancel(during)
+        notifier.cancel(during)  // twice is once
+        #expect(await waiting.value == .cancelled)
+        await awaitWaiters(notifier, "kiosk", 1)
+        await notifier.changed("kiosk", scope: .app)
+        #expect(await other.value == .changed)
+    }
+}
+
+@Suite("Deadline queue")
+struct DeadlineQueueTests {
+    @Test("due waiters come out earliest first, and only those due")
+    func order() {
+        var queue = DeadlineQueue<Int>()
+        for (waiter, deadline) in [(1, 50), (2, 10), (3, 30), (4, 10), (5, 70), (6, 20)] { queue.add(waiter, at: deadline) }
+        #expect(queue.earliest == 10)
+        #expect(queue.due(at: 5) == [])
+        #expect(Set(queue.due(at: 10)) == [2, 4])
+        #expect(queue.due(at: 40) == [6, 3])
+        #expect(queue.earliest == 50)
+        #expect(queue.due(at: 1000) == [1, 5])
+        #expect(queue.earliest == nil && queue.count == 0)
+    }
+
+    @Test("a thousand random deadlines come out sorted")
+    func sorted() {
+        var queue = DeadlineQueue<Int>()
+        var generator = SplitMix(seed: 7)
+        var deadlines: [Int: Int] = [:]
+        for waiter in 0..<1000 {
+            let deadline = Int(generator.next() % 10_000)
+            deadlines[waiter] = deadline
+            queue.add(waiter, at: deadline)
+        }
+        let out = queue.due(at: .max)
+        #expect(out.count == 1000)
+        #expect(out.map { deadlines[$0]! } == deadlines.values.sorted())
+    }
+
+    @Test("compaction drops the entries of ended waiters once they are most of the queue, and keeps the live ones")
+    func compaction() {
+        var queue = DeadlineQueue<Int>()
+        for waiter in 0..<3000 { queue.add(waiter, at: waiter) }
+        queue.compact { $0 % 2 == 0 }  // half are live: not worth it yet
+        #expect(queue.count == 3000)
+        queue.compact { $0 % 3 == 0 }
+        #expect(queue.count == 1000)
+        #expect(queue.due(at: 9) == [0, 3, 6, 9])
+        var small = DeadlineQueue<Int>()
+        for waiter in 0..<100 { small.add(waiter, at: waiter) }
+        small.compact { _ in false }  // too few to bother
+        #expect(small.count == 100)
+    }
+}
+
+/// A small deterministic generator for the tests' random deadlines.
+private struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
 
