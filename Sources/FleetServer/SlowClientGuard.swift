@@ -45,7 +45,12 @@ final class SlowClientGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let readTimeout: TimeAmount
     private let connections: OpenConnections
-    private var deadline: Scheduled<Void>?
+    /// When the request on the clock must be in; `nil` while an answer is being prepared.
+    private var deadline: NIODeadline?
+    /// The one timer that checks ``deadline``. It is not moved on every request (that would
+    /// schedule and cancel a task per request): when it fires early it is set again for the
+    /// deadline as it is then.
+    private var check: Scheduled<Void>?
     /// A request head came and its answer has not been sent yet.
     private var answerPending = false
 
@@ -80,13 +85,13 @@ final class SlowClientGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        disarm()
+        stopChecking()
         connections.closed(context.channel)
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        disarm()
+        stopChecking()
         connections.closed(context.channel)
     }
 
@@ -119,14 +124,31 @@ final class SlowClientGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func arm(_ context: ChannelHandlerContext) {
-        disarm()
-        let channel = context.channel
-        deadline = context.eventLoop.scheduleTask(in: readTimeout) { channel.close(promise: nil) }
+        let due = NIODeadline.now() + readTimeout
+        deadline = due
+        if check == nil { scheduleCheck(context, at: due) }
     }
 
     private func disarm() {
-        deadline?.cancel()
         deadline = nil
+    }
+
+    private func scheduleCheck(_ context: ChannelHandlerContext, at due: NIODeadline) {
+        check = context.eventLoop.assumeIsolated().scheduleTask(deadline: due) { [self] in
+            check = nil
+            guard let deadline else { return }  // an answer is being prepared: no limit
+            if deadline <= .now() {
+                context.channel.close(promise: nil)
+            } else {
+                scheduleCheck(context, at: deadline)
+            }
+        }
+    }
+
+    private func stopChecking() {
+        deadline = nil
+        check?.cancel()
+        check = nil
     }
 }
 

@@ -281,9 +281,17 @@ public final class SettingsService: Sendable {
     /// A settings document and the text of its body.
     public struct ServedSettings: Sendable {
         public let document: SettingsDocument
+        /// The text of the values when every device that gets them shares it; `nil` for a
+        /// device with values of its own.
+        let sharedValuesText: String?
+
         /// `document.json.serialized()`, written from values whose text is shared by every
-        /// device that gets the same values.
-        public let body: String
+        /// device that gets the same values. Written when asked for: a 304 needs none.
+        public var body: String {
+            SettingsDocument.jsonText(
+                app: document.app, schemaVersion: document.schemaVersion, revision: document.revision,
+                valuesText: sharedValuesText ?? JSONValue.object(document.values).serialized())
+        }
     }
 
     /// The device's settings as it gets them, from memory when nothing changed: the layers of
@@ -308,21 +316,21 @@ public final class SettingsService: Sendable {
         }
         let values: JSONObject
         let fingerprint: UInt64
-        let valuesText: String
+        let sharedText: String?
         if own.isEmpty {
-            (values, fingerprint, valuesText) = (shared.effective.values, shared.fingerprint, shared.valuesText)
+            (values, fingerprint, sharedText) = (shared.effective.values, shared.fingerprint, shared.valuesText)
         } else {
             let effective = EffectiveSettings(
                 metadata: shared.metadata, app: shared.app, groups: shared.groups, device: own, deviceID: device.id)
             values = effective.values
             fingerprint = effective.fingerprint(schemaVersion: shared.metadata.version)
-            valuesText = JSONValue.object(values).serialized()
+            sharedText = nil
         }
         let schemaVersion = Int64(shared.metadata.version)
         let state = try await revision(app: app, deviceID: device.id, fingerprint: fingerprint)
         return ServedSettings(
             document: SettingsDocument(app: app, schemaVersion: schemaVersion, revision: state.revision, values: values),
-            body: SettingsDocument.jsonText(app: app, schemaVersion: schemaVersion, revision: state.revision, valuesText: valuesText))
+            sharedValuesText: sharedText)
     }
 
     /// The device's revision for values with `fingerprint`: the one last served when they are

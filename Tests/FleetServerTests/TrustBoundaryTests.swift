@@ -441,6 +441,15 @@ struct RequestLimitTests {
                 let head = await prompt.readResponseHead()
                 #expect(head?.hasPrefix("HTTP/1.1 200") == true)
             }
+            // Requests each in time, over more than the read timeout in all: every answer starts
+            // the clock again, so the connection stays.
+            let steady = try LoopbackSocket(port: server.port)
+            for _ in 0..<3 {
+                #expect(steady.send(Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)))
+                let head = await steady.readResponseHead()
+                #expect(head?.hasPrefix("HTTP/1.1 200") == true)
+                try await Task.sleep(for: .milliseconds(1200))
+            }
         }
     }
 }
