@@ -46,7 +46,6 @@ let package = Package(
     dependencies: [
         // Test-only: the real HTTPS (HTTP/1.1 + HTTP/2, mutual TLS) server the client tests talk to.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
-        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         // The server's slow-client guard reads HTTP parts (NIOHTTPTypes), as Hummingbird does.
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
@@ -251,8 +250,6 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: fleetSwiftSettings
         ),

@@ -6,8 +6,6 @@ import FleetServerCore
 import FleetStoreSQLite
 import Hummingbird
 import Logging
-import NIOCore
-import NIOPosix
 import Prometheus
 
 #if canImport(Glibc)
@@ -22,15 +20,6 @@ struct FleetsetServer: AsyncParsableCommand {
         abstract: "Serves fleetset's protocol v1: devices pull their settings, admins manage them.",
         subcommands: [Serve.self],
         defaultSubcommand: Serve.self)
-
-    /// Runs Swift concurrency's tasks on the event loops' threads (two on a 2-core machine)
-    /// rather than on a pool of its own: a request's handler then runs where its connection's
-    /// bytes are read and written, without two thread switches per request. The server's own
-    /// code never blocks a thread (SQLite runs on GRDB's queues), which this requires.
-    static func main() async {
-        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
-        await main(nil)
-    }
 }
 
 struct Serve: AsyncParsableCommand {
