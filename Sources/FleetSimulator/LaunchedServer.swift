@@ -77,12 +77,23 @@ public final class LaunchedServer: Sendable {
         throw StartFailed(description: "the server did not listen within \(timeout)")
     }
 
-    /// Sends `signal` (SIGKILL: a crash; SIGTERM: a graceful stop) and waits for the process to end.
-    public func stop(signal: Int32 = SIGKILL) {
-        guard let process = running.withLock({ $0 }) else { return }
+    /// Sends `signal` (SIGKILL: a crash; SIGTERM: a graceful stop) and waits up to `grace` for
+    /// the process to end; one still running then is killed (SIGKILL).
+    ///
+    /// - Returns: whether it ended within `grace` (`false`: a graceful stop that hung, which the
+    ///   caller reports).
+    @discardableResult
+    public func stop(signal: Int32 = SIGKILL, grace: Duration = .seconds(30)) -> Bool {
+        guard let process = running.withLock({ $0 }) else { return true }
+        defer { running.withLock { $0 = nil } }
         if process.isRunning { kill(process.processIdentifier, signal) }
-        process.waitUntilExit()
-        running.withLock { $0 = nil }
+        // Polled: Foundation's waitUntilExit spins a core while it waits.
+        let deadline = ContinuousClock.now + grace
+        while process.isRunning, ContinuousClock.now < deadline { usleep(20_000) }
+        guard process.isRunning else { return true }
+        kill(process.processIdentifier, SIGKILL)
+        while process.isRunning { usleep(20_000) }
+        return false
     }
 
     /// The admin token the server made at its first start.

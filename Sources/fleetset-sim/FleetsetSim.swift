@@ -119,7 +119,9 @@ struct FleetsetSim: AsyncParsableCommand {
             baseURL = started.url
             adminToken = try started.adminToken()
         }
-        defer { launched?.stop(signal: SIGTERM) }
+        // On an error: stopped as a crash would (what it did is not being measured any more).
+        var stopped = false
+        defer { if !stopped { launched?.stop() } }
         let clientCount = clients ?? max(1, (devices + Self.devicesPerClient - 1) / Self.devicesPerClient)
         let http = try (0..<clientCount).map { _ in try HTTPClient(configuration: .init(allowInsecureHTTP: true)) }
         let admin = FleetClient(http: http[0], baseURL: baseURL, token: adminToken)
@@ -146,13 +148,16 @@ struct FleetsetSim: AsyncParsableCommand {
         if interactive { note("") }
         await fleet.disconnectAll()
         for client in http { await client.shutdown() }
+        stopped = true
+        let hung = launched.map { !$0.stop(signal: SIGTERM) } ?? false
         note(report.text)
         if let json {
             let text = report.json.serialized(.pretty) + "\n"
             if json == "-" { print(text, terminator: "") } else { try FileSystem.writeAtomically(Array(text.utf8), to: json) }
         }
+        if hung, let launched { note("error: the \(FleetSimulation.serverHung); it was killed (its log: \(launched.logPath))") }
         let missing = report.phases.reduce(0) { $0 + $1.missing }
-        if missing > 0 { throw ExitCode(1) }
+        if missing > 0 || hung { throw ExitCode(1) }
     }
 
     static func temporaryDirectory() throws -> String {

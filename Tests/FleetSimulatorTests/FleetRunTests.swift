@@ -13,7 +13,7 @@ import Testing
 struct FleetRunTests {
     static let devices = 300
 
-    func withFleet(_ body: (FleetSimulation, SimulatedFleet) async throws -> Void) async throws {
+    func withFleet(restartSignal: Int32 = SIGKILL, _ body: (FleetSimulation, SimulatedFleet) async throws -> Void) async throws {
         let directory = try CLIRunner.temporaryDirectory().path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let server = LaunchedServer(
@@ -35,7 +35,9 @@ struct FleetRunTests {
         let fleet = SimulatedFleet(app: FleetSimulation.app, baseURL: server.url, members: members, clients: [http], behavior: behavior)
         let simulation = FleetSimulation(
             fleet: fleet, admin: admin, server: server,
-            options: .init(behavior: behavior, phaseTimeout: .seconds(60), hold: .seconds(1), churnDuration: .seconds(3), churnShare: 0.05))
+            options: .init(
+                behavior: behavior, phaseTimeout: .seconds(60), hold: .seconds(1), churnDuration: .seconds(3), churnShare: 0.05,
+                restartSignal: restartSignal))
         do {
             try await body(simulation, fleet)
         } catch {
@@ -84,9 +86,13 @@ struct FleetRunTests {
         }
     }
 
-    @Test("after the server is killed and started again, every device reconnects and gets the change made at once")
-    func restart() async throws {
-        try await withFleet { simulation, _ in
+    /// SIGKILL is a crash; SIGTERM a graceful stop, which must end within 30 s with the whole
+    /// fleet's long-polls held (the simulator reports one that hangs as an error).
+    @Test(
+        "after the server is killed (or stopped) and started again, every device reconnects and gets the change made at once",
+        arguments: [SIGKILL, SIGTERM])
+    func restart(signal: Int32) async throws {
+        try await withFleet(restartSignal: signal) { simulation, _ in
             let report = try await simulation.run(.restart)
             let restart = try phase(report, "restart")
             #expect(restart.missing == 0 && restart.latency.count == Self.devices, "\(report.text)")
