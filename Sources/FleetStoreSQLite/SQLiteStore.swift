@@ -206,7 +206,10 @@ public final class SQLiteStore: SettingsStore {
     public func touch(_ seen: [DeviceSeen]) async throws -> [Void] {
         try await write { db in
             try seen.map { device in
-                try db.execute(sql: "UPDATE devices SET last_seen_at = ? WHERE id = ?", arguments: [device.time, device.deviceID])
+                // Cached: prepared once per connection, not once per device of a batch.
+                try db.cachedStatement(sql: "UPDATE devices SET last_seen_at = ? WHERE id = ?").execute(arguments: [
+                    device.time, device.deviceID,
+                ])
             }
         }
     }
@@ -375,14 +378,13 @@ public final class SQLiteStore: SettingsStore {
 
     private static func advanceRevision(_ db: Database, _ advance: RevisionAdvance) throws -> RevisionState {
         let current = try Row.fetchOne(
-            db, sql: "SELECT revision, fingerprint FROM revisions WHERE app = ? AND device_id = ?",
+            db.cachedStatement(sql: "SELECT revision, fingerprint FROM revisions WHERE app = ? AND device_id = ?"),
             arguments: [advance.app, advance.deviceID]
         ).map(Self.revisionState)
         let next = RevisionState.next(after: current, fingerprint: advance.fingerprint)
         if next != current {
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO revisions (app, device_id, revision, fingerprint) VALUES (?, ?, ?, ?)",
-                arguments: [advance.app, advance.deviceID, next.revision, Int64(bitPattern: next.fingerprint)])
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO revisions (app, device_id, revision, fingerprint) VALUES (?, ?, ?, ?)")
+                .execute(arguments: [advance.app, advance.deviceID, next.revision, Int64(bitPattern: next.fingerprint)])
         }
         return next
     }
@@ -407,11 +409,12 @@ public final class SQLiteStore: SettingsStore {
         try await write { db in
             try records.map { record in
                 let report = record.report
-                try db.execute(
+                try db.cachedStatement(
                     sql: """
                         INSERT OR REPLACE INTO status_reports
                         (app, device_id, revision, schema_version, state, message, source, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                        """,
+                        """
+                ).execute(
                     arguments: [
                         record.app, record.deviceID, report.revision, report.schemaVersion, report.state.rawValue, report.message,
                         report.source.rawValue, record.time,
