@@ -219,7 +219,12 @@ struct Routes: Sendable {
         try limits.admit(client: client)
         let principal: SettingsService.Principal
         do {
-            principal = try await service.authenticate(authorization: request.headers[.authorization])
+            let authorization = request.headers[.authorization]
+            if let known = try service.knownPrincipal(authorization: authorization) {
+                principal = known
+            } else {
+                principal = try await service.authenticate(authorization: authorization)
+            }
         } catch let error as ServiceError where error.status == 401 {
             try limits.recordFailure(client: client)
             throw error

@@ -36,14 +36,16 @@ public struct RateLimiter<Key: Hashable & Sendable>: Sendable {
     /// Takes one request of `key`'s budget at `now`: `nil` when it may go, else how long until
     /// it may (nothing is taken then).
     public mutating func take(_ key: Key, now: Duration) -> Duration? {
-        var bucket = buckets[key].map { refilled($0, now: now) } ?? Bucket(tokens: limit.burst, updated: now)
-        guard bucket.tokens >= 1 else {
-            buckets[key] = bucket
-            return .seconds((1 - bucket.tokens) / limit.rate)
-        }
-        bucket.tokens -= 1
-        buckets[key] = bucket
+        // One lookup of the key (it is hashed on every request): the bucket is changed in place.
+        let refusal = Self.take(from: &buckets[key, default: Bucket(tokens: limit.burst, updated: now)], limit: limit, now: now)
         if buckets.count > maximumKeys { evict(now: now) }
+        return refusal
+    }
+
+    private static func take(from bucket: inout Bucket, limit: Limit, now: Duration) -> Duration? {
+        bucket = refilled(bucket, limit: limit, now: now)
+        guard bucket.tokens >= 1 else { return .seconds((1 - bucket.tokens) / limit.rate) }
+        bucket.tokens -= 1
         return nil
     }
 
@@ -57,6 +59,10 @@ public struct RateLimiter<Key: Hashable & Sendable>: Sendable {
     public var keyCount: Int { buckets.count }
 
     private func refilled(_ bucket: Bucket, now: Duration) -> Bucket {
+        Self.refilled(bucket, limit: limit, now: now)
+    }
+
+    private static func refilled(_ bucket: Bucket, limit: Limit, now: Duration) -> Bucket {
         let elapsed = now - bucket.updated
         guard elapsed > .zero else { return bucket }
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18

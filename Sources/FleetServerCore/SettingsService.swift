@@ -81,11 +81,8 @@ public final class SettingsService: Sendable {
     ///
     /// - Throws: 401 `unauthenticated` for a missing, malformed or unknown bearer token.
     public func authenticate(authorization: String?) async throws -> Principal {
-        guard let token = Self.bearerToken(authorization) else {
-            throw ServiceError(401, "unauthenticated", "send the device or admin token as \"Authorization: Bearer <token>\"")
-        }
-        let hash = Credentials.hash(token)
-        if Credentials.constantTimeEquals(hash, adminTokenHash) { return .admin }
+        let hash = try Self.tokenHash(authorization)
+        if let known = knownPrincipal(tokenHash: hash) { return known }
         guard var device = try await device(tokenHash: hash) else {
             throw ServiceError(401, "unauthenticated", "the bearer token is not one this server issued")
         }
@@ -103,6 +100,33 @@ public final class SettingsService: Sendable {
             device.lastSeenAt = now
         }
         return .device(device)
+    }
+
+    /// The caller of a request with this `Authorization` header value when that needs nothing
+    /// but memory: the admin, or a known, enabled device using its current token and seen
+    /// lately. `nil` when ``authenticate(authorization:)`` has more to do.
+    ///
+    /// Synchronous on purpose: most requests of a fleet end here, and an asynchronous call would
+    /// take its frame from the task's stack, which keeps the memory for the connection's life.
+    ///
+    /// - Throws: 401 `unauthenticated` for a missing or malformed bearer token.
+    public func knownPrincipal(authorization: String?) throws(ServiceError) -> Principal? {
+        knownPrincipal(tokenHash: try Self.tokenHash(authorization))
+    }
+
+    private func knownPrincipal(tokenHash hash: String) -> Principal? {
+        if Credentials.constantTimeEquals(hash, adminTokenHash) { return .admin }
+        guard let device = cache.device(tokenHash: hash), device.tokenHash == hash, !device.disabled else { return nil }
+        let now = wallClock.secondsSinceEpoch()
+        guard now - (device.lastSeenAt ?? .min / 2) < Self.lastSeenResolution else { return nil }
+        return .device(device)
+    }
+
+    private static func tokenHash(_ authorization: String?) throws(ServiceError) -> String {
+        guard let token = bearerToken(authorization) else {
+            throw ServiceError(401, "unauthenticated", "send the device or admin token as \"Authorization: Bearer <token>\"")
+        }
+        return Credentials.hash(token)
     }
 
     /// The device whose token or pending token hashes to `tokenHash`: from memory, or read
@@ -170,12 +194,21 @@ public final class SettingsService: Sendable {
         }
     }
 
-    static func bearerToken(_ header: String?) -> String? {
+    /// The token of an `Authorization: Bearer <token>` header value (the scheme in any case,
+    /// spaces around), or `nil` for any other value: another scheme, no token, a token with a
+    /// space in it or longer than 512 bytes.
+    public static func bearerToken(_ header: String?) -> String? {
         guard let header else { return nil }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let token = parts[1].trimmingSpaces()
-        guard (1...512).contains(token.utf8.count) else { return nil }
+        // Read as bytes (every request has one): the scheme, case-insensitively, then spaces.
+        let text = header[...].trimmingSpaces()
+        let scheme = Array("bearer".utf8)
+        let bytes = text.utf8
+        guard bytes.count > scheme.count,
+            zip(bytes, scheme).allSatisfy({ $0 | 0x20 == $1 }),
+            bytes[bytes.index(bytes.startIndex, offsetBy: scheme.count)] == UInt8(ascii: " ")
+        else { return nil }
+        let token = text.dropFirst(scheme.count).trimmingSpaces()
+        guard (1...512).contains(token.utf8.count), !token.utf8.contains(UInt8(ascii: " ")) else { return nil }
         return String(token)
     }
 

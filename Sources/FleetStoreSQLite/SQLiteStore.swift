@@ -345,7 +345,21 @@ public final class SQLiteStore: SettingsStore {
         try await timed("write") { try await self.pool.write(body) }
     }
 
-    private func timed<T: Sendable>(_ kind: String, _ call: () async throws -> T) async throws -> T {
+    /// Runs `call`, timed for ``onTransaction``, in a child task of the caller.
+    ///
+    /// A task keeps the stack memory its deepest call ever needed for as long as it lives, and
+    /// GRDB's asynchronous calls are deep: run in the caller's task, a store access made by a
+    /// device's first request would stay with that connection's task (Hummingbird serves a
+    /// connection in one) for the connection's life — kilobytes per device of a fleet that
+    /// holds its connections all day. A child task's memory is freed when the access ends.
+    private func timed<T: Sendable>(_ kind: String, _ call: @escaping @Sendable () async throws -> T) async throws -> T {
+        async let result = Self.timed(kind, onTransaction, call)
+        return try await result
+    }
+
+    private static func timed<T: Sendable>(
+        _ kind: String, _ onTransaction: (@Sendable (String, Duration) -> Void)?, _ call: @Sendable () async throws -> T
+    ) async throws -> T {
         guard let onTransaction else { return try await call() }
         let start = ContinuousClock.now
         defer { onTransaction(kind, start.duration(to: .now)) }

@@ -194,6 +194,28 @@ extension ChangeNotifierTests {
     }
 }
 
+@Suite("Bearer token")
+struct BearerTokenTests {
+    @Test("the token of a Bearer header, the scheme in any case and spaces around it")
+    func accepted() {
+        #expect(SettingsService.bearerToken("Bearer fsd_abc") == "fsd_abc")
+        #expect(SettingsService.bearerToken("bearer fsd_abc") == "fsd_abc")
+        #expect(SettingsService.bearerToken("BEARER   fsd_abc  ") == "fsd_abc")
+        #expect(SettingsService.bearerToken("  Bearer fsd_abc") == "fsd_abc")
+        #expect(SettingsService.bearerToken("Bearer " + String(repeating: "a", count: 512))?.utf8.count == 512)
+    }
+
+    @Test(
+        "anything else is no token",
+        arguments: [
+            nil, "", "Bearer", "Bearer ", "Bearerfsd_abc", "Basic fsd_abc", "Bearer\tfsd_abc", "Bearer fsd abc", "Bearex fsd_abc",
+            "Bearer " + String(repeating: "a", count: 513), "Beare fsd_abc", "Bearer-fsd_abc",
+        ])
+    func refused(header: String?) {
+        #expect(SettingsService.bearerToken(header) == nil)
+    }
+}
+
 @Suite("Deadline queue")
 struct DeadlineQueueTests {
     @Test("due waiters come out earliest first, and only those due")
