@@ -100,8 +100,11 @@ final class SocketWatch: @unchecked Sendable {
                 ready.append(Ready(socket: event.data.fd, events: Self.curlEvents(event.events)))
             }
         }
-        // EINTR (count -1) is a wake-up like any other: the caller loops.
-        let timerDue = timerDeadline.map { $0 <= MonotonicTime.now() } ?? false
+        // EINTR (count -1) is a wake-up like any other: the caller loops. A wait that ended by
+        // its own timeout counts as libcurl's timer too, whether or not libcurl asked for one
+        // then: a safety net (libcurl checks what is due, which costs next to nothing), so that
+        // a missed timer or event holds a transfer up for a second at most.
+        let timerDue = count == 0 || (timerDeadline.map { $0 <= MonotonicTime.now() } ?? false)
         if timerDue { timerDeadline = nil }
         return (ready, timerDue)
     }
@@ -117,24 +120,32 @@ final class SocketWatch: @unchecked Sendable {
     }
 
     /// libcurl's `CURLMOPT_SOCKETFUNCTION`: what to watch `socket` for (`CURL_POLL_*`).
-    fileprivate func watch(_ socket: Int32, what: Int32) {
+    /// Returns 0, or -1 when the socket cannot be watched (libcurl then fails the transfers
+    /// rather than leaving them to wait for ever).
+    fileprivate func watch(_ socket: Int32, what: Int32) -> Int32 {
         guard what != CURL_POLL_REMOVE else {
             if watched.remove(socket) != nil { _ = epoll_ctl(poll, EPOLL_CTL_DEL, socket, nil) }
-            return
+            return 0
         }
         var event = epoll_event()
         if what == CURL_POLL_IN || what == CURL_POLL_INOUT { event.events |= EPOLLIN.rawValue }
         if what == CURL_POLL_OUT || what == CURL_POLL_INOUT { event.events |= EPOLLOUT.rawValue }
         event.data.fd = socket
-        if watched.contains(socket) {
-            _ = epoll_ctl(poll, EPOLL_CTL_MOD, socket, &event)
-        } else if epoll_ctl(poll, EPOLL_CTL_ADD, socket, &event) == 0 {
-            watched.insert(socket)
-        } else if errno == EEXIST {
-            // A socket number libcurl closed without telling and reused: watch it anew.
-            _ = epoll_ctl(poll, EPOLL_CTL_MOD, socket, &event)
-            watched.insert(socket)
+        // The set may not be what `watched` says: a socket libcurl closed leaves the set by
+        // itself (ENOENT on a change), and its number may come back for a new one (EEXIST on an
+        // add). Either way the other operation is the right one.
+        var result = epoll_ctl(poll, watched.contains(socket) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, socket, &event)
+        if result != 0, errno == ENOENT {
+            result = epoll_ctl(poll, EPOLL_CTL_ADD, socket, &event)
+        } else if result != 0, errno == EEXIST {
+            result = epoll_ctl(poll, EPOLL_CTL_MOD, socket, &event)
         }
+        guard result == 0 else {
+            watched.remove(socket)
+            return -1
+        }
+        watched.insert(socket)
+        return 0
     }
 
     /// libcurl's `CURLMOPT_TIMERFUNCTION`: call back in `milliseconds`, or never (-1).
@@ -151,8 +162,7 @@ final class SocketWatch: @unchecked Sendable {
 
 private let socketCallback: curl_socket_callback = { _, socket, what, context, _ in
     guard let context else { return 0 }
-    Unmanaged<SocketWatch>.fromOpaque(context).takeUnretainedValue().watch(socket, what: what)
-    return 0
+    return Unmanaged<SocketWatch>.fromOpaque(context).takeUnretainedValue().watch(socket, what: what)
 }
 
 private let timerCallback: curl_multi_timer_callback = { _, milliseconds, context in

@@ -265,7 +265,7 @@ public actor ChangeNotifier {
             if waitersByDevice[waiter.device]?.isEmpty == true { waitersByDevice[waiter.device] = nil }
             let key = DeviceApp(device: waiter.device, app: waiter.app)
             if waiterByDeviceApp[key] == id { waiterByDeviceApp[key] = nil }
-            if let cancellation = waiter.cancellation { waiterByCancellation[cancellation] = nil }
+            if let cancellation = waiter.cancellation, waiterByCancellation[cancellation] == id { waiterByCancellation[cancellation] = nil }
             waiter.continuation.resume(returning: outcome)
             count += 1
         }

@@ -184,7 +184,7 @@ public final class FleetSimulation: Sendable {
             let marker = Self.newMarker("restart")
             phases.append(
                 await measure("restart", marker: marker, expected: all) {
-                    if !server.stop(signal: self.options.restartSignal) { self.fleet.counters.failed(Self.serverHung) }
+                    if await !server.stop(signal: self.options.restartSignal) { self.fleet.counters.failed(Self.serverHung) }
                     do {
                         try await server.start()
                         _ = try await self.admin.patchValues(app: Self.app, scope: "app", patch: [FleetCounters.markerKey: .string(marker)])
@@ -217,8 +217,8 @@ public final class FleetSimulation: Sendable {
         return marker
     }
 
-    /// The error kind of a server that did not end within 30 s of SIGTERM (and was killed).
-    public static let serverHung = "server did not exit within 30 s of SIGTERM"
+    /// The error kind of a server that did not end within 30 s of its stop signal (and was killed).
+    public static let serverHung = "server did not exit within 30 s of its stop signal"
 
     private static func newMarker(_ note: String) -> String { "\(note)-\(UInt32.random(in: 0...UInt32.max))" }
 

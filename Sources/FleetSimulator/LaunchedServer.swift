@@ -83,17 +83,25 @@ public final class LaunchedServer: Sendable {
     /// - Returns: whether it ended within `grace` (`false`: a graceful stop that hung, which the
     ///   caller reports).
     @discardableResult
-    public func stop(signal: Int32 = SIGKILL, grace: Duration = .seconds(30)) -> Bool {
+    public func stop(signal: Int32 = SIGKILL, grace: Duration = .seconds(30)) async -> Bool {
         guard let process = running.withLock({ $0 }) else { return true }
         defer { running.withLock { $0 = nil } }
         if process.isRunning { kill(process.processIdentifier, signal) }
         // Polled: Foundation's waitUntilExit spins a core while it waits.
         let deadline = ContinuousClock.now + grace
-        while process.isRunning, ContinuousClock.now < deadline { usleep(20_000) }
+        while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
         guard process.isRunning else { return true }
-        kill(process.processIdentifier, SIGKILL)
-        while process.isRunning { usleep(20_000) }
+        terminateNow()
         return false
+    }
+
+    /// Kills the server (SIGKILL) and returns once it has ended, without suspending: for
+    /// `defer` blocks and error paths.
+    public func terminateNow() {
+        guard let process = running.withLock({ $0 }) else { return }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        while process.isRunning { usleep(1000) }  // SIGKILL ends it at once
+        running.withLock { $0 = nil }
     }
 
     /// The admin token the server made at its first start.

@@ -121,7 +121,7 @@ struct FleetsetSim: AsyncParsableCommand {
         }
         // On an error: stopped as a crash would (what it did is not being measured any more).
         var stopped = false
-        defer { if !stopped { launched?.stop() } }
+        defer { if !stopped { launched?.terminateNow() } }
         let clientCount = clients ?? max(1, (devices + Self.devicesPerClient - 1) / Self.devicesPerClient)
         let http = try (0..<clientCount).map { _ in try HTTPClient(configuration: .init(allowInsecureHTTP: true)) }
         let admin = FleetClient(http: http[0], baseURL: baseURL, token: adminToken)
@@ -149,7 +149,8 @@ struct FleetsetSim: AsyncParsableCommand {
         await fleet.disconnectAll()
         for client in http { await client.shutdown() }
         stopped = true
-        let hung = launched.map { !$0.stop(signal: SIGTERM) } ?? false
+        var hung = false
+        if let launched { hung = await !launched.stop(signal: SIGTERM) }
         note(report.text)
         if let json {
             let text = report.json.serialized(.pretty) + "\n"

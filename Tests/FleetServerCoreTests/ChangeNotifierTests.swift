@@ -194,6 +194,36 @@ extension ChangeNotifierTests {
     }
 }
 
+extension ChangeNotifierTests {
+    @Test(
+        "after many waits ended early (their deadlines left in the queue and then compacted away), the live ones still time out",
+        .timeLimit(.minutes(1)))
+    func deadlinesAfterCompaction() async {
+        let notifier = ChangeNotifier()
+        for round in 0..<3 {
+            // Each round's change moves the app's generation: the next round waits after it.
+            let generation = await notifier.generation(of: "kiosk", device: "d-\(round)")
+            let waits = (0..<500).map { index in
+                Task {
+                    await notifier.waitForChange(
+                        of: "kiosk", device: "d-\(round)-\(index)", groups: [], after: generation, timeout: .seconds(120))
+                }
+            }
+            await awaitWaiters(notifier, "kiosk", 500)
+            await notifier.changed("kiosk", scope: .app)
+            for wait in waits { #expect(await wait.value == .changed) }
+        }
+        // 1,500 entries of ended waits are queued; the next timeouts run the compaction.
+        let after = await notifier.generation(of: "kiosk", device: "d-live")
+        for _ in 0..<2 {
+            let outcome = await notifier.waitForChange(
+                of: "kiosk", device: "d-live", groups: [], after: after, timeout: .milliseconds(20))
+            #expect(outcome == .timedOut)
+        }
+        #expect(await notifier.heldCount == 0)
+    }
+}
+
 @Suite("Bearer token")
 struct BearerTokenTests {
     @Test("the token of a Bearer header, the scheme in any case and spaces around it")

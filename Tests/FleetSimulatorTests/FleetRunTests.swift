@@ -19,7 +19,7 @@ struct FleetRunTests {
         let server = LaunchedServer(
             executable: CLIRunner.product("fleetset-server"), directory: directory, extraArguments: ["--log-level", "notice"])
         try await server.start()
-        defer { server.stop() }
+        defer { server.terminateNow() }
         let http = try HTTPClient(configuration: .init(allowInsecureHTTP: true))
         let admin = FleetClient(http: http, baseURL: server.url, token: try server.adminToken())
         try await FleetSimulation.prepareApp(admin: admin)

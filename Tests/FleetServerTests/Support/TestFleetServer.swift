@@ -45,6 +45,8 @@ struct TestFleetServer: Sendable {
     let http: HTTPClient
     let store: SQLiteStore
     let notifier: ChangeNotifier
+    /// The service behind the routes (for what a test checks without HTTP).
+    let service: SettingsService
     /// Every SQL statement the store ran, in order.
     let statements: CapturedLog
 
@@ -86,7 +88,7 @@ struct TestFleetServer: Sendable {
         guard bound > 0 else { throw TestServerFailed() }
         let http = try HTTPClient(configuration: .init(allowInsecureHTTP: true))
         let server = TestFleetServer(
-            port: bound, directory: directory, clock: clock, log: log, http: http, store: store, notifier: notifier,
+            port: bound, directory: directory, clock: clock, log: log, http: http, store: store, notifier: notifier, service: service,
             statements: statements)
         do {
             let result = try await body(server)
