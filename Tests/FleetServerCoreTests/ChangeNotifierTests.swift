@@ -3,9 +3,11 @@ import Testing
 
 @Suite("Change notifier for long-polls")
 struct ChangeNotifierTests {
-    /// Yields until `app` has `count` waiters (the waiting task has registered).
+    /// Waits until `app` has `count` waiters (the waiting tasks have registered). It sleeps a
+    /// millisecond between looks rather than yielding: a loop of `Task.yield()` keeps a thread
+    /// of the shared pool busy, and starves the other tests' servers and fleets meanwhile.
     func awaitWaiters(_ notifier: ChangeNotifier, _ app: String, _ count: Int) async {
-        while await notifier.waiterCount(of: app) != count { await Task.yield() }
+        while await notifier.waiterCount(of: app) != count { try? await Task.sleep(for: .milliseconds(1)) }
     }
 
     @Test("an app-wide change wakes every waiter of that app, and only of that app")
