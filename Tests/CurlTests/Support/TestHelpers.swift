@@ -39,17 +39,26 @@ final class SilentListener {
     deinit { close(descriptor) }
 
     /// A port on 127.0.0.1 where, a moment ago, nothing listened.
+    ///
+    /// The port is below the kernel's ephemeral range (`ip_local_port_range`), where no server of
+    /// the other tests, each bound to port 0, can be given it meanwhile.
     static func closedPort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        return try bindToLoopback(descriptor)
+        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        let lowestEphemeral = text.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32768
+        let candidates = lowestEphemeral > 2048 ? Array((1024..<lowestEphemeral).shuffled().prefix(64)) : [0]
+        for candidate in candidates {
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(descriptor) }
+            if let port = try? bindToLoopback(descriptor, port: candidate) { return port }
+        }
+        throw POSIXError(.EADDRINUSE)
     }
 
-    private static func bindToLoopback(_ descriptor: Int32) throws -> Int {
+    private static func bindToLoopback(_ descriptor: Int32, port: Int = 0) throws -> Int {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
+        address.sin_port = UInt16(port).bigEndian
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
