@@ -94,7 +94,7 @@ public final class SettingsService: Sendable {
             logger.notice("device token rotated", metadata: ["event": "token-rotated", "device": "\(device.id)"])
         }
         let now = wallClock.secondsSinceEpoch()
-        if now - (device.lastSeenAt ?? .min / 2) >= Self.lastSeenResolution {
+        if !Self.seenLately(device, now: now) {
             try await seenWrites.submit(DeviceSeen(deviceID: device.id, time: now))
             cache.touch(deviceID: device.id, at: now)
             device.lastSeenAt = now
@@ -118,8 +118,13 @@ public final class SettingsService: Sendable {
         if Credentials.constantTimeEquals(hash, adminTokenHash) { return .admin }
         guard let device = cache.device(tokenHash: hash), device.tokenHash == hash, !device.disabled else { return nil }
         let now = wallClock.secondsSinceEpoch()
-        guard now - (device.lastSeenAt ?? .min / 2) < Self.lastSeenResolution else { return nil }
+        guard Self.seenLately(device, now: now) else { return nil }
         return .device(device)
+    }
+
+    /// Whether the device's last-seen time is recent enough that a request need not record it.
+    private static func seenLately(_ device: Device, now: Int64) -> Bool {
+        now - (device.lastSeenAt ?? .min / 2) < lastSeenResolution
     }
 
     private static func tokenHash(_ authorization: String?) throws(ServiceError) -> String {
