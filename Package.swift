@@ -112,7 +112,7 @@ let package = Package(
             name: "fleetset",
             dependencies: [
                 "FleetJSON", "FleetSchema", "FleetSchemaFiles", "FleetMetadata", "FleetIO", "FleetProtocol", "FleetClient", "Curl",
-                "FleetDeviceState", "FleetDeviceFiles", "FleetSettings",
+                "FleetDeviceState", "FleetDeviceFiles", "FleetSettings", "FleetVersion",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: fleetSwiftSettings
@@ -139,6 +139,9 @@ let package = Package(
             swiftSettings: fleetSwiftSettings
         ),
         .target(name: "SystemdNotify", swiftSettings: fleetSwiftSettings),
+        // The version, generated from the VERSION file (Plugins/VersionFile).
+        .target(name: "FleetVersion", swiftSettings: fleetSwiftSettings, plugins: ["VersionFile"]),
+        .plugin(name: "VersionFile", capability: .buildTool()),
         .target(name: "ChildProcess", dependencies: ["FleetIO", "PosixThreads"], swiftSettings: fleetSwiftSettings),
         .target(name: "FileWatch", dependencies: ["FleetIO", "PosixThreads"], swiftSettings: fleetSwiftSettings),
         .target(
@@ -146,7 +149,7 @@ let package = Package(
             dependencies: [
                 "FleetAgentCore", "FleetDeviceState", "FleetDeviceFiles", "FleetClient", "Curl", "FleetIO", "FleetJSON", "FleetMetadata",
                 "FleetProtocol",
-                "FleetSchema", "SystemdNotify", "ChildProcess", "FileWatch", "PosixThreads",
+                "FleetSchema", "SystemdNotify", "ChildProcess", "FileWatch", "PosixThreads", "FleetVersion",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -245,7 +248,7 @@ let package = Package(
         .executableTarget(
             name: "fleetset-server",
             dependencies: [
-                "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetLogging", "FleetIO",
+                "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetLogging", "FleetIO", "FleetVersion", "SystemdNotify",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -3,6 +3,7 @@ import FleetAgentCore
 import FleetDeviceFiles
 import FleetDeviceState
 import FleetIO
+import FleetVersion
 import Logging
 import PosixThreads
 import ServiceLifecycle
@@ -29,6 +30,7 @@ public final class Agent: Service {
     private let clock: any Clock<Duration>
     private let wallClock: @Sendable () -> Int64
     private let makeRandom: @Sendable () -> any RandomNumberGenerator
+    private let onReload: @Sendable (AgentConfiguration) -> Void
     /// Whether the pages of start-up were handed back already (once per process).
     private let startupPagesReleased = Locked(false)
 
@@ -40,11 +42,14 @@ public final class Agent: Service {
     ///   - clock: every delay and deadline.
     ///   - wallClock: seconds since the epoch, for what is recorded (never for a delay).
     ///   - makeRandom: the random source of each loop (jitter).
+    ///   - onReload: called with each configuration SIGHUP re-read and accepted, before it is
+    ///     used (`fleetsetd` applies its `logLevel` there).
     public init(
         configurationPath: String, configuration: AgentConfiguration, notifier: SystemdNotifier?, watchdogInterval: Duration?,
         logger: Logger, clock: any Clock<Duration> = ContinuousClock(),
         wallClock: @escaping @Sendable () -> Int64 = { Int64(time(nil)) },
-        makeRandom: @escaping @Sendable () -> any RandomNumberGenerator = { SystemRandomNumberGenerator() }
+        makeRandom: @escaping @Sendable () -> any RandomNumberGenerator = { SystemRandomNumberGenerator() },
+        onReload: @escaping @Sendable (AgentConfiguration) -> Void = { _ in }
     ) {
         self.configurationPath = configurationPath
         self.initialConfiguration = configuration
@@ -54,6 +59,7 @@ public final class Agent: Service {
         self.clock = clock
         self.wallClock = wallClock
         self.makeRandom = makeRandom
+        self.onReload = onReload
     }
 
     /// - Throws: ``AgentCannotRun`` when the agent cannot work at all (libcurl too old or
@@ -104,6 +110,7 @@ public final class Agent: Service {
                 self.notifier?.send(.reloading, .status("reloading \(self.configurationPath)"))
                 do {
                     configuration = try AgentConfiguration.load(self.configurationPath)
+                    self.onReload(configuration)
                     self.logger.notice(
                         "configuration reloaded",
                         metadata: ["event": "reloaded", "apps": "\(configuration.apps.map(\.id).joined(separator: ","))"])
@@ -223,8 +230,8 @@ public final class Agent: Service {
     /// a metadata document).
     public static let maximumResponseSize = 4 << 20
 
-    /// The agent's version.
-    public static let version = "0.6.0"
+    /// The agent's version (the package's VERSION file).
+    public static let version = FleetVersion.current
 }
 
 /// A failure no retry can mend (libcurl too old or without TLS): the agent stops, and systemd's

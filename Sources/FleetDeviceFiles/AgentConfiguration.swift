@@ -24,7 +24,7 @@ import Glibc
 /// | `jitter` | seconds | 5 | the most random delay added to a poll and before a hook |
 /// | `longPollWait` | seconds | 55 | how long the server holds a request; 0 polls on the timer only |
 /// | `readyTimeout` | seconds | 60 | tell systemd "ready" after this even if an app has no settings yet |
-/// | `logLevel` | string | `info` | `trace`, `debug`, `info`, `notice`, `warning`, `error`, `critical` |
+/// | `logLevel` | string | `info` | `trace`, `debug`, `info`, `notice`, `warning`, `error`, `critical`; a reload (SIGHUP) applies a change |
 /// | `apps` | array | required | the apps, see ``AppConfiguration`` |
 ///
 /// Unknown keys and bad values are refused with the key's JSON pointer, so a typo such as

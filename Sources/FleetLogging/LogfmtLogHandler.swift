@@ -32,7 +32,13 @@ public struct LogfmtLogHandler: LogHandler {
         case journald
     }
 
-    public var logLevel: Logger.Level
+    /// The lowest level logged: the one set on this handler, else its switch's current one.
+    public var logLevel: Logger.Level {
+        get { ownLevel ?? levelSwitch?.current ?? .info }
+        set { ownLevel = newValue }
+    }
+    private var ownLevel: Logger.Level?
+    private let levelSwitch: LogLevelSwitch?
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
     private let sink: Sink
@@ -43,7 +49,16 @@ public struct LogfmtLogHandler: LogHandler {
 
     /// A handler writing to `sink` (default: standard error).
     public init(level: Logger.Level = .info, style: Style = .timestamped, sink: @escaping Sink = LogfmtLogHandler.standardError) {
-        self.logLevel = level
+        self.ownLevel = level
+        self.levelSwitch = nil
+        self.style = style
+        self.sink = sink
+    }
+
+    /// A handler whose level follows `levelSwitch` (until set on the handler itself).
+    public init(levelSwitch: LogLevelSwitch, style: Style = .timestamped, sink: @escaping Sink = LogfmtLogHandler.standardError) {
+        self.ownLevel = nil
+        self.levelSwitch = levelSwitch
         self.style = style
         self.sink = sink
     }

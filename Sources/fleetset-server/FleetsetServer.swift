@@ -4,9 +4,11 @@ import FleetLogging
 import FleetServer
 import FleetServerCore
 import FleetStoreSQLite
+import FleetVersion
 import Hummingbird
 import Logging
 import Prometheus
+import SystemdNotify
 
 #if canImport(Glibc)
 import Glibc
@@ -18,6 +20,7 @@ struct FleetsetServer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fleetset-server",
         abstract: "Serves fleetset's protocol v1: devices pull their settings, admins manage them.",
+        version: FleetVersion.current,
         subcommands: [Serve.self],
         defaultSubcommand: Serve.self)
 }
@@ -27,7 +30,9 @@ struct Serve: AsyncParsableCommand {
         abstract: "Run the server until SIGTERM or SIGINT.",
         discussion: """
             Logs go to standard error as logfmt lines, one per event; every device status report \
-            is one line with event=status.
+            is one line with event=status. Under systemd (Type=notify) the server sends READY=1 \
+            once it listens and STOPPING=1 when it stops, and its log lines carry journald \
+            priorities.
             """)
 
     @Option(help: "The SQLite database file (created, with its -wal and -shm files, if missing).")
@@ -92,7 +97,9 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         umask(0o077)  // the database holds x-secret values and token hashes: owner-only files
         let level = Logger.Level(rawValue: logLevel) ?? .info
-        LoggingSystem.bootstrap { _ in LogfmtLogHandler(level: level) }
+        let style: LogfmtLogHandler.Style = SystemdNotifier.standardErrorIsJournal() ? .journald : .timestamped
+        LoggingSystem.bootstrap { _ in LogfmtLogHandler(level: level, style: style) }
+        let systemd = SystemdNotifier.fromEnvironment()
         let logger = Logger(label: "fleetset-server")
         guard let (host, port) = Self.address(listen) else { throw ExitCode(2) }
         do {
@@ -134,8 +141,10 @@ struct Serve: AsyncParsableCommand {
                             "scheme": "\(tls == nil ? "http" : "https")", "database": "\(database)",
                             "client_certificates": "\(clientCa == nil ? "not required" : "required")",
                         ])
+                    _ = systemd?.send(.ready, .status("listening on port \(port)"))
                 })
             try await app.runService()
+            _ = systemd?.send(.stopping)
             logger.notice("stopped", metadata: ["event": "stopped"])
         } catch {
             logger.critical("cannot start", metadata: ["event": "fatal", "error": "\(error)"])

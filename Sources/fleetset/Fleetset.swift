@@ -1,5 +1,6 @@
 import ArgumentParser
 import FleetIO
+import FleetVersion
 
 #if canImport(Glibc)
 import Glibc
@@ -20,6 +21,7 @@ struct Fleetset: AsyncParsableCommand {
             to the server. Exit status: 0 on success, 1 when the input is invalid or refused, 2 on \
             usage or I/O errors, 3 when set --wait timed out with the change still pending.
             """,
+        version: FleetVersion.current,
         subcommands: [
             GetCommand.self, ShowCommand.self, StatusCommand.self, SetCommand.self, AckCommand.self, WatchCommand.self, SyncCommand.self,
             ExplainCommand.self, SchemaCommand.self, MetadataCommand.self, SettingsCommand.self, AdminCommand.self,

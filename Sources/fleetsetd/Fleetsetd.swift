@@ -93,11 +93,13 @@ struct Fleetsetd {
         signal(SIGPIPE, SIG_IGN)
         let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
         let style: LogfmtLogHandler.Style = SystemdNotifier.standardErrorIsJournal() ? .journald : .timestamped
-        LoggingSystem.bootstrap { _ in LogfmtLogHandler(level: level, style: style) }
+        let levelSwitch = LogLevelSwitch(level)
+        LoggingSystem.bootstrap { _ in LogfmtLogHandler(levelSwitch: levelSwitch, style: style) }
         let logger = Logger(label: "fleetsetd")
         let agent = Agent(
             configurationPath: configurationPath, configuration: configuration, notifier: SystemdNotifier.fromEnvironment(),
-            watchdogInterval: SystemdNotifier.watchdogInterval(), logger: logger)
+            watchdogInterval: SystemdNotifier.watchdogInterval(), logger: logger,
+            onReload: { levelSwitch.set(Logger.Level(rawValue: $0.logLevel) ?? .info) })
         var quiet = Logger(label: "fleetsetd.lifecycle")
         quiet.logLevel = .warning
         let group = ServiceGroup(

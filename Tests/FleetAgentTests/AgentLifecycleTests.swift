@@ -31,6 +31,47 @@ struct AgentLifecycleTests {
         #expect(agent.count("event=memory") == 1, "once per process, not per reload")
     }
 
+    @Test("SIGHUP applies the configuration's logLevel: at warning the info lines of an applied change stop, back at info they return")
+    func reloadAppliesLogLevel() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let socket = try NotifySocket(directory: fleet.directory)
+        defer { socket.close() }
+        // With a hook, each applied change logs "hook ran" at info; the hook also counts its
+        // runs in a file, so the test knows when the line would have been written.
+        let runs = fleet.directory + "/hook-runs"
+        let door: JSONValue = ["id": "door", "onChange": ["/bin/sh", "-c", .string("echo ran >> \(runs)")]]
+        func hookRuns() -> Int { ((try? String(contentsOfFile: runs, encoding: .utf8)) ?? "").split(separator: "\n").count }
+        let agent = try await fleet.launchAgent([door], environment: ["NOTIFY_SOCKET": socket.path])
+        defer { agent.kill() }
+        try await socket.waitFor("READY=1")
+        try await Waiting.until(timeout: .seconds(30), "the first hook run") { hookRuns() >= 1 }
+        try await agent.waitForLog("event=hook")
+        let atStart = agent.count("level=info")
+        try await fleet.set("door", ["counter": 1])
+        try await Waiting.until(timeout: .seconds(30), "the second hook run") { hookRuns() >= 2 }
+        try await agent.waitForLog("event=hook", count: 2)
+        let afterChange = agent.count("level=info")
+        #expect(afterChange > atStart, "applying a change logs at info:\n\(agent.log)")
+
+        try fleet.writeConfiguration(apps: [door], extra: ["logLevel": "warning"])
+        agent.signal(SIGHUP)
+        try await socket.waitFor("READY=1", count: 2)
+        try await fleet.set("door", ["counter": 2])
+        try await Waiting.until(timeout: .seconds(30), "the third hook run") { hookRuns() >= 3 }
+        #expect(agent.count("event=reloaded") == 0, "the reload's own notice line is below warning too")
+
+        // Back at info. The third run's "hook ran" line, had it been logged, would come before
+        // this reload's line (the agent logs it as the hook exits, before the SIGHUP is sent).
+        try fleet.writeConfiguration(apps: [door], extra: ["logLevel": "info"])
+        agent.signal(SIGHUP)
+        try await agent.waitForLog("event=reloaded")
+        let beforeReload = agent.log.split(separator: "\n").prefix { !$0.contains("event=reloaded") }
+        #expect(beforeReload.filter { $0.contains("level=info") }.count == afterChange, "no info line at logLevel warning:\n\(agent.log)")
+        try await fleet.set("door", ["counter": 3])
+        try await agent.waitForLog("event=hook", count: 3)
+    }
+
     @Test("the notify protocol: READY with STATUS, WATCHDOG at half the interval, RELOADING/READY on SIGHUP, STOPPING on SIGTERM")
     func notifyProtocol() async throws {
         let fleet = try await Fleet.start()
