@@ -58,6 +58,8 @@ let package = Package(
         // The server's metrics: recorded through swift-metrics, served in Prometheus' text format.
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // The PostgreSQL store, for several server instances sharing one database.
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         .systemLibrary(
@@ -248,7 +250,8 @@ let package = Package(
         .executableTarget(
             name: "fleetset-server",
             dependencies: [
-                "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetLogging", "FleetIO", "FleetVersion", "SystemdNotify",
+                "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetStorePostgres", "FleetLogging", "FleetIO", "FleetVersion",
+                "SystemdNotify",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -282,8 +285,8 @@ let package = Package(
         .testTarget(
             name: "FleetServerTests",
             dependencies: [
-                "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetProtocol", "FleetJSON", "FleetLogging", "Curl", "FleetClient",
-                "FleetMetadata", "FleetIO", "PosixThreads",
+                "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetStorePostgres", "FleetProtocol", "FleetJSON", "FleetLogging",
+                "Curl", "FleetClient", "FleetMetadata", "FleetIO", "PosixThreads", "FleetTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -295,9 +298,30 @@ let package = Package(
             dependencies: ["FleetServerCore", "FleetJSON", "FleetProtocol", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: fleetSwiftSettings
         ),
+        // The store on PostgreSQL, for several server instances over one database: migrations
+        // under an advisory lock, the cross-instance write lock, LISTEN/NOTIFY of changes.
+        .target(
+            name: "FleetStorePostgres",
+            dependencies: [
+                "FleetServerCore", "FleetJSON", "FleetProtocol",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: fleetSwiftSettings
+        ),
         .testTarget(
             name: "FleetStoreSQLiteTests",
             dependencies: ["FleetStoreSQLite", "FleetServerCore", "FleetProtocol", "FleetJSON"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        // One suite for every store: each test runs against SQLite and a throw-away PostgreSQL.
+        .testTarget(
+            name: "FleetStoreConformanceTests",
+            dependencies: [
+                "FleetStoreSQLite", "FleetStorePostgres", "FleetServerCore", "FleetProtocol", "FleetJSON", "FleetTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(
@@ -318,7 +342,7 @@ let package = Package(
         // Test support shared by the test targets that run the built binaries.
         .target(
             name: "FleetTestSupport",
-            dependencies: ["PosixThreads"],
+            dependencies: ["PosixThreads", "ChildProcess"],
             path: "Tests/FleetTestSupport",
             swiftSettings: fleetSwiftSettings
         ),

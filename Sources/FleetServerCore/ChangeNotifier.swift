@@ -63,6 +63,8 @@ public actor ChangeNotifier {
     }
 
     private var generations: [String: UInt64] = [:]
+    /// Counts the times everything may have changed (``StoreChange/unknown``).
+    private var everythingGeneration: UInt64 = 0
     private var waiters: [Int: Waiter] = [:]
     private var waitersByApp: [String: Set<Int>] = [:]
     private var waitersByDevice: [String: Set<Int>] = [:]
@@ -98,9 +100,11 @@ public actor ChangeNotifier {
     public struct Generation: Sendable, Hashable {
         public let app: UInt64
         public let device: UInt64
+        /// The times changes made elsewhere may have been missed.
+        public let everything: UInt64
 
         /// Before any change.
-        public static let start = Generation(app: 0, device: 0)
+        public static let start = Generation(app: 0, device: 0, everything: 0)
     }
 
     /// How many changes of `app` there have been (0 at start).
@@ -110,7 +114,7 @@ public actor ChangeNotifier {
 
     /// The changes of `app` and of `device` so far: read before computing the device's revision.
     public func generation(of app: String, device: String) -> Generation {
-        Generation(app: generations[app, default: 0], device: deviceGenerations[device, default: 0])
+        Generation(app: generations[app, default: 0], device: deviceGenerations[device, default: 0], everything: everythingGeneration)
     }
 
     /// Records a write of `app` at `scope` and wakes the long-polls of the devices it reaches.
@@ -138,6 +142,25 @@ public actor ChangeNotifier {
         // A long-poll of the device between reading its generation and waiting sees this too.
         deviceGenerations[device, default: 0] += 1
         lastWakeCount = wake(waitersByDevice[device] ?? [], with: .changed)
+    }
+
+    /// Records a change another server instance on the same database made (heard from the
+    /// store): forgets what it may have made stale, revisions included (see
+    /// ``ServingCache/invalidateElsewhere(app:scope:)``), and wakes the long-polls it reaches,
+    /// as ``changed(_:scope:)`` and ``deviceChanged(_:)`` do for this instance's own writes.
+    /// ``StoreChange/unknown`` forgets everything and wakes every long-poll to check again.
+    public func changedElsewhere(_ change: StoreChange) {
+        switch change {
+        case .values(let app, let scope):
+            cache.invalidateElsewhere(app: app, scope: scope)
+            changed(app, scope: scope)
+        case .device(let id):
+            deviceChanged(id)
+        case .unknown:
+            cache.invalidateAll()
+            everythingGeneration += 1
+            lastWakeCount = wake(Array(waiters.keys), with: .changed)
+        }
     }
 
     /// The number of long-polls waiting on `app`.

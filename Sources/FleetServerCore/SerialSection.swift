@@ -3,13 +3,22 @@
 /// the validation of stored values) can never interleave with another write.
 ///
 /// An actor alone does not give this: it is re-entered at every `await` of the store.
+///
+/// With a ``SharedWriteLock`` (several instances on one PostgreSQL database), the operation
+/// whose turn it is here also takes that lock, so one write at a time runs across every
+/// instance; the others of this instance wait here, in order, not on the database.
 public actor SerialSection {
     private var busy = false
     private var waiting: [CheckedContinuation<Void, Never>] = []
+    private let shared: (any SharedWriteLock)?
 
-    public init() {}
+    /// - Parameter shared: the lock of all instances on the same database, if there are several.
+    public init(shared: (any SharedWriteLock)? = nil) {
+        self.shared = shared
+    }
 
-    /// Runs `operation` once every operation that arrived before it has finished.
+    /// Runs `operation` once every operation that arrived before it has finished (and, with a
+    /// shared lock, while this instance holds it).
     public func run<T: Sendable>(_ operation: @Sendable () async throws -> T) async throws -> T {
         if busy {
             await withCheckedContinuation { waiting.append($0) }
@@ -17,7 +26,8 @@ public actor SerialSection {
             busy = true
         }
         defer { handOver() }
-        return try await operation()
+        guard let shared else { return try await operation() }
+        return try await shared.withLock(operation)
     }
 
     private func handOver() {

@@ -80,6 +80,8 @@ public final class ServingCache: Sendable {
 
     private struct State {
         var epoch: UInt64 = 0
+        /// Counts the times revisions were forgotten for changes another instance made.
+        var revisionEpoch: UInt64 = 0
         var deviceIDByTokenHash: [String: String] = [:]
         var devices: [String: Device] = [:]
         var metadata: [String: (stored: StoredMetadata, metadata: Metadata)] = [:]
@@ -218,10 +220,18 @@ public final class ServingCache: Sendable {
         }
     }
 
+    /// Counts the times revisions were forgotten because another instance changed what they
+    /// depend on: read it before advancing a revision in the store, and pass it to
+    /// ``record(_:app:deviceID:readAt:)``.
+    public var revisionEpoch: UInt64 { state.withLock { $0.revisionEpoch } }
+
     /// Records the revision the store holds for the device now (never going back to an older
-    /// one: of two requests racing, the later revision stays).
-    public func record(_ revision: RevisionState, app: String, deviceID: String) {
+    /// one: of two requests racing, the later revision stays), unless revisions were forgotten
+    /// since `epoch` (``revisionEpoch``): with several instances, a revision read before another
+    /// instance's change may be older than one that instance has served since.
+    public func record(_ revision: RevisionState, app: String, deviceID: String, readAt epoch: UInt64? = nil) {
         state.withLock { state in
+            if let epoch, state.revisionEpoch != epoch { return }
             if let known = state.revisions[deviceID]?[app], known.revision > revision.revision { return }
             state.revisions[deviceID, default: [:]][app] = revision
         }
@@ -258,6 +268,38 @@ public final class ServingCache: Sendable {
             state.metadataLoads = [:]
             state.sharedLoads = [:]
             state.forget(device: id)
+        }
+    }
+
+    /// Forgets, besides what ``invalidate(app:scope:)`` forgets, the revisions a change made by
+    /// another instance may have made stale: that instance advances the revisions of the devices
+    /// it serves, and a device that moves here must never be served an older one (values changed
+    /// and changed back have the fingerprint of a revision kept here, but not its number).
+    public func invalidateElsewhere(app: String, scope: Scope) {
+        invalidate(app: app, scope: scope)
+        state.withLock { state in
+            state.revisionEpoch += 1
+            switch scope {
+            case .defaults, .app:
+                for device in state.revisions.keys { state.revisions[device]?[app] = nil }
+            case .group(let name):
+                for device in state.revisions.keys where state.devices[device].map({ $0.groups.contains(name) }) ?? true {
+                    state.revisions[device]?[app] = nil
+                }
+            case .device(let id):
+                state.revisions[id]?[app] = nil
+            }
+        }
+    }
+
+    /// Forgets everything (changes made elsewhere may have been missed).
+    public func invalidateAll() {
+        state.withLock { state in
+            let epoch = state.epoch + 1
+            let revisionEpoch = state.revisionEpoch + 1
+            state = State()
+            state.epoch = epoch
+            state.revisionEpoch = revisionEpoch
         }
     }
 

@@ -29,7 +29,8 @@ public final class SettingsService: Sendable {
     let waitSpread: @Sendable (Duration) -> Duration
     let logger: Logger
     private let adminTokenHash: String
-    let writes = SerialSection()
+    /// Serialises the writes that check before they write (across instances with a shared lock).
+    let writes: SerialSection
     /// What the hot path reads instead of the store; the notifier invalidates it.
     var cache: ServingCache { notifier.cache }
     /// Revision advances, status reports and last-seen times, written in shared transactions.
@@ -45,12 +46,16 @@ public final class SettingsService: Sendable {
     ///   - adminTokenHash: ``Credentials/hash(_:)`` of the admin token.
     ///   - waitSpread: how long a long-poll asking for a wait really waits at most
     ///     (``spreadWait(_:fraction:)`` with a random fraction by default).
+    ///   - writeLock: the lock shared with the other instances on the same database, if any
+    ///     (their changes reach this one through ``ChangeNotifier/changedElsewhere(_:)``).
     public init(
         store: any SettingsStore, adminTokenHash: String, wallClock: any WallClock,
         waitSpread: @escaping @Sendable (Duration) -> Duration = { SettingsService.spreadWait($0, fraction: .random(in: 0..<1)) },
-        notifier: ChangeNotifier = ChangeNotifier(), metrics: ServerMetrics = ServerMetrics(), logger: Logger
+        notifier: ChangeNotifier = ChangeNotifier(), metrics: ServerMetrics = ServerMetrics(), writeLock: (any SharedWriteLock)? = nil,
+        logger: Logger
     ) {
         self.store = store
+        self.writes = SerialSection(shared: writeLock)
         self.adminTokenHash = adminTokenHash
         self.wallClock = wallClock
         self.waitSpread = waitSpread
@@ -376,8 +381,9 @@ public final class SettingsService: Sendable {
     /// share a transaction, see ``GroupCommit``).
     private func revision(app: String, deviceID: String, fingerprint: UInt64) async throws -> RevisionState {
         if let known = cache.revision(app: app, deviceID: deviceID), known.fingerprint == fingerprint { return known }
+        let epoch = cache.revisionEpoch
         let state = try await revisionWrites.submit(RevisionAdvance(app: app, deviceID: deviceID, fingerprint: fingerprint))
-        cache.record(state, app: app, deviceID: deviceID)
+        cache.record(state, app: app, deviceID: deviceID, readAt: epoch)
         return state
     }
 

@@ -107,6 +107,25 @@ public protocol SettingsStore: Sendable {
 
     /// Every device, ordered by id.
     func devices() async throws -> [Device]
+
+    /// Everything stored, read in one transaction (for `fleetset-server migrate`).
+    func snapshot() async throws -> StoreSnapshot
+
+    /// Writes everything in `snapshot`, in one transaction, into a store that holds no
+    /// metadata, values, devices or enrollment tokens yet.
+    ///
+    /// - Throws: ``StoreNotEmpty`` naming what it holds, writing nothing.
+    func restore(_ snapshot: StoreSnapshot) async throws
+}
+
+/// ``SettingsStore/restore(_:)`` found a store that already holds a fleet.
+public struct StoreNotEmpty: Error, Sendable, CustomStringConvertible {
+    /// What it holds, e.g. "3 devices".
+    public let holds: String
+
+    public init(holds: String) { self.holds = holds }
+
+    public var description: String { "the destination store is not empty (it holds \(holds)); restore only into a new database" }
 }
 
 extension SettingsStore {
@@ -303,5 +322,42 @@ public struct EnrollmentAttempt: Sendable, Hashable {
         self.requestID = requestID
         self.now = now
         self.retryWindow = retryWindow
+    }
+}
+
+/// A row the store wrote cannot be read back: the database was changed outside fleetset.
+public struct StoreCorruption: Error, Sendable, CustomStringConvertible {
+    /// Which stored item.
+    public let what: String
+
+    public init(what: String) { self.what = what }
+
+    public var description: String { "the stored \(what) cannot be read; the database was changed outside fleetset" }
+}
+
+/// How stores keep lists and objects in text columns: as JSON.
+public enum StoredText {
+    /// A list of names as JSON text.
+    public static func text(_ strings: [String]) -> String {
+        JSONValue.array(strings.map(JSONValue.string)).serialized()
+    }
+
+    /// The list of names in `text`.
+    ///
+    /// - Throws: ``StoreCorruption`` naming `what` when it is not a JSON array of strings.
+    public static func strings(_ text: String, what: String) throws -> [String] {
+        guard case .array(let elements)? = try? JSONParser.parse(text) else { throw StoreCorruption(what: what) }
+        return try elements.map { element in
+            guard case .string(let value) = element else { throw StoreCorruption(what: what) }
+            return value
+        }
+    }
+
+    /// The object in `text`.
+    ///
+    /// - Throws: ``StoreCorruption`` naming `what` when it is not a JSON object.
+    public static func object(_ text: String, what: String) throws -> JSONObject {
+        guard case .object(let object)? = try? JSONParser.parse(text) else { throw StoreCorruption(what: what) }
+        return object
     }
 }

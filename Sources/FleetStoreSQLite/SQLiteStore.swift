@@ -111,7 +111,7 @@ public final class SQLiteStore: SettingsStore {
                 db, sql: #"SELECT "values" FROM scoped_values WHERE app = ? AND scope = ?"#, arguments: [app, scope.description])
         }
         guard let text else { return [:] }
-        return try Self.object(text, what: "values of \(app) at \(scope)")
+        return try StoredText.object(text, what: "values of \(app) at \(scope)")
     }
 
     public func setValues(_ values: JSONObject, app: String, scope: Scope) async throws {
@@ -140,7 +140,7 @@ public final class SQLiteStore: SettingsStore {
         }
         var layers = ValueLayers()
         for row in rows {
-            let values = try Self.object(row.values, what: "values of \(app) at \(row.scope)")
+            let values = try StoredText.object(row.values, what: "values of \(app) at \(row.scope)")
             switch Scope(parameter: row.scope) {
             case .app: layers.app = values
             case .group(let name): layers.groups[name] = values
@@ -159,7 +159,7 @@ public final class SQLiteStore: SettingsStore {
         var result: [Scope: JSONObject] = [:]
         for row in rows {
             guard let scope = Scope(parameter: row.scope) else { throw StoreCorruption(what: "scope \(row.scope) of \(app)") }
-            result[scope] = try Self.object(row.values, what: "values of \(app) at \(row.scope)")
+            result[scope] = try StoredText.object(row.values, what: "values of \(app) at \(row.scope)")
         }
         return result
     }
@@ -178,7 +178,8 @@ public final class SQLiteStore: SettingsStore {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [
-                device.id, device.tokenHash, text(device.apps), text(device.groups), device.enrolledAt, device.lastSeenAt, device.disabled,
+                device.id, device.tokenHash, StoredText.text(device.apps), StoredText.text(device.groups), device.enrolledAt,
+                device.lastSeenAt, device.disabled,
                 device.pendingTokenHash, device.rotationRequested, attempt?.tokenHash, attempt?.requestID,
             ])
     }
@@ -225,7 +226,7 @@ public final class SQLiteStore: SettingsStore {
             if let requested = change.rotationRequested { device.rotationRequested = requested }
             try db.execute(
                 sql: "UPDATE devices SET apps = ?, groups = ?, disabled = ?, rotation_requested = ? WHERE id = ?",
-                arguments: [Self.text(device.apps), Self.text(device.groups), device.disabled, device.rotationRequested, id])
+                arguments: [StoredText.text(device.apps), StoredText.text(device.groups), device.disabled, device.rotationRequested, id])
             return device
         }
     }
@@ -262,7 +263,9 @@ public final class SQLiteStore: SettingsStore {
         try await durableWrite { db in
             try db.execute(
                 sql: "INSERT INTO enrollment_tokens (hash, id, expires_at, uses_left, apps, groups) VALUES (?, ?, ?, ?, ?, ?)",
-                arguments: [token.hash, token.id, token.expiresAt, token.usesLeft, Self.text(token.apps), Self.text(token.groups)])
+                arguments: [
+                    token.hash, token.id, token.expiresAt, token.usesLeft, StoredText.text(token.apps), StoredText.text(token.groups),
+                ])
         }
     }
 
@@ -420,20 +423,22 @@ public final class SQLiteStore: SettingsStore {
     }
 
     public func recordStatuses(_ records: [StatusRecord]) async throws -> [Void] {
-        try await write { db in
-            try records.map { record in
-                let report = record.report
-                try db.cachedStatement(
-                    sql: """
-                        INSERT OR REPLACE INTO status_reports
-                        (app, device_id, revision, schema_version, state, message, source, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                        """
-                ).execute(
-                    arguments: [
-                        record.app, record.deviceID, report.revision, report.schemaVersion, report.state.rawValue, report.message,
-                        report.source.rawValue, record.time,
-                    ])
-            }
+        try await write { db in try Self.recordStatuses(records, db) }
+    }
+
+    private static func recordStatuses(_ records: [StatusRecord], _ db: Database) throws -> [Void] {
+        try records.map { record in
+            let report = record.report
+            try db.cachedStatement(
+                sql: """
+                    INSERT OR REPLACE INTO status_reports
+                    (app, device_id, revision, schema_version, state, message, source, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """
+            ).execute(
+                arguments: [
+                    record.app, record.deviceID, report.revision, report.schemaVersion, report.state.rawValue, report.message,
+                    report.source.rawValue, record.time,
+                ])
         }
     }
 
@@ -465,13 +470,87 @@ public final class SQLiteStore: SettingsStore {
         return StoredStatus(deviceID: deviceID, report: report, receivedAt: row["received_at"])
     }
 
+    // MARK: - Moving a fleet
+
+    public func snapshot() async throws -> StoreSnapshot {
+        try await read { db in
+            var snapshot = StoreSnapshot()
+            snapshot.metadata = try Row.fetchAll(db, sql: "SELECT app, version, document FROM metadata ORDER BY app").map { row in
+                StoredMetadata(app: row["app"], version: row["version"], document: row["document"])
+            }
+            snapshot.values = try Row.fetchAll(db, sql: #"SELECT app, scope, "values" FROM scoped_values ORDER BY app, scope"#).map { row in
+                let app: String = row["app"]
+                let scopeText: String = row["scope"]
+                guard let scope = Scope(parameter: scopeText) else { throw StoreCorruption(what: "scope \(scopeText) of \(app)") }
+                return StoreSnapshot.Values(
+                    app: app, scope: scope, values: try StoredText.object(row["values"], what: "values of \(app) at \(scopeText)"))
+            }
+            snapshot.devices = try Row.fetchAll(db, sql: "SELECT * FROM devices ORDER BY id").map { row in
+                StoreSnapshot.EnrolledDevice(
+                    device: try Self.device(row), enrollmentTokenHash: row["enrollment_token_hash"],
+                    enrollmentRequestID: row["enrollment_request_id"])
+            }
+            snapshot.enrollmentTokens = try Row.fetchAll(db, sql: "SELECT * FROM enrollment_tokens ORDER BY id").map(Self.enrollmentToken)
+            snapshot.revisions = try Row.fetchAll(db, sql: "SELECT * FROM revisions ORDER BY app, device_id").map { row in
+                StoreSnapshot.Revision(app: row["app"], deviceID: row["device_id"], state: Self.revisionState(row))
+            }
+            snapshot.reports = try Row.fetchAll(db, sql: "SELECT * FROM status_reports ORDER BY app, device_id").map { row in
+                let stored = try Self.storedStatus(row)
+                return StoreSnapshot.Report(
+                    app: row["app"], deviceID: stored.deviceID, report: stored.report, receivedAt: stored.receivedAt)
+            }
+            return snapshot
+        }
+    }
+
+    public func restore(_ snapshot: StoreSnapshot) async throws {
+        try await durableWrite { db in
+            for (table, what) in [
+                ("metadata", "metadata"), ("scoped_values", "values"), ("devices", "devices"), ("enrollment_tokens", "enrollment tokens"),
+            ] {
+                let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0
+                if count > 0 { throw StoreNotEmpty(holds: "\(count) \(what)") }
+            }
+            for metadata in snapshot.metadata {
+                try db.execute(
+                    sql: "INSERT INTO metadata (app, version, document) VALUES (?, ?, ?)",
+                    arguments: [metadata.app, metadata.version, metadata.document])
+            }
+            for entry in snapshot.values {
+                try db.execute(
+                    sql: #"INSERT INTO scoped_values (app, scope, "values") VALUES (?, ?, ?)"#,
+                    arguments: [entry.app, entry.scope.description, JSONValue.object(entry.values).serialized()])
+            }
+            for entry in snapshot.devices {
+                try Self.insert(entry.device, db)
+                try db.execute(
+                    sql: "UPDATE devices SET enrollment_token_hash = ?, enrollment_request_id = ? WHERE id = ?",
+                    arguments: [entry.enrollmentTokenHash, entry.enrollmentRequestID, entry.device.id])
+            }
+            for token in snapshot.enrollmentTokens {
+                try db.execute(
+                    sql: "INSERT INTO enrollment_tokens (hash, id, expires_at, uses_left, apps, groups) VALUES (?, ?, ?, ?, ?, ?)",
+                    arguments: [
+                        token.hash, token.id, token.expiresAt, token.usesLeft, StoredText.text(token.apps), StoredText.text(token.groups),
+                    ])
+            }
+            for entry in snapshot.revisions {
+                try db.execute(
+                    sql: "INSERT INTO revisions (app, device_id, revision, fingerprint) VALUES (?, ?, ?, ?)",
+                    arguments: [entry.app, entry.deviceID, entry.state.revision, Int64(bitPattern: entry.state.fingerprint)])
+            }
+            _ = try Self.recordStatuses(
+                snapshot.reports.map { StatusRecord(report: $0.report, app: $0.app, deviceID: $0.deviceID, time: $0.receivedAt) }, db)
+        }
+    }
+
     // MARK: - Encoding
 
     private static func device(_ row: Row) throws -> Device {
         let id: String = row["id"]
         return Device(
-            id: id, tokenHash: row["token_hash"], apps: try strings(row["apps"], what: "apps of device \(id)"),
-            groups: try strings(row["groups"], what: "groups of device \(id)"), enrolledAt: row["enrolled_at"],
+            id: id, tokenHash: row["token_hash"], apps: try StoredText.strings(row["apps"], what: "apps of device \(id)"),
+            groups: try StoredText.strings(row["groups"], what: "groups of device \(id)"), enrolledAt: row["enrolled_at"],
             lastSeenAt: row["last_seen_at"], disabled: row["disabled"], pendingTokenHash: row["pending_token_hash"],
             rotationRequested: row["rotation_requested"])
     }
@@ -480,25 +559,8 @@ public final class SQLiteStore: SettingsStore {
         let id: String = row["id"]
         return EnrollmentTokenRecord(
             hash: row["hash"], id: id, expiresAt: row["expires_at"], usesLeft: row["uses_left"],
-            apps: try strings(row["apps"], what: "apps of enrollment token \(id)"),
-            groups: try strings(row["groups"], what: "groups of enrollment token \(id)"))
-    }
-
-    private static func text(_ strings: [String]) -> String {
-        JSONValue.array(strings.map(JSONValue.string)).serialized()
-    }
-
-    private static func strings(_ text: String, what: String) throws -> [String] {
-        guard case .array(let elements)? = try? JSONParser.parse(text) else { throw StoreCorruption(what: what) }
-        return try elements.map { element in
-            guard case .string(let value) = element else { throw StoreCorruption(what: what) }
-            return value
-        }
-    }
-
-    private static func object(_ text: String, what: String) throws -> JSONObject {
-        guard case .object(let object)? = try? JSONParser.parse(text) else { throw StoreCorruption(what: what) }
-        return object
+            apps: try StoredText.strings(row["apps"], what: "apps of enrollment token \(id)"),
+            groups: try StoredText.strings(row["groups"], what: "groups of enrollment token \(id)"))
     }
 }
 
@@ -511,12 +573,4 @@ private struct StoredStatus: Sendable {
 private struct ScopeRow: Sendable {
     var scope: String
     var values: String
-}
-
-/// A row the store wrote cannot be read back: the database was changed outside fleetset.
-public struct StoreCorruption: Error, Sendable, CustomStringConvertible {
-    /// Which stored item.
-    public let what: String
-
-    public var description: String { "the stored \(what) cannot be read; the database was changed outside fleetset" }
 }

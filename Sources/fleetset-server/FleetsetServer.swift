@@ -3,6 +3,7 @@ import FleetIO
 import FleetLogging
 import FleetServer
 import FleetServerCore
+import FleetStorePostgres
 import FleetStoreSQLite
 import FleetVersion
 import Hummingbird
@@ -21,7 +22,7 @@ struct FleetsetServer: AsyncParsableCommand {
         commandName: "fleetset-server",
         abstract: "Serves fleetset's protocol v1: devices pull their settings, admins manage them.",
         version: FleetVersion.current,
-        subcommands: [Serve.self],
+        subcommands: [Serve.self, Migrate.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -35,8 +36,16 @@ struct Serve: AsyncParsableCommand {
             priorities.
             """)
 
-    @Option(help: "The SQLite database file (created, with its -wal and -shm files, if missing).")
+    @Option(
+        help: """
+            The SQLite database file (created, with its -wal and -shm files, if missing), or a PostgreSQL database: \
+            postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=verify-full&sslrootcert=PATH&host=/SOCKET/FOLDER] \
+            (the password may come from PGPASSWORD instead). Several instances on one PostgreSQL database act as one server.
+            """)
     var database: String
+
+    @Option(help: "The most PostgreSQL connections this instance opens (default 20; the URL's pool_size says the same).")
+    var databasePool: Int?
 
     @Option(help: "Where to listen, HOST:PORT (port 0: any free port; the log names it).")
     var listen: String = "127.0.0.1:8443"
@@ -92,6 +101,18 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("\(name) must be a number of requests, 1 or more")
         }
         if let maxLongPolls, maxLongPolls < 1 { throw ValidationError("--max-long-polls must be 1 or more") }
+        if let databasePool, !(2...1000).contains(databasePool) {
+            throw ValidationError("--database-pool must be a number of connections from 2 to 1000")
+        }
+        if PostgresLocation.isPostgresURL(database) {
+            do {
+                _ = try PostgresLocation(url: database)
+            } catch {
+                throw ValidationError("--database: \(error)")
+            }
+        } else if databasePool != nil {
+            throw ValidationError("--database-pool applies to a PostgreSQL database (postgres://…)")
+        }
     }
 
     func run() async throws {
@@ -101,7 +122,6 @@ struct Serve: AsyncParsableCommand {
         LoggingSystem.bootstrap { _ in LogfmtLogHandler(level: level, style: style) }
         let systemd = SystemdNotifier.fromEnvironment()
         let logger = Logger(label: "fleetset-server")
-        guard let (host, port) = Self.address(listen) else { throw ExitCode(2) }
         do {
             let admin = try AdminTokenFile.loadOrCreate(adminTokenFile)
             logger.notice(
@@ -118,37 +138,84 @@ struct Serve: AsyncParsableCommand {
                 ])
             let registry = PrometheusCollectorRegistry()
             let metrics = ServerMetrics(factory: PrometheusMetricsFactory.fleetset(registry: registry))
-            let store = try SQLiteStore(path: database, onTransaction: { metrics.storeTransaction($0, took: $1) })
-            let service = SettingsService(
-                store: store, adminTokenHash: admin.tokenHash, wallClock: SystemWallClock(),
-                notifier: ChangeNotifier(capacity: capacity, onHeldCountChange: { metrics.longPollsHeld($0) }), metrics: metrics,
-                logger: logger)
-            let tls = tlsCertificate.flatMap { certificate in tlsKey.map { (certificateFile: certificate, keyFile: $0) } }
-            let app = try FleetServerApplication.make(
-                service: service,
-                options: ServerOptions(
-                    host: host, port: port, tls: tls, clientCAFile: clientCa,
-                    limits: RequestLimits.Configuration(
-                        perAddress: .init(rate: addressRate, burst: addressBurst), perDevice: .init(rate: deviceRate, burst: deviceBurst),
-                        trustedProxies: Set(trustedProxy)),
-                    metrics: registry),
-                logger: logger,
-                onServerRunning: { port in
-                    logger.notice(
-                        "listening",
-                        metadata: [
-                            "event": "listening", "address": "\(host.contains(":") ? "[\(host)]" : host):\(port)",
-                            "scheme": "\(tls == nil ? "http" : "https")", "database": "\(database)",
-                            "client_certificates": "\(clientCa == nil ? "not required" : "required")",
-                        ])
-                    _ = systemd?.send(.ready, .status("listening on port \(port)"))
-                })
-            try await app.runService()
+            let onTransaction: @Sendable (String, Duration) -> Void = { metrics.storeTransaction($0, took: $1) }
+            let running = Running(
+                adminTokenHash: admin.tokenHash, capacity: capacity, registry: registry, metrics: metrics, logger: logger, systemd: systemd)
+            if PostgresLocation.isPostgresURL(database) {
+                var location = try PostgresLocation(url: database, environmentPassword: getenv("PGPASSWORD").map { String(cString: $0) })
+                if let databasePool { location.poolSize = databasePool }
+                try await PostgresStore.with(location, logger: logger, onTransaction: onTransaction) { store in
+                    try await serve(store: store, shared: store, databaseName: location.redacted, running)
+                }
+            } else {
+                let store = try SQLiteStore(path: database, onTransaction: onTransaction)
+                try await serve(store: store, shared: nil, databaseName: database, running)
+            }
             _ = systemd?.send(.stopping)
             logger.notice("stopped", metadata: ["event": "stopped"])
         } catch {
             logger.critical("cannot start", metadata: ["event": "fatal", "error": "\(error)"])
             throw ExitCode(1)
+        }
+    }
+
+    /// What ``run()`` made before it opened the store.
+    struct Running {
+        let adminTokenHash: String
+        let capacity: Int
+        let registry: PrometheusCollectorRegistry
+        let metrics: ServerMetrics
+        let logger: Logger
+        let systemd: SystemdNotifier?
+    }
+
+    /// Serves on `store` until SIGTERM or SIGINT. With `shared` (PostgreSQL), writes take the
+    /// lock of every instance on the database, and the changes the others make reach this
+    /// instance's long-polls and caches.
+    private func serve(store: any SettingsStore, shared: PostgresStore?, databaseName: String, _ running: Running) async throws {
+        let (logger, metrics) = (running.logger, running.metrics)
+        let notifier = ChangeNotifier(capacity: running.capacity, onHeldCountChange: { metrics.longPollsHeld($0) })
+        let service = SettingsService(
+            store: store, adminTokenHash: running.adminTokenHash, wallClock: SystemWallClock(), notifier: notifier, metrics: metrics,
+            writeLock: shared?.writeLock, logger: logger)
+        guard let (host, port) = Self.address(listen) else { throw ExitCode(2) }
+        let tls = tlsCertificate.flatMap { certificate in tlsKey.map { (certificateFile: certificate, keyFile: $0) } }
+        let systemd = running.systemd
+        let app = try FleetServerApplication.make(
+            service: service,
+            options: ServerOptions(
+                host: host, port: port, tls: tls, clientCAFile: clientCa,
+                limits: RequestLimits.Configuration(
+                    perAddress: .init(rate: addressRate, burst: addressBurst), perDevice: .init(rate: deviceRate, burst: deviceBurst),
+                    trustedProxies: Set(trustedProxy)),
+                metrics: running.registry),
+            logger: logger,
+            onServerRunning: { port in
+                logger.notice(
+                    "listening",
+                    metadata: [
+                        "event": "listening", "address": "\(host.contains(":") ? "[\(host)]" : host):\(port)",
+                        "scheme": "\(tls == nil ? "http" : "https")", "database": "\(databaseName)",
+                        "client_certificates": "\(clientCa == nil ? "not required" : "required")",
+                    ])
+                _ = systemd?.send(.ready, .status("listening on port \(port)"))
+            })
+        guard let shared else {
+            try await app.runService()
+            return
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await shared.followChanges(
+                    onListening: {
+                        logger.notice("following the other instances' changes", metadata: ["event": "change-feed", "state": "listening"])
+                    }
+                ) { change in
+                    await notifier.changedElsewhere(change)
+                }
+            }
+            defer { group.cancelAll() }
+            try await app.runService()
         }
     }
 
@@ -160,5 +227,77 @@ struct Serve: AsyncParsableCommand {
         var host = String(text[..<colon])
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         return host.isEmpty ? nil : (host, port)
+    }
+}
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Copy a fleet from one store to another (SQLite to PostgreSQL, to scale out).",
+        discussion: """
+            Copies everything: metadata, values at every scope, devices with their token hashes, \
+            enrollment tokens (hashes), revisions and status reports. The destination must be empty \
+            (its schema is made if missing). The copy is one transaction; afterwards the destination \
+            is read back and compared with the source, count by count and row by row, and the \
+            command fails if they differ. Stop the server on the source first: writes made during \
+            the copy are not in it.
+            """)
+
+    @Option(help: "The source: sqlite:PATH (an existing file) or postgres://…")
+    var from: String
+
+    @Option(help: "The destination: postgres://… or sqlite:PATH")
+    var to: String
+
+    func validate() throws {
+        for (name, value) in [("--from", from), ("--to", to)] {
+            guard value.hasPrefix("sqlite:") || PostgresLocation.isPostgresURL(value) else {
+                throw ValidationError("\(name) must be sqlite:PATH or postgres://USER@HOST/DATABASE")
+            }
+        }
+        if from.hasPrefix("sqlite:"), access(String(from.dropFirst("sqlite:".count)), F_OK) != 0 {
+            throw ValidationError("--from: no SQLite database at \(from.dropFirst("sqlite:".count))")
+        }
+    }
+
+    func run() async throws {
+        LoggingSystem.bootstrap { _ in LogfmtLogHandler(level: .warning, style: .timestamped) }
+        let logger = Logger(label: "fleetset-server migrate")
+        do {
+            let source = try await Self.withStore(from, logger: logger) { store in try await store.snapshot() }
+            let copied = try await Self.withStore(to, logger: logger) { store in
+                try await store.restore(source)
+                return try await store.snapshot()
+            }
+            print("copied from \(Self.shown(from)) to \(Self.shown(to)):")
+            for ((what, count), (_, copiedCount)) in zip(source.counts, copied.counts) {
+                print("  \(what): \(count) → \(copiedCount)\(count == copiedCount ? "" : "  MISMATCH")")
+            }
+            guard source.sorted() == copied.sorted() else {
+                print("the destination does not hold what the source holds; do not use it")
+                throw ExitCode(1)
+            }
+            print("the destination holds exactly what the source holds")
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            print("fleetset-server migrate: \(error)")
+            throw ExitCode(1)
+        }
+    }
+
+    /// `body` with the store `text` names.
+    private static func withStore<T: Sendable>(_ text: String, logger: Logger, _ body: (any SettingsStore) async throws -> T) async throws
+        -> T
+    {
+        if PostgresLocation.isPostgresURL(text) {
+            let location = try PostgresLocation(url: text, environmentPassword: getenv("PGPASSWORD").map { String(cString: $0) })
+            return try await PostgresStore.with(location, logger: logger) { store in try await body(store) }
+        }
+        return try await body(try SQLiteStore(path: String(text.dropFirst("sqlite:".count))))
+    }
+
+    /// The store's name without a password.
+    private static func shown(_ text: String) -> String {
+        PostgresLocation.isPostgresURL(text) ? ((try? PostgresLocation(url: text).redacted) ?? "the PostgreSQL database") : text
     }
 }

@@ -1,0 +1,116 @@
+import FleetJSON
+import FleetProtocol
+
+/// What several server instances sharing one database need from it beyond ``SettingsStore``:
+/// one write at a time across all of them, and word of the changes the others made.
+///
+/// A store only one process uses (SQLite) needs neither: ``SerialSection`` serialises the
+/// writes of its one process, and its ``ChangeNotifier`` hears of every write.
+public protocol SharedWriteLock: Sendable {
+    /// Runs `body` while no other instance runs a body under the same lock. Released when
+    /// `body` returns or throws, and by the database when this instance's connection is lost
+    /// (a killed instance never leaves the lock held).
+    func withLock<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T
+}
+
+/// A change another server instance made to what devices are served, as the store reports it
+/// (PostgreSQL: one `NOTIFY` sent in the writing transaction, so it is heard exactly when the
+/// change is committed).
+public enum StoreChange: Sendable, Hashable {
+    /// Values of `app` at `scope` (``Scope/defaults``: the app's metadata).
+    case values(app: String, scope: Scope)
+    /// The device itself: disabled, deleted, its apps or groups changed, its token rotated.
+    case device(String)
+    /// Changes may have been missed (the connection that hears them was lost and is back):
+    /// forget everything kept in memory and let every long-poll check again.
+    case unknown
+}
+
+/// Everything a store holds, for moving a fleet from one store to another
+/// (`fleetset-server migrate`): read from the source with ``SettingsStore/snapshot()``,
+/// written to an empty destination with ``SettingsStore/restore(_:)``.
+public struct StoreSnapshot: Sendable, Hashable {
+    /// An enrolled device and the enrollment it came from (which makes an enrollment retried
+    /// after a lost answer find it).
+    public struct EnrolledDevice: Sendable, Hashable {
+        public var device: Device
+        public var enrollmentTokenHash: String?
+        public var enrollmentRequestID: String?
+
+        public init(device: Device, enrollmentTokenHash: String? = nil, enrollmentRequestID: String? = nil) {
+            self.device = device
+            self.enrollmentTokenHash = enrollmentTokenHash
+            self.enrollmentRequestID = enrollmentRequestID
+        }
+    }
+
+    /// One stored status report.
+    public struct Report: Sendable, Hashable {
+        public var app: String
+        public var deviceID: String
+        public var report: StatusReport
+        public var receivedAt: Int64
+
+        public init(app: String, deviceID: String, report: StatusReport, receivedAt: Int64) {
+            self.app = app
+            self.deviceID = deviceID
+            self.report = report
+            self.receivedAt = receivedAt
+        }
+    }
+
+    /// One device's revision of one app.
+    public struct Revision: Sendable, Hashable {
+        public var app: String
+        public var deviceID: String
+        public var state: RevisionState
+
+        public init(app: String, deviceID: String, state: RevisionState) {
+            self.app = app
+            self.deviceID = deviceID
+            self.state = state
+        }
+    }
+
+    /// One scope's values of one app.
+    public struct Values: Sendable, Hashable {
+        public var app: String
+        public var scope: Scope
+        public var values: JSONObject
+
+        public init(app: String, scope: Scope, values: JSONObject) {
+            self.app = app
+            self.scope = scope
+            self.values = values
+        }
+    }
+
+    public var metadata: [StoredMetadata] = []
+    public var values: [Values] = []
+    public var devices: [EnrolledDevice] = []
+    public var enrollmentTokens: [EnrollmentTokenRecord] = []
+    public var revisions: [Revision] = []
+    public var reports: [Report] = []
+
+    public init() {}
+
+    /// How many of each kind it holds, in a fixed order (what `migrate` compares).
+    public var counts: KeyValuePairs<String, Int> {
+        [
+            "metadata": metadata.count, "values": values.count, "devices": devices.count, "enrollment tokens": enrollmentTokens.count,
+            "revisions": revisions.count, "status reports": reports.count,
+        ]
+    }
+
+    /// The same content in a canonical order (stores list rows in their own order).
+    public func sorted() -> StoreSnapshot {
+        var copy = self
+        copy.metadata.sort { $0.app < $1.app }
+        copy.values.sort { ($0.app, $0.scope.description) < ($1.app, $1.scope.description) }
+        copy.devices.sort { $0.device.id < $1.device.id }
+        copy.enrollmentTokens.sort { $0.id < $1.id }
+        copy.revisions.sort { ($0.app, $0.deviceID) < ($1.app, $1.deviceID) }
+        copy.reports.sort { ($0.app, $0.deviceID) < ($1.app, $1.deviceID) }
+        return copy
+    }
+}

@@ -1,0 +1,67 @@
+import Logging
+import PostgresNIO
+
+/// The PostgreSQL schema, one migration per change; never edit a migration that has shipped.
+///
+/// ``apply(on:logger:)`` runs in one transaction that first takes a transaction-scoped advisory
+/// lock: instances starting together wait for each other, and the second finds the migrations
+/// applied by the first. A migration that fails rolls back whole (PostgreSQL's DDL is
+/// transactional), leaving the database as it was.
+enum PostgresMigrations {
+    /// The advisory lock key of migrations (distinct from ``PostgresWriteLock/key``).
+    static let lockKey: Int64 = 0x666c_6565_7473_0001
+
+    static let all: [(name: String, sql: String)] = [
+        (
+            "v1: metadata, values, devices, enrollment tokens, revisions, status",
+            #"""
+            CREATE TABLE metadata (app TEXT PRIMARY KEY, version INTEGER NOT NULL, document TEXT NOT NULL);
+            CREATE TABLE scoped_values (app TEXT NOT NULL, scope TEXT NOT NULL, "values" TEXT NOT NULL, PRIMARY KEY (app, scope));
+            CREATE INDEX scoped_values_scope ON scoped_values (scope);
+            CREATE TABLE devices (
+                id TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, apps TEXT NOT NULL, "groups" TEXT NOT NULL,
+                enrolled_at BIGINT NOT NULL, last_seen_at BIGINT, disabled BOOLEAN NOT NULL DEFAULT false,
+                pending_token_hash TEXT UNIQUE, rotation_requested BOOLEAN NOT NULL DEFAULT false,
+                enrollment_token_hash TEXT, enrollment_request_id TEXT,
+                UNIQUE (enrollment_token_hash, enrollment_request_id));
+            CREATE TABLE enrollment_tokens (
+                hash TEXT PRIMARY KEY, id TEXT NOT NULL UNIQUE, expires_at BIGINT NOT NULL, uses_left INTEGER NOT NULL,
+                apps TEXT NOT NULL, "groups" TEXT NOT NULL);
+            CREATE TABLE revisions (
+                app TEXT NOT NULL, device_id TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
+                revision BIGINT NOT NULL, fingerprint BIGINT NOT NULL, PRIMARY KEY (app, device_id));
+            CREATE INDEX revisions_device ON revisions (device_id);
+            CREATE TABLE status_reports (
+                app TEXT NOT NULL, device_id TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
+                revision BIGINT NOT NULL, schema_version BIGINT NOT NULL, state TEXT NOT NULL, message TEXT NOT NULL,
+                source TEXT NOT NULL, received_at BIGINT NOT NULL, PRIMARY KEY (app, device_id));
+            CREATE INDEX status_reports_device ON status_reports (device_id);
+            """#
+        )
+    ]
+
+    /// Applies the migrations not applied yet; returns the names of those it applied.
+    @discardableResult
+    static func apply(on client: PostgresClient, logger: Logger) async throws -> [String] {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
+            try await connection.query(
+                "CREATE TABLE IF NOT EXISTS fleetset_migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+                logger: logger)
+            var done = Set<String>()
+            for row in try await connection.query("SELECT name FROM fleetset_migrations", logger: logger).collect() {
+                done.insert(try row.decode(String.self))
+            }
+            var applied: [String] = []
+            for migration in all where !done.contains(migration.name) {
+                // One statement at a time: the extended protocol takes one per query.
+                for statement in migration.sql.split(separator: ";\n") where !statement.allSatisfy(\.isWhitespace) {
+                    try await connection.query(PostgresQuery(unsafeSQL: String(statement)), logger: logger)
+                }
+                try await connection.query("INSERT INTO fleetset_migrations (name) VALUES (\(migration.name))", logger: logger)
+                applied.append(migration.name)
+            }
+            return applied
+        }
+    }
+}

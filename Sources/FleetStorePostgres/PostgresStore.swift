@@ -1,0 +1,612 @@
+import FleetJSON
+import FleetProtocol
+import FleetServerCore
+import Logging
+import PostgresNIO
+
+/// ``SettingsStore`` on PostgreSQL, through postgres-nio: what lets several `fleetset-server`
+/// instances share one fleet.
+///
+/// Each call is one statement or one transaction (PostgreSQL commits durably by default). What
+/// one instance needs to know of the others' writes travels with them: every transaction that
+/// changes what devices are served sends a `NOTIFY` on ``changeChannel`` (delivered when it
+/// commits), which ``followChanges(onListening:_:)`` hears on every other instance. Writes that
+/// check before they write run under ``writeLock`` (a transaction-scoped advisory lock).
+///
+/// Open it with ``with(_:logger:onTransaction:_:)``, which runs the connection pool and applies
+/// the migrations (under an advisory lock, so instances starting together migrate once).
+public final class PostgresStore: SettingsStore {
+    /// The channel the change notifications are sent on.
+    public static let changeChannel = "fleetset_changes"
+
+    let client: PostgresClient
+    let location: PostgresLocation
+    let logger: Logger
+    /// Names this instance in its notifications, so that it ignores its own.
+    let instanceID: String
+    private let onTransaction: (@Sendable (_ kind: String, _ duration: Duration) -> Void)?
+
+    private init(
+        client: PostgresClient, location: PostgresLocation, logger: Logger, onTransaction: (@Sendable (String, Duration) -> Void)?
+    ) {
+        self.client = client
+        self.location = location
+        self.logger = logger
+        self.onTransaction = onTransaction
+        instanceID = (0..<4).map { _ in String(UInt32.random(in: .min ... .max), radix: 16) }.joined(separator: "-")
+    }
+
+    /// Runs `body` with a store on the database at `location`: the connection pool runs while
+    /// `body` does, and the schema is migrated before `body` starts.
+    ///
+    /// - Parameters:
+    ///   - logger: for postgres-nio's background messages (connections lost and made).
+    ///   - onTransaction: called when a call's statement or transaction ends, with its kind
+    ///     (`read` or `write`) and how long it took, waiting for a connection included.
+    public static func with<T: Sendable>(
+        _ location: PostgresLocation, logger: Logger, onTransaction: (@Sendable (String, Duration) -> Void)? = nil,
+        _ body: (PostgresStore) async throws -> T
+    ) async throws -> T {
+        let client = PostgresClient(configuration: try location.clientConfiguration(), backgroundLogger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            let store = PostgresStore(client: client, location: location, logger: logger, onTransaction: onTransaction)
+            try await PostgresMigrations.apply(on: client, logger: logger)
+            return try await body(store)
+        }
+    }
+
+    /// The lock that serialises checked writes across every instance on this database.
+    public var writeLock: any SharedWriteLock { PostgresWriteLock(client: client, logger: logger) }
+
+    // MARK: - Metadata
+
+    public func metadata(app: String) async throws -> StoredMetadata? {
+        try await rows("SELECT version, document FROM metadata WHERE app = \(app)").first.map { row in
+            let (version, document) = try row.decode((Int, String).self)
+            return StoredMetadata(app: app, version: version, document: document)
+        }
+    }
+
+    public func replaceMetadata(_ metadata: StoredMetadata, expectedVersion: Int?) async throws -> Bool {
+        try await transaction { connection in
+            let current = try await connection.query(
+                "SELECT version FROM metadata WHERE app = \(metadata.app) FOR UPDATE", logger: self.logger
+            ).collect().first.map { try $0.decode(Int.self) }
+            guard current == expectedVersion else { return false }
+            if current == nil {
+                // Two first uploads racing: the second's insert conflicts and stores nothing.
+                let inserted = try await connection.query(
+                    """
+                    INSERT INTO metadata (app, version, document) VALUES (\(metadata.app), \(metadata.version), \(metadata.document))
+                    ON CONFLICT (app) DO NOTHING RETURNING app
+                    """, logger: self.logger
+                ).collect()
+                guard !inserted.isEmpty else { return false }
+            } else {
+                try await connection.query(
+                    "UPDATE metadata SET version = \(metadata.version), document = \(metadata.document) WHERE app = \(metadata.app)",
+                    logger: self.logger)
+            }
+            try await self.notify(.values(app: metadata.app, scope: .defaults), on: connection)
+            return true
+        }
+    }
+
+    // MARK: - Values
+
+    public func values(app: String, scope: Scope) async throws -> JSONObject {
+        guard let row = try await rows(#"SELECT "values" FROM scoped_values WHERE app = \#(app) AND scope = \#(scope.description)"#).first
+        else { return [:] }
+        return try StoredText.object(try row.decode(String.self), what: "values of \(app) at \(scope)")
+    }
+
+    public func setValues(_ values: JSONObject, app: String, scope: Scope) async throws {
+        let text = JSONValue.object(values).serialized()
+        try await transaction { connection in
+            if values.isEmpty {
+                try await connection.query(
+                    "DELETE FROM scoped_values WHERE app = \(app) AND scope = \(scope.description)", logger: self.logger)
+            } else {
+                try await connection.query(
+                    #"""
+                    INSERT INTO scoped_values (app, scope, "values") VALUES (\#(app), \#(scope.description), \#(text))
+                    ON CONFLICT (app, scope) DO UPDATE SET "values" = EXCLUDED."values"
+                    """#, logger: self.logger)
+            }
+            try await self.notify(.values(app: app, scope: scope), on: connection)
+        }
+    }
+
+    public func valueLayers(app: String, groups: [String], deviceID: String) async throws -> ValueLayers {
+        let wanted = [Scope.app.description, Scope.device(deviceID).description] + groups.map { Scope.group($0).description }
+        var layers = ValueLayers()
+        for row in try await rows(#"SELECT scope, "values" FROM scoped_values WHERE app = \#(app) AND scope = ANY(\#(wanted))"#) {
+            let (scopeText, text) = try row.decode((String, String).self)
+            let values = try StoredText.object(text, what: "values of \(app) at \(scopeText)")
+            switch Scope(parameter: scopeText) {
+            case .app: layers.app = values
+            case .group(let name): layers.groups[name] = values
+            case .device: layers.device = values
+            case .defaults, nil: throw StoreCorruption(what: "scope \(scopeText) of \(app)")
+            }
+        }
+        return layers
+    }
+
+    public func allValues(app: String) async throws -> [Scope: JSONObject] {
+        var result: [Scope: JSONObject] = [:]
+        for row in try await rows(#"SELECT scope, "values" FROM scoped_values WHERE app = \#(app)"#) {
+            let (scopeText, text) = try row.decode((String, String).self)
+            guard let scope = Scope(parameter: scopeText) else { throw StoreCorruption(what: "scope \(scopeText) of \(app)") }
+            result[scope] = try StoredText.object(text, what: "values of \(app) at \(scopeText)")
+        }
+        return result
+    }
+
+    // MARK: - Devices and enrollment
+
+    public func addDevice(_ device: Device) async throws {
+        try await transaction { connection in try await self.insert(device, on: connection) }
+    }
+
+    private func insert(_ device: Device, enrolledWith attempt: EnrollmentAttempt? = nil, on connection: PostgresConnection) async throws {
+        try await insert(device, enrollmentTokenHash: attempt?.tokenHash, requestID: attempt?.requestID, on: connection)
+    }
+
+    private func insert(_ device: Device, enrollmentTokenHash: String?, requestID: String?, on connection: PostgresConnection) async throws
+    {
+        try await connection.query(
+            """
+            INSERT INTO devices (id, token_hash, apps, "groups", enrolled_at, last_seen_at, disabled, pending_token_hash,
+                rotation_requested, enrollment_token_hash, enrollment_request_id)
+            VALUES (\(device.id), \(device.tokenHash), \(StoredText.text(device.apps)), \(StoredText.text(device.groups)),
+                \(device.enrolledAt), \(device.lastSeenAt), \(device.disabled), \(device.pendingTokenHash), \(device.rotationRequested),
+                \(enrollmentTokenHash), \(requestID))
+            """, logger: logger)
+    }
+
+    /// The columns ``device(_:)`` reads, in its order.
+    private static let deviceColumns = """
+        id, token_hash, apps, "groups", enrolled_at, last_seen_at, disabled, pending_token_hash, rotation_requested
+        """
+
+    public func device(tokenHash: String) async throws -> Device? {
+        try await rows(
+            "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE token_hash = \(tokenHash) OR pending_token_hash = \(tokenHash)"
+        )
+        .first.map(Self.device)
+    }
+
+    public func device(id: String) async throws -> Device? {
+        try await rows("SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE id = \(id)").first.map(Self.device)
+    }
+
+    public func devices() async throws -> [Device] {
+        try await rows("SELECT \(unescaped: Self.deviceColumns) FROM devices ORDER BY id COLLATE \"C\"").map(Self.device)
+    }
+
+    public func touch(deviceID: String, at time: Int64) async throws {
+        _ = try await touch([DeviceSeen(deviceID: deviceID, time: time)])
+    }
+
+    public func touch(_ seen: [DeviceSeen]) async throws -> [Void] {
+        let ids = seen.map(\.deviceID)
+        let times = seen.map(\.time)
+        try await write(
+            """
+            UPDATE devices SET last_seen_at = seen.time FROM unnest(\(ids)::text[], \(times)::int8[]) AS seen(id, time)
+            WHERE devices.id = seen.id
+            """)
+        return seen.map { _ in () }
+    }
+
+    public func updateDevice(id: String, _ change: DeviceChange) async throws -> Device? {
+        try await transaction { connection in
+            guard
+                var device = try await connection.query(
+                    "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE id = \(id) FOR UPDATE", logger: self.logger
+                ).collect().first.map(Self.device)
+            else { return nil }
+            if let apps = change.apps { device.apps = apps }
+            if let groups = change.groups { device.groups = groups }
+            if let disabled = change.disabled { device.disabled = disabled }
+            if let requested = change.rotationRequested { device.rotationRequested = requested }
+            try await connection.query(
+                """
+                UPDATE devices SET apps = \(StoredText.text(device.apps)), "groups" = \(StoredText.text(device.groups)),
+                    disabled = \(device.disabled), rotation_requested = \(device.rotationRequested) WHERE id = \(id)
+                """, logger: self.logger)
+            try await self.notify(.device(id), on: connection)
+            return device
+        }
+    }
+
+    public func deleteDevice(id: String) async throws -> Bool {
+        try await transaction { connection in
+            try await connection.query("DELETE FROM revisions WHERE device_id = \(id)", logger: self.logger)
+            try await connection.query("DELETE FROM status_reports WHERE device_id = \(id)", logger: self.logger)
+            try await connection.query("DELETE FROM scoped_values WHERE scope = \(Scope.device(id).description)", logger: self.logger)
+            let deleted = try await connection.query("DELETE FROM devices WHERE id = \(id) RETURNING id", logger: self.logger).collect()
+            try await self.notify(.device(id), on: connection)
+            return !deleted.isEmpty
+        }
+    }
+
+    public func setPendingToken(deviceID: String, hash: String) async throws {
+        try await transaction { connection in
+            try await connection.query("UPDATE devices SET pending_token_hash = \(hash) WHERE id = \(deviceID)", logger: self.logger)
+            try await self.notify(.device(deviceID), on: connection)
+        }
+    }
+
+    public func promotePendingToken(deviceID: String, hash: String) async throws -> Device? {
+        try await transaction { connection in
+            let promoted = try await connection.query(
+                """
+                UPDATE devices SET token_hash = pending_token_hash, pending_token_hash = NULL, rotation_requested = false
+                WHERE id = \(deviceID) AND pending_token_hash = \(hash) RETURNING id
+                """, logger: self.logger
+            ).collect()
+            if !promoted.isEmpty { try await self.notify(.device(deviceID), on: connection) }
+            return try await connection.query(
+                "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE id = \(deviceID)", logger: self.logger
+            )
+            .collect().first.map(Self.device)
+        }
+    }
+
+    /// The columns ``enrollmentToken(_:)`` reads, in its order.
+    private static let tokenColumns = #"hash, id, expires_at, uses_left, apps, "groups""#
+
+    public func addEnrollmentToken(_ token: EnrollmentTokenRecord) async throws {
+        try await transaction { connection in try await self.insert(token, on: connection) }
+    }
+
+    private func insert(_ token: EnrollmentTokenRecord, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            INSERT INTO enrollment_tokens (hash, id, expires_at, uses_left, apps, "groups")
+            VALUES (\(token.hash), \(token.id), \(token.expiresAt), \(token.usesLeft), \(StoredText.text(token.apps)),
+                \(StoredText.text(token.groups)))
+            """, logger: logger)
+    }
+
+    public func enrollmentToken(hash: String) async throws -> EnrollmentTokenRecord? {
+        try await rows("SELECT \(unescaped: Self.tokenColumns) FROM enrollment_tokens WHERE hash = \(hash)").first.map(Self.enrollmentToken)
+    }
+
+    public func enrollmentTokens() async throws -> [EnrollmentTokenRecord] {
+        try await rows("SELECT \(unescaped: Self.tokenColumns) FROM enrollment_tokens ORDER BY id COLLATE \"C\"").map(Self.enrollmentToken)
+    }
+
+    public func deleteEnrollmentToken(id: String) async throws -> Bool {
+        try await transaction { connection in
+            !(try await connection.query("DELETE FROM enrollment_tokens WHERE id = \(id) RETURNING id", logger: self.logger).collect()
+                .isEmpty)
+        }
+    }
+
+    /// One transaction that locks the token's row (`FOR UPDATE`): enrollments with the same
+    /// token, on any instance, take turns, so its uses are spent exactly.
+    public func enroll(
+        _ attempt: EnrollmentAttempt, newTokenHash: String, makeDevice: @escaping @Sendable (_ apps: [String], _ groups: [String]) -> Device
+    ) async throws -> EnrollmentOutcome {
+        try await transaction { connection -> EnrollmentOutcome in
+            guard
+                let token = try await connection.query(
+                    "SELECT \(unescaped: Self.tokenColumns) FROM enrollment_tokens WHERE hash = \(attempt.tokenHash) FOR UPDATE",
+                    logger: self.logger
+                ).collect().first.map(Self.enrollmentToken)
+            else { return .unknown }
+            // A retry of an enrollment whose answer was lost: the same device, with a new token.
+            if let earlier = try await connection.query(
+                """
+                SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE enrollment_token_hash = \(attempt.tokenHash)
+                AND enrollment_request_id = \(attempt.requestID) AND enrolled_at >= \(attempt.now - attempt.retryWindow) AND NOT disabled
+                """, logger: self.logger
+            ).collect().first.map(Self.device) {
+                try await connection.query(
+                    "UPDATE devices SET token_hash = \(newTokenHash), pending_token_hash = NULL WHERE id = \(earlier.id)",
+                    logger: self.logger
+                )
+                try await self.notify(.device(earlier.id), on: connection)
+                var device = earlier
+                device.tokenHash = newTokenHash
+                device.pendingTokenHash = nil
+                return .enrolled(device)
+            }
+            guard token.expiresAt > attempt.now else { return .expired }
+            guard token.usesLeft > 0 else { return .usedUp }
+            try await connection.query(
+                "UPDATE enrollment_tokens SET uses_left = uses_left - 1 WHERE hash = \(attempt.tokenHash)", logger: self.logger)
+            let device = makeDevice(token.apps, token.groups)
+            try await self.insert(device, enrolledWith: attempt, on: connection)
+            return .enrolled(device)
+        }
+    }
+
+    // MARK: - Revisions and status
+
+    public func revision(app: String, deviceID: String) async throws -> RevisionState? {
+        try await rows("SELECT revision, fingerprint FROM revisions WHERE app = \(app) AND device_id = \(deviceID)").first.map(
+            Self.revisionState)
+    }
+
+    public func advanceRevision(app: String, deviceID: String, fingerprint: UInt64) async throws -> RevisionState {
+        if let current = try await revision(app: app, deviceID: deviceID), current.fingerprint == fingerprint {
+            return current  // the common case: nothing changed, no write
+        }
+        return try await advanceRevisions([RevisionAdvance(app: app, deviceID: deviceID, fingerprint: fingerprint)])[0]
+    }
+
+    /// Each advance is one upsert that locks the row it changes: two instances advancing the same
+    /// device together make one revision, and a revision never goes back. The rows are locked in
+    /// a fixed order (app, device), so two batches never deadlock.
+    public func advanceRevisions(_ advances: [RevisionAdvance]) async throws -> [RevisionState] {
+        let order = advances.indices.sorted { (advances[$0].app, advances[$0].deviceID) < (advances[$1].app, advances[$1].deviceID) }
+        return try await transaction { connection in
+            var states = [RevisionState?](repeating: nil, count: advances.count)
+            for index in order {
+                let advance = advances[index]
+                let fingerprint = Int64(bitPattern: advance.fingerprint)
+                let row = try await connection.query(
+                    """
+                    INSERT INTO revisions AS r (app, device_id, revision, fingerprint) VALUES (\(advance.app), \(advance.deviceID), 1, \(fingerprint))
+                    ON CONFLICT (app, device_id) DO UPDATE SET revision = r.revision + 1, fingerprint = EXCLUDED.fingerprint
+                        WHERE r.fingerprint <> EXCLUDED.fingerprint
+                    RETURNING revision, fingerprint
+                    """, logger: self.logger
+                ).collect().first
+                if let row {
+                    states[index] = try Self.revisionState(row)
+                } else {
+                    // Unchanged: the stored revision already has this fingerprint.
+                    states[index] = try await connection.query(
+                        "SELECT revision, fingerprint FROM revisions WHERE app = \(advance.app) AND device_id = \(advance.deviceID)",
+                        logger: self.logger
+                    ).collect().first.map(Self.revisionState)
+                }
+            }
+            return try states.map { state in
+                guard let state else { throw StoreCorruption(what: "revision that was just written") }
+                return state
+            }
+        }
+    }
+
+    public func revisions(app: String) async throws -> [String: RevisionState] {
+        var result: [String: RevisionState] = [:]
+        for row in try await rows("SELECT device_id, revision, fingerprint FROM revisions WHERE app = \(app)") {
+            let (deviceID, revision, fingerprint) = try row.decode((String, Int64, Int64).self)
+            result[deviceID] = RevisionState(revision: revision, fingerprint: UInt64(bitPattern: fingerprint))
+        }
+        return result
+    }
+
+    public func recordStatus(_ report: StatusReport, app: String, deviceID: String, at time: Int64) async throws {
+        _ = try await recordStatuses([StatusRecord(report: report, app: app, deviceID: deviceID, time: time)])
+    }
+
+    public func recordStatuses(_ records: [StatusRecord]) async throws -> [Void] {
+        try await write(Self.upsertStatuses(records))
+        return records.map { _ in () }
+    }
+
+    /// One statement for a batch of reports; of two for the same device and app, the later stays.
+    private static func upsertStatuses(_ records: [StatusRecord]) -> PostgresQuery {
+        var latest: [String: Int] = [:]
+        for (index, record) in records.enumerated() { latest[record.app + "\u{0}" + record.deviceID] = index }
+        let kept = latest.values.sorted().map { records[$0] }
+        return """
+            INSERT INTO status_reports (app, device_id, revision, schema_version, state, message, source, received_at)
+            SELECT * FROM unnest(\(kept.map(\.app))::text[], \(kept.map(\.deviceID))::text[], \(kept.map(\.report.revision))::int8[],
+                \(kept.map(\.report.schemaVersion))::int8[], \(kept.map(\.report.state.rawValue))::text[], \(kept.map(\.report.message))::text[],
+                \(kept.map(\.report.source.rawValue))::text[], \(kept.map(\.time))::int8[])
+            ON CONFLICT (app, device_id) DO UPDATE SET revision = EXCLUDED.revision, schema_version = EXCLUDED.schema_version,
+                state = EXCLUDED.state, message = EXCLUDED.message, source = EXCLUDED.source, received_at = EXCLUDED.received_at
+            """
+    }
+
+    /// The columns ``storedStatus(_:)`` reads, in its order.
+    private static let statusColumns = "app, device_id, revision, schema_version, state, message, source, received_at"
+
+    public func latestStatus(app: String, deviceID: String) async throws -> (report: StatusReport, receivedAt: Int64)? {
+        try await rows("SELECT \(unescaped: Self.statusColumns) FROM status_reports WHERE app = \(app) AND device_id = \(deviceID)")
+            .first.map(Self.storedStatus).map { ($0.report, $0.receivedAt) }
+    }
+
+    public func latestStatuses(app: String) async throws -> [String: (report: StatusReport, receivedAt: Int64)] {
+        var result: [String: (report: StatusReport, receivedAt: Int64)] = [:]
+        for row in try await rows("SELECT \(unescaped: Self.statusColumns) FROM status_reports WHERE app = \(app)") {
+            let stored = try Self.storedStatus(row)
+            result[stored.deviceID] = (stored.report, stored.receivedAt)
+        }
+        return result
+    }
+
+    // MARK: - Moving a fleet
+
+    public func snapshot() async throws -> StoreSnapshot {
+        try await transaction { connection in
+            // One snapshot of the whole database, as a read-only transaction sees it.
+            try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: self.logger)
+            var snapshot = StoreSnapshot()
+            for row in try await connection.query("SELECT app, version, document FROM metadata ORDER BY app", logger: self.logger).collect()
+            {
+                let (app, version, document) = try row.decode((String, Int, String).self)
+                snapshot.metadata.append(StoredMetadata(app: app, version: version, document: document))
+            }
+            for row in try await connection.query(
+                #"SELECT app, scope, "values" FROM scoped_values ORDER BY app, scope"#, logger: self.logger
+            )
+            .collect() {
+                let (app, scopeText, text) = try row.decode((String, String, String).self)
+                guard let scope = Scope(parameter: scopeText) else { throw StoreCorruption(what: "scope \(scopeText) of \(app)") }
+                snapshot.values.append(
+                    .init(app: app, scope: scope, values: try StoredText.object(text, what: "values of \(app) at \(scopeText)")))
+            }
+            for row in try await connection.query(
+                "SELECT \(unescaped: Self.deviceColumns), enrollment_token_hash, enrollment_request_id FROM devices ORDER BY id",
+                logger: self.logger
+            ).collect() {
+                let columns = row.makeRandomAccess()
+                snapshot.devices.append(
+                    .init(
+                        device: try Self.device(row), enrollmentTokenHash: try columns["enrollment_token_hash"].decode(String?.self),
+                        enrollmentRequestID: try columns["enrollment_request_id"].decode(String?.self)))
+            }
+            snapshot.enrollmentTokens = try await connection.query(
+                "SELECT \(unescaped: Self.tokenColumns) FROM enrollment_tokens ORDER BY id", logger: self.logger
+            ).collect().map(Self.enrollmentToken)
+            for row in try await connection.query(
+                "SELECT app, device_id, revision, fingerprint FROM revisions ORDER BY app, device_id", logger: self.logger
+            ).collect() {
+                let (app, deviceID, revision, fingerprint) = try row.decode((String, String, Int64, Int64).self)
+                snapshot.revisions.append(
+                    .init(
+                        app: app, deviceID: deviceID, state: RevisionState(revision: revision, fingerprint: UInt64(bitPattern: fingerprint))
+                    ))
+            }
+            for row in try await connection.query(
+                "SELECT \(unescaped: Self.statusColumns) FROM status_reports ORDER BY app, device_id", logger: self.logger
+            ).collect() {
+                let stored = try Self.storedStatus(row)
+                snapshot.reports.append(
+                    .init(app: stored.app, deviceID: stored.deviceID, report: stored.report, receivedAt: stored.receivedAt))
+            }
+            return snapshot
+        }
+    }
+
+    public func restore(_ snapshot: StoreSnapshot) async throws {
+        try await transaction { connection in
+            for (table, what) in [
+                ("metadata", "metadata"), ("scoped_values", "values"), ("devices", "devices"), ("enrollment_tokens", "enrollment tokens"),
+            ] {
+                let count =
+                    try await connection.query("SELECT count(*) FROM \(unescaped: table)", logger: self.logger).collect()
+                    .first.map { try $0.decode(Int64.self) } ?? 0
+                if count > 0 { throw StoreNotEmpty(holds: "\(count) \(what)") }
+            }
+            for metadata in snapshot.metadata {
+                try await connection.query(
+                    "INSERT INTO metadata (app, version, document) VALUES (\(metadata.app), \(metadata.version), \(metadata.document))",
+                    logger: self.logger)
+            }
+            for entry in snapshot.values {
+                let text = JSONValue.object(entry.values).serialized()
+                try await connection.query(
+                    #"INSERT INTO scoped_values (app, scope, "values") VALUES (\#(entry.app), \#(entry.scope.description), \#(text))"#,
+                    logger: self.logger)
+            }
+            for entry in snapshot.devices {
+                try await self.insert(
+                    entry.device, enrollmentTokenHash: entry.enrollmentTokenHash, requestID: entry.enrollmentRequestID, on: connection)
+            }
+            for token in snapshot.enrollmentTokens { try await self.insert(token, on: connection) }
+            for entry in snapshot.revisions {
+                try await connection.query(
+                    """
+                    INSERT INTO revisions (app, device_id, revision, fingerprint)
+                    VALUES (\(entry.app), \(entry.deviceID), \(entry.state.revision), \(Int64(bitPattern: entry.state.fingerprint)))
+                    """, logger: self.logger)
+            }
+            if !snapshot.reports.isEmpty {
+                try await connection.query(
+                    Self.upsertStatuses(
+                        snapshot.reports.map { StatusRecord(report: $0.report, app: $0.app, deviceID: $0.deviceID, time: $0.receivedAt) }),
+                    logger: self.logger)
+            }
+            try await self.notify(.unknown, on: connection)
+        }
+    }
+
+    // MARK: - Changes
+
+    /// Sends `change` to the other instances, on `connection` in its transaction (delivered when
+    /// it commits, never when it rolls back).
+    private func notify(_ change: StoreChange, on connection: PostgresConnection) async throws {
+        let payload = ChangeMessage(from: instanceID, change: change).payload
+        try await connection.query("SELECT pg_notify(\(Self.changeChannel), \(payload))", logger: logger)
+    }
+
+    // MARK: - Calls
+
+    /// The rows of one statement, run on a connection from the pool.
+    private func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
+        try await timed("read") { try await self.client.query(query, logger: self.logger).collect() }
+    }
+
+    /// One statement that writes (its own transaction).
+    private func write(_ query: PostgresQuery) async throws {
+        _ = try await timed("write") { try await self.client.query(query, logger: self.logger).collect().count }
+    }
+
+    /// `body` in one transaction on one connection: committed when it returns, rolled back when
+    /// it throws.
+    ///
+    /// - Throws: what `body` threw (not postgres-nio's wrapper of it), or the error of BEGIN,
+    ///   COMMIT or ROLLBACK.
+    private func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await timed("write") {
+                try await self.client.withTransaction(logger: self.logger) { connection in try await body(connection) }
+            }
+        } catch let error as PostgresTransactionError {
+            throw error.closureError ?? error
+        }
+    }
+
+    /// Runs `call`, timed for `onTransaction`, in a child task of the caller (as the SQLite store
+    /// does: a connection's task then keeps none of the deep stack a database call needs).
+    private func timed<T: Sendable>(_ kind: String, _ call: @escaping @Sendable () async throws -> T) async throws -> T {
+        async let result = Self.timed(kind, onTransaction, call)
+        return try await result
+    }
+
+    private static func timed<T: Sendable>(
+        _ kind: String, _ onTransaction: (@Sendable (String, Duration) -> Void)?, _ call: @Sendable () async throws -> T
+    ) async throws -> T {
+        guard let onTransaction else { return try await call() }
+        let start = ContinuousClock.now
+        defer { onTransaction(kind, start.duration(to: .now)) }
+        return try await call()
+    }
+
+    // MARK: - Decoding
+
+    private static func device(_ row: PostgresRow) throws -> Device {
+        let (id, tokenHash, apps, groups, enrolledAt, lastSeenAt, disabled, pendingTokenHash, rotationRequested) = try row.decode(
+            (String, String, String, String, Int64, Int64?, Bool, String?, Bool).self)
+        return Device(
+            id: id, tokenHash: tokenHash, apps: try StoredText.strings(apps, what: "apps of device \(id)"),
+            groups: try StoredText.strings(groups, what: "groups of device \(id)"), enrolledAt: enrolledAt, lastSeenAt: lastSeenAt,
+            disabled: disabled, pendingTokenHash: pendingTokenHash, rotationRequested: rotationRequested)
+    }
+
+    private static func enrollmentToken(_ row: PostgresRow) throws -> EnrollmentTokenRecord {
+        let (hash, id, expiresAt, usesLeft, apps, groups) = try row.decode((String, String, Int64, Int, String, String).self)
+        return EnrollmentTokenRecord(
+            hash: hash, id: id, expiresAt: expiresAt, usesLeft: usesLeft,
+            apps: try StoredText.strings(apps, what: "apps of enrollment token \(id)"),
+            groups: try StoredText.strings(groups, what: "groups of enrollment token \(id)"))
+    }
+
+    private static func revisionState(_ row: PostgresRow) throws -> RevisionState {
+        let (revision, fingerprint) = try row.decode((Int64, Int64).self)
+        return RevisionState(revision: revision, fingerprint: UInt64(bitPattern: fingerprint))
+    }
+
+    private static func storedStatus(_ row: PostgresRow) throws -> (app: String, deviceID: String, report: StatusReport, receivedAt: Int64)
+    {
+        let (app, deviceID, revision, schemaVersion, stateText, message, sourceText, receivedAt) = try row.decode(
+            (String, String, Int64, Int64, String, String, String, Int64).self)
+        guard let state = StatusReport.State(rawValue: stateText), let source = StatusReport.Source(rawValue: sourceText) else {
+            throw StoreCorruption(what: "status report of \(deviceID) for \(app)")
+        }
+        let report = StatusReport(revision: revision, schemaVersion: schemaVersion, state: state, message: message, source: source)
+        return (app, deviceID, report, receivedAt)
+    }
+}

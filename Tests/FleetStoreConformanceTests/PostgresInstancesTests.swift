@@ -1,0 +1,161 @@
+import FleetJSON
+import FleetProtocol
+import FleetServerCore
+import FleetStorePostgres
+import FleetTestSupport
+import Foundation
+import PosixThreads
+import Testing
+
+/// What several instances on one PostgreSQL database rely on, with two stores (two pools) on
+/// one real database, as two `fleetset-server` processes have them.
+@Suite("PostgreSQL: several instances")
+struct PostgresInstancesTests {
+    @Test("instances starting at once migrate the database once")
+    func concurrentMigrations() async throws {
+        let cluster = try await PostgresCluster.shared()
+        let url = try await cluster.makeDatabase()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    try await PostgresStore.with(try PostgresLocation(url: url), logger: storeTestLogger) { store in
+                        _ = try await store.devices()
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let database = String(url.split(separator: "/")[2].split(separator: "?")[0])
+        #expect(try await cluster.psql("SELECT count(*) FROM fleetset_migrations", database: database) == "1\n")
+    }
+
+    @Test("20 concurrent enrollments over two instances never spend more than the token's uses")
+    func enrollmentsAcrossInstances() async throws {
+        try await withTwoPostgresInstances { (first: PostgresStore, second: PostgresStore, _: String) async throws in
+            try await first.addEnrollmentToken(
+                EnrollmentTokenRecord(hash: "t", id: "et-1", expiresAt: 1_000, usesLeft: 7, apps: ["kiosk"], groups: []))
+            let enrolled = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for index in 0..<20 {
+                    let store = index.isMultiple(of: 2) ? first : second
+                    group.addTask {
+                        let attempt = EnrollmentAttempt(tokenHash: "t", requestID: "request-\(index)", now: 1, retryWindow: 100)
+                        let outcome = try await store.enroll(attempt, newTokenHash: "h-\(index)") { apps, groups in
+                            Device(id: "d-\(index)", tokenHash: "h-\(index)", apps: apps, groups: groups, enrolledAt: 1)
+                        }
+                        if case .enrolled = outcome { return true }
+                        #expect(outcome == .usedUp)
+                        return false
+                    }
+                }
+                return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(enrolled == 7)
+            #expect(try await second.devices().count == 7)
+            #expect(try await first.enrollmentToken(hash: "t")?.usesLeft == 0)
+        }
+    }
+
+    @Test("revisions stay monotonic when both instances advance the same device at once")
+    func monotonicRevisions() async throws {
+        try await withTwoPostgresInstances { (first: PostgresStore, second: PostgresStore, _: String) async throws in
+            try await first.addDevice(Device(id: "d-1", tokenHash: "h", apps: ["kiosk"], groups: [], enrolledAt: 1))
+            // 40 rounds; in each both instances advance to the round's fingerprint together.
+            var seen: [Int64] = []
+            for round in 1...40 {
+                let fingerprint = UInt64(round % 3)  // values changed back and forth: fingerprints repeat
+                async let a = first.advanceRevisions([RevisionAdvance(app: "kiosk", deviceID: "d-1", fingerprint: fingerprint)])
+                async let b = second.advanceRevisions([RevisionAdvance(app: "kiosk", deviceID: "d-1", fingerprint: fingerprint)])
+                let (fromFirst, fromSecond) = try await (a[0], b[0])
+                #expect(fromFirst == fromSecond, "round \(round): the two instances made two revisions for one change")
+                seen.append(fromFirst.revision)
+            }
+            #expect(seen == Array(1...40).map(Int64.init), "each change is exactly one new revision, never one going back")
+        }
+    }
+
+    @Test("a change committed on one instance is heard by the other (not by itself); a rollback sends nothing")
+    func changeNotifications() async throws {
+        try await withTwoPostgresInstances { (first: PostgresStore, second: PostgresStore, _: String) async throws in
+            let heardBySecond = Locked<[StoreChange]>([])
+            let heardByFirst = Locked<[StoreChange]>([])
+            let listening = LogCapture()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    await second.followChanges(onListening: { listening.append("second\n") }) { change in
+                        heardBySecond.withLock { $0.append(change) }
+                    }
+                }
+                group.addTask {
+                    await first.followChanges(onListening: { listening.append("first\n") }) { change in
+                        heardByFirst.withLock { $0.append(change) }
+                    }
+                }
+                try await listening.waitForLine(containing: "second", timeout: .seconds(20))
+                try await listening.waitForLine(containing: "first", timeout: .seconds(20))
+                try await first.setValues(["volume": 4], app: "kiosk", scope: .group("lobby"))
+                try await first.addDevice(Device(id: "d-1", tokenHash: "h", apps: ["kiosk"], groups: [], enrolledAt: 1))
+                _ = try await first.updateDevice(id: "d-1", DeviceChange(disabled: true))
+                // A restore into a non-empty store rolls back: its notification must never arrive.
+                await #expect(throws: StoreNotEmpty.self) { try await first.restore(StoreSnapshot()) }
+                _ = try await first.replaceMetadata(StoredMetadata(app: "kiosk", version: 1, document: "{}"), expectedVersion: nil)
+                try await Waiting.until(timeout: .seconds(20), "the metadata change was not heard") {
+                    heardBySecond.withLock { $0.contains(.values(app: "kiosk", scope: .defaults)) }
+                }
+                group.cancelAll()
+            }
+            #expect(
+                heardBySecond.withLock { $0 } == [
+                    .unknown, .values(app: "kiosk", scope: .group("lobby")), .device("d-1"), .values(app: "kiosk", scope: .defaults),
+                ])
+            #expect(heardByFirst.withLock { $0 } == [.unknown], "an instance hears none of its own changes")
+        }
+    }
+
+    @Test("one write at a time across instances, and a holder whose connection dies releases the lock")
+    func writeLock() async throws {
+        try await withTwoPostgresInstances { (first: PostgresStore, second: PostgresStore, url: String) async throws in
+            let inside = Locked(0)
+            let most = Locked(0)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<12 {
+                    let lock = (index.isMultiple(of: 2) ? first : second).writeLock
+                    group.addTask {
+                        try await lock.withLock {
+                            let now = inside.withLock {
+                                $0 += 1; return $0
+                            }
+                            most.withLock { $0 = max($0, now) }
+                            try await Task.sleep(for: .milliseconds(5))
+                            inside.withLock { $0 -= 1 }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(most.withLock { $0 } == 1)
+
+            // The first instance holds the lock and its database connection is killed (as when the
+            // instance dies): the second gets the lock.
+            let cluster = try await PostgresCluster.shared()
+            let database = String(url.split(separator: "/")[2].split(separator: "?")[0])
+            let holding = LogCapture()
+            let holder = Task {
+                try await first.writeLock.withLock {
+                    holding.append("holding\n")
+                    try await Task.sleep(for: .seconds(120))
+                }
+            }
+            try await holding.waitForLine(containing: "holding", timeout: .seconds(20))
+            let killed = try await cluster.psql(
+                """
+                SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+                WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                """, database: database)
+            #expect(killed == "1\n")
+            try await second.writeLock.withLock { holding.append("second\n") }
+            #expect(holding.text.hasSuffix("second\n"))
+            holder.cancel()
+            _ = await holder.result
+        }
+    }
+}
