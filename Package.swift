@@ -144,7 +144,9 @@ let package = Package(
         // The version, generated from the VERSION file (Plugins/VersionFile).
         .target(name: "FleetVersion", swiftSettings: fleetSwiftSettings, plugins: ["VersionFile"]),
         .plugin(name: "VersionFile", capability: .buildTool()),
-        .target(name: "ChildProcess", dependencies: ["FleetIO", "PosixThreads"], swiftSettings: fleetSwiftSettings),
+        // posix_spawn's close-from action, which glibc declares only with _GNU_SOURCE.
+        .target(name: "CSpawn"),
+        .target(name: "ChildProcess", dependencies: ["FleetIO", "PosixThreads", "CSpawn"], swiftSettings: fleetSwiftSettings),
         .target(name: "FileWatch", dependencies: ["FleetIO", "PosixThreads"], swiftSettings: fleetSwiftSettings),
         .target(
             name: "FleetAgent",

@@ -1,3 +1,4 @@
+import CSpawn
 import FleetIO
 import PosixThreads
 
@@ -89,6 +90,10 @@ public enum ChildProcess {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, pipe.writer.raw, 1)
         posix_spawn_file_actions_adddup2(&actions, pipe.writer.raw, 2)
+        // Nothing else of this process reaches the child: no socket, no file it happens to have
+        // open without close-on-exec, which a child that outlives the call (a daemon it starts)
+        // would otherwise keep open.
+        fleetset_spawn_close_from(&actions, 3)
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)

@@ -13,6 +13,18 @@ struct ChildProcessTests {
         #expect(result.output == "kiosk:unset\noops\n")
     }
 
+    @Test("the child inherits no descriptor of this process but its standard input, output and error")
+    func noInheritedDescriptors() async throws {
+        // A socket without close-on-exec, as a library might leave one: a hook, or a daemon a hook
+        // starts, must not keep it open.
+        let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(socketDescriptor > 2)
+        defer { close(socketDescriptor) }
+        let result = try await ChildProcess.run(["/bin/sh", "-c", "ls /proc/$$/fd"], environment: [], timeout: .seconds(10))
+        #expect(result.succeeded)
+        #expect(result.output.split(separator: "\n") == ["0", "1", "2"], "the child has: \(result.output)")
+    }
+
     @Test("a failing program's status and the tail of its output")
     func failure() async throws {
         let result = try await ChildProcess.run(

@@ -2,13 +2,14 @@ import Curl
 import FleetClient
 import FleetJSON
 import FleetProtocol
+import FleetTestSupport
 import Testing
 
 @Suite("Admin API over HTTP")
 struct AdminRouteTests {
-    @Test("metadata versions must increase: the same or a lower version is 409 with a message saying so")
-    func versionRule() async throws {
-        try await TestFleetServer.with { server in
+    @Test("metadata versions must increase: the same or a lower version is 409 with a message saying so", arguments: StoreKind.allCases)
+    func versionRule(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             let first = try await server.putKioskMetadata(version: 2)
             #expect(first == MetadataPutResult(app: "kiosk", version: 2, previousVersion: nil))
             for version in [2, 1] {
@@ -21,9 +22,9 @@ struct AdminRouteTests {
         }
     }
 
-    @Test("metadata that is not valid is 422 with pointers; another app's document is 400")
-    func invalidMetadata() async throws {
-        try await TestFleetServer.with { server in
+    @Test("metadata that is not valid is 422 with pointers; another app's document is 400", arguments: StoreKind.allCases)
+    func invalidMetadata(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             let bad =
                 #"{"app": "kiosk", "version": 1, "schema": {"type": "object", "properties": {"v": {"type": "integer", "maximum": 3, "default": 4}}}}"#
             let invalid = await refusal { try await server.admin.putMetadata(app: "kiosk", document: Array(bad.utf8)) }
@@ -45,9 +46,9 @@ struct AdminRouteTests {
         }
     }
 
-    @Test("a version that makes stored values invalid is refused with the offending values, unless forced")
-    func valuesInvalidUnderNewVersion() async throws {
-        try await TestFleetServer.with { server in
+    @Test("a version that makes stored values invalid is refused with the offending values, unless forced", arguments: StoreKind.allCases)
+    func valuesInvalidUnderNewVersion(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata(version: 1)
             let device = try await server.enrollDevice(groups: ["lobby"])
             _ = try await server.admin.patchValues(app: "kiosk", scope: "group:lobby", patch: ["volume": 9])
@@ -65,9 +66,9 @@ struct AdminRouteTests {
         }
     }
 
-    @Test("values layer defaults < app < groups (by name) < device, and explain names each source")
-    func scopePrecedence() async throws {
-        try await TestFleetServer.with { server in
+    @Test("values layer defaults < app < groups (by name) < device, and explain names each source", arguments: StoreKind.allCases)
+    func scopePrecedence(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice(groups: ["b-north", "a-lobby"])
             _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["volume": 1, "title": "App", "night": true])
@@ -87,9 +88,9 @@ struct AdminRouteTests {
         }
     }
 
-    @Test("secrets are write-only through the admin API; the device gets them")
-    func secretsMasked() async throws {
-        try await TestFleetServer.with { server in
+    @Test("secrets are write-only through the admin API; the device gets them", arguments: StoreKind.allCases)
+    func secretsMasked(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             let stored = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["pin": "4711"])
@@ -100,9 +101,9 @@ struct AdminRouteTests {
         }
     }
 
-    @Test("value writes are validated for every device they reach and for devices enrolling later")
-    func valueValidation() async throws {
-        try await TestFleetServer.with { server in
+    @Test("value writes are validated for every device they reach and for devices enrolling later", arguments: StoreKind.allCases)
+    func valueValidation(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice(groups: ["lobby"])
             let refused = await refusal { try await server.admin.patchValues(app: "kiosk", scope: "group:lobby", patch: ["volume": 20]) }
@@ -116,9 +117,9 @@ struct AdminRouteTests {
         }
     }
 
-    @Test("bad scopes are 400, unknown devices and apps 404")
-    func scopeErrors() async throws {
-        try await TestFleetServer.with { server in
+    @Test("bad scopes are 400, unknown devices and apps 404", arguments: StoreKind.allCases)
+    func scopeErrors(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             for scope in ["", "defaults", "group:", "everyone"] {
                 let refused = await refusal { try await server.admin.values(app: "kiosk", scope: scope) }
@@ -140,9 +141,9 @@ struct AdminRouteTests {
         }
     }
 
-    @Test("the device list shows last seen, the revision served and the latest status")
-    func deviceList() async throws {
-        try await TestFleetServer.with { server in
+    @Test("the device list shows last seen, the revision served and the latest status", arguments: StoreKind.allCases)
+    func deviceList(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let seen = try await server.enrollDevice(groups: ["lobby"])
             let quiet = try await server.enrollDevice()

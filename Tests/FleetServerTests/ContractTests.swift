@@ -1,5 +1,6 @@
 import FleetJSON
 import FleetProtocol
+import FleetTestSupport
 import Foundation
 import Testing
 

@@ -2,14 +2,15 @@ import Curl
 import FleetClient
 import FleetJSON
 import FleetProtocol
+import FleetTestSupport
 import Foundation
 import Testing
 
 @Suite("Enrollment and authorization over HTTP")
 struct EnrollmentAndAuthTests {
-    @Test("an enrollment token enrolls a device into its groups; the device token then works")
-    func enrollment() async throws {
-        try await TestFleetServer.with { server in
+    @Test("an enrollment token enrolls a device into its groups; the device token then works", arguments: StoreKind.allCases)
+    func enrollment(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let token = try await server.admin.makeEnrollmentToken(
                 EnrollmentTokenRequest(apps: ["kiosk"], groups: ["lobby", "north"], uses: 2))
@@ -22,16 +23,17 @@ struct EnrollmentAndAuthTests {
             #expect(devices.devices.map(\.id) == [identity.deviceId])
             #expect(devices.devices.first?.groups == ["lobby", "north"])
             #expect(try await server.client(token: identity.deviceToken).settings(app: "kiosk")?.revision == 1)
-            // Only hashes are stored: the tokens appear nowhere in the database file.
-            let database = try String(contentsOfFile: server.directory + "/fleet.sqlite-wal", encoding: .isoLatin1)
-            #expect(!database.contains(identity.deviceToken) && !database.contains(token.enrollmentToken))
+            // Only hashes are stored: the tokens appear nowhere in the database's files.
+            #expect(try await server.databaseFilesContain(identity.deviceId), "the files read are not the database's")
+            #expect(try await !server.databaseFilesContain(identity.deviceToken))
+            #expect(try await !server.databaseFilesContain(token.enrollmentToken))
             #expect(!server.log.all.joined().contains(identity.deviceToken))
         }
     }
 
-    @Test("wrong, expired and used-up enrollment tokens are refused with 401 saying which")
-    func refusedEnrollment() async throws {
-        try await TestFleetServer.with { server in
+    @Test("wrong, expired and used-up enrollment tokens are refused with 401 saying which", arguments: StoreKind.allCases)
+    func refusedEnrollment(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             let anonymous = server.client(token: nil)
             let wrong = await refusal { try await anonymous.enroll(enrollmentToken: "fse_not-a-token", requestId: newRequestID()) }
             #expect(wrong?.status == 401 && wrong?.code == "invalid-enrollment-token")
@@ -50,9 +52,9 @@ struct EnrollmentAndAuthTests {
         }
     }
 
-    @Test("an enrollment-token request out of range is a 400 naming the member")
-    func badTokenRequest() async throws {
-        try await TestFleetServer.with { server in
+    @Test("an enrollment-token request out of range is a 400 naming the member", arguments: StoreKind.allCases)
+    func badTokenRequest(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             let response = try await server.raw(
                 .post, "/v1/admin/enrollment-tokens", token: TestFleetServer.adminToken, headers: ["Content-Type": "application/json"],
                 body: #"{"apps": ["kiosk"], "uses": 0}"#)
@@ -66,9 +68,9 @@ struct EnrollmentAndAuthTests {
         }
     }
 
-    @Test("no token, an unknown token, and a malformed header are 401 with WWW-Authenticate")
-    func unauthenticated() async throws {
-        try await TestFleetServer.with { server in
+    @Test("no token, an unknown token, and a malformed header are 401 with WWW-Authenticate", arguments: StoreKind.allCases)
+    func unauthenticated(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             for header: String? in [nil, "Bearer fsd_unknown", "Basic Zm9vOmJhcg==", "Bearer"] {
                 var headers: HTTPClient.Headers = [:]
@@ -84,9 +86,9 @@ struct EnrollmentAndAuthTests {
         }
     }
 
-    @Test("device tokens are refused on admin routes, the admin token on device routes")
-    func roles() async throws {
-        try await TestFleetServer.with { server in
+    @Test("device tokens are refused on admin routes, the admin token on device routes", arguments: StoreKind.allCases)
+    func roles(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             let adminRoutes: [(HTTPClient.Method, String)] = [
@@ -106,9 +108,9 @@ struct EnrollmentAndAuthTests {
         }
     }
 
-    @Test("device A can neither read nor change device B's settings")
-    func isolation() async throws {
-        try await TestFleetServer.with { server in
+    @Test("device A can neither read nor change device B's settings", arguments: StoreKind.allCases)
+    func isolation(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let a = try await server.enrollDevice()
             let b = try await server.enrollDevice()

@@ -4,15 +4,16 @@ import FleetIO
 import FleetJSON
 import FleetProtocol
 import FleetServerCore
+import FleetTestSupport
 import Foundation
 import PosixThreads
 import Testing
 
 @Suite("Device settings over HTTP: ETags, long-polls, write-back")
 struct SettingsRouteTests {
-    @Test("metadata has a strong ETag and If-None-Match gives 304")
-    func metadataETag() async throws {
-        try await TestFleetServer.with { server in
+    @Test("metadata has a strong ETag and If-None-Match gives 304", arguments: StoreKind.allCases)
+    func metadataETag(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             let first = try #require(try await device.client.metadata(app: "kiosk"))
@@ -27,9 +28,9 @@ struct SettingsRouteTests {
         }
     }
 
-    @Test("settings carry the revision as ETag; If-None-Match with it gives 304; a change bumps it once")
-    func settingsETag() async throws {
-        try await TestFleetServer.with { server in
+    @Test("settings carry the revision as ETag; If-None-Match with it gives 304; a change bumps it once", arguments: StoreKind.allCases)
+    func settingsETag(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             let response = try await server.raw(.get, "/v1/apps/kiosk/settings", token: device.token)
@@ -57,16 +58,18 @@ struct SettingsRouteTests {
         }
     }
 
-    @Test("an unchanged poll reads no database, and every kind of change is still seen by the very next request")
-    func notModifiedFromMemory() async throws {
-        try await TestFleetServer.with { server in
+    @Test(
+        "an unchanged poll reads no database, and every kind of change is still seen by the very next request",
+        arguments: StoreKind.allCases)
+    func notModifiedFromMemory(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice(groups: ["lobby"])
             var revision = try #require(try await device.client.settings(app: "kiosk")).revision
             #expect(try await device.client.settings(app: "kiosk", knownRevision: revision) == nil)
-            let before = server.statements.all.count
+            let before = server.storeCalls.all.count
             for _ in 0..<5 { #expect(try await device.client.settings(app: "kiosk", knownRevision: revision) == nil) }
-            #expect(server.statements.all.count == before, "a 304 ran SQL: \(server.statements.all.dropFirst(before))")
+            #expect(server.storeCalls.all.count == before, "a 304 called the store: \(server.storeCalls.all.dropFirst(before))")
             // Each write is seen by the next poll, with no wait in between.
             let writes: [(scope: String, patch: JSONObject, key: String)] = [
                 ("group:lobby", ["title": "Lobby"], "title"), ("device:\(device.id)", ["volume": 7], "volume"),
@@ -90,9 +93,11 @@ struct SettingsRouteTests {
         }
     }
 
-    @Test("GET /metrics: Prometheus text for the admin only, with long-polls held, requests by route, reports, wake-ups and transactions")
-    func metrics() async throws {
-        try await TestFleetServer.with { server in
+    @Test(
+        "GET /metrics: Prometheus text for the admin only, with long-polls held, requests by route, reports, wake-ups and transactions",
+        arguments: StoreKind.allCases)
+    func metrics(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             _ = try await device.client.settings(app: "kiosk")
@@ -131,29 +136,28 @@ struct SettingsRouteTests {
         }
     }
 
-    @Test("an app-wide change that wakes many long-polls moves their revisions in a few shared transactions")
-    func fanOutSharesTransactions() async throws {
-        try await TestFleetServer.with { server in
+    @Test("an app-wide change that wakes many long-polls moves their revisions in a few shared transactions", arguments: StoreKind.allCases)
+    func fanOutSharesTransactions(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             var devices: [FleetClient] = []
             for _ in 0..<120 { devices.append(try await server.enrollDevice().client) }
             for device in devices { _ = try await device.settings(app: "kiosk") }
             let waits = devices.map { device in Task { try await device.settings(app: "kiosk", knownRevision: 1, wait: 120) } }
             while await server.waiters(app: "kiosk") < devices.count { try await Task.sleep(for: .milliseconds(5)) }
-            let before = server.statements.all.count
+            let before = server.storeCalls.all.count
             _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["title": "Everyone"])
             for wait in waits { #expect(try await wait.value?.values["title"] == "Everyone") }
-            let statements = server.statements.all.dropFirst(before)
-            let revisionWrites = statements.filter { $0.hasPrefix("INSERT OR REPLACE INTO revisions") }.count
-            let transactions = statements.filter { $0.hasPrefix("BEGIN IMMEDIATE") }.count
-            #expect(revisionWrites == devices.count)
+            let transactions = server.storeCalls.all.dropFirst(before).filter { $0 == "write" }.count
+            let revisions = try await server.store.revisions(app: "kiosk")
+            #expect(revisions.count == devices.count && revisions.values.allSatisfy { $0.revision == 2 })
             #expect(transactions < devices.count / 2, "\(transactions) write transactions for \(devices.count) revisions")
         }
     }
 
-    @Test("a long-poll is answered as soon as an admin change lands, not at its timeout")
-    func longPollWakes() async throws {
-        try await TestFleetServer.with { server in
+    @Test("a long-poll is answered as soon as an admin change lands, not at its timeout", arguments: StoreKind.allCases)
+    func longPollWakes(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice(groups: ["lobby"])
             let revision = try #require(try await device.client.settings(app: "kiosk")).revision
@@ -168,9 +172,9 @@ struct SettingsRouteTests {
         }
     }
 
-    @Test("a change for another device or app does not answer a long-poll; the timeout gives 304")
-    func longPollTimesOut() async throws {
-        try await TestFleetServer.with { server in
+    @Test("a change for another device or app does not answer a long-poll; the timeout gives 304", arguments: StoreKind.allCases)
+    func longPollTimesOut(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             let other = try await server.enrollDevice()
@@ -190,10 +194,10 @@ struct SettingsRouteTests {
     }
 
     @Test(
-        "past the most long-polls held, one more is shed: 503 overloaded with Retry-After, nothing held for it; a plain request is still answered"
-    )
-    func longPollShed() async throws {
-        try await TestFleetServer.with(maxLongPolls: 1) { server in
+        "past the most long-polls held, one more is shed: 503 overloaded with Retry-After, nothing held for it; a plain request is still answered",
+        arguments: StoreKind.allCases)
+    func longPollShed(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store, maxLongPolls: 1) { server in
             try await server.putKioskMetadata()
             let held = try await server.enrollDevice()
             let shed = try await server.enrollDevice()
@@ -217,8 +221,10 @@ struct SettingsRouteTests {
         }
     }
 
-    @Test("a long-poll waits what the spread makes of its wait: at most the wait, at least fifteen sixteenths of it, drawn anew each time")
-    func waitSpread() async throws {
+    @Test(
+        "a long-poll waits what the spread makes of its wait: at most the wait, at least fifteen sixteenths of it, drawn anew each time",
+        arguments: StoreKind.allCases)
+    func waitSpread(store: StoreKind) async throws {
         var fractions = (0..<1000).map { _ in Double.random(in: 0..<1) }
         fractions += [0, 1, -3, 7]
         for fraction in fractions {
@@ -228,10 +234,13 @@ struct SettingsRouteTests {
         #expect(Set(fractions.prefix(1000).map { SettingsService.spreadWait(.seconds(160), fraction: $0) }).count > 900)
 
         let asked = Locked<[Duration]>([])
-        try await TestFleetServer.with(waitSpread: { wait in
-            asked.withLock { $0.append(wait) }
-            return .milliseconds(20)
-        }) { server in
+        try await TestFleetServer.with(
+            store: store,
+            waitSpread: { wait in
+                asked.withLock { $0.append(wait) }
+                return .milliseconds(20)
+            }
+        ) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             let revision = try #require(try await device.client.settings(app: "kiosk")).revision
@@ -241,9 +250,9 @@ struct SettingsRouteTests {
         }
     }
 
-    @Test("wait must be 0 to 300 seconds")
-    func badWait() async throws {
-        try await TestFleetServer.with { server in
+    @Test("wait must be 0 to 300 seconds", arguments: StoreKind.allCases)
+    func badWait(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             for wait in ["301", "-1", "soon"] {
@@ -254,9 +263,9 @@ struct SettingsRouteTests {
         }
     }
 
-    @Test("write-back: 200 with the new revision, stored at device scope; null clears it")
-    func writeBack() async throws {
-        try await TestFleetServer.with { server in
+    @Test("write-back: 200 with the new revision, stored at device scope; null clears it", arguments: StoreKind.allCases)
+    func writeBack(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             let first = try #require(try await device.client.settings(app: "kiosk"))
@@ -271,9 +280,9 @@ struct SettingsRouteTests {
         }
     }
 
-    @Test("write-back refusals: 428, 400, 409, 403, 422, 415, 413 — and nothing is stored")
-    func writeBackRefusals() async throws {
-        try await TestFleetServer.with { server in
+    @Test("write-back refusals: 428, 400, 409, 403, 422, 415, 413 — and nothing is stored", arguments: StoreKind.allCases)
+    func writeBackRefusals(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             let revision = try #require(try await device.client.settings(app: "kiosk")).revision
@@ -322,9 +331,9 @@ struct SettingsRouteTests {
         }
     }
 
-    @Test("status reports: 202, one logfmt line each with every field, the latest kept per device")
-    func statusReports() async throws {
-        try await TestFleetServer.with { server in
+    @Test("status reports: 202, one logfmt line each with every field, the latest kept per device", arguments: StoreKind.allCases)
+    func statusReports(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             try await device.client.reportStatus(app: "kiosk", StatusReport(revision: 1, schemaVersion: 1, state: .applied, source: .agent))

@@ -6,6 +6,7 @@ import FleetProtocol
 import FleetServer
 import FleetServerCore
 import FleetStoreSQLite
+import FleetTestSupport
 import Foundation
 import NIOCore
 import Testing
@@ -22,9 +23,11 @@ struct TrustBoundaryTests {
           "volume": {"type": "integer", "default": 1, "x-writable": true}}}}
         """
 
-    @Test("a device reads, writes and reports only its own apps; another app answers exactly as one that does not exist")
-    func confinedToItsApps() async throws {
-        try await TestFleetServer.with { server in
+    @Test(
+        "a device reads, writes and reports only its own apps; another app answers exactly as one that does not exist",
+        arguments: StoreKind.allCases)
+    func confinedToItsApps(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             _ = try await server.admin.putMetadata(app: "payments", document: Array(Self.payments.utf8))
             let kioskDevice = try await server.enrollDevice(apps: ["kiosk"])
@@ -71,9 +74,9 @@ struct TrustBoundaryTests {
         }
     }
 
-    @Test("taking an app away answers the device's waiting long-poll for it at once with 404")
-    func appTakenAwayWhileWaiting() async throws {
-        try await TestFleetServer.with { server in
+    @Test("taking an app away answers the device's waiting long-poll for it at once with 404", arguments: StoreKind.allCases)
+    func appTakenAwayWhileWaiting(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice(apps: ["kiosk"])
             let current = try #require(try await device.client.settings(app: "kiosk"))
@@ -87,9 +90,11 @@ struct TrustBoundaryTests {
         }
     }
 
-    @Test("a deleted or disabled device is refused at once, its waiting long-poll included (401); enabling brings it back")
-    func revocation() async throws {
-        try await TestFleetServer.with { server in
+    @Test(
+        "a deleted or disabled device is refused at once, its waiting long-poll included (401); enabling brings it back",
+        arguments: StoreKind.allCases)
+    func revocation(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let doomed = try await server.enrollDevice()
             let paused = try await server.enrollDevice()
@@ -119,9 +124,9 @@ struct TrustBoundaryTests {
         }
     }
 
-    @Test("a revoked enrollment token enrolls nobody; devices enrolled with it stay")
-    func revokedEnrollmentToken() async throws {
-        try await TestFleetServer.with { server in
+    @Test("a revoked enrollment token enrolls nobody; devices enrolled with it stay", arguments: StoreKind.allCases)
+    func revokedEnrollmentToken(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let made = try await server.admin.makeEnrollmentToken(EnrollmentTokenRequest(apps: ["kiosk"], uses: 10))
             let anonymous = server.client(token: nil)
@@ -138,9 +143,11 @@ struct TrustBoundaryTests {
         }
     }
 
-    @Test("enrollment is idempotent: a retry with the same request id after a lost answer gets the same device, not 'used up'")
-    func idempotentEnrollment() async throws {
-        try await TestFleetServer.with { server in
+    @Test(
+        "enrollment is idempotent: a retry with the same request id after a lost answer gets the same device, not 'used up'",
+        arguments: StoreKind.allCases)
+    func idempotentEnrollment(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let made = try await server.admin.makeEnrollmentToken(EnrollmentTokenRequest(apps: ["kiosk"], groups: ["lobby"], uses: 1))
             let anonymous = server.client(token: nil)
@@ -156,9 +163,9 @@ struct TrustBoundaryTests {
         }
     }
 
-    @Test("a rotated token: the old one works until the new one is used, then only the new one")
-    func tokenRotation() async throws {
-        try await TestFleetServer.with { server in
+    @Test("a rotated token: the old one works until the new one is used, then only the new one", arguments: StoreKind.allCases)
+    func tokenRotation(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             _ = try await server.admin.updateDevice(id: device.id, DeviceUpdate(rotateToken: true))
@@ -178,9 +185,11 @@ struct TrustBoundaryTests {
         }
     }
 
-    @Test("the synchronous authentication knows only a current token of an enabled device seen lately; anything else goes the full way")
-    func knownPrincipal() async throws {
-        try await TestFleetServer.with { server in
+    @Test(
+        "the synchronous authentication knows only a current token of an enabled device seen lately; anything else goes the full way",
+        arguments: StoreKind.allCases)
+    func knownPrincipal(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             let bearer = "Bearer \(device.token)"
@@ -218,9 +227,11 @@ struct TrustBoundaryTests {
         }
     }
 
-    @Test("a device-scope write wakes only that device's long-poll; a group write only the group's; a newer long-poll replaces the older")
-    func scopedWakeUps() async throws {
-        try await TestFleetServer.with { server in
+    @Test(
+        "a device-scope write wakes only that device's long-poll; a group write only the group's; a newer long-poll replaces the older",
+        arguments: StoreKind.allCases)
+    func scopedWakeUps(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             var devices: [(id: String, token: String, client: FleetClient)] = []
             for index in 0..<6 { devices.append(try await server.enrollDevice(groups: index < 2 ? ["lobby"] : [])) }
@@ -246,9 +257,9 @@ struct TrustBoundaryTests {
         }
     }
 
-    @Test("a client that disconnects ends its long-poll and its waiter goes away")
-    func disconnectEndsLongPoll() async throws {
-        try await TestFleetServer.with { server in
+    @Test("a client that disconnects ends its long-poll and its waiter goes away", arguments: StoreKind.allCases)
+    func disconnectEndsLongPoll(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             _ = try await device.client.settings(app: "kiosk")
@@ -264,9 +275,9 @@ struct TrustBoundaryTests {
         }
     }
 
-    @Test("enrollment bodies are capped at 4 KiB")
-    func enrollmentCap() async throws {
-        try await TestFleetServer.with { server in
+    @Test("enrollment bodies are capped at 4 KiB", arguments: StoreKind.allCases)
+    func enrollmentCap(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             let body = #"{"enrollmentToken": ""# + String(repeating: "x", count: 5000) + #"", "requestId": "0123456789abcdef"}"#
             let response = try await server.raw(.post, "/v1/enroll", headers: ["Content-Type": "application/json"], body: body)
             #expect(response.status == 413)
@@ -281,9 +292,11 @@ struct TrustBoundaryTests {
           "title": {"type": "string", "default": "x"}}}}
         """
 
-    @Test("a catastrophic pattern cannot stall the server: the write is refused with a clear error in milliseconds, and other writes go on")
-    func regexAttack() async throws {
-        try await TestFleetServer.with { server in
+    @Test(
+        "a catastrophic pattern cannot stall the server: the write is refused with a clear error in milliseconds, and other writes go on",
+        arguments: StoreKind.allCases)
+    func regexAttack(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             _ = try await server.admin.putMetadata(app: "kiosk", document: Array(Self.catastrophic.utf8))
             // Another app for the write that must go on meanwhile: a write of the device's own app
             // would change the revision its PATCH is based on (a 409 when it lands first).
@@ -311,9 +324,11 @@ struct TrustBoundaryTests {
         }
     }
 
-    @Test("patterns of 200,000 and of 10,000 nested groups are refused at upload with a short message, and the server stays up")
-    func deepPatternUpload() async throws {
-        try await TestFleetServer.with { server in
+    @Test(
+        "patterns of 200,000 and of 10,000 nested groups are refused at upload with a short message, and the server stays up",
+        arguments: StoreKind.allCases)
+    func deepPatternUpload(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             for (depth, reason) in [(200_000, "at most 32768 are allowed"), (10_000, "groups nest more than 100 deep")] {
                 let pattern = String(repeating: "(", count: depth) + "a" + String(repeating: ")", count: depth)
                 let document: JSONValue = [
@@ -331,9 +346,9 @@ struct TrustBoundaryTests {
         }
     }
 
-    @Test("an integer just past maximum at the Int64 edge is refused")
-    func exactIntegers() async throws {
-        try await TestFleetServer.with { server in
+    @Test("an integer just past maximum at the Int64 edge is refused", arguments: StoreKind.allCases)
+    func exactIntegers(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             let document = """
                 {"app": "kiosk", "version": 1, "schema": {"type": "object", "properties": {
                   "counter": {"type": "integer", "maximum": 9223372036854775807, "default": 0, "x-writable": true}}}}
@@ -351,9 +366,9 @@ struct TrustBoundaryTests {
         }
     }
 
-    @Test("a secret inside a list item is masked in admin values and explanations")
-    func nestedSecrets() async throws {
-        try await TestFleetServer.with { server in
+    @Test("a secret inside a list item is masked in admin values and explanations", arguments: StoreKind.allCases)
+    func nestedSecrets(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             let document = """
                 {"app": "kiosk", "version": 1, "schema": {"type": "object", "properties": {
                   "streams": {"type": "array", "default": [], "items": {"type": "object", "properties": {
@@ -379,9 +394,11 @@ struct TrustBoundaryTests {
 
 @Suite("Limits over HTTP: rates and slow clients")
 struct RequestLimitTests {
-    @Test("a held long-poll's connection is probed by TCP keepalive, so a device that vanished behind NAT is found")
-    func keepaliveOnHeldConnections() async throws {
-        try await TestFleetServer.with { server in
+    @Test(
+        "a held long-poll's connection is probed by TCP keepalive, so a device that vanished behind NAT is found",
+        arguments: StoreKind.allCases)
+    func keepaliveOnHeldConnections(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             _ = try await device.client.settings(app: "kiosk")
@@ -405,11 +422,11 @@ struct RequestLimitTests {
         }
     }
 
-    @Test("a device that loops is answered 429 with Retry-After; others are not affected")
-    func deviceRate() async throws {
+    @Test("a device that loops is answered 429 with Retry-After; others are not affected", arguments: StoreKind.allCases)
+    func deviceRate(store: StoreKind) async throws {
         // The default burst (50) with a rate that barely refills: the count below does not depend
         // on how fast the machine sends.
-        try await TestFleetServer.with(limits: .init(perDevice: .init(rate: 0.01, burst: 50))) { server in
+        try await TestFleetServer.with(store: store, limits: .init(perDevice: .init(rate: 0.01, burst: 50))) { server in
             try await server.putKioskMetadata()
             let looping = try await server.enrollDevice()
             let quiet = try await server.enrollDevice()
@@ -426,10 +443,12 @@ struct RequestLimitTests {
         }
     }
 
-    @Test("an address that keeps guessing tokens is slowed (429 after 20 failures); a valid device at the same address is not")
-    func guessing() async throws {
+    @Test(
+        "an address that keeps guessing tokens is slowed (429 after 20 failures); a valid device at the same address is not",
+        arguments: StoreKind.allCases)
+    func guessing(store: StoreKind) async throws {
         // A bucket that barely refills, so that a slow machine does not refill it mid-test.
-        try await TestFleetServer.with(limits: .init(failures: .init(rate: 0.01, burst: 20))) { server in
+        try await TestFleetServer.with(store: store, limits: .init(failures: .init(rate: 0.01, burst: 20))) { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             var statuses: [Int] = []
@@ -448,6 +467,7 @@ struct RequestLimitTests {
         }
     }
 
+    // The HTTP layer's timeouts, which no store call takes part in: SQLite only.
     @Test("a client that sends nothing, or trickles its request, is disconnected after the read timeout")
     func slowClients() async throws {
         try await TestFleetServer.with(readTimeout: .seconds(2)) { server in

@@ -2,6 +2,7 @@ import FleetJSON
 import FleetProtocol
 import FleetServerCore
 import FleetStoreSQLite
+import FleetTestSupport
 import Foundation
 import Testing
 

@@ -3,6 +3,7 @@ import FleetProtocol
 import FleetServerCore
 import FleetStorePostgres
 import FleetStoreSQLite
+import FleetTestSupport
 import Foundation
 import Testing
 

@@ -6,12 +6,8 @@ import Foundation
 import Logging
 import Testing
 
-/// The stores every conformance test runs against.
-enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case sqlite
-    case postgres
-
-    var testDescription: String { rawValue }
+extension StoreKind: CustomTestStringConvertible {
+    public var testDescription: String { rawValue }
 }
 
 /// A quiet logger for postgres-nio's background messages.

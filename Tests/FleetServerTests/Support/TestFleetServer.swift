@@ -5,7 +5,9 @@ import FleetLogging
 import FleetProtocol
 import FleetServer
 import FleetServerCore
+import FleetStorePostgres
 import FleetStoreSQLite
+import FleetTestSupport
 import Foundation
 import Hummingbird
 import Logging
@@ -35,7 +37,7 @@ final class CapturedLog: Sendable {
 }
 
 /// The real server on 127.0.0.1 (a free port), with a fresh SQLite database in a temporary
-/// directory and fleetset's libcurl client to talk to it.
+/// directory or a fresh PostgreSQL database, and fleetset's libcurl client to talk to it.
 struct TestFleetServer: Sendable {
     static let adminToken = "fsa_test-admin-token-0123456789"
     let port: Int
@@ -43,36 +45,62 @@ struct TestFleetServer: Sendable {
     let clock: TestWallClock
     let log: CapturedLog
     let http: HTTPClient
-    let store: SQLiteStore
+    let store: any SettingsStore
     let notifier: ChangeNotifier
     /// The service behind the routes (for what a test checks without HTTP).
     let service: SettingsService
-    /// Every SQL statement the store ran, in order.
-    let statements: CapturedLog
+    /// The kind (`read` or `write`) of every store call that ran, in order.
+    let storeCalls: CapturedLog
 
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
-    /// Runs `body` against a fresh server and stops it afterwards.
+    /// Runs `body` against a fresh server on a fresh database of `store`'s kind and stops it
+    /// afterwards. On PostgreSQL, the server's writes take the cross-instance write lock.
     static func with<T: Sendable>(
-        readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(), maxLongPolls: Int = .max,
-        waitSpread: @escaping @Sendable (Duration) -> Duration = { $0 }, _ body: (TestFleetServer) async throws -> T
+        store kind: StoreKind = .sqlite, readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(),
+        maxLongPolls: Int = .max, waitSpread: @escaping @Sendable (Duration) -> Duration = { $0 },
+        _ body: (TestFleetServer) async throws -> T
     ) async throws -> T {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        let storeCalls = CapturedLog()
+        let onTransaction: @Sendable (String, Duration) -> Void = { kind, _ in storeCalls.append(kind) }
+        switch kind {
+        case .sqlite:
+            let store = try SQLiteStore(path: directory + "/fleet.sqlite", onTransaction: onTransaction)
+            return try await with(
+                store: store, writeLock: nil, storeCalls: storeCalls, directory: directory, readTimeout: readTimeout, limits: limits,
+                maxLongPolls: maxLongPolls, waitSpread: waitSpread, body)
+        case .postgres:
+            let url = try await PostgresCluster.shared().makeDatabase()
+            return try await PostgresStore.with(try PostgresLocation(url: url), logger: quietLogger, onTransaction: onTransaction) {
+                store in
+                try await with(
+                    store: store, writeLock: store.writeLock, storeCalls: storeCalls, directory: directory, readTimeout: readTimeout,
+                    limits: limits, maxLongPolls: maxLongPolls, waitSpread: waitSpread, body)
+            }
+        }
+    }
+
+    /// A logger that drops everything (postgres-nio's background messages).
+    static let quietLogger = Logger(label: "quiet") { _ in SwiftLogNoOpLogHandler() }
+
+    /// Runs `body` against a server on `store`, which reports its calls to `storeCalls`.
+    static func with<T: Sendable>(
+        store: any SettingsStore, writeLock: (any SharedWriteLock)?, storeCalls: CapturedLog, directory: String, readTimeout: TimeAmount,
+        limits: RequestLimits.Configuration, maxLongPolls: Int, waitSpread: @escaping @Sendable (Duration) -> Duration,
+        _ body: (TestFleetServer) async throws -> T
+    ) async throws -> T {
         let clock = TestWallClock()
         let log = CapturedLog()
         var logger = Logger(label: "test-server") { _ in LogfmtLogHandler(level: .info, sink: { log.append($0) }) }
         logger.logLevel = .info
-        let statements = CapturedLog()
         let registry = PrometheusCollectorRegistry()
         let metrics = ServerMetrics(factory: PrometheusMetricsFactory.fleetset(registry: registry))
-        let store = try SQLiteStore(
-            path: directory + "/fleet.sqlite", onStatement: { statements.append($0) },
-            onTransaction: { metrics.storeTransaction($0, took: $1) })
         let notifier = ChangeNotifier(capacity: maxLongPolls, onHeldCountChange: { metrics.longPollsHeld($0) })
         let service = SettingsService(
             store: store, adminTokenHash: Credentials.hash(adminToken), wallClock: clock, waitSpread: waitSpread, notifier: notifier,
-            metrics: metrics, logger: logger)
+            metrics: metrics, writeLock: writeLock, logger: logger)
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let app = try FleetServerApplication.make(
             service: service,
@@ -89,7 +117,7 @@ struct TestFleetServer: Sendable {
         let http = try HTTPClient(configuration: .init(allowInsecureHTTP: true))
         let server = TestFleetServer(
             port: bound, directory: directory, clock: clock, log: log, http: http, store: store, notifier: notifier, service: service,
-            statements: statements)
+            storeCalls: storeCalls)
         do {
             let result = try await body(server)
             await http.shutdown()
@@ -98,6 +126,23 @@ struct TestFleetServer: Sendable {
             await http.shutdown()
             throw error
         }
+    }
+
+    /// Whether any file the database keeps holds `text`: SQLite's database and write-ahead log,
+    /// or (after a CHECKPOINT) every file of the PostgreSQL cluster's data folder, its WAL included.
+    func databaseFilesContain(_ text: String) async throws -> Bool {
+        var folder = directory
+        if !(store is SQLiteStore) {
+            let cluster = try await PostgresCluster.shared()
+            try await cluster.psql("CHECKPOINT")
+            folder = cluster.folder + "/data"
+        }
+        let needle = Data(text.utf8)
+        let files = FileManager.default.enumerator(atPath: folder)
+        while let name = files?.nextObject() as? String {
+            if let data = FileManager.default.contents(atPath: folder + "/" + name), data.range(of: needle) != nil { return true }
+        }
+        return false
     }
 
     /// How many long-polls wait on `app`.
