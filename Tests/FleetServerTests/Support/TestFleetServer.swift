@@ -82,6 +82,38 @@ struct TestFleetServer: Sendable {
         }
     }
 
+    /// Runs `body` against two server instances on one new PostgreSQL database, each following
+    /// the other's changes as `fleetset-server serve` does (it starts once both listen).
+    static func withTwoInstances<T: Sendable>(_ body: (TestFleetServer, TestFleetServer) async throws -> T) async throws -> T {
+        let url = try await PostgresCluster.shared().makeDatabase()
+        let location = try PostgresLocation(url: url)
+        return try await PostgresStore.with(location, logger: quietLogger) { first in
+            try await PostgresStore.with(location, logger: quietLogger) { second in
+                try await withFollowing(first) { a in try await withFollowing(second) { b in try await body(a, b) } }
+            }
+        }
+    }
+
+    /// A server on `store` that follows the other instances' changes while `body` runs.
+    private static func withFollowing<T: Sendable>(_ store: PostgresStore, _ body: (TestFleetServer) async throws -> T) async throws -> T {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        return try await with(
+            store: store, writeLock: store.writeLock, storeCalls: CapturedLog(), directory: directory, readTimeout: .seconds(30),
+            limits: .init(), maxLongPolls: .max, waitSpread: { $0 }
+        ) { server in
+            let (listening, listeningContinuation) = AsyncStream<Void>.makeStream()
+            let following = Task {
+                await store.followChanges(onListening: { listeningContinuation.yield() }) { change in
+                    await server.notifier.changedElsewhere(change)
+                }
+            }
+            defer { following.cancel() }
+            for await _ in listening { break }
+            return try await body(server)
+        }
+    }
+
     /// A logger that drops everything (postgres-nio's background messages).
     static let quietLogger = Logger(label: "quiet") { _ in SwiftLogNoOpLogHandler() }
 
