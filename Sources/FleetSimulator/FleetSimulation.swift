@@ -24,6 +24,10 @@ public enum Scenario: String, Sendable, CaseIterable {
     /// The server is killed and started again while the fleet waits; a write made as soon as
     /// it listens again must reach every device.
     case restart
+    /// Several instances behind a balancer: one (``FleetSimulation/Options/victim``) is killed
+    /// while the fleet waits; its devices reconnect through the balancer to the others, and a
+    /// write made at once (through the balancer) must reach every device.
+    case failover
 }
 
 /// A simulated fleet against one server: enrollment (or a saved fleet), the app's metadata,
@@ -52,6 +56,8 @@ public final class FleetSimulation: Sendable {
         public var churnShare: Double
         /// How the server is ended in `restart`.
         public var restartSignal: Int32
+        /// The instance `failover` kills.
+        public var victim: LaunchedServer?
 
         public init(
             behavior: SimulatedFleet.Behavior = .init(), phaseTimeout: Duration = .seconds(120), hold: Duration = .seconds(10),
@@ -63,6 +69,7 @@ public final class FleetSimulation: Sendable {
             self.churnDuration = churnDuration
             self.churnShare = churnShare
             self.restartSignal = restartSignal
+            self.victim = nil
         }
     }
 
@@ -193,6 +200,20 @@ public final class FleetSimulation: Sendable {
                     }
                 })
             phases.append(await measure("settle", marker: nil, expected: []) { await self.waitUntilAllWait() })
+        case .failover:
+            guard let victim = options.victim else { throw FleetSimulationError("the failover scenario needs the instance to kill") }
+            let marker = Self.newMarker("failover")
+            phases.append(
+                await measure("failover", marker: marker, expected: all) {
+                    await victim.stop(signal: SIGKILL)
+                    do {
+                        _ = try await self.admin.patchValues(app: Self.app, scope: "app", patch: [FleetCounters.markerKey: .string(marker)])
+                    } catch {
+                        self.progress?("the write after the kill was refused: \(error)")
+                    }
+                })
+            // How long until every device waits in a long-poll again.
+            phases.append(await measure("back in long-poll", marker: nil, expected: []) { await self.waitUntilAllWait() })
         }
         return FleetReport(
             scenario: scenario.rawValue, devices: fleet.members.count, waiting: fleet.counters.snapshot.waiting, phases: phases)

@@ -13,6 +13,7 @@ public final class LaunchedServer: Sendable {
 
     private let executable: String
     private let directory: String
+    private let database: String
     private let extraArguments: [String]
     private let running = Locked<Process?>(nil)
     private let boundPort = Locked(0)
@@ -21,19 +22,30 @@ public final class LaunchedServer: Sendable {
     public var url: String { "http://127.0.0.1:\(boundPort.withLock { $0 })" }
     /// The server's log (standard error), appended to across restarts.
     public var logPath: String { directory + "/server.log" }
-    public var adminTokenPath: String { directory + "/admin.token" }
+    public let adminTokenPath: String
     /// The running process's id.
     public var pid: Int32? { running.withLock { $0?.processIdentifier } }
 
     /// - Parameters:
     ///   - executable: the `fleetset-server` binary.
     ///   - directory: where the database, the admin token and the log go (kept across runs).
+    ///   - database: `--database`: a PostgreSQL URL for instances that share one (default: a
+    ///     SQLite file in `directory`).
+    ///   - adminTokenFile: the admin token file (default: in `directory`); instances sharing a
+    ///     database share it too (the first one started makes it).
     ///   - extraArguments: more `serve` options (`--max-long-polls`, `--log-level`).
-    public init(executable: String, directory: String, extraArguments: [String] = []) {
+    public init(
+        executable: String, directory: String, database: String? = nil, adminTokenFile: String? = nil, extraArguments: [String] = []
+    ) {
         self.executable = executable
         self.directory = directory
+        self.database = database ?? directory + "/fleet.sqlite"
+        self.adminTokenPath = adminTokenFile ?? directory + "/admin.token"
         self.extraArguments = extraArguments
     }
+
+    /// `127.0.0.1:<port>`, for a balancer.
+    public var address: String { "127.0.0.1:\(boundPort.withLock { $0 })" }
 
     /// Starts the server (on any free port the first time, on the same port again after a
     /// kill) and returns once it listens.
@@ -41,7 +53,7 @@ public final class LaunchedServer: Sendable {
         let port = boundPort.withLock { $0 }
         let arguments =
             [
-                "serve", "--database", directory + "/fleet.sqlite", "--listen", "127.0.0.1:\(port)", "--admin-token-file", adminTokenPath,
+                "serve", "--database", database, "--listen", "127.0.0.1:\(port)", "--admin-token-file", adminTokenPath,
                 // One address sends for the whole fleet here: its limit must not be what is measured.
                 "--address-rate", "1000000000", "--address-burst", "1000000000",
             ] + extraArguments

@@ -1,0 +1,134 @@
+import FleetIO
+import Foundation
+import PosixThreads
+
+/// HAProxy (Debian's) on 127.0.0.1 in front of several `fleetset-server` instances, as a fleet
+/// that outgrows one server runs them: devices connect to the balancer, which sends each new
+/// connection to the instance holding the fewest (`leastconn`: long-polls hold connections),
+/// checks each instance's `/healthz` every half second, and stops sending to one that fails
+/// twice. A request that cannot reach its instance is sent to another (`redispatch`).
+///
+/// Its timeouts let a long-poll (at most 300 s) wait in silence.
+public final class Balancer: Sendable {
+    private let executable: String
+    private let directory: String
+    private let backends: [String]
+    private let running = Locked<Process?>(nil)
+    private let boundPort = Locked(0)
+
+    /// `http://127.0.0.1:<port>`.
+    public var url: String { "http://127.0.0.1:\(boundPort.withLock { $0 })" }
+    /// The configuration written for HAProxy.
+    public var configurationPath: String { directory + "/haproxy.cfg" }
+
+    /// - Parameters:
+    ///   - executable: HAProxy (`/usr/sbin/haproxy`).
+    ///   - directory: where its configuration and log go.
+    ///   - backends: the instances, as `HOST:PORT`.
+    public init(executable: String = "/usr/sbin/haproxy", directory: String, backends: [String]) {
+        self.executable = executable
+        self.directory = directory
+        self.backends = backends
+    }
+
+    /// The configuration for a balancer on `port` holding up to `connections` device connections.
+    public static func configuration(port: Int, backends: [String], connections: Int) -> String {
+        let servers = backends.enumerated().map { "    server instance-\($0.offset + 1) \($0.element) check" }.joined(separator: "\n")
+        return """
+            global
+                maxconn \(connections)
+            defaults
+                mode http
+                option http-keep-alive
+                option redispatch
+                retries 2
+                timeout connect 2s
+                timeout client 330s
+                timeout server 330s
+                timeout http-keep-alive 330s
+                timeout http-request 30s
+            frontend fleet
+                bind 127.0.0.1:\(port)
+                default_backend instances
+            backend instances
+                balance leastconn
+                option httpchk GET /healthz
+                default-server inter 500ms fall 2 rise 1
+            \(servers)
+
+            """
+    }
+
+    /// Starts HAProxy on a free port and returns once it accepts connections.
+    ///
+    /// - Parameter connections: the most client connections it holds (each takes two
+    ///   descriptors, one per side, and HAProxy refuses to start when the open-file limit cannot
+    ///   hold them all).
+    public func start(connections: Int = 8_000, timeout: Duration = .seconds(30)) async throws {
+        let port = try Self.freePort()
+        try FileSystem.writeAtomically(
+            Array(Self.configuration(port: port, backends: backends, connections: connections).utf8), to: configurationPath)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["-db", "-f", configurationPath]
+        let logPath = directory + "/haproxy.log"
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: logPath)
+        process.standardOutput = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            throw LaunchedServer.StartFailed(description: "cannot run \(executable): \(error)")
+        }
+        running.withLock { $0 = process }
+        boundPort.withLock { $0 = port }
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if Self.accepts(port: port) { return }
+            guard process.isRunning else {
+                let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+                throw LaunchedServer.StartFailed(description: "HAProxy exited at start; its log:\n\(log)")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw LaunchedServer.StartFailed(description: "HAProxy did not listen within \(timeout)")
+    }
+
+    /// Stops HAProxy.
+    public func stop() {
+        guard let process = running.withLock({ $0 }) else { return }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        while process.isRunning { usleep(1000) }
+        running.withLock { $0 = nil }
+    }
+
+    /// A port nothing listens on now (bound and released).
+    static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
+            }
+        }
+        guard bound else { throw LaunchedServer.StartFailed(description: "no free port for the balancer") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Whether something accepts connections on 127.0.0.1:`port`.
+    static func accepts(port: Int) -> Bool {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+}
