@@ -25,7 +25,7 @@ struct FleetsetSim: AsyncParsableCommand {
     @Option(help: "How many devices.")
     var devices = 1000
 
-    @Option(help: "What to do: steady, app-change, group-change, churn or restart.")
+    @Option(help: "What to do: steady, app-change, group-change, churn, restart or failover (with --instances 2 or more).")
     var scenario = "app-change"
 
     @Option(help: "The fleetset-server binary to start (default: the one next to fleetset-sim).")
@@ -78,6 +78,20 @@ struct FleetsetSim: AsyncParsableCommand {
     @Option(help: "More options for the started server, e.g. --server-argument=--max-long-polls=5000 (repeatable).")
     var serverArgument: [String] = []
 
+    @Option(
+        help: """
+            Start this many server instances on --database (a PostgreSQL URL) behind HAProxy (--balancer); devices \
+            connect through the balancer, admin writes go to instance 1 (failover: through the balancer, after \
+            instance 1 is killed).
+            """)
+    var instances = 1
+
+    @Option(help: "With --instances: the database the instances share (postgres://…).")
+    var database: String?
+
+    @Option(help: "With --instances: the HAProxy binary.")
+    var balancer = "/usr/sbin/haproxy"
+
     @Option(help: "Write the report as JSON to this file ('-': standard output).")
     var json: String?
 
@@ -94,6 +108,17 @@ struct FleetsetSim: AsyncParsableCommand {
         guard ["kill", "term"].contains(restartSignal) else { throw ValidationError("--restart-signal must be kill or term") }
         guard url == nil || adminTokenFile != nil else { throw ValidationError("--url needs --admin-token-file") }
         if url != nil, scenario == Scenario.restart.rawValue { throw ValidationError("restart needs a server the simulator starts") }
+        guard instances >= 1 else { throw ValidationError("--instances must be 1 or more") }
+        if instances > 1 {
+            guard let database, database.hasPrefix("postgres://") || database.hasPrefix("postgresql://") else {
+                throw ValidationError("--instances 2 or more share one PostgreSQL database: give --database postgres://…")
+            }
+            guard url == nil, scenario != Scenario.restart.rawValue else {
+                throw ValidationError("--instances starts its servers: no --url, no restart")
+            }
+        } else if scenario == Scenario.failover.rawValue {
+            throw ValidationError("failover needs --instances 2 or more")
+        }
     }
 
     func run() async throws {
@@ -106,25 +131,49 @@ struct FleetsetSim: AsyncParsableCommand {
         let launched: LaunchedServer?
         let baseURL: String
         let adminToken: String
+        var others: [LaunchedServer] = []
+        var front: Balancer?
         if let url {
             launched = nil
             baseURL = url
             adminToken = try FileSystem.readToken(adminTokenFile ?? "")
         } else {
             let executable = server ?? Self.sibling("fleetset-server")
-            let started = LaunchedServer(executable: executable, directory: directory, extraArguments: serverArgument)
-            try await started.start()
-            note("server: \(executable) at \(started.url), log \(started.logPath)")
-            launched = started
-            baseURL = started.url
-            adminToken = try started.adminToken()
+            var started: [LaunchedServer] = []
+            for index in 1...instances {
+                let folder = instances == 1 ? directory : directory + "/instance-\(index)"
+                try FileSystem.makeDirectories(folder, mode: 0o700)
+                let instance = LaunchedServer(
+                    executable: executable, directory: folder, database: instances == 1 ? nil : database,
+                    adminTokenFile: directory + "/admin.token", extraArguments: serverArgument)
+                try await instance.start()  // one after the other: the first makes the admin token
+                note("server: \(executable) at \(instance.url), log \(instance.logPath)")
+                started.append(instance)
+            }
+            launched = started[0]
+            others = Array(started.dropFirst())
+            adminToken = try started[0].adminToken()
+            if instances > 1 {
+                let balancing = Balancer(executable: balancer, directory: directory, backends: started.map(\.address))
+                try await balancing.start(connections: devices + 500)
+                note("balancer: \(balancer) at \(balancing.url), configuration \(balancing.configurationPath)")
+                front = balancing
+                baseURL = balancing.url
+            } else {
+                baseURL = started[0].url
+            }
+        }
+        defer {
+            front?.stop()
+            for other in others { other.terminateNow() }
         }
         // On an error: stopped as a crash would (what it did is not being measured any more).
         var stopped = false
         defer { if !stopped { launched?.terminateNow() } }
         let clientCount = clients ?? max(1, (devices + Self.devicesPerClient - 1) / Self.devicesPerClient)
         let http = try (0..<clientCount).map { _ in try HTTPClient(configuration: .init(allowInsecureHTTP: true)) }
-        let admin = FleetClient(http: http[0], baseURL: baseURL, token: adminToken)
+        // Admin writes go to instance 1 itself: with several, they reach the others' devices through the database.
+        let admin = FleetClient(http: http[0], baseURL: launched?.url ?? baseURL, token: adminToken)
         try await FleetSimulation.prepareApp(admin: admin)
         let fleetPath = directory + "/fleet.json"
         var members = try FleetSimulation.load(from: fleetPath) ?? []
@@ -137,12 +186,15 @@ struct FleetsetSim: AsyncParsableCommand {
             app: FleetSimulation.app, baseURL: baseURL, members: Array(members.prefix(devices)), clients: http,
             behavior: .init(longPollWait: longPollWait, writeBackShare: writeBackShare))
         let interactive = isatty(2) == 1
+        var options = FleetSimulation.Options(
+            behavior: .init(longPollWait: longPollWait, writeBackShare: writeBackShare), phaseTimeout: .seconds(phaseTimeout),
+            hold: .seconds(hold), churnDuration: .seconds(churnSeconds), churnShare: churnShare,
+            restartSignal: restartSignal == "kill" ? SIGKILL : SIGTERM)
+        let failover = Scenario(rawValue: scenario) == .failover
+        if failover { options.victim = launched }
         let simulation = FleetSimulation(
-            fleet: fleet, admin: admin, server: launched,
-            options: .init(
-                behavior: .init(longPollWait: longPollWait, writeBackShare: writeBackShare), phaseTimeout: .seconds(phaseTimeout),
-                hold: .seconds(hold), churnDuration: .seconds(churnSeconds), churnShare: churnShare,
-                restartSignal: restartSignal == "kill" ? SIGKILL : SIGTERM),
+            fleet: fleet, admin: failover ? FleetClient(http: http[0], baseURL: baseURL, token: adminToken) : admin,
+            server: failover ? others.first : launched, options: options,
             progress: { line in note(interactive ? "\u{1B}[2K\r" + line : line, newline: !interactive) })
         let report = try await simulation.run(Scenario(rawValue: scenario) ?? .appChange)
         if interactive { note("") }
