@@ -97,12 +97,14 @@ public final class ServerProcess: Sendable {
     /// port); with `tls`, over HTTPS with that PEM certificate and key.
     ///
     /// - Parameter extraArguments: more `serve` options (limits, timeouts).
+    /// - Parameter database: `--database` (default: `fleet.sqlite` in `directory`).
     public static func start(
-        in directory: String, port requested: Int = 0, tls: (certificate: String, key: String)? = nil, extraArguments: [String] = []
+        in directory: String, port requested: Int = 0, tls: (certificate: String, key: String)? = nil, database: String? = nil,
+        extraArguments: [String] = []
     ) async throws -> ServerProcess {
         var arguments =
             [
-                "serve", "--database", directory + "/fleet.sqlite", "--listen", "127.0.0.1:\(requested)", "--admin-token-file",
+                "serve", "--database", database ?? directory + "/fleet.sqlite", "--listen", "127.0.0.1:\(requested)", "--admin-token-file",
                 directory + "/admin.token", "--log-level", "debug",
             ] + extraArguments
         if let tls { arguments += ["--tls-certificate", tls.certificate, "--tls-key", tls.key] }

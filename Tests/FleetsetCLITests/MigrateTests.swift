@@ -1,0 +1,74 @@
+import Curl
+import FleetClient
+import FleetJSON
+import FleetProtocol
+import FleetTestSupport
+import Foundation
+import Testing
+
+@Suite("fleetset-server migrate")
+struct MigrateTests {
+    @Test(
+        "a fleet moves from SQLite to PostgreSQL whole: the counts match, the device's token and values work there; a second copy is refused"
+    )
+    func sqliteToPostgres() async throws {
+        let directory = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let tokenFile = directory.appendingPathComponent("admin.token").path
+        let server = try await ServerProcess.start(in: directory.path)
+        let common = ["--server", "http://127.0.0.1:\(server.port)", "--token-file", tokenFile]
+        let signage = Shared.repository.appendingPathComponent("Config/examples/signage.SettingsSchema.json").path
+        #expect(try CLIRunner.run(["admin", "put-metadata", "--moki", signage, "--writable", "brightness"] + common).status == 0)
+        let enrollFile = directory.appendingPathComponent("enroll.token").path
+        #expect(
+            try CLIRunner.run(["admin", "enrollment-token", "--out", enrollFile, "--app", "signage", "--uses", "3"] + common).status == 0)
+        #expect(try CLIRunner.run(["admin", "set", "--app", "signage", "welcomeText=Moved", #"servicePin="4711""#] + common).status == 0)
+        let enrollmentToken = try String(contentsOfFile: enrollFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let (identity, revision) = try await withHTTPClient(configuration: .init(allowInsecureHTTP: true)) { http in
+            let base = "http://127.0.0.1:\(server.port)"
+            let identity = try await FleetClient(http: http, baseURL: base, token: nil).enroll(
+                enrollmentToken: enrollmentToken, requestId: "migrate-test-request-1")
+            let device = FleetClient(http: http, baseURL: base, token: identity.deviceToken)
+            let settings = try #require(try await device.settings(app: "signage"))
+            try await device.reportStatus(
+                app: "signage",
+                StatusReport(revision: settings.revision, schemaVersion: settings.schemaVersion, state: .applied, source: .agent))
+            return (identity, settings.revision)
+        }
+        server.signal(SIGTERM)
+        #expect(server.waitForExit() == 0)
+
+        let destination = try await PostgresCluster.shared().makeDatabase()
+        let server_ = CLIRunner.product("fleetset-server")
+        let migrated = try CLIRunner.run(
+            ["migrate", "--from", "sqlite:" + directory.appendingPathComponent("fleet.sqlite").path, "--to", destination],
+            executable: server_)
+        #expect(migrated.status == 0, "\(migrated)")
+        for line in [
+            "metadata: 1 → 1", "values: 1 → 1", "devices: 1 → 1", "enrollment tokens: 1 → 1", "revisions: 1 → 1", "status reports: 1 → 1",
+        ] {
+            #expect(migrated.standardOutput.contains(line), "\(migrated.standardOutput)")
+        }
+        #expect(migrated.standardOutput.contains("the destination holds exactly what the source holds"))
+        // A second copy into the now non-empty database writes nothing and says why.
+        let again = try CLIRunner.run(
+            ["migrate", "--from", "sqlite:" + directory.appendingPathComponent("fleet.sqlite").path, "--to", destination],
+            executable: server_)
+        #expect(again.status == 1 && again.standardOutput.contains("not empty (it holds 1 metadata)"), "\(again)")
+
+        // The server on PostgreSQL serves the moved fleet: same token, same values, same revision.
+        let moved = try await ServerProcess.start(in: directory.path, database: destination)
+        defer { moved.kill() }
+        #expect(moved.log.contains("postgres://fleetset@/test_"), "\(moved.log)")
+        try await withHTTPClient(configuration: .init(allowInsecureHTTP: true)) { http in
+            let device = FleetClient(http: http, baseURL: "http://127.0.0.1:\(moved.port)", token: identity.deviceToken)
+            let settings = try #require(try await device.settings(app: "signage"))
+            #expect(settings.revision == revision && settings.values["welcomeText"] == "Moved" && settings.values["servicePin"] == "4711")
+        }
+        let status = try CLIRunner.run(
+            ["admin", "devices", "--app", "signage"] + ["--server", "http://127.0.0.1:\(moved.port)", "--token-file", tokenFile])
+        #expect(
+            status.status == 0 && status.standardOutput.contains(identity.deviceId) && status.standardOutput.contains("applied"),
+            "\(status)")
+    }
+}
