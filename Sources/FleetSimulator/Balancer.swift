@@ -40,6 +40,7 @@ public final class Balancer: Sendable {
             defaults
                 mode http
                 option http-keep-alive
+                option forwardfor
                 option redispatch
                 retries 2
                 timeout connect 2s

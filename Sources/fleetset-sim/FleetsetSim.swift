@@ -86,6 +86,14 @@ struct FleetsetSim: AsyncParsableCommand {
             """)
     var instances = 1
 
+    @Option(
+        help: """
+            With --instances: the devices connect to this instance (1, 2, …) directly instead of through the \
+            balancer, while admin writes go to instance 1: --device-instance 2 measures how fast a write on one \
+            instance reaches the devices another holds.
+            """)
+    var deviceInstance: Int?
+
     @Option(help: "With --instances: the database the instances share (postgres://…).")
     var database: String?
 
@@ -115,6 +123,9 @@ struct FleetsetSim: AsyncParsableCommand {
             }
             guard url == nil, scenario != Scenario.restart.rawValue else {
                 throw ValidationError("--instances starts its servers: no --url, no restart")
+            }
+            if let deviceInstance, !(1...instances).contains(deviceInstance) {
+                throw ValidationError("--device-instance must be one of the instances, 1 to \(instances)")
             }
         } else if scenario == Scenario.failover.rawValue {
             throw ValidationError("failover needs --instances 2 or more")
@@ -158,7 +169,7 @@ struct FleetsetSim: AsyncParsableCommand {
                 try await balancing.start(connections: devices + 500)
                 note("balancer: \(balancer) at \(balancing.url), configuration \(balancing.configurationPath)")
                 front = balancing
-                baseURL = balancing.url
+                baseURL = deviceInstance.map { started[$0 - 1].url } ?? balancing.url
             } else {
                 baseURL = started[0].url
             }
