@@ -341,38 +341,70 @@ public final class PostgresStore: SettingsStore {
         return try await advanceRevisions([RevisionAdvance(app: app, deviceID: deviceID, fingerprint: fingerprint)])[0]
     }
 
-    /// Each advance is one upsert that locks the row it changes: two instances advancing the same
-    /// device together make one revision, and a revision never goes back. The rows are locked in
-    /// a fixed order (app, device), so two batches never deadlock.
+    /// One upsert for the whole batch, which locks the rows it touches in a fixed order (app,
+    /// device): two instances advancing the same device together make one revision, a revision
+    /// never goes back, and two batches never deadlock. Every row is updated, the unchanged ones
+    /// to themselves, so that each answer is the row as it is after any concurrent writer
+    /// (a snapshot read could see an older one). A batch naming one device twice goes one
+    /// advance at a time, in order.
     public func advanceRevisions(_ advances: [RevisionAdvance]) async throws -> [RevisionState] {
-        let order = advances.indices.sorted { (advances[$0].app, advances[$0].deviceID) < (advances[$1].app, advances[$1].deviceID) }
-        return try await transaction { connection in
-            var states = [RevisionState?](repeating: nil, count: advances.count)
-            for index in order {
-                let advance = advances[index]
-                let fingerprint = Int64(bitPattern: advance.fingerprint)
+        guard !advances.isEmpty else { return [] }
+        let keys = advances.map { RevisionKey(app: $0.app, deviceID: $0.deviceID) }
+        guard Set(keys).count == keys.count else { return try await advanceOneByOne(advances) }
+        let rows = try await transaction { connection in
+            try await connection.query(
+                """
+                INSERT INTO revisions AS r (app, device_id, revision, fingerprint)
+                SELECT app, device_id, 1, fingerprint
+                FROM unnest(\(advances.map(\.app))::text[], \(advances.map(\.deviceID))::text[],
+                    \(advances.map { Int64(bitPattern: $0.fingerprint) })::int8[]) AS input(app, device_id, fingerprint)
+                ORDER BY app, device_id
+                ON CONFLICT (app, device_id) DO UPDATE
+                    SET revision = CASE WHEN r.fingerprint <> EXCLUDED.fingerprint THEN r.revision + 1 ELSE r.revision END,
+                        fingerprint = EXCLUDED.fingerprint
+                RETURNING app, device_id, revision, fingerprint
+                """, logger: self.logger
+            ).collect()
+        }
+        var states: [RevisionKey: RevisionState] = [:]
+        for row in rows {
+            let (app, deviceID, revision, fingerprint) = try row.decode((String, String, Int64, Int64).self)
+            states[RevisionKey(app: app, deviceID: deviceID)] = RevisionState(
+                revision: revision, fingerprint: UInt64(bitPattern: fingerprint))
+        }
+        return try keys.map { key in
+            guard let state = states[key] else {
+                throw StoreCorruption(what: "revision of \(key.deviceID) for \(key.app) that was just written")
+            }
+            return state
+        }
+    }
+
+    private struct RevisionKey: Hashable {
+        let app: String
+        let deviceID: String
+    }
+
+    /// ``advanceRevisions(_:)`` for a batch that names a device more than once: one upsert per
+    /// advance, in order, in one transaction.
+    private func advanceOneByOne(_ advances: [RevisionAdvance]) async throws -> [RevisionState] {
+        try await transaction { connection in
+            var states: [RevisionState] = []
+            for advance in advances {
                 let row = try await connection.query(
                     """
-                    INSERT INTO revisions AS r (app, device_id, revision, fingerprint) VALUES (\(advance.app), \(advance.deviceID), 1, \(fingerprint))
-                    ON CONFLICT (app, device_id) DO UPDATE SET revision = r.revision + 1, fingerprint = EXCLUDED.fingerprint
-                        WHERE r.fingerprint <> EXCLUDED.fingerprint
+                    INSERT INTO revisions AS r (app, device_id, revision, fingerprint)
+                    VALUES (\(advance.app), \(advance.deviceID), 1, \(Int64(bitPattern: advance.fingerprint)))
+                    ON CONFLICT (app, device_id) DO UPDATE
+                        SET revision = CASE WHEN r.fingerprint <> EXCLUDED.fingerprint THEN r.revision + 1 ELSE r.revision END,
+                            fingerprint = EXCLUDED.fingerprint
                     RETURNING revision, fingerprint
                     """, logger: self.logger
                 ).collect().first
-                if let row {
-                    states[index] = try Self.revisionState(row)
-                } else {
-                    // Unchanged: the stored revision already has this fingerprint.
-                    states[index] = try await connection.query(
-                        "SELECT revision, fingerprint FROM revisions WHERE app = \(advance.app) AND device_id = \(advance.deviceID)",
-                        logger: self.logger
-                    ).collect().first.map(Self.revisionState)
-                }
+                guard let row else { throw StoreCorruption(what: "revision that was just written") }
+                states.append(try Self.revisionState(row))
             }
-            return try states.map { state in
-                guard let state else { throw StoreCorruption(what: "revision that was just written") }
-                return state
-            }
+            return states
         }
     }
 
