@@ -90,8 +90,8 @@ struct PostgresInstancesTests {
                         heardByFirst.withLock { $0.append(change) }
                     }
                 }
-                try await listening.waitForLine(containing: "second", timeout: .seconds(20))
-                try await listening.waitForLine(containing: "first", timeout: .seconds(20))
+                _ = try await listening.waitForLine(containing: "second", timeout: .seconds(20))
+                _ = try await listening.waitForLine(containing: "first", timeout: .seconds(20))
                 try await first.setValues(["volume": 4], app: "kiosk", scope: .group("lobby"))
                 try await first.addDevice(Device(id: "d-1", tokenHash: "h", apps: ["kiosk"], groups: [], enrolledAt: 1))
                 _ = try await first.updateDevice(id: "d-1", DeviceChange(disabled: true))
@@ -145,7 +145,7 @@ struct PostgresInstancesTests {
                     try await Task.sleep(for: .seconds(120))
                 }
             }
-            try await holding.waitForLine(containing: "holding", timeout: .seconds(20))
+            _ = try await holding.waitForLine(containing: "holding", timeout: .seconds(20))
             let killed = try await cluster.psql(
                 """
                 SELECT count(pg_terminate_backend(pid)) FROM pg_locks
