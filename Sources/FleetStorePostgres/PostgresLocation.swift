@@ -10,8 +10,8 @@ import PostgresNIO
 ///   `<folder>/.s.PGSQL.<port>`.
 /// - `sslmode=disable` (the default), or `verify-full` / `require`: TLS, with the server's
 ///   certificate checked against `sslrootcert=PATH` (default: the system's trust store) and its
-///   host name. fleetset never makes a TLS connection it does not verify, so `require` verifies
-///   too (libpq's `require` does not).
+///   host name (so the URL must name the host, not an IP address). fleetset never makes a TLS
+///   connection it does not verify, so `require` verifies too (libpq's `require` does not).
 /// - `pool_size=N`: the most connections this instance opens (default 20).
 ///
 /// The password may also come from the `PGPASSWORD` environment variable. It is never part of
@@ -132,6 +132,11 @@ public struct PostgresLocation: Sendable, Hashable {
         if case .unixSocket = endpoint, case .verified = tls {
             throw PostgresLocationError("sslmode applies to TCP connections, not to a Unix socket")
         }
+        if case .tcp(let host, _) = endpoint, case .verified = tls, Self.isIPAddress(host) {
+            throw PostgresLocationError(
+                "sslmode=verify-full needs the database's host name (the name its certificate is checked against), not the IP address \(host)"
+            )
+        }
         self.init(
             endpoint: endpoint, user: user, password: password ?? environmentPassword, database: database, tls: tls, poolSize: poolSize)
     }
@@ -199,6 +204,12 @@ public struct PostgresLocation: Sendable, Hashable {
         configuration.certificateVerification = .fullVerification
         if case .verified(let roots?) = tls { configuration.trustRoots = .file(roots) }
         return configuration
+    }
+
+    /// Whether `host` is an IPv4 or IPv6 address rather than a name.
+    private static func isIPAddress(_ host: String) -> Bool {
+        host.contains(":")
+            || host.split(separator: ".", omittingEmptySubsequences: false).count == 4 && host.allSatisfy { $0.isNumber || $0 == "." }
     }
 
     private static func percentDecoded(_ text: Substring) -> String? {

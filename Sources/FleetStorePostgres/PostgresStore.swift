@@ -39,6 +39,9 @@ public final class PostgresStore: SettingsStore {
     /// Runs `body` with a store on the database at `location`: the connection pool runs while
     /// `body` does, and the schema is migrated before `body` starts.
     ///
+    /// - Throws: when the database cannot be reached, refuses the login, or fails TLS
+    ///   verification (checked with one connection before the pool starts).
+    ///
     /// - Parameters:
     ///   - logger: for postgres-nio's background messages (connections lost and made).
     ///   - onTransaction: called when a call's statement or transaction ends, with its kind
@@ -47,6 +50,10 @@ public final class PostgresStore: SettingsStore {
         _ location: PostgresLocation, logger: Logger, onTransaction: (@Sendable (String, Duration) -> Void)? = nil,
         _ body: (PostgresStore) async throws -> T
     ) async throws -> T {
+        // One connection first: a database that cannot be reached, refuses the user or fails TLS
+        // verification is an error now, with its reason (the pool would retry it forever).
+        let first = try await PostgresConnection.connect(configuration: try location.connectionConfiguration(), id: 0, logger: logger)
+        try? await first.close()
         let client = PostgresClient(configuration: try location.clientConfiguration(), backgroundLogger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
@@ -640,5 +647,19 @@ public final class PostgresStore: SettingsStore {
         }
         let report = StatusReport(revision: revision, schemaVersion: schemaVersion, state: state, message: message, source: source)
         return (app, deviceID, report, receivedAt)
+    }
+}
+
+extension PostgresStore {
+    /// What went wrong with the database, for a log line or a message: postgres-nio's errors
+    /// describe themselves only generically (so that no query text or value leaks), so this
+    /// names the kind, the server's message (e.g. `database "fleet" does not exist`) and the
+    /// underlying cause (a refused connection, a failed certificate check). No query, no value.
+    public static func describe(_ error: any Error) -> String {
+        guard let error = error as? PSQLError else { return "\(error)" }
+        var parts = ["PostgreSQL: \(error.code)"]
+        if let message = error.serverInfo?[.message] { parts.append(message) }
+        if let underlying = error.underlying { parts.append("\(underlying)") }
+        return parts.joined(separator: ": ")
     }
 }

@@ -154,7 +154,7 @@ struct Serve: AsyncParsableCommand {
             _ = systemd?.send(.stopping)
             logger.notice("stopped", metadata: ["event": "stopped"])
         } catch {
-            logger.critical("cannot start", metadata: ["event": "fatal", "error": "\(error)"])
+            logger.critical("cannot start", metadata: ["event": "fatal", "error": "\(PostgresStore.describe(error))"])
             throw ExitCode(1)
         }
     }
@@ -280,7 +280,7 @@ struct Migrate: AsyncParsableCommand {
         } catch let error as ExitCode {
             throw error
         } catch {
-            print("fleetset-server migrate: \(error)")
+            print("fleetset-server migrate: \(PostgresStore.describe(error))")
             throw ExitCode(1)
         }
     }

@@ -11,6 +11,31 @@ import Testing
 /// one real database, as two `fleetset-server` processes have them.
 @Suite("PostgreSQL: several instances")
 struct PostgresInstancesTests {
+    @Test("TLS to the database: verified against the given certificate and the host name; a server it did not sign is refused")
+    func tls() async throws {
+        let cluster = try await PostgresCluster.shared()
+        let database = PostgresCluster.databaseName(try await cluster.makeDatabase())
+        let verified = "postgres://fleetset@localhost:\(cluster.port)/\(database)?sslmode=verify-full&sslrootcert=\(cluster.certificate)"
+        try await PostgresStore.with(try PostgresLocation(url: verified), logger: storeTestLogger) { store in
+            try await store.setValues(["volume": 3], app: "kiosk", scope: .app)
+            #expect(try await store.values(app: "kiosk", scope: .app) == ["volume": 3])
+            let connections = try await cluster.psql(
+                """
+                SELECT count(*) FILTER (WHERE s.ssl), count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+                WHERE a.datname = '\(database)' AND a.application_name = 'fleetset-server'
+                """)
+            let counts = connections.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|")
+            #expect(counts.count == 2 && counts[0] == counts[1] && counts[0] != "0", "TLS connections | all: \(connections)")
+        }
+        let untrusted =
+            "postgres://fleetset@localhost:\(cluster.port)/\(database)?sslmode=verify-full&sslrootcert=\(cluster.otherCertificate)"
+        await #expect(throws: (any Error).self) {
+            try await PostgresStore.with(try PostgresLocation(url: untrusted), logger: storeTestLogger) { store in
+                _ = try await store.devices()
+            }
+        }
+    }
+
     @Test("instances starting at once migrate the database once")
     func concurrentMigrations() async throws {
         let cluster = try await PostgresCluster.shared()
@@ -25,7 +50,7 @@ struct PostgresInstancesTests {
             }
             try await group.waitForAll()
         }
-        let database = String(url.split(separator: "/")[2].split(separator: "?")[0])
+        let database = PostgresCluster.databaseName(url)
         #expect(try await cluster.psql("SELECT count(*) FROM fleetset_migrations", database: database) == "1\n")
     }
 
@@ -137,7 +162,7 @@ struct PostgresInstancesTests {
             // The first instance holds the lock and its database connection is killed (as when the
             // instance dies): the second gets the lock.
             let cluster = try await PostgresCluster.shared()
-            let database = String(url.split(separator: "/")[2].split(separator: "?")[0])
+            let database = PostgresCluster.databaseName(url)
             let holding = LogCapture()
             let holder = Task {
                 try await first.writeLock.withLock {

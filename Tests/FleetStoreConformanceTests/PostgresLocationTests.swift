@@ -13,6 +13,7 @@ struct PostgresLocationTests {
         let socket = try PostgresLocation(url: "postgresql://fleet@/fleetset?host=/run/postgresql", environmentPassword: "from-env")
         #expect(socket.endpoint == .unixSocket("/run/postgresql/.s.PGSQL.5432") && socket.password == "from-env" && socket.tls == .disabled)
         #expect(try PostgresLocation(url: "postgres://fleet@[::1]/x").endpoint == .tcp(host: "::1", port: 5432))
+        #expect(try PostgresLocation(url: "postgres://fleet@:5433/x?host=/tmp/pg").endpoint == .unixSocket("/tmp/pg/.s.PGSQL.5433"))
     }
 
     @Test(
@@ -26,6 +27,7 @@ struct PostgresLocationTests {
             ("postgres://fleet@db/x?connect_timeout=3", "option connect_timeout is not one fleetset knows"),
             ("postgres://fleet@/x?host=relative", "absolute path"),
             ("mysql://fleet@db/x", "must start with postgres://"),
+            ("postgres://fleet@10.0.0.5/x?sslmode=verify-full", "needs the database's host name"),
         ])
     func refusals(url: String, message: String) {
         #expect(throws: PostgresLocationError.self) { try PostgresLocation(url: url) }

@@ -3,8 +3,10 @@ import Foundation
 import PosixThreads
 
 /// A throw-away PostgreSQL cluster for the tests: Debian's PostgreSQL (`scripts/install-deps`
-/// installs it), `initdb` in a fresh temporary folder, listening only on a Unix socket in that
-/// folder, started once per test process and removed when the process exits.
+/// installs it), `initdb` in a fresh temporary folder, listening on a Unix socket in that
+/// folder and, for the TLS tests, with TLS on 127.0.0.1 (a free port; a self-signed
+/// certificate for `localhost` made with openssl), started once per test process and removed
+/// when the process exits.
 ///
 /// PostgreSQL refuses to run as root, so under root (CI) the cluster runs as `nobody`
 /// (`setpriv`). Each test gets a database of its own (``makeDatabase()``). The cluster skips
@@ -17,8 +19,12 @@ public final class PostgresCluster: Sendable {
     public let folder: String
     /// The folder holding the socket (`host=` of a URL).
     public var socketFolder: String { folder }
-    /// The port naming the socket file.
-    public let port = 5432
+    /// The TCP port (TLS or not), which also names the socket file.
+    public let port: Int
+    /// The server's certificate (self-signed, for `localhost`): the trust root of a TLS URL.
+    public var certificate: String { folder + "/server.crt" }
+    /// A certificate that did not sign the server's: a TLS URL trusting it must be refused.
+    public var otherCertificate: String { folder + "/other.crt" }
     /// The superuser, who owns the test databases.
     public let user = "fleetset"
     private let binaries: String
@@ -39,9 +45,10 @@ public final class PostgresCluster: Sendable {
         return try await task.value
     }
 
-    private init(folder: String, binaries: String) {
+    private init(folder: String, binaries: String, port: Int) {
         self.folder = folder
         self.binaries = binaries
+        self.port = port
     }
 
     private static func start() async throws -> PostgresCluster {
@@ -58,17 +65,28 @@ public final class PostgresCluster: Sendable {
             chown(folder, 65534, 65534)
             chmod(folder, 0o700)
         }
-        let cluster = PostgresCluster(folder: folder, binaries: binaries)
+        let cluster = PostgresCluster(folder: folder, binaries: binaries, port: try freePort())
         let user = cluster.user
         let port = cluster.port
         try await cluster.run(
             binaries + "/initdb",
             ["-D", folder + "/data", "-U", user, "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"])
+        for name in ["server", "other"] {
+            try await cluster.run(
+                "/usr/bin/openssl",
+                [
+                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(folder)/\(name).key", "-out", "\(folder)/\(name).crt",
+                    "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                ])
+            chmod("\(folder)/\(name).key", 0o600)
+        }
         try await cluster.run(
             binaries + "/pg_ctl",
             [
                 "-D", folder + "/data", "-l", folder + "/server.log", "-w", "-t", "60", "-o",
-                "-k \(folder) -p \(port) -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400",
+                "-k \(folder) -p \(port) -c listen_addresses=127.0.0.1 -c ssl=on -c ssl_cert_file=\(folder)/server.crt "
+                    + "-c ssl_key_file=\(folder)/server.key -c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                    + "-c max_connections=400",
                 "start",
             ])
         stopAtExit.withLock { $0 = (folder, binaries + "/pg_ctl") }
@@ -90,7 +108,31 @@ public final class PostgresCluster: Sendable {
 
     /// The URL of `database` in this cluster, over its Unix socket.
     public func url(database: String) -> String {
-        "postgres://\(user)@/\(database)?host=\(folder)"
+        "postgres://\(user)@:\(port)/\(database)?host=\(folder)"
+    }
+
+    /// The name of the database a URL of ``url(database:)`` names.
+    public static func databaseName(_ url: String) -> String {
+        // postgres://USER@:PORT/NAME?host=/FOLDER
+        let parts = url.split(separator: "/")
+        return parts.count > 2 ? String(parts[2].split(separator: "?").first ?? "") : ""
+    }
+
+    /// A port nothing listens on now on 127.0.0.1 (bound and released).
+    private static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
+            }
+        }
+        guard bound else { throw ProcessFailed(log: "no free port for the PostgreSQL cluster") }
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// Runs `psql` with `sql` on `database`; its output.

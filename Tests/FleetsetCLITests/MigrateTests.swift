@@ -71,4 +71,29 @@ struct MigrateTests {
             status.status == 0 && status.standardOutput.contains(identity.deviceId) && status.standardOutput.contains("applied"),
             "\(status)")
     }
+
+    @Test("a PostgreSQL database that does not exist, or a certificate its CA did not sign: the server exits 1 saying which")
+    func unreachableDatabase() async throws {
+        let directory = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let cluster = try await PostgresCluster.shared()
+        let cases = [
+            (cluster.url(database: "no_such_database"), #"database \"no_such_database\" does not exist"#),
+            (
+                "postgres://fleetset@localhost:\(cluster.port)/postgres?sslmode=verify-full&sslrootcert=\(cluster.otherCertificate)",
+                "CERTIFICATE_VERIFY_FAILED"
+            ),
+        ]
+        for (url, reason) in cases {
+            let run = try CLIRunner.run(
+                [
+                    "serve", "--database", url, "--listen", "127.0.0.1:0", "--admin-token-file",
+                    directory.appendingPathComponent("admin.token").path,
+                ],
+                executable: CLIRunner.product("fleetset-server"))
+            #expect(run.status == 1, "\(run)")
+            let fatal = run.standardError.split(separator: "\n").first { $0.contains("event=fatal") } ?? ""
+            #expect(fatal.contains("PostgreSQL") && fatal.contains(reason), "\(run.standardError)")
+        }
+    }
 }
