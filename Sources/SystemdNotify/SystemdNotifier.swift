@@ -97,10 +97,15 @@ public final class SystemdNotifier: Sendable {
     /// How often to send `WATCHDOG=1`: half of `$WATCHDOG_USEC`, when the watchdog is on for
     /// this process (`$WATCHDOG_PID`, when set, must be this process); `nil` otherwise.
     public static func watchdogInterval() -> Duration? {
-        guard let text = getenv("WATCHDOG_USEC").map({ String(cString: $0) }), let microseconds = Int64(text), microseconds > 0 else {
-            return nil
-        }
-        if let pid = getenv("WATCHDOG_PID").map({ String(cString: $0) }), Int32(pid) != getpid() { return nil }
+        watchdogInterval(environment: { name in getenv(name).map { String(cString: $0) } }, processID: getpid())
+    }
+
+    /// ``watchdogInterval()`` from the variables `environment` gives, for the process
+    /// `processID` (tests pass their own: changing the real environment while other threads
+    /// start processes is a data race that crashes them).
+    public static func watchdogInterval(environment: (String) -> String?, processID: Int32) -> Duration? {
+        guard let text = environment("WATCHDOG_USEC"), let microseconds = Int64(text), microseconds > 0 else { return nil }
+        if let pid = environment("WATCHDOG_PID"), Int32(pid) != processID { return nil }
         return .microseconds(microseconds / 2)
     }
 
