@@ -562,6 +562,14 @@ public final class PostgresStore: SettingsStore {
         }
     }
 
+    /// The object id of the database (its files are `base/<oid>` in the cluster's data folder).
+    public func databaseOID() async throws -> Int64 {
+        guard let row = try await rows("SELECT oid::int8 FROM pg_database WHERE datname = current_database()").first else {
+            throw StoreCorruption(what: "database's own row in pg_database")
+        }
+        return try row.decode(Int64.self)
+    }
+
     // MARK: - Changes
 
     /// Sends `change` to the other instances, on `connection` in its transaction (delivered when

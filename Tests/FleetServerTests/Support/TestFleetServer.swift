@@ -161,20 +161,31 @@ struct TestFleetServer: Sendable {
     }
 
     /// Whether any file the database keeps holds `text`: SQLite's database and write-ahead log,
-    /// or (after a CHECKPOINT) every file of the PostgreSQL cluster's data folder, its WAL included.
+    /// or (after a CHECKPOINT, which writes every committed row to its table's files) the files
+    /// of this test's PostgreSQL database. Read on a thread of its own: the files are many
+    /// megabytes, and the concurrency pool's few threads serve the other tests' servers.
     func databaseFilesContain(_ text: String) async throws -> Bool {
         var folder = directory
-        if !(store is SQLiteStore) {
+        if let postgres = store as? PostgresStore {
             let cluster = try await PostgresCluster.shared()
             try await cluster.psql("CHECKPOINT")
-            folder = cluster.folder + "/data"
+            let oid = try await postgres.databaseOID()
+            folder = cluster.folder + "/data/base/\(oid)"
         }
         let needle = Data(text.utf8)
-        let files = FileManager.default.enumerator(atPath: folder)
-        while let name = files?.nextObject() as? String {
-            if let data = FileManager.default.contents(atPath: folder + "/" + name), data.range(of: needle) != nil { return true }
+        let searched = folder
+        return await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let files = FileManager.default.enumerator(atPath: searched)
+                while let name = files?.nextObject() as? String {
+                    if let data = FileManager.default.contents(atPath: searched + "/" + name), data.range(of: needle) != nil {
+                        continuation.resume(returning: true)
+                        return
+                    }
+                }
+                continuation.resume(returning: false)
+            }
         }
-        return false
     }
 
     /// How many long-polls wait on `app`.
