@@ -24,7 +24,7 @@ public final class PostgresStore: SettingsStore {
     let logger: Logger
     /// Names this instance in its notifications, so that it ignores its own.
     let instanceID: String
-    private let onTransaction: (@Sendable (_ kind: String, _ duration: Duration) -> Void)?
+    private let calls: StoreCalls
 
     private init(
         client: PostgresClient, location: PostgresLocation, logger: Logger, onTransaction: (@Sendable (String, Duration) -> Void)?
@@ -32,7 +32,7 @@ public final class PostgresStore: SettingsStore {
         self.client = client
         self.location = location
         self.logger = logger
-        self.onTransaction = onTransaction
+        self.calls = StoreCalls(onTransaction: onTransaction)
         instanceID = (0..<4).map { _ in String(UInt32.random(in: .min ... .max), radix: 16) }.joined(separator: "-")
     }
 
@@ -583,12 +583,12 @@ public final class PostgresStore: SettingsStore {
 
     /// The rows of one statement, run on a connection from the pool.
     private func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await timed("read") { try await self.client.query(query, logger: self.logger).collect() }
+        try await calls.run("read") { try await self.client.query(query, logger: self.logger).collect() }
     }
 
     /// One statement that writes (its own transaction).
     private func write(_ query: PostgresQuery) async throws {
-        _ = try await timed("write") { try await self.client.query(query, logger: self.logger).collect().count }
+        _ = try await calls.run("write") { try await self.client.query(query, logger: self.logger).collect().count }
     }
 
     /// `body` in one transaction on one connection: committed when it returns, rolled back when
@@ -598,28 +598,12 @@ public final class PostgresStore: SettingsStore {
     ///   COMMIT or ROLLBACK.
     private func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         do {
-            return try await timed("write") {
+            return try await calls.run("write") {
                 try await self.client.withTransaction(logger: self.logger) { connection in try await body(connection) }
             }
         } catch let error as PostgresTransactionError {
             throw error.closureError ?? error
         }
-    }
-
-    /// Runs `call`, timed for `onTransaction`, in a child task of the caller (as the SQLite store
-    /// does: a connection's task then keeps none of the deep stack a database call needs).
-    private func timed<T: Sendable>(_ kind: String, _ call: @escaping @Sendable () async throws -> T) async throws -> T {
-        async let result = Self.timed(kind, onTransaction, call)
-        return try await result
-    }
-
-    private static func timed<T: Sendable>(
-        _ kind: String, _ onTransaction: (@Sendable (String, Duration) -> Void)?, _ call: @Sendable () async throws -> T
-    ) async throws -> T {
-        guard let onTransaction else { return try await call() }
-        let start = ContinuousClock.now
-        defer { onTransaction(kind, start.duration(to: .now)) }
-        return try await call()
     }
 
     // MARK: - Decoding

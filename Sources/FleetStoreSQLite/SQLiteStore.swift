@@ -7,7 +7,7 @@ import GRDB
 /// writer), schema migrations applied at open, one transaction per call.
 public final class SQLiteStore: SettingsStore {
     private let pool: DatabasePool
-    private let onTransaction: (@Sendable (_ kind: String, _ duration: Duration) -> Void)?
+    private let calls: StoreCalls
 
     /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
     ///
@@ -28,7 +28,7 @@ public final class SQLiteStore: SettingsStore {
             if let onStatement { db.trace(options: .statement) { event in onStatement("\(event)") } }
         }
         pool = try DatabasePool(path: path, configuration: configuration)
-        self.onTransaction = onTransaction
+        self.calls = StoreCalls(onTransaction: onTransaction)
         try Self.migrator.migrate(pool)
     }
 
@@ -324,7 +324,7 @@ public final class SQLiteStore: SettingsStore {
     /// (WAL with NORMAL, the default here, is durable only at the next checkpoint). For every
     /// write whose success is confirmed to a client: enrollment, device and admin writes.
     private func durableWrite<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await timed("write") {
+        try await calls.run("write") {
             try await self.pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = FULL")
                 defer { try? db.execute(sql: "PRAGMA synchronous = NORMAL") }
@@ -338,35 +338,14 @@ public final class SQLiteStore: SettingsStore {
         }
     }
 
-    /// `pool.read` of `body`, timed for ``onTransaction``.
+    /// `pool.read` of `body`, run as ``StoreCalls`` runs every call.
     private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await timed("read") { try await self.pool.read(body) }
+        try await calls.run("read") { try await self.pool.read(body) }
     }
 
-    /// `pool.write` of `body` (one transaction), timed for ``onTransaction``.
+    /// `pool.write` of `body` (one transaction), run as ``StoreCalls`` runs every call.
     private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await timed("write") { try await self.pool.write(body) }
-    }
-
-    /// Runs `call`, timed for ``onTransaction``, in a child task of the caller.
-    ///
-    /// A task keeps the stack memory its deepest call ever needed for as long as it lives, and
-    /// GRDB's asynchronous calls are deep: run in the caller's task, a store access made by a
-    /// device's first request would stay with that connection's task (Hummingbird serves a
-    /// connection in one) for the connection's life — kilobytes per device of a fleet that
-    /// holds its connections all day. A child task's memory is freed when the access ends.
-    private func timed<T: Sendable>(_ kind: String, _ call: @escaping @Sendable () async throws -> T) async throws -> T {
-        async let result = Self.timed(kind, onTransaction, call)
-        return try await result
-    }
-
-    private static func timed<T: Sendable>(
-        _ kind: String, _ onTransaction: (@Sendable (String, Duration) -> Void)?, _ call: @Sendable () async throws -> T
-    ) async throws -> T {
-        guard let onTransaction else { return try await call() }
-        let start = ContinuousClock.now
-        defer { onTransaction(kind, start.duration(to: .now)) }
-        return try await call()
+        try await calls.run("write") { try await self.pool.write(body) }
     }
 
     // MARK: - Revisions and status
