@@ -232,10 +232,23 @@ let package = Package(
             dependencies: ["FleetIO", .product(name: "Logging", package: "swift-log")],
             swiftSettings: fleetSwiftSettings
         ),
+        // The admin console as values: HTML pages drawn from the service's answers and the
+        // metadata's layout, forms read back into merge patches, sessions and CSRF tokens.
+        .target(
+            name: "FleetConsole",
+            dependencies: [
+                "FleetServerCore", "FleetMetadata", "FleetJSON", "FleetProtocol", "PosixThreads",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            exclude: ["Assets"],
+            swiftSettings: fleetSwiftSettings,
+            plugins: ["ConsoleAssets"]
+        ),
+        .plugin(name: "ConsoleAssets", capability: .buildTool()),
         .target(
             name: "FleetServer",
             dependencies: [
-                "FleetServerCore", "FleetProtocol", "FleetJSON", "FleetIO", "PosixThreads",
+                "FleetServerCore", "FleetConsole", "FleetMetadata", "FleetProtocol", "FleetJSON", "FleetIO", "PosixThreads",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -293,6 +306,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetConsoleTests",
+            dependencies: ["FleetConsole", "FleetServerCore", "FleetMetadata", "FleetJSON", "PosixThreads"],
             swiftSettings: fleetSwiftSettings
         ),
         .target(

@@ -53,6 +53,11 @@ extension Metadata {
     /// The values every device starts from: the defaults alone.
     public var defaultValues: JSONObject { applyingDefaults(to: JSONObject()) }
 
+    /// The defaults of an object schema's properties (for a new item of a list, say).
+    public static func defaults(of objectSchema: JSONValue) -> JSONObject {
+        fillDefaults(nil, schema: objectSchema) ?? JSONObject()
+    }
+
     private static func fillDefaults(_ values: JSONObject?, schema: JSONValue) -> JSONObject? {
         guard case .object(let properties)? = schema["properties"] else { return values }
         var result = values ?? JSONObject()

@@ -98,8 +98,9 @@ public final class RequestLimits: Sendable {
         }
     }
 
-    /// Refuses an enrollment from a client that has failed too often.
-    func admitEnrollment(client: String) throws(ServiceError) {
+    /// Refuses a client that has failed too often before its secret is even checked: an
+    /// enrollment, or a sign-in to the console (so that guessing stops, not only its answers).
+    func admitGuess(client: String) throws(ServiceError) {
         let now = now
         if buckets.withLock({ $0.failures.isExhausted(client, now: now) }) {
             throw ServiceError.rateLimited("this address", retryAfter: .seconds(1))

@@ -27,6 +27,8 @@ struct Routes: Sendable {
     let limits: RequestLimits
     let connections: OpenConnections
     let metrics: PrometheusCollectorRegistry?
+    /// The admin console's routes (`nil`: no console).
+    let console: ConsoleRoutes?
 
     func router() -> Router<FleetRequestContext> {
         var routes: [(method: HTTPRequest.Method, path: String, handler: Handler)] = []
@@ -45,6 +47,8 @@ struct Routes: Sendable {
     private func defineRoutes(_ on: (HTTPRequest.Method, String, @escaping Handler) -> Void) {
         on(.get, "healthz") { _, _ in json(.ok, ["status": "ok"]) }
 
+        console?.define(on)
+
         // Prometheus' text format, for the admin token (a scraper sends it as a bearer token).
         if let metrics {
             on(.get, "metrics") { request, context in
@@ -58,7 +62,7 @@ struct Routes: Sendable {
         on(.post, "v1/enroll") { request, context in
             let client = client(request, context)
             try limits.admit(client: client)
-            try limits.admitEnrollment(client: client)
+            try limits.admitGuess(client: client)
             let body = try await jsonBody(request, limit: Self.enrollLimit)
             do {
                 return json(.created, try await service.enroll(body).json)

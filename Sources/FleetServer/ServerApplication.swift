@@ -1,3 +1,4 @@
+import FleetConsole
 import FleetServerCore
 import Hummingbird
 import HummingbirdCore
@@ -29,10 +30,13 @@ public struct ServerOptions: Sendable {
     /// The registry the service's metrics go to, served at `GET /metrics` to the admin; `nil`:
     /// no such route.
     public var metrics: PrometheusCollectorRegistry?
+    /// Whether the admin console is served under `/console/`.
+    public var console: Bool
 
     public init(
         host: String, port: Int, tls: (certificateFile: String, keyFile: String)? = nil, clientCAFile: String? = nil,
-        readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(), metrics: PrometheusCollectorRegistry? = nil
+        readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(), metrics: PrometheusCollectorRegistry? = nil,
+        console: Bool = true
     ) {
         self.host = host
         self.port = port
@@ -41,6 +45,7 @@ public struct ServerOptions: Sendable {
         self.readTimeout = readTimeout
         self.limits = limits
         self.metrics = metrics
+        self.console = console
     }
 }
 
@@ -59,8 +64,14 @@ public enum FleetServerApplication {
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> some ApplicationProtocol {
         let connections = OpenConnections()
+        let limits = RequestLimits(options.limits)
+        let console =
+            options.console
+            ? ConsoleRoutes(
+                service: service, sessions: ConsoleSessions(keyMaterial: service.consoleKeyMaterial), limits: limits, logger: logger,
+                tls: options.tls != nil) : nil
         let router = Routes(
-            service: service, logger: logger, limits: RequestLimits(options.limits), connections: connections, metrics: options.metrics
+            service: service, logger: logger, limits: limits, connections: connections, metrics: options.metrics, console: console
         ).router()
         let readTimeout = options.readTimeout
         let server: HTTPServerBuilder

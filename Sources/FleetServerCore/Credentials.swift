@@ -56,7 +56,8 @@ public enum Credentials {
         return String(decoding: text, as: UTF8.self)
     }
 
-    static func base64URL(_ bytes: [UInt8]) -> String {
+    /// `bytes` in base64url without padding (RFC 4648 §5).
+    public static func base64URL(_ bytes: [UInt8]) -> String {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
         var output: [UInt8] = []
         var index = 0

@@ -52,7 +52,7 @@ public struct ServiceError: Error, Sendable, Hashable, CustomStringConvertible {
     }
     static let deviceDisabled = ServiceError(
         401, "device-disabled", "this device is disabled; an admin can enable it again, or re-enroll it with a new enrollment token")
-    static func unknownDevice(_ id: String) -> ServiceError {
+    public static func unknownDevice(_ id: String) -> ServiceError {
         ServiceError(404, "unknown-device", "no device \"\(id)\" is enrolled")
     }
 }

@@ -11,25 +11,7 @@ extension SettingsService {
     ///   is greater than the stored one; 409 `values-invalid` listing every stored value the new
     ///   schema refuses, for which devices — unless `force` (then the devices report the error).
     public func putMetadata(app: String, document bytes: [UInt8], force: Bool) async throws -> MetadataPutResult {
-        let json: JSONValue
-        do {
-            json = try JSONParser.parse(bytes)
-        } catch {
-            throw ServiceError.badRequest("the metadata is not JSON: \(error)")
-        }
-        if case .object(let object) = json, case .string(let named)? = object["app"], named != app {
-            throw ServiceError(400, "app-mismatch", "the document is for app \"\(named)\" but was sent to the path of app \"\(app)\"")
-        }
-        let metadata: Metadata
-        do {
-            metadata = try Metadata(json)
-        } catch {
-            let code = error.isUnsupported ? "unsupported-metadata" : "invalid-metadata"
-            let summary = error.isUnsupported ? "the metadata uses what fleetset does not support" : "the metadata is not valid"
-            throw ServiceError(
-                422, code, summary,
-                details: error.problems.map { ErrorBody.Detail(pointer: $0.location.description, message: $0.message) })
-        }
+        let metadata = try Self.readMetadata(app: app, document: bytes)
         let document = String(decoding: bytes, as: UTF8.self)
         // The stored values are checked against the new version outside the write section;
         // the section writes only if nothing the check read has changed since.
@@ -73,6 +55,33 @@ extension SettingsService {
                     ])
                 return MetadataPutResult(app: app, version: Int64(metadata.version), previousVersion: state.storedVersion.map { Int64($0) })
             })
+    }
+
+    /// Reads an uploaded metadata document for `app`.
+    ///
+    /// - Throws: 400 for text that is not JSON or names another app; 422 `invalid-metadata` or
+    ///   `unsupported-metadata` with each problem.
+    static func readMetadata(app: String, document bytes: [UInt8]) throws(ServiceError) -> Metadata {
+        let json: JSONValue
+        do {
+            json = try JSONParser.parse(bytes)
+        } catch {
+            throw ServiceError.badRequest("the metadata is not JSON: \(error)")
+        }
+        if case .object(let object) = json, case .string(let named)? = object["app"], named != app {
+            throw ServiceError(400, "app-mismatch", "the document is for app \"\(named)\" but was sent to the path of app \"\(app)\"")
+        }
+        let metadata: Metadata
+        do {
+            metadata = try Metadata(json)
+        } catch {
+            let code = error.isUnsupported ? "unsupported-metadata" : "invalid-metadata"
+            let summary = error.isUnsupported ? "the metadata uses what fleetset does not support" : "the metadata is not valid"
+            throw ServiceError(
+                422, code, summary,
+                details: error.problems.map { ErrorBody.Detail(pointer: $0.location.description, message: $0.message) })
+        }
+        return metadata
     }
 
     /// What a metadata upload is checked against (whose settings: ids and groups, not the
@@ -285,7 +294,7 @@ extension SettingsService {
     }
 
     /// The scope an admin names; `defaults` is not one (defaults live in the metadata).
-    private func writableScope(_ parameter: String?) async throws -> Scope {
+    func writableScope(_ parameter: String?) async throws -> Scope {
         guard let parameter else { throw ServiceError.badParameter("add ?scope=app, ?scope=group:NAME or ?scope=device:ID") }
         guard let scope = Scope(parameter: parameter) else {
             throw ServiceError.badParameter(
@@ -297,7 +306,7 @@ extension SettingsService {
 
     /// Whose settings a change at `scope` reaches: the enrolled devices it applies to and the
     /// devices that will enroll later.
-    private func audiences(of scope: Scope, app: String) async throws -> [ValueAudit.Audience] {
+    func audiences(of scope: Scope, app: String) async throws -> [ValueAudit.Audience] {
         switch scope {
         case .defaults, .app:
             return try await store.devices().filter { $0.has(app: app) }.map(ValueAudit.Audience.device) + [.future(groups: [])]

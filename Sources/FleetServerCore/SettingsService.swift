@@ -39,6 +39,8 @@ public final class SettingsService: Sendable {
     let seenWrites: GroupCommit<DeviceSeen, Void>
     /// What the server measures.
     public let metrics: ServerMetrics
+    /// Reports and changes as they happen, for the console's live updates.
+    public let events = ServiceEvents()
     /// When the last write woke long-polls (for ``ServerMetrics/longPollWoken(after:)``).
     private let lastNotified = Locked(ContinuousClock.now)
 
@@ -72,12 +74,14 @@ public final class SettingsService: Sendable {
     func notifyChanged(_ app: String, scope: Scope) async {
         lastNotified.withLock { $0 = .now }
         await notifier.changed(app, scope: scope)
+        events.publish(.settingsChanged(app: app, scope: scope))
     }
 
     /// Tells the notifier that a device itself changed.
     func notifyDeviceChanged(_ id: String) async {
         lastNotified.withLock { $0 = .now }
         await notifier.deviceChanged(id)
+        events.publish(.deviceChanged(device: id))
     }
 
     // MARK: - Authentication
@@ -126,6 +130,15 @@ public final class SettingsService: Sendable {
         guard Self.seenLately(device, now: now) else { return nil }
         return .device(device)
     }
+
+    /// Whether `token` is the admin token (the console's sign-in).
+    public func isAdminToken(_ token: String) -> Bool {
+        Credentials.constantTimeEquals(Credentials.hash(token), adminTokenHash)
+    }
+
+    /// The secret the console's session keys are derived from: the admin token's hash, which
+    /// every instance of one fleet shares and which changes with the admin token.
+    public var consoleKeyMaterial: [UInt8] { Array(adminTokenHash.utf8) }
 
     /// Whether the device's last-seen time is recent enough that a request need not record it.
     private static func seenLately(_ device: Device, now: Int64) -> Bool {
@@ -249,7 +262,7 @@ public final class SettingsService: Sendable {
         switch outcome {
         case .enrolled(let device):
             let again = device.enrolledAt != now
-            if again { await notifyDeviceChanged(device.id) }
+            if again { await notifyDeviceChanged(device.id) } else { events.publish(.deviceChanged(device: device.id)) }
             logger.info(
                 again ? "device enrolled again (a retry: same device, new token)" : "device enrolled",
                 metadata: [
@@ -581,6 +594,7 @@ public final class SettingsService: Sendable {
         _ = try await storedMetadata(app: app)
         try await statusWrites.submit(StatusRecord(report: report, app: app, deviceID: device.id, time: wallClock.secondsSinceEpoch()))
         metrics.statusReport(report.state)
+        events.publish(.statusReported(app: app, device: device.id, state: report.state))
         let metadata: Logger.Metadata = [
             "event": "status", "app": "\(app)", "device": "\(device.id)", "revision": "\(report.revision)",
             "schema_version": "\(report.schemaVersion)", "state": "\(report.state.rawValue)", "source": "\(report.source.rawValue)",

@@ -15,6 +15,9 @@ public protocol SettingsStore: Sendable {
     /// Returns false, storing nothing, when another writer got there first.
     func replaceMetadata(_ metadata: StoredMetadata, expectedVersion: Int?) async throws -> Bool
 
+    /// The stored metadata of every app, by app id in byte order.
+    func allMetadata() async throws -> [StoredMetadata]
+
     /// The values set at `scope` for `app` (empty when none).
     func values(app: String, scope: Scope) async throws -> JSONObject
 

@@ -76,6 +76,17 @@ public final class PostgresStore: SettingsStore {
         }
     }
 
+    public func allMetadata() async throws -> [StoredMetadata] {
+        try await rows(Self.allMetadataQuery).map(Self.storedMetadata)
+    }
+
+    private static let allMetadataQuery: PostgresQuery = #"SELECT app, version, document FROM metadata ORDER BY app COLLATE "C""#
+
+    private static func storedMetadata(_ row: PostgresRow) throws -> StoredMetadata {
+        let (app, version, document) = try row.decode((String, Int, String).self)
+        return StoredMetadata(app: app, version: version, document: document)
+    }
+
     public func replaceMetadata(_ metadata: StoredMetadata, expectedVersion: Int?) async throws -> Bool {
         try await transaction { connection in
             let current = try await connection.query(
@@ -472,11 +483,7 @@ public final class PostgresStore: SettingsStore {
             // One snapshot of the whole database, as a read-only transaction sees it.
             try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: self.logger)
             var snapshot = StoreSnapshot()
-            for row in try await connection.query("SELECT app, version, document FROM metadata ORDER BY app", logger: self.logger).collect()
-            {
-                let (app, version, document) = try row.decode((String, Int, String).self)
-                snapshot.metadata.append(StoredMetadata(app: app, version: version, document: document))
-            }
+            snapshot.metadata = try await connection.query(Self.allMetadataQuery, logger: self.logger).collect().map(Self.storedMetadata)
             for row in try await connection.query(
                 #"SELECT app, scope, "values" FROM scoped_values ORDER BY app, scope"#, logger: self.logger
             )

@@ -92,6 +92,16 @@ public final class SQLiteStore: SettingsStore {
         }
     }
 
+    public func allMetadata() async throws -> [StoredMetadata] {
+        try await read { db in try Self.allMetadata(db) }
+    }
+
+    private static func allMetadata(_ db: Database) throws -> [StoredMetadata] {
+        try Row.fetchAll(db, sql: "SELECT app, version, document FROM metadata ORDER BY app").map { row in
+            StoredMetadata(app: row["app"], version: row["version"], document: row["document"])
+        }
+    }
+
     public func replaceMetadata(_ metadata: StoredMetadata, expectedVersion: Int?) async throws -> Bool {
         try await durableWrite { db in
             let current = try Int.fetchOne(db, sql: "SELECT version FROM metadata WHERE app = ?", arguments: [metadata.app])
@@ -454,9 +464,7 @@ public final class SQLiteStore: SettingsStore {
     public func snapshot() async throws -> StoreSnapshot {
         try await read { db in
             var snapshot = StoreSnapshot()
-            snapshot.metadata = try Row.fetchAll(db, sql: "SELECT app, version, document FROM metadata ORDER BY app").map { row in
-                StoredMetadata(app: row["app"], version: row["version"], document: row["document"])
-            }
+            snapshot.metadata = try Self.allMetadata(db)
             snapshot.values = try Row.fetchAll(db, sql: #"SELECT app, scope, "values" FROM scoped_values ORDER BY app, scope"#).map { row in
                 let app: String = row["app"]
                 let scopeText: String = row["scope"]

@@ -212,6 +212,7 @@ struct Serve: AsyncParsableCommand {
                     }
                 ) { change in
                     await notifier.changedElsewhere(change)
+                    service.events.publish(ServiceEvent(change))
                 }
             }
             defer { group.cancelAll() }

@@ -25,6 +25,20 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("every app's metadata, by app id in byte order", arguments: StoreKind.allCases)
+    func allMetadata(kind: StoreKind) async throws {
+        try await withStore(kind) { (store: any SettingsStore) async throws in
+            #expect(try await store.allMetadata().isEmpty)
+            for app in ["signage", "kiosk", "Z-app", "kiosk-2"] {
+                #expect(try await store.replaceMetadata(StoredMetadata(app: app, version: 1, document: "{}"), expectedVersion: nil))
+            }
+            #expect(try await store.replaceMetadata(StoredMetadata(app: "kiosk", version: 4, document: "{\"v\":4}"), expectedVersion: 1))
+            let all = try await store.allMetadata()
+            #expect(all.map(\.app) == ["Z-app", "kiosk", "kiosk-2", "signage"])
+            #expect(all[1] == StoredMetadata(app: "kiosk", version: 4, document: "{\"v\":4}"))
+        }
+    }
+
     @Test("values per scope; an empty object clears the scope", arguments: StoreKind.allCases)
     func scopedValues(kind: StoreKind) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in

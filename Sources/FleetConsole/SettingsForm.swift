@@ -1,0 +1,183 @@
+import FleetJSON
+import FleetMetadata
+import FleetServerCore
+
+/// The settings form of one app at one scope, drawn from the metadata's layout and schema, and
+/// the merge patch a submitted form makes.
+///
+/// Field names carry the JSON pointer of the value they edit: `v:/greeting`, `v:/playlist/0/url`.
+/// `reset:/KEY` asks for the setting to be inherited again (a `null` in the patch); a list
+/// sends `list:/KEY`, and one `row:/KEY/N` per item with the index it had when the page was
+/// drawn (or `new`), which the script renumbers after reordering.
+public struct SettingsForm: Sendable {
+    /// How a setting is edited.
+    enum Kind: Equatable {
+        case toggle
+        case choice(options: [JSONValue], titles: [String])
+        case integer
+        case number
+        case text
+        case secret
+        /// Anything else: its JSON in a text area.
+        case json
+    }
+
+    public let view: ScopeValuesView
+    /// Messages by the JSON pointer of the value they are about (`""`: the whole form).
+    public var errors: [String: String]
+    /// Values submitted that were refused, shown again as entered (by top-level key).
+    public var submitted: JSONObject
+
+    public init(view: ScopeValuesView, errors: [String: String] = [:], submitted: JSONObject = [:]) {
+        self.view = view
+        self.errors = errors
+        self.submitted = submitted
+    }
+
+    var metadata: Metadata { view.metadata }
+
+    // MARK: - Reading a submitted form
+
+    /// The merge patch a submitted form asks for: only the settings whose value differs from
+    /// what the form showed, `null` for those reset to inherited. Values that cannot be read
+    /// (a word in a number field, JSON that does not parse) are reported by pointer instead.
+    public static func patch(from fields: FormFields, view: ScopeValuesView) -> (patch: JSONObject, errors: [String: String]) {
+        var patch = JSONObject()
+        var errors: [String: String] = [:]
+        let properties = view.metadata.schemaDocument["properties"]?.objectValue ?? [:]
+        for key in view.metadata.settingKeys {
+            let pointer = JSONPointer.root.appending(key)
+            guard let schema = properties[key] else { continue }
+            let setHere = view.values[key] != nil
+            if fields[resetName(pointer)] != nil {
+                if setHere { patch[key] = .null }
+                continue
+            }
+            let shown = view.values[key] ?? view.inherited[key]
+            let value: JSONValue?
+            if fields.has(listName(pointer)) {
+                guard let itemSchema = schema["items"] else { continue }
+                value = readList(fields, at: pointer, itemSchema: itemSchema, shown: shown?.arrayValue ?? [], &errors)
+            } else if let text = fields[valueName(pointer)] {
+                let kind = kind(of: schema, secret: view.metadata.secretKeys.contains(key))
+                if kind == .secret {
+                    // Blank keeps the secret as it is; it is never shown, so it is never sent back.
+                    if !text.isEmpty { patch[key] = .string(text) }
+                    continue
+                }
+                value = read(text, kind: kind, at: pointer, optional: !setHere, &errors)
+            } else {
+                continue
+            }
+            if let value, value != shown { patch[key] = value }
+        }
+        return (patch, errors)
+    }
+
+    private static func readList(
+        _ fields: FormFields, at pointer: JSONPointer, itemSchema: JSONValue, shown: [JSONValue], _ errors: inout [String: String]
+    ) -> JSONValue? {
+        let prefix = rowName(pointer) + "/"
+        let rows = fields.names(withPrefix: prefix).compactMap { name -> (index: Int, name: String)? in
+            Int(name.dropFirst(prefix.count)).map { ($0, name) }
+        }.sorted { $0.index < $1.index }
+        let itemProperties = itemSchema["properties"]?.objectValue ?? [:]
+        var items: [JSONValue] = []
+        var failed = false
+        for row in rows {
+            let rowPointer = pointer.appending(index: row.index)
+            if fields.has(removeName(rowPointer)) { continue }
+            let origin = fields[row.name].flatMap { Int($0) }
+            var item = origin.flatMap { shown.indices.contains($0) ? shown[$0].objectValue : nil } ?? JSONObject()
+            for (property, schema) in itemProperties {
+                let fieldPointer = rowPointer.appending(property)
+                guard let text = fields[valueName(fieldPointer)] else { continue }
+                let optional = item[property] == nil
+                let before = errors.count
+                if let value = read(text, kind: kind(of: schema, secret: false), at: fieldPointer, optional: optional, &errors) {
+                    item[property] = value
+                }
+                if errors.count != before { failed = true }
+            }
+            items.append(.object(item))
+        }
+        return failed ? nil : .array(items)
+    }
+
+    /// One field's text as a value of its kind; `nil` (and no error) for an empty optional field.
+    private static func read(
+        _ text: String, kind: Kind, at pointer: JSONPointer, optional: Bool, _ errors: inout [String: String]
+    ) -> JSONValue? {
+        switch kind {
+        case .toggle:
+            return .bool(text == "true")
+        case .text, .secret:
+            return .string(text)
+        case .choice:
+            guard let value = try? JSONParser.parse(Array(text.utf8)) else {
+                errors[pointer.description] = "choose one of the listed values"
+                return nil
+            }
+            return value
+        case .integer, .number:
+            let trimmed = text.trimmingCharacters(in: " ")
+            if trimmed.isEmpty {
+                if !optional { errors[pointer.description] = "enter a number, or reset the setting to its inherited value" }
+                return nil
+            }
+            guard case .number(let number)? = try? JSONParser.parse(Array(trimmed.utf8)) else {
+                errors[pointer.description] = "\(JSONValue.string(text).serialized()) is not a number"
+                return nil
+            }
+            if kind == .integer && !number.isInteger {
+                errors[pointer.description] = "must be a whole number (got \(trimmed))"
+                return nil
+            }
+            return .number(number)
+        case .json:
+            if text.trimmingCharacters(in: " \n\r\t").isEmpty && optional { return nil }
+            do {
+                return try JSONParser.parse(Array(text.utf8))
+            } catch {
+                errors[pointer.description] = "is not JSON: \(error)"
+                return nil
+            }
+        }
+    }
+
+    /// How the setting `schema` describes is edited.
+    static func kind(of schema: JSONValue, secret: Bool) -> Kind {
+        if case .array(let options)? = schema["enum"] {
+            let titles = schema["x-enumTitles"]?.arrayValue?.compactMap(\.stringValue) ?? []
+            return .choice(options: options, titles: titles.count == options.count ? titles : options.map(Self.optionTitle))
+        }
+        switch schema["type"]?.stringValue {
+        case "boolean": return .toggle
+        case "integer": return .integer
+        case "number": return .number
+        case "string": return secret ? .secret : .text
+        default: return .json
+        }
+    }
+
+    private static func optionTitle(_ value: JSONValue) -> String {
+        value.stringValue ?? value.serialized()
+    }
+
+    static func valueName(_ pointer: JSONPointer) -> String { "v:" + pointer.description }
+    static func resetName(_ pointer: JSONPointer) -> String { "reset:" + pointer.description }
+    static func listName(_ pointer: JSONPointer) -> String { "list:" + pointer.description }
+    static func rowName(_ pointer: JSONPointer) -> String { "row:" + pointer.description }
+    static func removeName(_ pointer: JSONPointer) -> String { "remove:" + pointer.description }
+}
+
+extension String {
+    /// The string without the given characters at either end.
+    func trimmingCharacters(in set: String) -> String {
+        let characters = Set(set)
+        var text = Substring(self)
+        while let first = text.first, characters.contains(first) { text = text.dropFirst() }
+        while let last = text.last, characters.contains(last) { text = text.dropLast() }
+        return String(text)
+    }
+}

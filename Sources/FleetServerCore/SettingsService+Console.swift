@@ -1,0 +1,190 @@
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+
+/// Where a device stands with one app's newest settings.
+public enum RolloutState: String, Sendable, Hashable, CaseIterable {
+    /// It reported `applied` for the newest revision.
+    case applied
+    /// It reported `error` for the newest revision.
+    case error
+    /// It reported `unsupported` for the newest revision.
+    case unsupported
+    /// Nothing yet: it has not fetched the newest revision, or not reported on it.
+    case waiting
+}
+
+/// One device's standing with one app.
+public struct DeviceAppStanding: Sendable, Hashable {
+    public let app: String
+    /// The revision last served to the device.
+    public let servedRevision: Int64?
+    /// Whether what was last served is what the device would get now.
+    public let servedIsNewest: Bool
+    /// Its latest report for the app (any revision).
+    public let latest: DeviceStatus?
+    /// Its standing with the newest settings.
+    public let state: RolloutState
+}
+
+/// One app as the console's Apps page shows it.
+public struct AppRollup: Sendable, Hashable {
+    public let app: String
+    /// The metadata's `title`, when it has one.
+    public let title: String?
+    public let version: Int
+    /// Devices given the app.
+    public let devices: Int
+    /// Devices that have fetched the newest revision.
+    public let onNewest: Int
+    /// Devices per ``RolloutState``.
+    public let states: [RolloutState: Int]
+}
+
+/// The whole fleet at a glance: every app's roll-up and every device's standing per app.
+public struct FleetOverview: Sendable {
+    public let apps: [AppRollup]
+    public let devices: [Device]
+    /// By device id, then app id.
+    public let standings: [String: [String: DeviceAppStanding]]
+    /// The metadata versions, by app id.
+    public let metadata: [String: Metadata]
+}
+
+/// What an admin sees when editing one scope: the values set there and what it inherits.
+public struct ScopeValuesView: Sendable {
+    public let metadata: Metadata
+    public let scope: Scope
+    /// The values set at this scope, secrets masked.
+    public let values: JSONObject
+    /// What each setting would be without this scope, secrets masked.
+    public let inherited: JSONObject
+    /// Which scope each inherited value comes from.
+    public let inheritedSources: [String: Scope]
+
+    public init(metadata: Metadata, scope: Scope, values: JSONObject, inherited: JSONObject, inheritedSources: [String: Scope]) {
+        self.metadata = metadata
+        self.scope = scope
+        self.values = values
+        self.inherited = inherited
+        self.inheritedSources = inheritedSources
+    }
+}
+
+/// What uploading a new metadata version would do, before it is stored.
+public struct MetadataPreview: Sendable {
+    /// The stored version (`nil`: the app is new).
+    public let stored: Metadata?
+    public let proposed: Metadata
+    /// Why the upload would be refused whatever the values (its version is not greater).
+    public let versionProblem: String?
+    /// The stored values the new version would refuse, for which devices (the 409 details).
+    public let breaks: [ErrorBody.Detail]
+}
+
+extension SettingsService {
+    /// The service clock's time, in seconds since the epoch.
+    public var now: Int64 { wallClock.secondsSinceEpoch() }
+
+    /// The stored metadata of `app`, or `nil` when it has none.
+    public func currentMetadata(app: String) async throws -> Metadata? {
+        guard try await store.metadata(app: app) != nil else { return nil }
+        return try await metadata(app: app)
+    }
+
+    /// Every app's roll-up and every device's standing with each of its apps, read from the
+    /// store (not the serving cache: the console is not the hot path).
+    public func overview() async throws -> FleetOverview {
+        let stored = try await store.allMetadata()
+        let devices = try await store.devices()
+        var rollups: [AppRollup] = []
+        var standings: [String: [String: DeviceAppStanding]] = [:]
+        var metadataByApp: [String: Metadata] = [:]
+        for entry in stored {
+            guard let metadata = try? await metadata(app: entry.app) else { continue }
+            metadataByApp[entry.app] = metadata
+            async let values = store.allValues(app: entry.app)
+            async let revisions = store.revisions(app: entry.app)
+            async let reports = store.latestStatuses(app: entry.app)
+            let (allValues, served, latest) = try await (values, revisions, reports)
+            var states: [RolloutState: Int] = [:]
+            var onNewest = 0
+            let members = devices.filter { $0.has(app: entry.app) }
+            for device in members {
+                let standing = Self.standing(
+                    app: entry.app, device: device, metadata: metadata, values: allValues, served: served[device.id],
+                    latest: latest[device.id].map { DeviceStatus(report: $0.report, receivedAt: $0.receivedAt) })
+                standings[device.id, default: [:]][entry.app] = standing
+                states[standing.state, default: 0] += 1
+                if standing.servedIsNewest { onNewest += 1 }
+            }
+            rollups.append(
+                AppRollup(
+                    app: entry.app, title: metadata.document["title"]?.stringValue, version: metadata.version, devices: members.count,
+                    onNewest: onNewest, states: states))
+        }
+        return FleetOverview(apps: rollups, devices: devices, standings: standings, metadata: metadataByApp)
+    }
+
+    /// Where `device` stands with `app`: the newest revision is the one whose fingerprint its
+    /// effective settings have now.
+    static func standing(
+        app: String, device: Device, metadata: Metadata, values: [Scope: JSONObject], served: RevisionState?, latest: DeviceStatus?
+    ) -> DeviceAppStanding {
+        var groups: [String: JSONObject] = [:]
+        for group in device.groups { groups[group] = values[.group(group)] }
+        let effective = EffectiveSettings(
+            metadata: metadata, app: values[.app] ?? [:], groups: groups, device: values[.device(device.id)] ?? [:], deviceID: device.id)
+        let newest = served?.fingerprint == effective.fingerprint(schemaVersion: metadata.version)
+        var state = RolloutState.waiting
+        if newest, let served, let report = latest?.report, report.revision == served.revision {
+            state =
+                switch report.state {
+                case .applied: .applied
+                case .error: .error
+                case .unsupported: .unsupported
+                }
+        }
+        return DeviceAppStanding(app: app, servedRevision: served?.revision, servedIsNewest: newest, latest: latest, state: state)
+    }
+
+    /// The values set at one scope and what it inherits from the scopes below it.
+    ///
+    /// - Throws: 400 for a bad scope, 404 for an unknown app or device.
+    public func scopeValues(app: String, scope parameter: String?) async throws -> ScopeValuesView {
+        let metadata = try await metadata(app: app)
+        let scope = try await writableScope(parameter)
+        let all = try await store.allValues(app: app)
+        let below: EffectiveSettings
+        switch scope {
+        case .defaults, .app:
+            below = EffectiveSettings(metadata: metadata, app: [:], groups: [:], device: [:], deviceID: "")
+        case .group:
+            below = EffectiveSettings(metadata: metadata, app: all[.app] ?? [:], groups: [:], device: [:], deviceID: "")
+        case .device(let id):
+            guard let device = try await store.device(id: id) else { throw ServiceError.unknownDevice(id) }
+            var groups: [String: JSONObject] = [:]
+            for group in device.groups { groups[group] = all[.group(group)] }
+            below = EffectiveSettings(metadata: metadata, app: all[.app] ?? [:], groups: groups, device: [:], deviceID: id)
+        }
+        return ScopeValuesView(
+            metadata: metadata, scope: scope, values: metadata.masked(all[scope] ?? [:]), inherited: metadata.masked(below.values),
+            inheritedSources: below.sources)
+    }
+
+    /// What storing `bytes` as `app`'s metadata would do, without storing it.
+    ///
+    /// - Throws: what ``putMetadata(app:document:force:)`` throws for a document it cannot read.
+    public func previewMetadata(app: String, document bytes: [UInt8]) async throws -> MetadataPreview {
+        let proposed = try Self.readMetadata(app: app, document: bytes)
+        let stored = try await store.metadata(app: app)
+        let storedMetadata = stored == nil ? nil : try await metadata(app: app)
+        var versionProblem: String?
+        if let stored, stored.version >= proposed.version {
+            versionProblem = "version \(proposed.version) is not greater than the stored version \(stored.version)"
+        }
+        let findings = ValueAudit.findings(
+            metadata: proposed, values: try await store.allValues(app: app), audiences: try await audiences(of: .app, app: app))
+        return MetadataPreview(stored: storedMetadata, proposed: proposed, versionProblem: versionProblem, breaks: findings.map(\.detail))
+    }
+}

@@ -1,0 +1,83 @@
+import FleetClient
+import FleetDeviceFiles
+import FleetDeviceState
+import FleetJSON
+import FleetTestSupport
+import Foundation
+import Testing
+
+/// The admin console in a real browser (Debian's chromium through chromium-driver, driven by
+/// selenium from `Tests/Browser/console_browser.py`), against a real server with a real agent
+/// that applies what the browser changes. The script signs in, changes a setting and waits for
+/// `settings.json`, enters an invalid value and finds the message next to its field, adds and
+/// moves a list item, resets a device value to inherited, watches the roll-up change live when
+/// the agent reports, reviews a metadata upload, makes and revokes an enrollment token, signs
+/// out, and replays and forges forms (403). Every page is checked with axe-core.
+///
+/// Screenshots and the axe results go to `.build/console-screenshots/`. Like the contract tests,
+/// it needs `.build/python-tools` (`scripts/python-tools`) and chromium (`scripts/install-deps`):
+/// without them it is skipped with a message, unless `FLEETSET_REQUIRE_PYTHON_TOOLS` is set
+/// (as `scripts/test` does), and then it fails.
+@Suite("The admin console in a real browser")
+struct ConsoleBrowserTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .path
+    static let python = root + "/.build/python-tools/bin/python"
+    static let script = root + "/Tests/Browser/console_browser.py"
+    static let screenshots = root + "/.build/console-screenshots"
+    static let toolsPresent =
+        FileManager.default.isExecutableFile(atPath: python) && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium")
+        && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver")
+    static let toolsRequired = ProcessInfo.processInfo.environment["FLEETSET_REQUIRE_PYTHON_TOOLS"] != nil
+
+    @Test("the browser and its driver are there when the test command requires them")
+    func toolsInstalled() {
+        if !Self.toolsPresent && !Self.toolsRequired {
+            print("ConsoleBrowserTests: skipped — run scripts/install-deps and scripts/python-tools for chromium and selenium")
+        }
+        #expect(Self.toolsPresent || !Self.toolsRequired, "FLEETSET_REQUIRE_PYTHON_TOOLS is set but chromium or selenium is missing")
+    }
+
+    @Test(
+        "sign in, a form change a real agent applies, an error by its field, a list item, a reset, a live roll-up, sign out, replays refused",
+        .enabled(if: toolsPresent), .timeLimit(.minutes(5)))
+    func consoleInChromium() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let metadata = try Data(contentsOf: URL(fileURLWithPath: Self.root + "/Tests/Browser/kiosk.metadata.json"))
+        _ = try await fleet.admin.putMetadata(app: "kiosk", document: Array(metadata))
+        let agent = try await fleet.launchAgent([["id": "kiosk"]], storeMetadata: false)
+        defer { agent.kill() }
+        try await fleet.waitForStatusLine("kiosk", containing: ["state=applied"], agent: agent)
+        let device = try fleet.identity().deviceId
+        try? FileManager.default.removeItem(atPath: Self.screenshots)
+        let results = Self.screenshots + "/axe-results.json"
+        let browser = try RunningProcess(
+            Self.python,
+            [
+                Self.script, "--url", fleet.server.url, "--admin-token-file", fleet.directory + "/admin.token", "--device", device,
+                "--settings-file", fleet.layout.settingsFile("kiosk").path, "--cli", CLIRunner.product("fleetset"), "--agent-config",
+                fleet.configurationFile, "--screenshots", Self.screenshots, "--results", results,
+            ], standardOutputToLog: true)
+        defer { browser.kill() }
+        let status = await browser.waitForExit(timeout: .seconds(240))
+        #expect(status == 0, "the browser steps failed:\n\(browser.log)\nserver log:\n\(fleet.server.log)")
+        #expect(browser.log.contains("all console steps passed"))
+
+        // Every page was checked, and none has a serious or critical accessibility violation.
+        let axe = try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: results))))
+        let pages = axe.objectValue?.keys ?? []
+        #expect(
+            Set(pages).isSuperset(of: [
+                "sign-in", "apps", "settings", "settings-error", "apps-live", "devices", "device", "metadata-preview", "tokens",
+            ]),
+            "pages checked: \(pages)")
+        for page in pages {
+            #expect(axe[page]?["seriousOrCritical"] == 0, "\(page): \(axe[page]?.serialized() ?? "")")
+        }
+        // The admin token never reached the server's log or the browser's pages.
+        let token = try String(contentsOfFile: fleet.directory + "/admin.token", encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        #expect(!fleet.server.log.contains(token))
+    }
+}

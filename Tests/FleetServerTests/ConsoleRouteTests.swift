@@ -1,0 +1,237 @@
+import Curl
+import FleetClient
+import FleetJSON
+import FleetProtocol
+import FleetServerCore
+import FleetTestSupport
+import Foundation
+import Testing
+
+/// The console's HTTP behaviour without a browser: who may see it, what its cookie and headers
+/// say, and which forms it refuses. (`ConsoleBrowserTests` drives it in chromium.)
+@Suite("Admin console over HTTP")
+struct ConsoleRouteTests {
+    /// A console visitor: fleetset's libcurl client, following no redirect, with the session cookie once signed in.
+    struct Visitor {
+        let server: TestFleetServer
+        let http: HTTPClient
+        var cookie: String?
+
+        func request(
+            _ method: HTTPClient.Method, _ path: String, form: [(String, String)]? = nil, headers: [(String, String)] = []
+        ) async throws -> HTTPClient.Response {
+            var request = HTTPClient.Request(method: method, url: server.baseURL + path)
+            for (name, value) in headers { request.headers[name] = value }
+            if let cookie { request.headers["Cookie"] = "fleetset_console=\(cookie)" }
+            if let form {
+                request.headers["Content-Type"] = "application/x-www-form-urlencoded"
+                request.body = Array(form.map { "\(Self.encode($0.0))=\(Self.encode($0.1))" }.joined(separator: "&").utf8)
+            }
+            return try await http.execute(request)
+        }
+
+        static func encode(_ text: String) -> String {
+            text.utf8.map { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    String(UnicodeScalar(byte))
+                default: "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+                }
+            }.joined()
+        }
+
+        /// Signs in with `token`; keeps the cookie when one is set.
+        mutating func signIn(token: String = TestFleetServer.adminToken, headers: [(String, String)] = []) async throws
+            -> HTTPClient.Response
+        {
+            let answer = try await request(.post, "/console/sign-in", form: [("token", token)], headers: headers)
+            if let setCookie = answer.headers["Set-Cookie"],
+                let value = setCookie.split(separator: ";").first?.split(separator: "=", maxSplits: 1).last
+            {
+                cookie = String(value)
+            }
+            return answer
+        }
+
+        /// The CSRF token in a page's forms.
+        func csrf(_ path: String = "/console/apps") async throws -> String {
+            let page = String(decoding: try await request(.get, path).body, as: UTF8.self)
+            guard let range = page.range(of: "name=\"csrf\" value=\"") else { return "" }
+            return String(page[range.upperBound...].prefix { $0 != "\"" })
+        }
+    }
+
+    static func withVisitor(store: StoreKind = .sqlite, _ body: (TestFleetServer, inout Visitor) async throws -> Void) async throws {
+        try await TestFleetServer.with(store: store) { server in
+            let http = try HTTPClient(configuration: .init(allowInsecureHTTP: true, maxRedirects: 0))
+            var visitor = Visitor(server: server, http: http)
+            do {
+                try await body(server, &visitor)
+            } catch {
+                await http.shutdown()
+                throw error
+            }
+            await http.shutdown()
+        }
+    }
+
+    @Test("pages need a session: the admin's bearer token is not one, and the session cookie is no bearer token for the API")
+    func credentialsAreSeparate() async throws {
+        try await Self.withVisitor { server, visitor in
+            let anonymous = try await visitor.request(.get, "/console/apps")
+            #expect(anonymous.status == 303 && anonymous.headers["Location"] == "/console/sign-in")
+            let bearer = try await visitor.request(
+                .get, "/console/apps", headers: [("Authorization", "Bearer \(TestFleetServer.adminToken)")])
+            #expect(bearer.status == 303 && bearer.headers["Location"] == "/console/sign-in", "the API's credential opens no page")
+
+            let wrong = try await visitor.signIn(token: "fsa_wrong")
+            #expect(wrong.status == 401 && wrong.headers["Set-Cookie"] == nil && visitor.cookie == nil)
+            #expect(String(decoding: wrong.body, as: UTF8.self).contains("That is not the admin token."))
+
+            let signedIn = try await visitor.signIn()
+            #expect(signedIn.status == 303 && signedIn.headers["Location"] == "/console/apps")
+            let cookie = signedIn.headers["Set-Cookie"] ?? ""
+            for attribute in ["Path=/console", "Max-Age=28800", "HttpOnly", "SameSite=Strict"] {
+                #expect(cookie.contains("; \(attribute)"), "\(attribute) in \(cookie)")
+            }
+            #expect(!cookie.contains("Secure"), "plain HTTP on loopback: a Secure cookie would never be sent back")
+            #expect(!cookie.contains(TestFleetServer.adminToken))
+
+            let page = try await visitor.request(.get, "/console/apps")
+            #expect(page.status == 200 && page.headers["Content-Type"] == "text/html; charset=utf-8")
+            #expect(page.headers["Cache-Control"] == "no-store")
+
+            // The cookie is not a credential of the API.
+            let api = try await visitor.request(.get, "/v1/admin/devices")
+            #expect(api.status == 401)
+            #expect(!server.log.all.joined().contains(TestFleetServer.adminToken))
+            #expect(!server.log.all.joined().contains(visitor.cookie ?? "-"), "the session cookie is a credential: never logged")
+        }
+    }
+
+    @Test("behind a TLS proxy the cookie is Secure; every answer carries a policy that allows no inline script or style")
+    func headers() async throws {
+        try await Self.withVisitor { _, visitor in
+            let signedIn = try await visitor.signIn(headers: [("X-Forwarded-Proto", "https")])
+            #expect(signedIn.headers["Set-Cookie"]?.hasSuffix("; Secure") == true)
+            for path in ["/console/sign-in", "/console/apps", "/console/devices", "/console/tokens", "/console/apps/none"] {
+                let answer = try await visitor.request(.get, path)
+                let policy = answer.headers["Content-Security-Policy"] ?? ""
+                #expect(
+                    policy.contains("default-src 'none'") && policy.contains("script-src 'self'") && policy.contains("style-src 'self'"),
+                    "\(path)")
+                #expect(policy.contains("frame-ancestors 'none'") && policy.contains("form-action 'self'"), "\(path)")
+                #expect(!policy.contains("unsafe"), "\(path): \(policy)")
+                #expect(answer.headers["X-Content-Type-Options"] == "nosniff", "\(path)")
+                let page = String(decoding: answer.body, as: UTF8.self)
+                #expect(
+                    !page.contains("<script>") && !page.contains(" style=") && !page.contains(" onclick="),
+                    "\(path): inline script or style")
+            }
+            let script = try await visitor.request(.get, "/console/assets/console.js")
+            #expect(script.status == 200 && script.headers["Content-Type"] == "text/javascript; charset=utf-8")
+            #expect(script.headers["Cache-Control"]?.contains("immutable") == true)
+        }
+    }
+
+    @Test("a form without the session's CSRF token, from another origin, or after sign-out is refused and changes nothing")
+    func csrf() async throws {
+        try await Self.withVisitor { server, visitor in
+            try await server.putKioskMetadata()
+            _ = try await visitor.signIn()
+            let csrf = try await visitor.csrf("/console/apps/kiosk")
+            #expect(csrf.count == 43)
+            let path = "/console/apps/kiosk/settings?scope=app"
+            for (form, headers) in [
+                ([("v:/title", "missing token")], [(String, String)]()),
+                ([("csrf", "forged"), ("v:/title", "forged token")], []),
+                ([("csrf", csrf), ("v:/title", "cross-site")], [("Origin", "https://evil.example")]),
+            ] {
+                let refused = try await visitor.request(.post, path, form: form, headers: headers)
+                #expect(refused.status == 403, "\(form)")
+            }
+            #expect(try await server.admin.values(app: "kiosk", scope: "app").values.isEmpty)
+
+            let saved = try await visitor.request(
+                .post, path, form: [("csrf", csrf), ("v:/title", "Lobby")], headers: [("Origin", server.baseURL)])
+            #expect(saved.status == 303 && saved.headers["Location"] == "/console/apps/kiosk?scope=app&saved=1")
+            #expect(try await server.admin.values(app: "kiosk", scope: "app").values == ["title": "Lobby"])
+
+            let signOut = try await visitor.request(.post, "/console/sign-out", form: [("csrf", csrf)])
+            #expect(signOut.status == 303 && signOut.headers["Set-Cookie"]?.contains("Max-Age=0") == true)
+            // The same cookie and token, replayed after signing out.
+            let replay = try await visitor.request(.post, path, form: [("csrf", csrf), ("v:/title", "replayed")])
+            #expect(replay.status == 403)
+            #expect(try await visitor.request(.get, "/console/apps").status == 303)
+            #expect(try await server.admin.values(app: "kiosk", scope: "app").values == ["title": "Lobby"])
+        }
+    }
+
+    @Test("a form's values that break the schema come back by field, next to it, and nothing is stored")
+    func fieldErrors() async throws {
+        try await Self.withVisitor { server, visitor in
+            try await server.putKioskMetadata()
+            _ = try await visitor.signIn()
+            let csrf = try await visitor.csrf("/console/apps/kiosk")
+            let path = "/console/apps/kiosk/settings?scope=app"
+            let page = try await visitor.request(.post, path, form: [("csrf", csrf), ("v:/volume", "12"), ("v:/title", "Fine")])
+            #expect(page.status == 422)
+            let html = String(decoding: page.body, as: UTF8.self)
+            #expect(html.contains(#"<div class="field invalid" data-pointer="/volume">"#))
+            #expect(html.contains("must be &lt;= 10 (got 12)"))
+            #expect(html.contains(#"value="Fine""#), "the other values are shown again as entered")
+            let json = try await visitor.request(
+                .post, path, form: [("csrf", csrf), ("v:/volume", "ten")], headers: [("Accept", "application/json")])
+            #expect(json.status == 422)
+            let answer = try JSONParser.parse(json.body)
+            #expect(answer["saved"] == false)
+            #expect(answer["errors"]?.arrayValue?.first?["pointer"] == "/volume")
+            #expect(try await server.admin.values(app: "kiosk", scope: "app").values.isEmpty)
+        }
+    }
+
+    @Test("wrong admin tokens at sign-in count as failed logins: the address is slowed down like the API's")
+    func signInLimits() async throws {
+        try await Self.withVisitor { _, visitor in
+            var statuses: [Int] = []
+            for _ in 0..<40 { statuses.append(try await visitor.signIn(token: "fsa_guess").status) }
+            #expect(statuses.first == 401)
+            #expect(statuses.contains(429), "\(statuses)")
+            // Guessing stops, not only its answers: the right token is refused too for now.
+            #expect(try await visitor.signIn().status == 429)
+            #expect(visitor.cookie == nil)
+        }
+    }
+
+    @Test("the roll-up: devices on the newest revision, and what they reported about it", arguments: StoreKind.allCases)
+    func rollup(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
+            try await server.putKioskMetadata()
+            let first = try await server.enrollDevice()
+            let second = try await server.enrollDevice(groups: ["lobby"])
+            _ = try await server.enrollDevice()  // never fetches
+            for (device, state) in [(first, StatusReport.State.applied), (second, .error)] {
+                let settings = try await device.client.settings(app: "kiosk")
+                try await device.client.reportStatus(
+                    app: "kiosk", StatusReport(revision: settings?.revision ?? 0, schemaVersion: 1, state: state, source: .agent))
+            }
+            var kiosk = try await server.service.overview().apps.first { $0.app == "kiosk" }
+            #expect(kiosk?.devices == 3 && kiosk?.onNewest == 2)
+            #expect(kiosk?.states == [.applied: 1, .error: 1, .waiting: 1])
+
+            // A change for the lobby: the second device's report is about an older revision now.
+            _ = try await server.admin.patchValues(app: "kiosk", scope: "group:lobby", patch: ["volume": 2])
+            kiosk = try await server.service.overview().apps.first { $0.app == "kiosk" }
+            #expect(kiosk?.onNewest == 1)
+            #expect(kiosk?.states == [.applied: 1, .waiting: 2])
+            let standing = try await server.service.overview().standings[second.id]?["kiosk"]
+            #expect(standing?.servedIsNewest == false && standing?.latest?.report.state == .error)
+        }
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        String(repeating: "0", count: max(0, width - count)) + self
+    }
+}
