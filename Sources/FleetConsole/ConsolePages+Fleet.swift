@@ -177,10 +177,28 @@ extension ConsolePages {
     /// One device: its groups and apps, each app's explanation and latest report, and the
     /// disable and delete buttons.
     public static func device(
-        _ device: Device, standings: [String: DeviceAppStanding], explanations: [String: ScopeValuesExplanation], now: Int64, csrf: String,
-        notice: HTML? = nil
+        _ device: Device, standings: [String: DeviceAppStanding], explanations: [String: ScopeValuesExplanation],
+        recentReports: [StatusRecord], now: Int64, csrf: String, notice: HTML? = nil
     ) -> HTML {
-        let apps = device.apps.map { app -> HTML in
+        let reportRows = recentReports.map { record -> HTML in
+            let report = record.report
+            return """
+                <tr><td>\(ConsoleFrame.time(record.time, now: now))</td><td>\(record.app)</td><td class="num">\(report.revision)</td>\
+                <td><span class="state state-\(report.state == .applied ? "applied" : report.state.rawValue)">\(report.state.rawValue)</span></td>\
+                <td>\(report.source.rawValue)</td><td>\(report.message)</td></tr>
+                """
+        }
+        let recent: HTML =
+            recentReports.isEmpty
+            ? "<p>No report yet.</p>"
+            : """
+            <div class="table-wrap"><table class="reports"><caption>Its reports of the last \(Int(StatusHistory.revisions)) revisions of each app, newest first</caption>
+            <thead><tr><th scope="col">Received</th><th scope="col">App</th><th scope="col">Revision</th><th scope="col">State</th><th scope="col">From</th><th scope="col">Message</th></tr></thead>
+            <tbody>\(HTML.joined(reportRows))</tbody></table></div>
+            """
+        let withMetadata = device.apps.filter { explanations[$0] != nil }
+        let withoutMetadata = device.apps.filter { explanations[$0] == nil }
+        let apps = withMetadata.map { app -> HTML in
             let standing = standings[app]
             let report: HTML =
                 standing?.latest.map { latest in
@@ -209,8 +227,10 @@ extension ConsolePages {
                 \(notice)
                 <dl class="facts"><dt>Groups</dt><dd>\(device.groups.isEmpty ? "none" : device.groups.joined(separator: ", "))</dd>\
                 <dt>Apps</dt><dd>\(device.apps.joined(separator: ", "))</dd><dt>Enrolled</dt><dd>\(ConsoleFrame.time(device.enrolledAt, now: now))</dd>\
-                <dt>Last seen</dt><dd>\(ConsoleFrame.time(device.lastSeenAt, now: now))</dd></dl>
+                <dt>Last seen</dt><dd>\(ConsoleFrame.time(device.lastSeenAt, now: now))</dd>\
+                \(withoutMetadata.isEmpty ? .empty : "<dt>Apps without metadata yet</dt><dd>\(withoutMetadata.joined(separator: ", "))</dd>" as HTML)</dl>
                 \(HTML.joined(apps))
+                <section aria-labelledby="recent-reports"><h2 id="recent-reports">Recent reports</h2>\(recent)</section>
                 <section class="danger-zone" aria-labelledby="manage"><h2 id="manage">Manage</h2>
                 <form method="post" action="/console/devices/\(device.id)/\(device.disabled ? "enable" : "disable")"><input type="hidden" name="csrf" value="\(csrf)">\
                 <button type="submit">\(device.disabled ? "Enable" : "Disable") this device</button> <span class="help">\(device.disabled ? "Its token works again." : "Its token is refused until it is enabled again.")</span></form>

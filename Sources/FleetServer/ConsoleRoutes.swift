@@ -155,7 +155,11 @@ struct ConsoleRoutes: Sendable {
             return page(ConsolePages.signIn(error: error.message), status: HTTPResponse.Status(code: error.status))
         }
         let fields = try await form(request)
-        guard let token = fields["token"], service.isAdminToken(token) else {
+        // A token pasted with the file's newline, or with spaces around it, is the same token.
+        var token = Substring(fields["token"] ?? "")
+        while token.first?.isWhitespace == true { token = token.dropFirst() }
+        while token.last?.isWhitespace == true { token = token.dropLast() }
+        guard service.isAdminToken(String(token)) else {
             logger.warning("console sign-in refused", metadata: ["event": "console-sign-in", "outcome": "refused", "client": "\(client)"])
             do {
                 try limits.recordFailure(client: client)
@@ -346,7 +350,8 @@ struct ConsoleRoutes: Sendable {
         }
         return page(
             ConsolePages.device(
-                device, standings: overview.standings[id] ?? [:], explanations: explanations, now: service.now,
+                device, standings: overview.standings[id] ?? [:], explanations: explanations,
+                recentReports: try await service.recentReports(deviceID: id), now: service.now,
                 csrf: sessions.csrfToken(for: session), notice: notice))
     }
 

@@ -148,6 +148,12 @@ extension SettingsService {
         return DeviceAppStanding(app: app, servedRevision: served?.revision, servedIsNewest: newest, latest: latest, state: state)
     }
 
+    /// The device's recent status reports for every app, newest first (see
+    /// ``SettingsStore/recentStatuses(deviceID:)``).
+    public func recentReports(deviceID: String) async throws -> [StatusRecord] {
+        try await store.recentStatuses(deviceID: deviceID)
+    }
+
     /// The values set at one scope and what it inherits from the scopes below it.
     ///
     /// - Throws: 400 for a bad scope, 404 for an unknown app or device.

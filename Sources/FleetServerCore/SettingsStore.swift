@@ -108,6 +108,11 @@ public protocol SettingsStore: Sendable {
     /// The latest status reports of every device for the app, by device id.
     func latestStatuses(app: String) async throws -> [String: (report: StatusReport, receivedAt: Int64)]
 
+    /// The device's recent status reports for every app, newest first: each app's reports of
+    /// its last ``StatusHistory/revisions`` revisions, one per revision and source (a later
+    /// report of the same revision and source replaces the earlier).
+    func recentStatuses(deviceID: String) async throws -> [StatusRecord]
+
     /// Every device, ordered by id.
     func devices() async throws -> [Device]
 
@@ -170,6 +175,19 @@ public struct RevisionAdvance: Sendable, Hashable {
 }
 
 /// One status report to keep (see ``SettingsStore/recordStatuses(_:)``).
+/// How much of each device's report history the stores keep: a ring of slots per device and
+/// app, indexed by revision and source, so that keeping it costs one upsert per report and never
+/// a read or a delete.
+public enum StatusHistory {
+    /// Revisions kept per device and app.
+    public static let revisions: Int64 = 5
+
+    /// The slot of a report: 0 to `2 × revisions - 1`.
+    public static func slot(of report: StatusReport) -> Int64 {
+        ((report.revision % revisions + revisions) % revisions) * 2 + (report.source == .agent ? 0 : 1)
+    }
+}
+
 public struct StatusRecord: Sendable, Hashable {
     public var report: StatusReport
     public var app: String

@@ -37,7 +37,16 @@ enum PostgresMigrations {
                 source TEXT NOT NULL, received_at BIGINT NOT NULL, PRIMARY KEY (app, device_id));
             CREATE INDEX status_reports_device ON status_reports (device_id);
             """#
-        )
+        ),
+        (
+            "v2: recent status reports",
+            #"""
+            CREATE TABLE status_history (
+                device_id TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE, app TEXT NOT NULL, slot BIGINT NOT NULL,
+                revision BIGINT NOT NULL, schema_version BIGINT NOT NULL, state TEXT NOT NULL, message TEXT NOT NULL,
+                source TEXT NOT NULL, received_at BIGINT NOT NULL, PRIMARY KEY (device_id, app, slot));
+            """#
+        ),
     ]
 
     /// Applies the migrations not applied yet; returns the names of those it applied.

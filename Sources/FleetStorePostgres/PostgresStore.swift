@@ -245,6 +245,7 @@ public final class PostgresStore: SettingsStore {
         try await transaction { connection in
             try await connection.query("DELETE FROM revisions WHERE device_id = \(id)", logger: self.logger)
             try await connection.query("DELETE FROM status_reports WHERE device_id = \(id)", logger: self.logger)
+            try await connection.query("DELETE FROM status_history WHERE device_id = \(id)", logger: self.logger)
             try await connection.query("DELETE FROM scoped_values WHERE scope = \(Scope.device(id).description)", logger: self.logger)
             let deleted = try await connection.query("DELETE FROM devices WHERE id = \(id) RETURNING id", logger: self.logger).collect()
             try await self.notify(.device(id), on: connection)
@@ -444,19 +445,43 @@ public final class PostgresStore: SettingsStore {
         return records.map { _ in () }
     }
 
-    /// One statement for a batch of reports; of two for the same device and app, the later stays.
+    /// One statement for a batch of reports: the latest of each device and app (of two in the
+    /// batch, the later stays), and each report in its history slot (the same rule per slot).
     private static func upsertStatuses(_ records: [StatusRecord]) -> PostgresQuery {
-        var latest: [String: Int] = [:]
-        for (index, record) in records.enumerated() { latest[record.app + "\u{0}" + record.deviceID] = index }
-        let kept = latest.values.sorted().map { records[$0] }
+        func lastOfEach(_ key: (StatusRecord) -> String) -> [StatusRecord] {
+            var latest: [String: Int] = [:]
+            for (index, record) in records.enumerated() { latest[key(record)] = index }
+            return latest.values.sorted().map { records[$0] }
+        }
+        let kept = lastOfEach { $0.app + "\u{0}" + $0.deviceID }
+        let history = lastOfEach { $0.app + "\u{0}" + $0.deviceID + "\u{0}" + String(StatusHistory.slot(of: $0.report)) }
+        // The first INSERT runs as a data-modifying WITH: once, whether or not the second reads it.
         return """
-            INSERT INTO status_reports (app, device_id, revision, schema_version, state, message, source, received_at)
-            SELECT * FROM unnest(\(kept.map(\.app))::text[], \(kept.map(\.deviceID))::text[], \(kept.map(\.report.revision))::int8[],
-                \(kept.map(\.report.schemaVersion))::int8[], \(kept.map(\.report.state.rawValue))::text[], \(kept.map(\.report.message))::text[],
-                \(kept.map(\.report.source.rawValue))::text[], \(kept.map(\.time))::int8[])
-            ON CONFLICT (app, device_id) DO UPDATE SET revision = EXCLUDED.revision, schema_version = EXCLUDED.schema_version,
+            WITH latest AS (
+                INSERT INTO status_reports (app, device_id, revision, schema_version, state, message, source, received_at)
+                SELECT * FROM unnest(\(kept.map(\.app))::text[], \(kept.map(\.deviceID))::text[], \(kept.map(\.report.revision))::int8[],
+                    \(kept.map(\.report.schemaVersion))::int8[], \(kept.map(\.report.state.rawValue))::text[], \(kept.map(\.report.message))::text[],
+                    \(kept.map(\.report.source.rawValue))::text[], \(kept.map(\.time))::int8[])
+                ON CONFLICT (app, device_id) DO UPDATE SET revision = EXCLUDED.revision, schema_version = EXCLUDED.schema_version,
+                    state = EXCLUDED.state, message = EXCLUDED.message, source = EXCLUDED.source, received_at = EXCLUDED.received_at
+                RETURNING 1)
+            INSERT INTO status_history (device_id, app, slot, revision, schema_version, state, message, source, received_at)
+            SELECT * FROM unnest(\(history.map(\.deviceID))::text[], \(history.map(\.app))::text[],
+                \(history.map { StatusHistory.slot(of: $0.report) })::int8[], \(history.map(\.report.revision))::int8[],
+                \(history.map(\.report.schemaVersion))::int8[], \(history.map(\.report.state.rawValue))::text[],
+                \(history.map(\.report.message))::text[], \(history.map(\.report.source.rawValue))::text[], \(history.map(\.time))::int8[])
+            ON CONFLICT (device_id, app, slot) DO UPDATE SET revision = EXCLUDED.revision, schema_version = EXCLUDED.schema_version,
                 state = EXCLUDED.state, message = EXCLUDED.message, source = EXCLUDED.source, received_at = EXCLUDED.received_at
             """
+    }
+
+    public func recentStatuses(deviceID: String) async throws -> [StatusRecord] {
+        try await rows(
+            """
+            SELECT \(unescaped: Self.statusColumns) FROM status_history WHERE device_id = \(deviceID)
+            ORDER BY received_at DESC, app COLLATE "C", revision DESC, source
+            """
+        ).map(Self.storedStatus).map { StatusRecord(report: $0.report, app: $0.app, deviceID: deviceID, time: $0.receivedAt) }
     }
 
     /// The columns ``storedStatus(_:)`` reads, in its order.

@@ -74,6 +74,15 @@ public final class SQLiteStore: SettingsStore {
                     CREATE UNIQUE INDEX enrollment_tokens_id ON enrollment_tokens (id);
                     """)
         }
+        migrator.registerMigration("v3: recent status reports") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE status_history (
+                        device_id TEXT NOT NULL REFERENCES devices(id) ON DELETE CASCADE, app TEXT NOT NULL, slot INTEGER NOT NULL,
+                        revision INTEGER NOT NULL, schema_version INTEGER NOT NULL, state TEXT NOT NULL, message TEXT NOT NULL,
+                        source TEXT NOT NULL, received_at INTEGER NOT NULL, PRIMARY KEY (device_id, app, slot));
+                    """)
+        }
         return migrator
     }
 
@@ -245,6 +254,7 @@ public final class SQLiteStore: SettingsStore {
         try await durableWrite { db in
             try db.execute(sql: "DELETE FROM revisions WHERE device_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM status_reports WHERE device_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM status_history WHERE device_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM scoped_values WHERE scope = ?", arguments: [Scope.device(id).description])
             try db.execute(sql: "DELETE FROM devices WHERE id = ?", arguments: [id])
             return db.changesCount > 0
@@ -428,6 +438,28 @@ public final class SQLiteStore: SettingsStore {
                     record.app, record.deviceID, report.revision, report.schemaVersion, report.state.rawValue, report.message,
                     report.source.rawValue, record.time,
                 ])
+            try db.cachedStatement(
+                sql: """
+                    INSERT OR REPLACE INTO status_history
+                    (device_id, app, slot, revision, schema_version, state, message, source, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """
+            ).execute(
+                arguments: [
+                    record.deviceID, record.app, StatusHistory.slot(of: report), report.revision, report.schemaVersion,
+                    report.state.rawValue, report.message, report.source.rawValue, record.time,
+                ])
+        }
+    }
+
+    public func recentStatuses(deviceID: String) async throws -> [StatusRecord] {
+        try await read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM status_history WHERE device_id = ? ORDER BY received_at DESC, app, revision DESC, source",
+                arguments: [deviceID]
+            ).map { row in
+                let stored = try Self.storedStatus(row)
+                return StatusRecord(report: stored.report, app: row["app"], deviceID: deviceID, time: stored.receivedAt)
+            }
         }
     }
 

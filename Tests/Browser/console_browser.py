@@ -322,7 +322,11 @@ class Console:
         text = self.find("main").text
         check("the browser test says no" in text, f"the device page should show its latest report: {text[:400]!r}")
         check("Hello from the browser" in text, "the device page should explain its values")
-        check("********" in text or "operatorPassword" in text, "secrets are listed masked")
+        check("operatorPassword" in text, "the explanation lists every setting, secrets masked")
+        reports = self.find("table.reports").text
+        check("the browser test says no" in reports and "applied" in reports and "agent" in reports and "app" in reports,
+              f"the recent reports should show the agent's and the app's reports: {reports!r}")
+        check(len(self.finds("table.reports tbody tr")) >= 3, "several recent reports are listed")
         self.page("device")
 
     def tokens(self):

@@ -154,12 +154,12 @@ struct AgentLifecycleTests {
             (#"{"server": "https://x", "apps": []}"#, "/apps: must be an array of 1 to 64 apps"),
             (#"{"server": "https://x", "apps": [{"id": "a"}], "server": "https://y"}"#, "duplicate key \"server\""),
         ])
-    func configurationErrors(text: String, expected: String) throws {
+    func configurationErrors(text: String, expected: String) async throws {
         let directory = try CLIRunner.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("fleetsetd.json").path
         try FileSystemWrite.text(text, to: path, mode: 0o644)
-        let result = try CLIRunner.run(["--config", path], executable: CLIRunner.product("fleetsetd"))
+        let result = try await CLIRunner.run(["--config", path], executable: CLIRunner.product("fleetsetd"))
         #expect(result.status == 2)
         #expect(result.standardError.contains("fleetsetd: \(path): ") && result.standardError.contains(expected), "\(result.standardError)")
     }
@@ -181,7 +181,7 @@ struct AgentLifecycleTests {
         // The server goes away and settings.json is torn (as by a faulty disk).
         let port = fleet.server.port
         fleet.server.signal(SIGTERM)
-        #expect(fleet.server.waitForExit() == 0)
+        await #expect(fleet.server.waitForExit() == 0)
         let settingsPath = fleet.layout.settingsFile("menu").path
         let torn = try Data(contentsOf: URL(fileURLWithPath: settingsPath)).prefix(40)
         try torn.write(to: URL(fileURLWithPath: settingsPath))
@@ -203,7 +203,7 @@ struct AgentLifecycleTests {
         // The server comes back on the same port; the agent catches up and sends the report.
         let revived = try await ServerProcess.start(in: fleet.directory, port: port)
         defer { revived.kill() }
-        #expect(try fleet.cli(["sync"]).status == 0)
+        #expect(try await fleet.cli(["sync"]).status == 0)
         let caughtUp = try await fleet.waitForSettings("menu", agent: agent) { $0.revision == second.revision }
         #expect(caughtUp.values["greeting"] == "second")
         try await Waiting.until("the queued report never arrived:\n\(revived.log)") {
@@ -260,7 +260,7 @@ struct AgentLifecycleTests {
         #expect(!serverLines.contains { $0.contains("0000") })
         #expect(agent.isRunning)
         // The hung hook's process was stopped, not left behind.
-        let leftovers = try CLIRunner.run(["-c", "pgrep -f '^/bin/sleep 60$' || true"], executable: "/bin/sh")
+        let leftovers = try await CLIRunner.run(["-c", "pgrep -f '^/bin/sleep 60$' || true"], executable: "/bin/sh")
         #expect(leftovers.standardOutput.isEmpty)
     }
 
@@ -286,7 +286,7 @@ struct AgentLifecycleTests {
             return &copy;
         }
         """.write(toFile: source, atomically: true, encoding: .utf8)
-        let compiled = try CLIRunner.run(["-shared", "-fPIC", "-o", library, source, "-ldl"], executable: "/opt/swift/usr/bin/clang")
+        let compiled = try await CLIRunner.run(["-shared", "-fPIC", "-o", library, source, "-ldl"], executable: "/opt/swift/usr/bin/clang")
         try #require(compiled.status == 0, "\(compiled)")
 
         let agent = try await fleet.launchAgent([["id": "kiosk"]], environment: ["LD_PRELOAD": library])

@@ -46,18 +46,18 @@ struct AgentSyncTests {
         try await agent.waitForLog("changed=greeting,volume")
 
         // The read side of the CLI, through the agent's own configuration file.
-        let get = try fleet.cli(["get", "greeting"])
+        let get = try await fleet.cli(["get", "greeting"])
         #expect(get.status == 0 && get.standardOutput == "hi there\n", "\(get)")
-        let getJSON = try fleet.cli(["get", "--json", "greeting"])
+        let getJSON = try await fleet.cli(["get", "--json", "greeting"])
         #expect(getJSON.standardOutput == "\"hi there\"\n")
-        let secret = try fleet.cli(["get", "pin"])
+        let secret = try await fleet.cli(["get", "pin"])
         #expect(secret.status == 1 && secret.standardError.contains("pin is a secret") && !secret.standardOutput.contains("4711"))
-        let missing = try fleet.cli(["get", "nope"])
+        let missing = try await fleet.cli(["get", "nope"])
         #expect(missing.status == 1 && missing.standardError.contains("lobby has no setting /nope"))
-        let show = try fleet.cli(["show"])
+        let show = try await fleet.cli(["show"])
         #expect(show.status == 0 && show.standardOutput.contains("Greeting [greeting]: \"hi there\""), "\(show)")
         #expect(show.standardOutput.contains("pin: \"********\"") && !show.standardOutput.contains("4711"))
-        let status = try fleet.cli(["status"])
+        let status = try await fleet.cli(["status"])
         let columns = status.lines.last?.split(separator: " ").map(String.init) ?? []
         #expect(
             status.status == 0 && status.lines.count == 2 && Array(columns.prefix(3)) == ["lobby", "\(second.revision)", "applied"],
@@ -90,7 +90,7 @@ struct AgentSyncTests {
         #expect(status.revision == good.revision && status.latestRevision ?? 0 > good.revision)
         #expect(status.lastError?.contains("is not valid for metadata version 2: /volume: must be <= 3 (got 8)") == true)
         #expect(try Data(contentsOf: URL(fileURLWithPath: fleet.layout.settingsFile("panel").path)) == goodBytes)
-        let cli = try fleet.cli(["status"])
+        let cli = try await fleet.cli(["status"])
         #expect(cli.status == 1 && cli.standardOutput.contains("error"))
 
         // Fixing the value brings the app back to applied with schema version 2.
@@ -139,7 +139,7 @@ struct AgentSyncTests {
         for (fault, expected) in faults {
             proxy.inject(fault)
             // `fleetset sync` cuts the held long-poll short, so the next request meets the fault.
-            #expect(try fleet.cli(["sync"]).status == 0)
+            #expect(try await fleet.cli(["sync"]).status == 0)
             try await Waiting.until("no fault answered") { proxy.faultsServed("\(fault)") >= 1 }
             try await agent.waitForLog("event=sync-failed", count: faults.firstIndex { $0.0 == fault }! + 1)
             try await fleet.waitForStatus("till", agent: agent) { $0.lastError?.contains(expected) == true }
@@ -150,7 +150,7 @@ struct AgentSyncTests {
 
         proxy.inject(.none)
         try await fleet.set("till", ["counter": 1])
-        #expect(try fleet.cli(["sync"]).status == 0)
+        #expect(try await fleet.cli(["sync"]).status == 0)
         let recovered = try await fleet.waitForSettings("till", agent: agent) { $0.revision > good.revision }
         #expect(recovered.values["counter"] == 1)
         try await fleet.waitForStatus("till", agent: agent) { $0.state == .applied && $0.lastError == nil }

@@ -1,3 +1,4 @@
+import Curl
 import FleetClient
 import FleetDeviceFiles
 import FleetDeviceState
@@ -36,6 +37,27 @@ struct ConsoleBrowserTests {
             print("ConsoleBrowserTests: skipped — run scripts/install-deps and scripts/python-tools for chromium and selenium")
         }
         #expect(Self.toolsPresent || !Self.toolsRequired, "FLEETSET_REQUIRE_PYTHON_TOOLS is set but chromium or selenium is missing")
+    }
+
+    @Test("over TLS the session cookie is Secure, and the console's pages come over HTTP/2 like the API")
+    func secureCookieOverTLS() async throws {
+        let fleet = try await Fleet.start(tls: true)
+        defer { Task { await fleet.stop() } }
+        let token = try String(contentsOfFile: fleet.directory + "/admin.token", encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        try await withHTTPClient(configuration: .init(tls: .init(caFile: fleet.certificateFile), maxRedirects: 0)) { http in
+            var request = HTTPClient.Request(method: .post, url: fleet.server.url + "/console/sign-in")
+            request.headers["Content-Type"] = "application/x-www-form-urlencoded"
+            request.body = Array("token=\(token)".utf8)
+            let signedIn = try await http.execute(request)
+            #expect(signedIn.status == 303)
+            let cookie = signedIn.headers["Set-Cookie"] ?? ""
+            #expect(cookie.hasPrefix("fleetset_console=") && cookie.hasSuffix("; HttpOnly; SameSite=Strict; Secure"), "\(cookie)")
+            var page = HTTPClient.Request(method: .get, url: fleet.server.url + "/console/apps")
+            page.headers["Cookie"] = String(cookie.prefix { $0 != ";" })
+            let apps = try await http.execute(page)
+            #expect(apps.status == 200 && apps.httpVersion == .http2)
+        }
     }
 
     @Test(

@@ -38,9 +38,9 @@ struct CrashTests {
             try await fleet.set("crash", ["counter": .number(.integer(Int64(cycle)))])
             let document = try #require(try await device.settings(app: "crash"))
             served[document.revision] = document.values
-            usleep(UInt32.random(in: 0...25_000, using: &random))
+            try await Task.sleep(for: .microseconds(UInt32.random(in: 0...25_000, using: &random)))
             agent.signal(SIGKILL)
-            _ = agent.waitForExit()
+            _ = await agent.waitForExit()
 
             let file = fleet.layout.settingsFile("crash")
             let onDisk = try #require(SettingsOnDisk.load(file, app: "crash").settings, "cycle \(cycle): no settings")

@@ -22,8 +22,8 @@ struct FullDiskTests {
         defer { Task { await fleet.stop() } }
         let state = fleet.directory + "/state"
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        try Self.mountTmpfs(at: state, size: "2m")
-        defer { _ = try? CLIRunner.run(["-l", state], executable: "/usr/bin/umount") }
+        try await Self.mountTmpfs(at: state, size: "2m")
+        defer { _ = try? CLIRunner.runSynchronously(["-l", state], executable: "/usr/bin/umount") }
 
         let agent = try await fleet.launchAgent([["id": "panel"]])
         defer { agent.kill() }
@@ -54,8 +54,8 @@ struct FullDiskTests {
         #expect(try Self.temporaryNames(in: fleet.layout.appDirectory("panel")) == [])
     }
 
-    static func mountTmpfs(at path: String, size: String) throws {
-        let mounted = try CLIRunner.run(["-t", "tmpfs", "-o", "size=\(size),mode=0755", "tmpfs", path], executable: "/usr/bin/mount")
+    static func mountTmpfs(at path: String, size: String) async throws {
+        let mounted = try await CLIRunner.run(["-t", "tmpfs", "-o", "size=\(size),mode=0755", "tmpfs", path], executable: "/usr/bin/mount")
         guard mounted.status == 0 else {
             throw ProcessFailed(log: "this test mounts a tmpfs (it needs root): \(mounted.standardError)")
         }

@@ -41,7 +41,7 @@ struct HostileInputAgentTests {
 
         // The CLI checks first, and answers at once.
         let started = ContinuousClock.now
-        let refused = try fleet.cli(["set", "greeting=\(Self.attack)"])
+        let refused = try await fleet.cli(["set", "greeting=\(Self.attack)"])
         #expect(refused.status == 1 && refused.standardError.contains("too expensive to check"), "\(refused)")
         #expect(ContinuousClock.now - started < .seconds(60), "a bound: without the step budget this takes hours")
 
@@ -118,13 +118,13 @@ struct HostileInputAgentTests {
         #expect(status.lastError?.contains("********") == true)
         #expect(try AgentSyncTests.mode(fleet.layout.statusFile("cams")) == 0o640)
 
-        let show = try fleet.cli(["show"])
+        let show = try await fleet.cli(["show"])
         #expect(show.status == 0 && show.standardOutput.contains("rtsp://cam1") && !show.standardOutput.contains(password), "\(show)")
-        let get = try fleet.cli(["get", "/streams/0/password"])
+        let get = try await fleet.cli(["get", "/streams/0/password"])
         #expect(get.status == 1 && get.standardError.contains("is a secret") && !get.standardOutput.contains(password))
-        let holder = try fleet.cli(["get", "streams", "--json"])
+        let holder = try await fleet.cli(["get", "streams", "--json"])
         #expect(holder.status == 1 && holder.standardError.contains("holds a secret"))
-        #expect(try fleet.cli(["get", "greeting"]).standardOutput == "hi\n")
+        #expect(try await fleet.cli(["get", "greeting"]).standardOutput == "hi\n")
 
         watch = try RunningProcess(CLIRunner.binary, ["watch", "--config", fleet.configurationFile], standardOutputToLog: true)
         try await Task.sleep(for: .milliseconds(300))
@@ -228,7 +228,7 @@ struct HostileInputAgentTests {
         let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
         let before = try fleet.identity()
         let admin = ["--server", fleet.server.url, "--token-file", fleet.directory + "/admin.token"]
-        let asked = try CLIRunner.run(["admin", "devices", "set", before.deviceId, "--rotate-token"] + admin)
+        let asked = try await CLIRunner.run(["admin", "devices", "set", before.deviceId, "--rotate-token"] + admin)
         #expect(asked.status == 0 && asked.standardOutput.contains("token rotation requested"), "\(asked)")
         // The next answer carries the request: an admin change wakes the long-poll.
         try await fleet.set("kiosk", ["volume": 4])
@@ -247,10 +247,10 @@ struct HostileInputAgentTests {
         } catch let error as FleetClientError {
             #expect(error.status == 401)
         }
-        let set = try fleet.cli(["set", "greeting=after rotation", "--wait", "--timeout", "20"])
+        let set = try await fleet.cli(["set", "greeting=after rotation", "--wait", "--timeout", "20"])
         #expect(set.status == 0, "\(set)\n\(agent.log)")
         #expect(fleet.settings("kiosk").map { $0.revision > first.revision && $0.values["greeting"] == "after rotation" } == true)
-        let shown = try CLIRunner.run(["admin", "devices", "show", before.deviceId, "--json"] + admin)
+        let shown = try await CLIRunner.run(["admin", "devices", "show", before.deviceId, "--json"] + admin)
         #expect(shown.standardOutput.contains("\"tokenRotationRequested\": false"), "\(shown)")
         #expect(!agent.log.contains(after.deviceToken) && !fleet.server.log.contains(after.deviceToken))
     }
@@ -322,12 +322,12 @@ struct HostileInputAgentTests {
         defer { Task { await fleet.stop() } }
         let port = String(fleet.server.port)
         let certificate = ["-cert", fleet.clientCertificateFile, "-key", fleet.clientKeyFile, "-CAfile", fleet.certificateFile]
-        let old = try CLIRunner.run(
+        let old = try await CLIRunner.run(
             ["s_client", "-connect", "127.0.0.1:" + port, "-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0"] + certificate,
             executable: "/usr/bin/openssl",
             input: "")
         #expect(old.status != 0, "TLS 1.1 was accepted: \(old.standardOutput)")
-        let current = try CLIRunner.run(
+        let current = try await CLIRunner.run(
             ["s_client", "-connect", "127.0.0.1:" + port, "-tls1_2"] + certificate, executable: "/usr/bin/openssl", input: "")
         #expect(current.status == 0 && current.standardOutput.contains("Verify return code: 0"), "\(current.standardError)")
 

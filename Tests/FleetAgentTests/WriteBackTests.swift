@@ -39,7 +39,7 @@ struct WriteBackTests {
         defer { agent.kill() }
         let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
 
-        let set = try fleet.cli(["set", "greeting=Welcome, 7", "--wait", "--timeout", "20"])
+        let set = try await fleet.cli(["set", "greeting=Welcome, 7", "--wait", "--timeout", "20"])
         #expect(set.status == 0, "\(set)\n\(agent.log)")
         let settings = try #require(fleet.settings("kiosk"))
         #expect(settings.values["greeting"] == "Welcome, 7" && settings.revision > first.revision)
@@ -50,24 +50,24 @@ struct WriteBackTests {
         #expect(journal.queued.isEmpty && journal.ended.map(\.state) == [.applied])
 
         // Setting the value it has already: nothing is sent, the change is applied at once.
-        let same = try fleet.cli(["set", "greeting=Welcome, 7", "--wait"])
+        let same = try await fleet.cli(["set", "greeting=Welcome, 7", "--wait"])
         #expect(same.status == 0 && same.standardOutput == "applied in revision \(settings.revision): greeting\n", "\(same)")
 
-        let status = try fleet.cli(["status"])
+        let status = try await fleet.cli(["status"])
         #expect(status.standardOutput.contains("local changes") && status.standardOutput.contains("applied"), "\(status)")
-        let explain = try fleet.cli(["explain"])
+        let explain = try await fleet.cli(["explain"])
         let row = explain.lines.first { $0.hasPrefix("greeting") } ?? ""
         #expect(explain.status == 0 && row.contains("\"Welcome, 7\"") && row.contains("device"), "\(explain)")
         #expect(explain.standardOutput.contains("pin") && explain.standardOutput.contains("********"))
 
         // A secret from standard input: never on the command line, never in any output or log.
-        let secret = try fleet.cli(["set", "--stdin", "pin", "--wait"], input: "4711\n")
+        let secret = try await fleet.cli(["set", "--stdin", "pin", "--wait"], input: "4711\n")
         #expect(secret.status == 0 && secret.standardOutput.hasSuffix(": pin\n"), "\(secret)")
         #expect(fleet.settings("kiosk")?.values["pin"] == "4711")
         for text in [secret.standardOutput, secret.standardError, agent.log, fleet.server.log] { #expect(!text.contains("4711")) }
 
         // --reset removes the device's own value: the fleet's applies again.
-        let reset = try fleet.cli(["set", "--reset", "greeting", "--wait"])
+        let reset = try await fleet.cli(["set", "--reset", "greeting", "--wait"])
         #expect(reset.status == 0, "\(reset)")
         #expect(fleet.settings("kiosk")?.values["greeting"] == "hello")
     }
@@ -82,15 +82,15 @@ struct WriteBackTests {
         defer { agent.kill() }
         try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
 
-        let notWritable = try fleet.cli(["set", "volume=3"])
+        let notWritable = try await fleet.cli(["set", "volume=3"])
         #expect(notWritable.status == 1)
         #expect(
             notWritable.standardError
                 == "fleetset set: kiosk: the change cannot be made: /volume: is not x-writable: only the fleet's administrators may change it\n"
         )
-        let unknown = try fleet.cli(["set", "colour=red"])
+        let unknown = try await fleet.cli(["set", "colour=red"])
         #expect(unknown.status == 1 && unknown.standardError.contains("/colour: is not a setting of kiosk"), "\(unknown)")
-        let usage = try fleet.cli(["set", "greeting"])
+        let usage = try await fleet.cli(["set", "greeting"])
         #expect(usage.status == 2 && usage.standardError.contains("\"greeting\" is not KEY=VALUE"))
 
         // Straight into the inbox: the agent checks as the CLI does.
@@ -122,19 +122,19 @@ struct WriteBackTests {
         let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
         let port = fleet.server.port
         fleet.server.signal(SIGTERM)
-        #expect(fleet.server.waitForExit() == 0)
+        await #expect(fleet.server.waitForExit() == 0)
 
-        let pending = try fleet.cli(["set", "greeting=offline", "--wait", "--timeout", "1"])
+        let pending = try await fleet.cli(["set", "greeting=offline", "--wait", "--timeout", "1"])
         #expect(pending.status == 3 && pending.standardError.contains("still pending"), "\(pending)")
         let queued = try await Self.waitForJournal(fleet, "kiosk", agent: agent) { $0.queued.count == 1 }
         #expect(queued.queued[0].values == ["greeting": "offline"])
         try await fleet.waitForStatus("kiosk", agent: agent) { $0.pendingChanges == 1 }
         // Two later changes of the same key coalesce: only the newest value is sent.
-        #expect(try fleet.cli(["set", "greeting=offline again"]).status == 0)
+        #expect(try await fleet.cli(["set", "greeting=offline again"]).status == 0)
         try await Self.waitForJournal(fleet, "kiosk", agent: agent) { $0.queued.count == 1 && $0.ended.map(\.state) == [.superseded] }
 
         agent.signal(SIGKILL)
-        _ = agent.waitForExit()
+        _ = await agent.waitForExit()
         agent = try fleet.startAgent()
         try await agent.waitForLog("event=sync-failed")
         let revived = try await ServerProcess.start(in: fleet.directory, port: port)
@@ -155,10 +155,10 @@ struct WriteBackTests {
         defer { agent.kill() }
         try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
         proxy.inject(.holdPatch)
-        #expect(try fleet.cli(["set", "greeting=held"]).status == 0)
+        #expect(try await fleet.cli(["set", "greeting=held"]).status == 0)
         try await Waiting.until("the write never reached the proxy:\n\(agent.log)") { proxy.faultsServed("holdPatch") == 1 }
         agent.signal(SIGKILL)
-        _ = agent.waitForExit()
+        _ = await agent.waitForExit()
         #expect(try Self.journal(fleet, "kiosk").queued.map(\.values) == [["greeting": "held"]])
         proxy.inject(.none)
         agent = try fleet.startAgent()
@@ -174,7 +174,7 @@ struct WriteBackTests {
         // The admin changes a setting while the device holds revision `first`, and the device
         // changes another, based on `first`.
         try await fleet.set("kiosk", ["volume": 9])
-        #expect(try fleet.cli(["set", "greeting=raced"]).status == 0)
+        #expect(try await fleet.cli(["set", "greeting=raced"]).status == 0)
         let agent = try fleet.startAgent()
         defer { agent.kill() }
         let merged = try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["greeting"] == "raced" }
@@ -255,7 +255,7 @@ struct WriteBackTests {
         let settings = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
         try await fleet.waitForStatusLine("kiosk", containing: ["revision=\(settings.revision)", "source=agent"], agent: agent)
 
-        let ack = try fleet.cli(["ack", "--revision", "\(settings.revision)", "--state", "error", "--message", "printer offline"])
+        let ack = try await fleet.cli(["ack", "--revision", "\(settings.revision)", "--state", "error", "--message", "printer offline"])
         #expect(ack.status == 0, "\(ack)")
         let line = try await fleet.waitForStatusLine("kiosk", containing: ["source=app", "state=error"], agent: agent)
         #expect(line.contains("revision=\(settings.revision)") && line.contains("printer offline"))
@@ -264,10 +264,10 @@ struct WriteBackTests {
         #expect(status.report.source == .app && status.report.state == .error && status.report.message == "printer offline")
         try await agent.waitForLog("event=app-ack")
 
-        let future = try fleet.cli(["ack", "--revision", "\(settings.revision + 50)", "--state", "applied"])
+        let future = try await fleet.cli(["ack", "--revision", "\(settings.revision + 50)", "--state", "applied"])
         #expect(future.status == 0)
         try await agent.waitForLog("but the newest revision in settings.json is")
-        let bad = try fleet.cli(["ack", "--revision", "1", "--state", "done"])
+        let bad = try await fleet.cli(["ack", "--revision", "1", "--state", "done"])
         #expect(bad.status == 2)
     }
 
@@ -354,7 +354,7 @@ struct WriteBackFailureTests {
         defer { Task { await fleet.stop() } }
         try await fleet.syncOnceAndStop([["id": "kiosk"]])
         // Checked against version 1 on the device, queued; meanwhile version 2 makes greeting admin-only.
-        #expect(try fleet.cli(["set", "greeting=mine"]).status == 0)
+        #expect(try await fleet.cli(["set", "greeting=mine"]).status == 0)
         guard case .object(var document) = Fleet.metadata(app: "kiosk", version: 2), case .object(var schema)? = document["schema"],
             case .object(var properties)? = schema["properties"], case .object(var greeting)? = properties["greeting"]
         else { throw ProcessFailed(log: "metadata shape") }
@@ -386,17 +386,17 @@ struct WriteBackFailureTests {
         let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
 
         proxy.inject(.refusePatch(status: 503, code: "unavailable"))
-        #expect(try fleet.cli(["set", "greeting=later"]).status == 0)
+        #expect(try await fleet.cli(["set", "greeting=later"]).status == 0)
         try await Waiting.until("the write never reached the proxy:\n\(agent.log)") { proxy.faultsServed("refusePatch") >= 1 }
         try await agent.waitForLog("event=sync-failed")
         #expect(try WriteBackTests.journal(fleet, "kiosk").queued.map(\.values) == [["greeting": "later"]])
         proxy.inject(.none)
-        #expect(try fleet.cli(["sync"]).status == 0)
+        #expect(try await fleet.cli(["sync"]).status == 0)
         try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["greeting"] == "later" }
 
         for (status, code) in [(422, "invalid-values"), (403, "not-writable")] {
             proxy.inject(.refusePatch(status: status, code: code))
-            let refused = try fleet.cli(["set", "greeting=\(code)", "--wait", "--timeout", "20"])
+            let refused = try await fleet.cli(["set", "greeting=\(code)", "--wait", "--timeout", "20"])
             #expect(refused.status == 1, "\(refused)")
             #expect(
                 refused.standardError.contains(
@@ -433,7 +433,7 @@ struct WriteBackFailureTests {
 
             // A change: its PATCH is refused.
             let patches = proxy.faultsServed("proxyPage PATCH")
-            #expect(try fleet.cli(["set", "greeting=through-\(status)"]).status == 0)
+            #expect(try await fleet.cli(["set", "greeting=through-\(status)"]).status == 0)
             try await Waiting.until("the proxy never refused a write:\n\(agent.log)") { proxy.faultsServed("proxyPage PATCH") > patches }
             try await agent.waitForLog("the server answered \(status) without fleetset's error description")
             let journal = try WriteBackTests.journal(fleet, "kiosk")
@@ -444,7 +444,7 @@ struct WriteBackFailureTests {
 
             // The proxy lets them through: the report arrives, the change is applied.
             proxy.inject(.none)
-            #expect(try fleet.cli(["sync"]).status == 0)
+            #expect(try await fleet.cli(["sync"]).status == 0)
             try await fleet.waitForStatusLine("kiosk", containing: ["revision=\(admin.revision)", "state=applied"], agent: agent)
             let applied = try await fleet.waitForSettings("kiosk", timeout: .seconds(60), agent: agent) {
                 $0.values["greeting"] == .string("through-\(status)")
@@ -472,7 +472,7 @@ struct WriteBackFailureTests {
             standardOutputToLog: true)
         defer { first.kill() }
         try await Waiting.until("the first request never reached the inbox") { requests() == 1 }
-        #expect(try fleet.cli(["set", "greeting=second"]).status == 0)
+        #expect(try await fleet.cli(["set", "greeting=second"]).status == 0)
         #expect(requests() == 2)
         let agent = try fleet.startAgent()
         defer { agent.kill() }
@@ -551,18 +551,18 @@ struct InboxStartTests {
 struct InboxUsersTests {
     /// Runs `fleetset` as user nobody (65534) with `arguments`; `nil` when this machine cannot
     /// (not root, no setpriv, or the binary out of nobody's reach), printing why.
-    static func runAsNobody(_ fleet: Fleet, _ arguments: [String]) throws -> CLIRunner.Output? {
+    static func runAsNobody(_ fleet: Fleet, _ arguments: [String]) async throws -> CLIRunner.Output? {
         guard geteuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else {
             print("InboxUsersTests: needs root and setpriv to act as another user; skipped")
             return nil
         }
         let prefix = ["--reuid=65534", "--regid=65534", "--clear-groups", CLIRunner.binary]
-        let probe = try CLIRunner.run(prefix + ["--help"], executable: "/usr/bin/setpriv")
+        let probe = try await CLIRunner.run(prefix + ["--help"], executable: "/usr/bin/setpriv")
         guard probe.status == 0 else {
             print("InboxUsersTests: user nobody cannot run \(CLIRunner.binary) here; skipped")
             return nil
         }
-        return try CLIRunner.run(prefix + arguments + ["--config", fleet.configurationFile], executable: "/usr/bin/setpriv")
+        return try await CLIRunner.run(prefix + arguments + ["--config", fleet.configurationFile], executable: "/usr/bin/setpriv")
     }
 
     @Test("an allowed writer who is not root: set --wait returns the applied revision; the same user unlisted is refused")
@@ -572,7 +572,7 @@ struct InboxUsersTests {
         let agent = try await fleet.launchAgent([["id": "kiosk", "readers": "nogroup", "writers": ["users": ["nobody"]]]])
         defer { agent.kill() }
         try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
-        guard let set = try Self.runAsNobody(fleet, ["set", "greeting=from nobody", "--wait", "--timeout", "20"]) else { return }
+        guard let set = try await Self.runAsNobody(fleet, ["set", "greeting=from nobody", "--wait", "--timeout", "20"]) else { return }
         #expect(set.status == 0, "\(set)\n\(agent.log)")
         #expect(set.standardOutput.hasPrefix("applied in revision"))
         #expect(fleet.settings("kiosk")?.values["greeting"] == "from nobody")
@@ -581,7 +581,7 @@ struct InboxUsersTests {
         try fleet.writeConfiguration(apps: [["id": "kiosk", "readers": "nogroup"]])
         agent.signal(SIGHUP)
         try await agent.waitForLog("event=reloaded")
-        guard let refused = try Self.runAsNobody(fleet, ["set", "greeting=again", "--wait", "--timeout", "20"]) else { return }
+        guard let refused = try await Self.runAsNobody(fleet, ["set", "greeting=again", "--wait", "--timeout", "20"]) else { return }
         #expect(refused.status == 1 && refused.standardError.contains("refused by the inbox"), "\(refused)")
         try await agent.waitForLog("written by uid 65534")
     }

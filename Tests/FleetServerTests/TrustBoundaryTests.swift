@@ -470,7 +470,9 @@ struct RequestLimitTests {
     // The HTTP layer's timeouts, which no store call takes part in: SQLite only.
     @Test("a client that sends nothing, or trickles its request, is disconnected after the read timeout")
     func slowClients() async throws {
-        try await TestFleetServer.with(readTimeout: .seconds(2)) { server in
+        // 3 s: the steady client below sleeps 1.2 s between requests, and the margin must hold
+        // while the suite's other tests (a browser among them) keep both cores busy.
+        try await TestFleetServer.with(readTimeout: .seconds(3)) { server in
             // Raw sockets: libcurl would never send so slowly.
             let silent = try LoopbackSocket(port: server.port)
             let trickling = try LoopbackSocket(port: server.port)
@@ -485,7 +487,7 @@ struct RequestLimitTests {
             let silentClosed = await silent.waitForClose(timeout: .seconds(10))
             #expect(silentClosed)
             if !trickleClosed { trickleClosed = await trickling.waitForClose(timeout: .seconds(10)) }
-            // The trickle would take 5 s; the 2-s read timeout ended it first.
+            // The trickle would take 5 s; the 3-s read timeout ended it first.
             #expect(trickleClosed)
             // A client answered before its body came (401 first) that sends the body afterwards is
             // not held either: the body's end does not stop the clock the answer started.

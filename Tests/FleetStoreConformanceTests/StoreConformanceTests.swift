@@ -25,6 +25,42 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test(
+        "recent reports: one per revision and source for the last revisions of each app, newest first; gone with the device",
+        arguments: StoreKind.allCases)
+    func recentStatuses(kind: StoreKind) async throws {
+        try await withStore(kind) { (store: any SettingsStore) async throws in
+            for id in ["d-1", "d-2"] {
+                try await store.addDevice(Device(id: id, tokenHash: "h-" + id, apps: ["kiosk"], groups: [], enrolledAt: 0))
+            }
+            var time: Int64 = 100
+            func report(_ revision: Int64, _ state: StatusReport.State, _ source: StatusReport.Source, device: String = "d-1")
+                -> StatusRecord
+            {
+                time += 1
+                return StatusRecord(
+                    report: StatusReport(revision: revision, schemaVersion: 1, state: state, message: "r\(revision)", source: source),
+                    app: "kiosk", deviceID: device, time: time)
+            }
+            // Revisions 1–7 from the agent, the app's ack of 7, a second agent report of 7 (it replaces
+            // the first), and another device's report, in two batches.
+            _ = try await store.recordStatuses((1...4).map { report($0, .applied, .agent) })
+            _ = try await store.recordStatuses(
+                (5...7).map { report($0, .applied, .agent) } + [
+                    report(7, .error, .app), report(7, .error, .agent), report(1, .applied, .agent, device: "d-2"),
+                ])
+            let recent = try await store.recentStatuses(deviceID: "d-1")
+            #expect(recent.map(\.report.revision) == [7, 7, 6, 5, 4, 3])
+            #expect(recent.map(\.report.source) == [.agent, .app, .agent, .agent, .agent, .agent])
+            #expect(recent.first?.report.state == .error && recent.first?.time == 109)
+            #expect(recent.allSatisfy { $0.app == "kiosk" && $0.deviceID == "d-1" })
+            #expect(try await store.latestStatus(app: "kiosk", deviceID: "d-1")?.report.source == .agent)
+            #expect(try await store.deleteDevice(id: "d-1"))
+            #expect(try await store.recentStatuses(deviceID: "d-1").isEmpty)
+            #expect(try await store.recentStatuses(deviceID: "d-2").count == 1)
+        }
+    }
+
     @Test("every app's metadata, by app id in byte order", arguments: StoreKind.allCases)
     func allMetadata(kind: StoreKind) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in

@@ -1,4 +1,5 @@
 import Foundation
+import PosixThreads
 
 /// Runs the built binaries (`fleetset`, `fleetsetd`, `fleetset-server`), as a user would, and
 /// captures what they print.
@@ -31,7 +32,22 @@ public enum CLIRunner {
 
     /// Runs `fleetset` (or `executable`) with `arguments` and waits for it; `input` is its
     /// standard input (empty when not given).
-    public static func run(_ arguments: [String], executable: String = binary, input: String? = nil) throws -> Output {
+    ///
+    /// The process is waited for on a thread of its own: a test that waited on one of the
+    /// concurrency pool's few threads (two on a two-core machine) would stall every in-process
+    /// server and proxy of the test process for as long as the command runs, and a command that
+    /// needs one of them to answer (`fleetset set --wait` through a test's proxy) would never end.
+    public static func run(_ arguments: [String], executable: String = binary, input: String? = nil) async throws -> Output {
+        try await withCheckedThrowingContinuation { continuation in
+            DetachedThread.start(named: "fleetset-test-run") {
+                continuation.resume(with: Result { try runSynchronously(arguments, executable: executable, input: input) })
+            }
+        }
+    }
+
+    /// ``run(_:executable:input:)`` on the calling thread, for clean-up where nothing can be
+    /// awaited (a `defer`). Never from a test's body: see ``run(_:executable:input:)``.
+    public static func runSynchronously(_ arguments: [String], executable: String = binary, input: String? = nil) throws -> Output {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -46,12 +62,21 @@ public enum CLIRunner {
         process.standardOutput = standardOutput
         process.standardError = standardError
         try process.run()
+        // Both pipes are drained at once: a command that fills one while the other is read
+        // first would wait for ever.
+        let errorText = Locked(Data())
+        let errorDone = DispatchSemaphore(value: 0)
+        DetachedThread.start(named: "fleetset-test-err") {
+            let data = standardError.fileHandleForReading.readDataToEndOfFile()
+            errorText.withLock { $0 = data }
+            errorDone.signal()
+        }
         let out = standardOutput.fileHandleForReading.readDataToEndOfFile()
-        let err = standardError.fileHandleForReading.readDataToEndOfFile()
+        errorDone.wait()
         process.waitUntilExit()
         return Output(
             status: process.terminationStatus, standardOutput: String(decoding: out, as: UTF8.self),
-            standardError: String(decoding: err, as: UTF8.self))
+            standardError: String(decoding: errorText.withLock { $0 }, as: UTF8.self))
     }
 
     /// A fresh temporary folder for one test.

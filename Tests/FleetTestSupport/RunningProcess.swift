@@ -61,8 +61,10 @@ public final class RunningProcess: Sendable {
     public func signal(_ number: Int32) { Foundation.kill(process.processIdentifier, number) }
 
     /// Waits for the process to end and returns its exit status (or the signal that ended it).
-    public func waitForExit() -> Int32 {
-        process.waitUntilExit()
+    /// It polls rather than blocks: a blocked thread of the concurrency pool would stall the
+    /// test process's in-process servers for as long as the process takes to end.
+    public func waitForExit() async -> Int32 {
+        while process.isRunning { try? await Task.sleep(for: .milliseconds(2)) }
         return process.terminationStatus
     }
 
@@ -126,7 +128,7 @@ public final class ServerProcess: Sendable {
     public var pid: Int32 { running.pid }
     public func waitForLog(_ fragment: String) async throws { try await running.waitForLog(fragment) }
     public func signal(_ number: Int32) { running.signal(number) }
-    public func waitForExit() -> Int32 { running.waitForExit() }
+    public func waitForExit() async -> Int32 { await running.waitForExit() }
     public func kill() { running.kill() }
 }
 

@@ -7,17 +7,18 @@ struct SchemaTestCLITests {
     @Test(
         "reproduces the official suite's count from the shell",
         .enabled(if: Shared.hasSuite, "the JSON Schema Test Suite is not at ../shared/data/json-schema-test-suite"))
-    func officialSuite() throws {
+    func officialSuite() async throws {
         let folder = Shared.suite.appendingPathComponent("tests/draft2020-12")
         let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".json") }.sorted()
             .map { folder.appendingPathComponent($0).path }
-        let output = try CLIRunner.run(["schema", "test"] + files + ["--remotes", Shared.suite.appendingPathComponent("remotes").path])
+        let output = try await CLIRunner.run(
+            ["schema", "test"] + files + ["--remotes", Shared.suite.appendingPathComponent("remotes").path])
         #expect(output.lines == ["1299 passed, 0 failed, 0 skipped"])
         #expect(output.status == 0)
     }
 
     @Test("prints one line per failing test, skips unsupported schemas, exits with 1")
-    func failures() throws {
+    func failures() async throws {
         let folder = try CLIRunner.temporaryDirectory()
         let file = folder.appendingPathComponent("mine.json")
         try CLIRunner.write(
@@ -30,7 +31,7 @@ struct SchemaTestCLITests {
                "tests": [{"description": "anything", "data": 1, "valid": true}]}
             ]
             """, to: file)
-        let output = try CLIRunner.run(["schema", "test", file.path])
+        let output = try await CLIRunner.run(["schema", "test", file.path])
         #expect(
             output.lines == [
                 #"FAIL \#(file.path): duration: five is wrongly expected valid: expected valid, got: /: must be one of "1", "2" (got "5")"#,
@@ -40,24 +41,24 @@ struct SchemaTestCLITests {
     }
 
     @Test("usage errors and unreadable files exit with 2")
-    func usageAndIO() throws {
-        let noFiles = try CLIRunner.run(["schema", "test"])
+    func usageAndIO() async throws {
+        let noFiles = try await CLIRunner.run(["schema", "test"])
         #expect(noFiles.status == 2)
         #expect(noFiles.standardError.contains("Missing expected argument"))
-        let missing = try CLIRunner.run(["schema", "test", "/nonexistent/tests.json"])
+        let missing = try await CLIRunner.run(["schema", "test", "/nonexistent/tests.json"])
         #expect(missing.status == 2)
         #expect(missing.standardError == "fleetset: cannot open /nonexistent/tests.json: No such file or directory\n")
-        let help = try CLIRunner.run(["schema", "test", "--help"])
+        let help = try await CLIRunner.run(["schema", "test", "--help"])
         #expect(help.status == 0)
         #expect(help.standardOutput.contains("N passed, M failed, K skipped"))
     }
 
     @Test("a file that is not JSON is invalid input: exit 1 with line and column")
-    func notJSON() throws {
+    func notJSON() async throws {
         let folder = try CLIRunner.temporaryDirectory()
         let file = folder.appendingPathComponent("broken.json")
         try CLIRunner.write("[\n  {\"description\": 1,,}\n]", to: file)
-        let output = try CLIRunner.run(["schema", "test", file.path])
+        let output = try await CLIRunner.run(["schema", "test", file.path])
         #expect(output.status == 1)
         #expect(output.lines.first?.hasPrefix("\(file.path): line 2, column ") == true)
     }
@@ -68,14 +69,14 @@ struct MetadataCLITests {
     @Test(
         "import-moki prints metadata that validates; settings validate reports pointers and hides secrets",
         .enabled(if: Shared.hasKiosk, "../shared/examples/kiosk.SettingsSchema.json is not present"))
-    func kioskRoundTrip() throws {
+    func kioskRoundTrip() async throws {
         let folder = try CLIRunner.temporaryDirectory()
-        let imported = try CLIRunner.run(["metadata", "import-moki", Shared.kiosk.path, "--writable", "duration"])
+        let imported = try await CLIRunner.run(["metadata", "import-moki", Shared.kiosk.path, "--writable", "duration"])
         #expect(imported.status == 0)
         let metadataFile = folder.appendingPathComponent("kiosk.metadata.json")
         try CLIRunner.write(imported.standardOutput, to: metadataFile)
 
-        let validated = try CLIRunner.run(["metadata", "validate", metadataFile.path])
+        let validated = try await CLIRunner.run(["metadata", "validate", metadataFile.path])
         #expect(validated.lines == ["\(metadataFile.path): valid metadata for kiosk, version 1, 6 settings (1 writable, 1 secret)"])
         #expect(validated.status == 0)
 
@@ -83,7 +84,7 @@ struct MetadataCLITests {
         try CLIRunner.write(
             #"{"app": "kiosk", "schemaVersion": 1, "revision": 7, "syncedAt": "2026-11-22T10:00:00Z", "values": {"duration": "5", "adminPassword": 4321}}"#,
             to: settingsFile)
-        let invalid = try CLIRunner.run(["settings", "validate", "--metadata", metadataFile.path, settingsFile.path])
+        let invalid = try await CLIRunner.run(["settings", "validate", "--metadata", metadataFile.path, settingsFile.path])
         #expect(
             invalid.lines == [
                 #"\#(settingsFile.path): /duration: must be one of "1", "2" (got "5")"#,
@@ -93,31 +94,31 @@ struct MetadataCLITests {
         #expect(invalid.status == 1)
 
         try CLIRunner.write(#"{"duration": "1", "progressIndicator": false}"#, to: settingsFile)
-        let valid = try CLIRunner.run(["settings", "validate", "--metadata", metadataFile.path, settingsFile.path])
+        let valid = try await CLIRunner.run(["settings", "validate", "--metadata", metadataFile.path, settingsFile.path])
         #expect(valid.lines == ["\(settingsFile.path): valid for kiosk, version 1"])
         #expect(valid.status == 0)
     }
 
     @Test("metadata validate lists every problem with its pointer and exits with 1")
-    func invalidMetadata() throws {
+    func invalidMetadata() async throws {
         let folder = try CLIRunner.temporaryDirectory()
         let file = folder.appendingPathComponent("bad.json")
         try CLIRunner.write(
             #"{"app": "kiosk", "version": 2, "schema": {"type": "object", "properties": {"d": {"type": "integer", "maximum": 3, "default": 4}}}}"#,
             to: file)
-        let output = try CLIRunner.run(["metadata", "validate", file.path])
+        let output = try await CLIRunner.run(["metadata", "validate", file.path])
         #expect(output.lines == ["\(file.path): /schema/properties/d/default: the default is not valid: must be <= 3 (got 4)"])
         #expect(output.status == 1)
     }
 
     @Test("import-moki refuses an app id it cannot derive, with exit 2")
-    func badAppID() throws {
+    func badAppID() async throws {
         let folder = try CLIRunner.temporaryDirectory()
         let file = folder.appendingPathComponent("Kiosk Schema.json")
         try CLIRunner.write(#"{"Version": 1, "Groups": []}"#, to: file)
-        let output = try CLIRunner.run(["metadata", "import-moki", file.path])
+        let output = try await CLIRunner.run(["metadata", "import-moki", file.path])
         #expect(output.status == 2)
-        let fixed = try CLIRunner.run(["metadata", "import-moki", file.path, "--app", "kiosk"])
+        let fixed = try await CLIRunner.run(["metadata", "import-moki", file.path, "--app", "kiosk"])
         #expect(fixed.status == 0)
     }
 }
@@ -128,9 +129,9 @@ struct ExampleTests {
         .deletingLastPathComponent().appendingPathComponent("Config/examples")
 
     @Test("the signage example imports; its good settings pass, its bad ones fail with every reason, its tests pass")
-    func signage() throws {
+    func signage() async throws {
         let folder = try CLIRunner.temporaryDirectory()
-        let imported = try CLIRunner.run([
+        let imported = try await CLIRunner.run([
             "metadata", "import-moki", Self.examples.appendingPathComponent("signage.SettingsSchema.json").path, "--writable", "mute",
         ])
         #expect(imported.status == 0)
@@ -138,10 +139,10 @@ struct ExampleTests {
         try CLIRunner.write(imported.standardOutput, to: metadata)
 
         let good = Self.examples.appendingPathComponent("signage.good-settings.json").path
-        #expect(try CLIRunner.run(["settings", "validate", "--metadata", metadata.path, good]).status == 0)
+        #expect(try await CLIRunner.run(["settings", "validate", "--metadata", metadata.path, good]).status == 0)
 
         let bad = Self.examples.appendingPathComponent("signage.bad-settings.json").path
-        let output = try CLIRunner.run(["settings", "validate", "--metadata", metadata.path, bad])
+        let output = try await CLIRunner.run(["settings", "validate", "--metadata", metadata.path, bad])
         #expect(
             output.lines == [
                 "\(bad): /brightness: must be one of 40, 80, 100 (got 90)",
@@ -153,7 +154,7 @@ struct ExampleTests {
         #expect(!output.standardOutput.contains("7319"))
         #expect(output.status == 1)
 
-        let tests = try CLIRunner.run(["schema", "test", Self.examples.appendingPathComponent("signage.tests.json").path])
+        let tests = try await CLIRunner.run(["schema", "test", Self.examples.appendingPathComponent("signage.tests.json").path])
         #expect(tests.lines == ["6 passed, 0 failed, 0 skipped"])
         #expect(tests.status == 0)
     }

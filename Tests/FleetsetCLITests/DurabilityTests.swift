@@ -42,7 +42,7 @@ struct DurabilityTests {
             _ = try await admin.patchValues(app: "kiosk", scope: "group:lobby", patch: ["volume": 3])
             server.signal(SIGKILL)
         }
-        _ = server.waitForExit()
+        _ = await server.waitForExit()
         server = try await ServerProcess.start(in: directory.path)
         let restarted = server
         let (deviceValues, groupValues, effective) = try await withHTTPClient(configuration: .init(allowInsecureHTTP: true)) { http in

@@ -18,11 +18,13 @@ struct MigrateTests {
         let server = try await ServerProcess.start(in: directory.path)
         let common = ["--server", "http://127.0.0.1:\(server.port)", "--token-file", tokenFile]
         let signage = Shared.repository.appendingPathComponent("Config/examples/signage.SettingsSchema.json").path
-        #expect(try CLIRunner.run(["admin", "put-metadata", "--moki", signage, "--writable", "brightness"] + common).status == 0)
+        #expect(try await CLIRunner.run(["admin", "put-metadata", "--moki", signage, "--writable", "brightness"] + common).status == 0)
         let enrollFile = directory.appendingPathComponent("enroll.token").path
         #expect(
-            try CLIRunner.run(["admin", "enrollment-token", "--out", enrollFile, "--app", "signage", "--uses", "3"] + common).status == 0)
-        #expect(try CLIRunner.run(["admin", "set", "--app", "signage", "welcomeText=Moved", #"servicePin="4711""#] + common).status == 0)
+            try await CLIRunner.run(["admin", "enrollment-token", "--out", enrollFile, "--app", "signage", "--uses", "3"] + common).status
+                == 0)
+        #expect(
+            try await CLIRunner.run(["admin", "set", "--app", "signage", "welcomeText=Moved", #"servicePin="4711""#] + common).status == 0)
         let enrollmentToken = try String(contentsOfFile: enrollFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let (identity, revision) = try await withHTTPClient(configuration: .init(allowInsecureHTTP: true)) { http in
             let base = "http://127.0.0.1:\(server.port)"
@@ -36,11 +38,11 @@ struct MigrateTests {
             return (identity, settings.revision)
         }
         server.signal(SIGTERM)
-        #expect(server.waitForExit() == 0)
+        await #expect(server.waitForExit() == 0)
 
         let destination = try await PostgresCluster.shared().makeDatabase()
         let server_ = CLIRunner.product("fleetset-server")
-        let migrated = try CLIRunner.run(
+        let migrated = try await CLIRunner.run(
             ["migrate", "--from", "sqlite:" + directory.appendingPathComponent("fleet.sqlite").path, "--to", destination],
             executable: server_)
         #expect(migrated.status == 0, "\(migrated)")
@@ -51,7 +53,7 @@ struct MigrateTests {
         }
         #expect(migrated.standardOutput.contains("the destination holds exactly what the source holds"))
         // A second copy into the now non-empty database writes nothing and says why.
-        let again = try CLIRunner.run(
+        let again = try await CLIRunner.run(
             ["migrate", "--from", "sqlite:" + directory.appendingPathComponent("fleet.sqlite").path, "--to", destination],
             executable: server_)
         #expect(again.status == 1 && again.standardOutput.contains("not empty (it holds 1 metadata)"), "\(again)")
@@ -65,7 +67,7 @@ struct MigrateTests {
             let settings = try #require(try await device.settings(app: "signage"))
             #expect(settings.revision == revision && settings.values["welcomeText"] == "Moved" && settings.values["servicePin"] == "4711")
         }
-        let status = try CLIRunner.run(
+        let status = try await CLIRunner.run(
             ["admin", "devices", "--app", "signage"] + ["--server", "http://127.0.0.1:\(moved.port)", "--token-file", tokenFile])
         #expect(
             status.status == 0 && status.standardOutput.contains(identity.deviceId) && status.standardOutput.contains("applied"),
@@ -85,7 +87,7 @@ struct MigrateTests {
             ),
         ]
         for (url, reason) in cases {
-            let run = try CLIRunner.run(
+            let run = try await CLIRunner.run(
                 [
                     "serve", "--database", url, "--listen", "127.0.0.1:0", "--admin-token-file",
                     directory.appendingPathComponent("admin.token").path,

@@ -63,25 +63,26 @@ struct ServerProcessTests {
 
         let common = ["--server", "http://127.0.0.1:\(server.port)", "--token-file", tokenFile]
         let signage = Shared.repository.appendingPathComponent("Config/examples/signage.SettingsSchema.json").path
-        let put = try CLIRunner.run(["admin", "put-metadata", "--moki", signage, "--writable", "brightness"] + common)
+        let put = try await CLIRunner.run(["admin", "put-metadata", "--moki", signage, "--writable", "brightness"] + common)
         #expect(put.status == 0 && put.standardOutput == "signage: metadata version 4 stored (first version)\n", "\(put)")
-        let again = try CLIRunner.run(["admin", "put-metadata", "--moki", signage] + common)
+        let again = try await CLIRunner.run(["admin", "put-metadata", "--moki", signage] + common)
         #expect(again.status == 1)
         #expect(again.standardError.contains("409 version-not-increased: version 4 is not greater than the stored version 4"))
 
         let enrollFile = directory.appendingPathComponent("enroll.token").path
-        let token = try CLIRunner.run(["admin", "enrollment-token", "--out", enrollFile, "--app", "signage", "--group", "lobby"] + common)
+        let token = try await CLIRunner.run(
+            ["admin", "enrollment-token", "--out", enrollFile, "--app", "signage", "--group", "lobby"] + common)
         #expect(token.status == 0 && token.standardOutput.contains("written to \(enrollFile)"))
         #expect(try Self.mode(enrollFile) == 0o600)
         let enrollmentToken = try String(contentsOfFile: enrollFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(!token.standardOutput.contains(enrollmentToken))
 
-        let set = try CLIRunner.run(
+        let set = try await CLIRunner.run(
             ["admin", "set", "--app", "signage", "--scope", "group:lobby", "welcomeText=Hi", #"servicePin="4711""#] + common)
         #expect(
             set.status == 0 && set.standardOutput.contains("welcomeText = \"Hi\"")
                 && set.standardOutput.contains(#"servicePin = "********""#))
-        let invalid = try CLIRunner.run(["admin", "set", "--app", "signage", "brightness=55"] + common)
+        let invalid = try await CLIRunner.run(["admin", "set", "--app", "signage", "brightness=55"] + common)
         #expect(invalid.status == 1)
         #expect(invalid.standardError.contains("/brightness: set at app: must be one of 40, 80, 100 (got 55)"))
 
@@ -93,11 +94,11 @@ struct ServerProcessTests {
             let settings = try #require(try await device.settings(app: "signage"))
             #expect(settings.values["welcomeText"] == "Hi" && settings.values["servicePin"] == "4711")
 
-            let explain = try CLIRunner.run(["admin", "explain", "--app", "signage", identity.deviceId] + common)
+            let explain = try await CLIRunner.run(["admin", "explain", "--app", "signage", identity.deviceId] + common)
             #expect(explain.status == 0)
             #expect(explain.lines.contains { $0.hasPrefix("welcomeText") && $0.hasSuffix("\"Hi\"        group:lobby") })
             #expect(explain.lines.contains { $0.hasPrefix("servicePin") && $0.contains("\"********\"") })
-            let devices = try CLIRunner.run(["admin", "devices", "--app", "signage", "--json"] + common)
+            let devices = try await CLIRunner.run(["admin", "devices", "--app", "signage", "--json"] + common)
             let list = try DeviceList(json: try JSONParser.parse(Array(devices.standardOutput.utf8)))
             #expect(list.devices.map(\.id) == [identity.deviceId] && list.devices.first?.servedRevision == settings.revision)
 
@@ -110,7 +111,7 @@ struct ServerProcessTests {
             // Answered by the shutdown, not by its 120 s wait (a bound, not a measure of speed).
             #expect(ContinuousClock.now - stopping < .seconds(60))
         }
-        #expect(server.waitForExit() == 0)
+        await #expect(server.waitForExit() == 0)
         let log = server.log
         #expect(log.contains("event=stopped"))
         for secret in [adminToken, enrollmentToken, "4711"] { #expect(!log.contains(secret)) }

@@ -41,22 +41,22 @@ final class Fleet: Sendable {
         var arguments = serverArguments
         if tls {
             certificate = (directory + "/server.pem", directory + "/server.key")
-            try openssl([
+            try await openssl([
                 "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
                 "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", directory + "/server.key", "-out",
                 directory + "/server.pem",
             ])
         }
         if tls && clientCertificates {
-            try openssl([
+            try await openssl([
                 "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
                 "/CN=fleet devices CA", "-keyout", directory + "/devices-ca.key", "-out", directory + "/devices-ca.pem",
             ])
-            try openssl([
+            try await openssl([
                 "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=device", "-keyout",
                 directory + "/client.key", "-out", directory + "/client.csr",
             ])
-            try openssl([
+            try await openssl([
                 "x509", "-req", "-in", directory + "/client.csr", "-CA", directory + "/devices-ca.pem", "-CAkey",
                 directory + "/devices-ca.key",
                 "-CAcreateserial", "-days", "1", "-out", directory + "/client.pem",
@@ -74,8 +74,8 @@ final class Fleet: Sendable {
     }
 
     /// Runs openssl; throws with its error output when it fails.
-    static func openssl(_ arguments: [String]) throws {
-        let made = try CLIRunner.run(arguments, executable: "/usr/bin/openssl")
+    static func openssl(_ arguments: [String]) async throws {
+        let made = try await CLIRunner.run(arguments, executable: "/usr/bin/openssl")
         guard made.status == 0 else { throw ProcessFailed(log: made.standardError) }
     }
 
@@ -251,8 +251,8 @@ final class Fleet: Sendable {
     }
 
     /// Runs `fleetset` with the agent's configuration.
-    func cli(_ arguments: [String], input: String? = nil) throws -> CLIRunner.Output {
-        try CLIRunner.run(arguments + ["--config", configurationFile], input: input)
+    func cli(_ arguments: [String], input: String? = nil) async throws -> CLIRunner.Output {
+        try await CLIRunner.run(arguments + ["--config", configurationFile], input: input)
     }
 
     /// The server log's `event=status` lines for `app`.
