@@ -7,6 +7,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// The admin console under `/console/`: HTML pages drawn from the service, a session cookie
 /// from signing in with the admin token, a CSRF token in every form, a strict Content
@@ -403,27 +404,36 @@ struct ConsoleRoutes: Sendable {
     }
 
     /// Server-sent events: one `change` event per service event, a comment every 25 s so that
-    /// proxies keep the stream open. The page re-reads itself on each.
+    /// proxies keep the stream open. The page re-reads itself on each. A graceful shutdown ends
+    /// every stream at once (a console left open must not hold up a restart).
     private func events() -> Response {
-        let stream = service.events.subscribe()
         var headers = Self.securityHeaders
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
+        let (service, logger) = (service, logger)
         return Response(
             status: .ok, headers: headers,
             body: ResponseBody { writer in
-                try await writer.write(ByteBuffer(string: "retry: 2000\n: connected\n\n"))
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    let keepAlive = AsyncStream<Void>.makeStream()
-                    group.addTask {
-                        while !Task.isCancelled {
-                            try await Task.sleep(for: .seconds(25))
-                            keepAlive.continuation.yield()
-                        }
+                let (items, continuation) = AsyncStream<StreamItem>.makeStream(bufferingPolicy: .bufferingNewest(256))
+                let subscription = service.events.subscribe()
+                let feed = Task {
+                    for await event in subscription { continuation.yield(.event(event)) }
+                    continuation.finish()
+                }
+                let ticks = Task {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(25))
+                        continuation.yield(.keepAlive)
                     }
-                    defer { group.cancelAll() }
-                    let merged = Self.merge(stream, keepAlive.stream)
-                    for await item in merged {
+                }
+                defer {
+                    feed.cancel()
+                    ticks.cancel()
+                }
+                logger.debug("console event stream", metadata: ["event": "console-events", "state": "open"])
+                try await writer.write(ByteBuffer(string: "retry: 2000\n: connected\n\n"))
+                try await withGracefulShutdownHandler {
+                    for await item in items {
                         let text: String
                         switch item {
                         case .event(let event): text = "event: change\ndata: \(Self.eventData(event).serialized())\n\n"
@@ -431,6 +441,8 @@ struct ConsoleRoutes: Sendable {
                         }
                         try await writer.write(ByteBuffer(string: text))
                     }
+                } onGracefulShutdown: {
+                    continuation.finish()
                 }
                 try await writer.finish(nil)
             })
@@ -439,22 +451,6 @@ struct ConsoleRoutes: Sendable {
     private enum StreamItem: Sendable {
         case event(ServiceEvent)
         case keepAlive
-    }
-
-    private static func merge(_ events: AsyncStream<ServiceEvent>, _ ticks: AsyncStream<Void>) -> AsyncStream<StreamItem> {
-        let (stream, continuation) = AsyncStream<StreamItem>.makeStream(bufferingPolicy: .bufferingNewest(256))
-        let eventTask = Task {
-            for await event in events { continuation.yield(.event(event)) }
-            continuation.finish()
-        }
-        let tickTask = Task {
-            for await _ in ticks { continuation.yield(.keepAlive) }
-        }
-        continuation.onTermination = { _ in
-            eventTask.cancel()
-            tickTask.cancel()
-        }
-        return stream
     }
 
     static func eventData(_ event: ServiceEvent) -> JSONValue {

@@ -201,6 +201,15 @@ class Console:
                                lambda v: v.get("greeting") == "Hello from the browser" and v.get("idleMinutes") == "5")
         check("set at app" in self.field("/greeting").text, "the greeting should now show it is set at the app scope")
         check(self.settings()["values"].get("volume") == 5, "untouched settings must stay as they were")
+        # A secret is write-only: it reaches the device, and no page ever shows it.
+        secret = self.find('.field[data-pointer="/operatorPassword"] input[type="password"]')
+        check(secret.get_attribute("value") == "", "a secret field starts empty")
+        secret.send_keys("4711-browser")
+        self.save()
+        self.wait_saved()
+        self.wait_for_settings("the operator password", lambda v: v.get("operatorPassword") == "4711-browser")
+        check("4711-browser" not in self.driver.page_source, "the page must never show a secret")
+        check(self.find('.field[data-pointer="/operatorPassword"] .badge.secret').text == "set", "the secret shows as set")
 
     def invalid_value(self):
         before = self.settings()

@@ -117,6 +117,35 @@ struct ServerProcessTests {
         for secret in [adminToken, enrollmentToken, "4711"] { #expect(!log.contains(secret)) }
     }
 
+    @Test("a console left open does not hold up a stop: SIGTERM ends its event stream and the server exits 0")
+    func consoleEventsEndOnShutdown() async throws {
+        let directory = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try await ServerProcess.start(in: directory.path)
+        defer { server.kill() }
+        let token = try String(contentsOfFile: directory.path + "/admin.token", encoding: .utf8)
+        try await withHTTPClient(configuration: .init(allowInsecureHTTP: true, maxRedirects: 0)) { http in
+            var signIn = HTTPClient.Request(method: .post, url: server.url + "/console/sign-in")
+            signIn.headers["Content-Type"] = "application/x-www-form-urlencoded"
+            signIn.body = Array("token=\(token.trimmingCharacters(in: .whitespacesAndNewlines))".utf8)
+            let cookie = try #require(try await http.execute(signIn).headers["Set-Cookie"]?.split(separator: ";").first)
+            var events = HTTPClient.Request(method: .get, url: server.url + "/console/events")
+            events.headers["Cookie"] = String(cookie)
+            events.limits = TransferLimits(timeout: .seconds(120), lowSpeedLimit: nil)
+            let stream = Task { try await http.execute(events) }
+            try await server.waitForLog("event=console-events")
+            let stopping = ContinuousClock.now
+            server.signal(SIGTERM)
+            let answer = try await stream.value
+            #expect(answer.status == 200 && answer.headers["Content-Type"] == "text/event-stream")
+            #expect(String(decoding: answer.body, as: UTF8.self).hasPrefix("retry: 2000\n: connected\n\n"))
+            // Ended by the shutdown, not by the client's 120-s limit (a bound, not a measure of speed).
+            #expect(ContinuousClock.now - stopping < .seconds(60))
+        }
+        #expect(await server.waitForExit() == 0)
+        #expect(server.log.contains("event=stopped"))
+    }
+
     static func mode(_ path: String) throws -> Int {
         let attributes = try FileManager.default.attributesOfItem(atPath: path)
         return (attributes[.posixPermissions] as? Int) ?? -1
