@@ -76,6 +76,10 @@ public final class PostgresStore: SettingsStore {
         }
     }
 
+    /// The names of the schema's migrations, in the order they apply (one row each in
+    /// `fleetset_migrations` once applied).
+    public static var migrationNames: [String] { PostgresMigrations.all.map(\.name) }
+
     public func allMetadata() async throws -> [StoredMetadata] {
         try await rows(Self.allMetadataQuery).map(Self.storedMetadata)
     }
