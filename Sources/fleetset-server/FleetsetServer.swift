@@ -86,6 +86,11 @@ struct Serve: AsyncParsableCommand {
     )
     var maxLongPolls: Int?
 
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Serve the admin console under /console/ (sign in with the admin token); --no-console leaves only the API.")
+    var console = true
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
@@ -188,7 +193,7 @@ struct Serve: AsyncParsableCommand {
                 limits: RequestLimits.Configuration(
                     perAddress: .init(rate: addressRate, burst: addressBurst), perDevice: .init(rate: deviceRate, burst: deviceBurst),
                     trustedProxies: Set(trustedProxy)),
-                metrics: running.registry),
+                metrics: running.registry, console: console),
             logger: logger,
             onServerRunning: { port in
                 logger.notice(
@@ -197,6 +202,7 @@ struct Serve: AsyncParsableCommand {
                         "event": "listening", "address": "\(host.contains(":") ? "[\(host)]" : host):\(port)",
                         "scheme": "\(tls == nil ? "http" : "https")", "database": "\(databaseName)",
                         "client_certificates": "\(clientCa == nil ? "not required" : "required")",
+                        "console": "\(console ? "/console/" : "off")",
                     ])
                 _ = systemd?.send(.ready, .status("listening on port \(port)"))
             })

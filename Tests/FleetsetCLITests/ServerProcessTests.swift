@@ -146,6 +146,24 @@ struct ServerProcessTests {
         #expect(server.log.contains("event=stopped"))
     }
 
+    @Test("--no-console leaves only the API: /console/ is not served, and the log says so")
+    func consoleOff() async throws {
+        let directory = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try await ServerProcess.start(in: directory.path, extraArguments: ["--no-console"])
+        defer { server.kill() }
+        let listening = try await server.running.waitForLog("event=listening")
+        #expect(listening.contains("console=off"))
+        try await withHTTPClient(configuration: .init(allowInsecureHTTP: true, maxRedirects: 0)) { http in
+            for path in ["/console/sign-in", "/console/apps", "/console/assets/console.js"] {
+                let answer = try await http.execute(.init(method: .get, url: server.url + path))
+                #expect(answer.status == 404, "\(path)")
+            }
+            let health = try await http.execute(.init(method: .get, url: server.url + "/healthz"))
+            #expect(health.status == 200)
+        }
+    }
+
     static func mode(_ path: String) throws -> Int {
         let attributes = try FileManager.default.attributesOfItem(atPath: path)
         return (attributes[.posixPermissions] as? Int) ?? -1
