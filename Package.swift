@@ -434,6 +434,15 @@ let package = Package(
             swiftSettings: fleetSwiftSettings
         ),
         .executableTarget(
+            name: "ConsoleBenchmark",
+            dependencies: [
+                "FleetConsole", "FleetJSON", "FleetProtocol", "FleetServerCore", "FleetStoreSQLite",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/ConsoleBenchmark",
+            swiftSettings: fleetSwiftSettings
+        ),
+        .executableTarget(
             name: "ServerBenchmark",
             dependencies: ["Curl", "FleetClient", "FleetJSON", "FleetProtocol"],
             path: "Benchmarks/ServerBenchmark",

@@ -247,10 +247,15 @@ struct ConsoleRoutes: Sendable {
                 notice: notice))
     }
 
-    /// The scopes the picker offers: the app, every group of its devices, each device.
+    /// The most devices the scope picker suggests (any other can be typed).
+    static let suggestedDevices = 500
+
+    /// The scopes the picker suggests: the app, every group of its devices, and its first
+    /// ``suggestedDevices`` devices.
     private func scopes(app: String) async throws -> [String] {
         let devices = try await service.allDevices().devices.filter { $0.apps.contains(app) }
-        return ["app"] + Set(devices.flatMap(\.groups)).sorted().map { "group:" + $0 } + devices.map { "device:" + $0.id }
+        return ["app"] + Set(devices.flatMap(\.groups)).sorted().map { "group:" + $0 }
+            + devices.prefix(Self.suggestedDevices).map { "device:" + $0.id }
     }
 
     /// One merge patch from the form. A browser with the script gets JSON (the errors by

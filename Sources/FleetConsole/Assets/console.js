@@ -209,14 +209,38 @@
 
   // MARK: - Live pages
 
+  /**
+   * Redraws on the server's events: at most one redraw every half second however many events
+   * arrive (a fleet reporting at once sends thousands), and always one after the last event.
+   */
   function follow() {
     if (!document.body.hasAttribute('data-live') || !window.EventSource) return;
-    let timer = null;
+    let scheduled = false;
+    let running = false;
+    let again = false;
+    const schedule = () => {
+      if (scheduled) return;
+      scheduled = true;
+      setTimeout(async () => {
+        scheduled = false;
+        if (running) {
+          again = true;
+          return;
+        }
+        running = true;
+        try {
+          await redraw();
+        } finally {
+          running = false;
+          if (again) {
+            again = false;
+            schedule();
+          }
+        }
+      }, 500);
+    };
     const source = new EventSource('/console/events');
-    source.addEventListener('change', () => {
-      clearTimeout(timer);
-      timer = setTimeout(redraw, 300);
-    });
+    source.addEventListener('change', schedule);
   }
 
   async function redraw() {
