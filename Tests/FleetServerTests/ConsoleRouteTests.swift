@@ -193,6 +193,32 @@ struct ConsoleRouteTests {
         }
     }
 
+    @Test("a device is disabled, enabled and deleted from its page; deleting needs the confirmation box")
+    func manageDevice() async throws {
+        try await Self.withVisitor { server, visitor in
+            try await server.putKioskMetadata()
+            let device = try await server.enrollDevice()
+            _ = try await visitor.signIn()
+            let page = "/console/devices/\(device.id)"
+            let csrf = try await visitor.csrf(page)
+            let disabled = try await visitor.request(.post, page + "/disable", form: [("csrf", csrf)])
+            #expect(disabled.status == 200 && String(decoding: disabled.body, as: UTF8.self).contains("The device is disabled."))
+            #expect(try await server.admin.device(id: device.id).disabled)
+            let refused = await refusal { try await device.client.settings(app: "kiosk") }
+            #expect(refused?.status == 401, "a disabled device's token is refused")
+            _ = try await visitor.request(.post, page + "/enable", form: [("csrf", csrf)])
+            #expect(try await server.admin.device(id: device.id).disabled == false)
+
+            let unconfirmed = try await visitor.request(.post, page + "/delete", form: [("csrf", csrf)])
+            #expect(unconfirmed.status == 400)
+            #expect(try await server.admin.allDevices().devices.map(\.id) == [device.id])
+            let deleted = try await visitor.request(.post, page + "/delete", form: [("csrf", csrf), ("confirm", "yes")])
+            #expect(deleted.status == 303 && deleted.headers["Location"] == "/console/devices")
+            #expect(try await server.admin.allDevices().devices.isEmpty)
+            #expect(try await visitor.request(.get, page).status == 404)
+        }
+    }
+
     @Test("wrong admin tokens at sign-in count as failed logins: the address is slowed down like the API's")
     func signInLimits() async throws {
         // Five failures, then one more an hour: however slowly the test runs, the bucket stays empty.
