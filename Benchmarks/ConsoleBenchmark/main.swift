@@ -70,13 +70,11 @@ let filtered = try await timed {
     ConsolePages.devices(try await service.overview(), filter: .init(group: "group-3", state: "error"), now: service.now, csrf: csrf).text
 }
 let one = try await timed { () async throws -> String in
-    let overview = try await service.overview()
-    let id = "d-000042"
-    let device = overview.devices.first { $0.id == id }!
+    let (device, standings) = try await service.standings(deviceID: "d-000042")
     return ConsolePages.device(
-        device, standings: overview.standings[id] ?? [:],
-        explanations: ["kiosk": ScopeValuesExplanation(try await service.explain(app: "kiosk", deviceID: id))],
-        recentReports: try await service.recentReports(deviceID: id), now: service.now, csrf: csrf
+        device, standings: standings,
+        explanations: ["kiosk": ScopeValuesExplanation(try await service.explain(app: "kiosk", deviceID: device.id))],
+        recentReports: try await service.recentReports(deviceID: device.id), now: service.now, csrf: csrf
     ).text
 }
 

@@ -348,17 +348,15 @@ struct ConsoleRoutes: Sendable {
     }
 
     private func devicePage(id: String, session: ConsoleSessions.Session, notice: HTML?) async throws -> Response {
-        let overview = try await service.overview()
-        guard let device = overview.devices.first(where: { $0.id == id }) else { throw ServiceError.unknownDevice(id) }
+        let (device, standings) = try await service.standings(deviceID: id)
         var explanations: [String: ScopeValuesExplanation] = [:]
-        for app in device.apps where overview.metadata[app] != nil {
+        for app in standings.keys {
             explanations[app] = ScopeValuesExplanation(try await service.explain(app: app, deviceID: id))
         }
         return page(
             ConsolePages.device(
-                device, standings: overview.standings[id] ?? [:], explanations: explanations,
-                recentReports: try await service.recentReports(deviceID: id), now: service.now,
-                csrf: sessions.csrfToken(for: session), notice: notice))
+                device, standings: standings, explanations: explanations, recentReports: try await service.recentReports(deviceID: id),
+                now: service.now, csrf: sessions.csrfToken(for: session), notice: notice))
     }
 
     private func manageDevice(id: String, action: String, fields: FormFields, session: ConsoleSessions.Session) async throws -> Response {

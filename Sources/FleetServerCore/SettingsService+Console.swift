@@ -126,6 +126,28 @@ extension SettingsService {
         return FleetOverview(apps: rollups, devices: devices, standings: standings, metadata: metadataByApp)
     }
 
+    /// One device and its standing with each of its apps that has metadata (by app id), read
+    /// for that device alone (the Device page; ``overview()`` reads the whole fleet).
+    ///
+    /// - Throws: 404 `unknown-device`.
+    public func standings(deviceID: String) async throws -> (device: Device, standings: [String: DeviceAppStanding]) {
+        guard let device = try await store.device(id: deviceID) else { throw ServiceError.unknownDevice(deviceID) }
+        var standings: [String: DeviceAppStanding] = [:]
+        for app in device.apps {
+            guard try await store.metadata(app: app) != nil else { continue }
+            let metadata = try await metadata(app: app)
+            let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
+            var values: [Scope: JSONObject] = [.app: layers.app, .device(device.id): layers.device]
+            for (group, groupValues) in layers.groups { values[.group(group)] = groupValues }
+            let latest = try await store.latestStatus(app: app, deviceID: device.id)
+            standings[app] = Self.standing(
+                app: app, device: device, metadata: metadata, values: values,
+                served: try await store.revision(app: app, deviceID: device.id),
+                latest: latest.map { DeviceStatus(report: $0.report, receivedAt: $0.receivedAt) })
+        }
+        return (device, standings)
+    }
+
     /// Where `device` stands with `app`: the newest revision is the one whose fingerprint its
     /// effective settings have now.
     static func standing(

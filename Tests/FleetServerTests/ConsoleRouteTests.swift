@@ -254,8 +254,14 @@ struct ConsoleRouteTests {
             kiosk = try await server.service.overview().apps.first { $0.app == "kiosk" }
             #expect(kiosk?.onNewest == 1)
             #expect(kiosk?.states == [.applied: 1, .waiting: 2])
-            let standing = try await server.service.overview().standings[second.id]?["kiosk"]
+            let overview = try await server.service.overview()
+            let standing = overview.standings[second.id]?["kiosk"]
             #expect(standing?.servedIsNewest == false && standing?.latest?.report.state == .error)
+            // The Device page reads one device alone, and sees what the fleet's overview sees.
+            for device in [first, second] {
+                let alone = try await server.service.standings(deviceID: device.id)
+                #expect(alone.standings == overview.standings[device.id] ?? [:])
+            }
         }
     }
 }
