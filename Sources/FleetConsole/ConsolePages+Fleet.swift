@@ -99,8 +99,11 @@ extension ConsolePages {
         public var state: String?
         /// `5m`, `1h`, `1d` (seen within) or `old` (not seen for a day).
         public var seen: String?
+        /// The page of the list, from 1.
+        public var page: Int
 
-        public init(group: String? = nil, app: String? = nil, state: String? = nil, seen: String? = nil) {
+        public init(group: String? = nil, app: String? = nil, state: String? = nil, seen: String? = nil, page: Int = 1) {
+            self.page = page
             self.group = group.flatMap { $0.isEmpty ? nil : $0 }
             self.app = app.flatMap { $0.isEmpty ? nil : $0 }
             self.state = state.flatMap { $0.isEmpty ? nil : $0 }
@@ -137,7 +140,11 @@ extension ConsolePages {
     public static func devices(_ overview: FleetOverview, filter: DeviceFilter, now: Int64, csrf: String) -> HTML {
         let shown = overview.devices.filter { filter.admits($0, standings: overview.standings[$0.id] ?? [:], now: now) }
         let groups = Set(overview.devices.flatMap(\.groups)).sorted()
-        let rows = shown.map { device -> HTML in
+        let pages = max(1, (shown.count + Self.devicesPerPage - 1) / Self.devicesPerPage)
+        let page = min(max(1, filter.page), pages)
+        let first = (page - 1) * Self.devicesPerPage
+        let onPage = shown[first..<min(first + Self.devicesPerPage, shown.count)]
+        let rows = onPage.map { device -> HTML in
             let standings = overview.standings[device.id] ?? [:]
             let apps = device.apps.map { app -> HTML in
                 guard let standing = standings[app] else { return "<li>\(app): <span class=\"muted\">no metadata</span></li>" }
@@ -168,10 +175,32 @@ extension ConsolePages {
                 \(select("group", "Group", groups.map { ($0, $0) }, filter.group))\(select("app", "App", overview.apps.map { ($0.app, $0.app) }, filter.app))\
                 \(select("state", "State", states, filter.state))\(select("seen", "Last seen", seen, filter.seen))
                 <button type="submit">Filter</button></form>
-                <p role="status">\(shown.count) of \(overview.devices.count) devices.</p>
+                <p role="status">\(shown.count) of \(overview.devices.count) devices\(pages > 1 ? ", \(first + 1)–\(first + onPage.count) shown" : "").</p>
+                \(pageLinks(filter, page: page, pages: pages))
                 <div class="table-wrap"><table class="devices"><thead><tr><th scope="col">Device</th><th scope="col">Groups</th><th scope="col">Apps: latest report</th><th scope="col">Last seen</th></tr></thead>
                 <tbody>\(HTML.joined(rows))</tbody></table></div>
+                \(pageLinks(filter, page: page, pages: pages))
                 """)
+    }
+
+    /// Devices per page of the Devices list (a page of a large fleet stays small for a tablet).
+    public static let devicesPerPage = 200
+
+    /// Previous and next links that keep the filters.
+    private static func pageLinks(_ filter: DeviceFilter, page: Int, pages: Int) -> HTML {
+        guard pages > 1 else { return .empty }
+        func link(_ target: Int, _ title: String, _ rel: String) -> HTML {
+            var query = [("group", filter.group), ("app", filter.app), ("state", filter.state), ("seen", filter.seen)].compactMap {
+                name, value in
+                value.map { "\(name)=\(percentEncoded($0))" }
+            }
+            query.append("page=\(target)")
+            return "<a href=\"/console/devices?\(query.joined(separator: "&"))\" rel=\"\(rel)\">\(title)</a>"
+        }
+        return """
+            <nav class="pages" aria-label="Pages of devices">\(page > 1 ? link(page - 1, "Previous page", "prev") : .empty) \
+            <span>page \(page) of \(pages)</span> \(page < pages ? link(page + 1, "Next page", "next") : .empty)</nav>
+            """
     }
 
     /// One device: its groups and apps, each app's explanation and latest report, and the

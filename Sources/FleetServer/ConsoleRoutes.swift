@@ -99,8 +99,9 @@ struct ConsoleRoutes: Sendable {
             try await signedIn(request) { session, _ in
                 let parameters = request.uri.queryParameters
                 let filter = ConsolePages.DeviceFilter(
-                    group: parameters.get("group"), app: parameters.get("app"), state: parameters.get("state"), seen: parameters.get("seen")
-                )
+                    group: parameters.get("group"), app: parameters.get("app"), state: parameters.get("state"),
+                    seen: parameters.get("seen"),
+                    page: parameters.get("page").flatMap { Int($0) } ?? 1)
                 return page(
                     ConsolePages.devices(
                         try await service.overview(), filter: filter, now: service.now, csrf: sessions.csrfToken(for: session)))

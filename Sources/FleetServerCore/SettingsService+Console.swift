@@ -49,6 +49,15 @@ public struct FleetOverview: Sendable {
     public let standings: [String: [String: DeviceAppStanding]]
     /// The metadata versions, by app id.
     public let metadata: [String: Metadata]
+
+    public init(
+        apps: [AppRollup], devices: [Device], standings: [String: [String: DeviceAppStanding]], metadata: [String: Metadata]
+    ) {
+        self.apps = apps
+        self.devices = devices
+        self.standings = standings
+        self.metadata = metadata
+    }
 }
 
 /// What an admin sees when editing one scope: the values set there and what it inherits.

@@ -140,6 +140,29 @@ struct SettingsFormTests {
     }
 }
 
+@Suite("The Devices list")
+struct DevicesPageTests {
+    @Test("a large fleet is shown 200 devices a page; the page links keep the filters; a page past the end shows the last")
+    func pages() {
+        let devices = (0..<450).map { index in
+            Device(id: "d-\(1000 + index)", tokenHash: "h\(index)", apps: ["kiosk"], groups: ["lobby"], enrolledAt: 0, lastSeenAt: 100)
+        }
+        let overview = FleetOverview(apps: [], devices: devices, standings: [:], metadata: [:])
+        func rows(_ page: String) -> Int { page.split(separator: "<tr data-device=", omittingEmptySubsequences: false).count - 1 }
+        func page(_ number: Int) -> String {
+            ConsolePages.devices(overview, filter: .init(group: "lobby", page: number), now: 100, csrf: "t").text
+        }
+        let first = page(1)
+        #expect(rows(first) == 200)
+        #expect(first.contains("450 of 450 devices, 1–200 shown.") && first.contains("d-1000") && !first.contains("d-1200"))
+        #expect(first.contains(#"<a href="/console/devices?group=lobby&amp;page=2" rel="next">Next page</a>"#))
+        #expect(!first.contains(#"rel="prev""#))
+        let last = page(99)
+        #expect(rows(last) == 50)
+        #expect(last.contains("401–450 shown") && last.contains("page 3 of 3") && !last.contains(#"rel="next""#))
+    }
+}
+
 @Suite("Metadata differences")
 struct MetadataDifferenceTests {
     @Test("added, removed and changed settings, the layout and the title")
