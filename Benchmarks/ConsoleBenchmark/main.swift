@@ -82,7 +82,7 @@ print("\(deviceCount) devices, median of 21 runs (in-process, no HTTP):")
 print("| answer | median | size |")
 print("|---|---|---|")
 for (name, measured) in [
-    ("admin API device list (baseline)", api), ("console Apps page", apps), ("console Devices page, all", devices),
+    ("admin API device list (baseline)", api), ("console Apps page", apps), ("console Devices page (first 200 of all)", devices),
     ("console Devices page, group and state filtered", filtered), ("console Device page", one),
 ] {
     print("| \(name) | \(String(format: "%.1f", measured.milliseconds)) ms | \(measured.result.utf8.count / 1024) KiB |")
