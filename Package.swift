@@ -278,7 +278,9 @@ let package = Package(
         // client, against a server it can start, kill and measure (README, "Fleet simulator").
         .target(
             name: "FleetSimulator",
-            dependencies: ["FleetAgentCore", "FleetClient", "Curl", "FleetProtocol", "FleetJSON", "FleetIO", "PosixThreads"],
+            dependencies: [
+                "FleetAgentCore", "FleetClient", "Curl", "FleetProtocol", "FleetJSON", "FleetIO", "PosixThreads", "ChildProcess",
+            ],
             swiftSettings: fleetSwiftSettings
         ),
         .executableTarget(
@@ -301,6 +303,7 @@ let package = Package(
             name: "FleetServerTests",
             dependencies: [
                 "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetStorePostgres", "FleetProtocol", "FleetJSON", "FleetLogging",
+                "ChildProcess",
                 "Curl", "FleetClient", "FleetMetadata", "FleetIO", "PosixThreads", "FleetTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

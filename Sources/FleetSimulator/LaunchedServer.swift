@@ -1,3 +1,4 @@
+import ChildProcess
 import FleetIO
 import Foundation
 import PosixThreads
@@ -15,7 +16,7 @@ public final class LaunchedServer: Sendable {
     private let directory: String
     private let database: String
     private let extraArguments: [String]
-    private let running = Locked<Process?>(nil)
+    private let running = Locked<SpawnedProcess?>(nil)
     private let boundPort = Locked(0)
 
     /// `http://127.0.0.1:<port>`.
@@ -24,7 +25,7 @@ public final class LaunchedServer: Sendable {
     public var logPath: String { directory + "/server.log" }
     public let adminTokenPath: String
     /// The running process's id.
-    public var pid: Int32? { running.withLock { $0?.processIdentifier } }
+    public var pid: Int32? { running.withLock { $0?.pid } }
 
     /// - Parameters:
     ///   - executable: the `fleetset-server` binary.
@@ -57,20 +58,15 @@ public final class LaunchedServer: Sendable {
                 // One address sends for the whole fleet here: its limit must not be what is measured.
                 "--address-rate", "1000000000", "--address-burst", "1000000000",
             ] + extraArguments
-        if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
-        guard let log = FileHandle(forWritingAtPath: logPath) else { throw StartFailed(description: "cannot write \(logPath)") }
-        let logStart = log.seekToEndOfFile()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardError = log
-        process.standardOutput = FileHandle.nullDevice
+        let logStart = ((try? FileManager.default.attributesOfItem(atPath: logPath))?[.size] as? Int) ?? 0
+        let process: SpawnedProcess
         do {
-            try process.run()
+            // Spawned, not started with Foundation's Process: see SpawnedProcess (a restart happens
+            // with the whole fleet's connections open).
+            process = try SpawnedProcess(executable, arguments, output: .discard, errorOutput: .appending(to: logPath))
         } catch {
             throw StartFailed(description: "cannot run \(executable): \(error)")
         }
-        try? log.close()
         running.withLock { $0 = process }
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -85,7 +81,7 @@ public final class LaunchedServer: Sendable {
             guard process.isRunning else { throw StartFailed(description: "the server exited at start; its log:\n\(fresh)") }
             try await Task.sleep(for: .milliseconds(20))
         }
-        process.terminate()
+        process.signal(SIGTERM)
         throw StartFailed(description: "the server did not listen within \(timeout)")
     }
 
@@ -98,8 +94,8 @@ public final class LaunchedServer: Sendable {
     public func stop(signal: Int32 = SIGKILL, grace: Duration = .seconds(30)) async -> Bool {
         guard let process = running.withLock({ $0 }) else { return true }
         defer { running.withLock { $0 = nil } }
-        if process.isRunning { kill(process.processIdentifier, signal) }
-        // Polled: Foundation's waitUntilExit spins a core while it waits.
+        process.signal(signal)
+        // Polled: the caller's task must not block a thread of the concurrency pool.
         let deadline = ContinuousClock.now + grace
         while process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
         guard process.isRunning else { return true }
@@ -111,8 +107,8 @@ public final class LaunchedServer: Sendable {
     /// `defer` blocks and error paths.
     public func terminateNow() {
         guard let process = running.withLock({ $0 }) else { return }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        while process.isRunning { usleep(1000) }  // SIGKILL ends it at once
+        process.signal(SIGKILL)
+        _ = process.waitBlocking()  // SIGKILL ends it at once
         running.withLock { $0 = nil }
     }
 

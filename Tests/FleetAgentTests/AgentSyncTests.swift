@@ -183,9 +183,14 @@ struct AgentSyncTests {
         var otherWakes = wakesAfter.others.map { thread, count in count - (wakesBefore.others[thread] ?? 0) }.sorted()
         // ThreadSanitizer's runtime adds a thread of its own that wakes every 100 ms.
         if ProcessInfo.processInfo.environment["TSAN_OPTIONS"] != nil { otherWakes = otherWakes.dropLast() }
-        #expect(httpWakes > 0)
+        let polls = proxy.settingsAnswers(304) - polled
+        #expect(httpWakes >= polls, "the HTTP thread wakes for every poll")
+        // A thread that took part in the polls would wake at least once for each; the other
+        // threads together woke fewer times than there were polls, so none of them does (what
+        // remains is the runtime's own timers, more of them on a machine busy with other tests).
         #expect(
-            otherWakes.reduce(0, +) < 10, "the agent's other threads woke for the 304s: \(otherWakes), its HTTP thread \(httpWakes) times")
+            otherWakes.reduce(0, +) < polls,
+            "the agent's other threads woke for the 304s: \(otherWakes) for \(polls) polls, its HTTP thread \(httpWakes) times")
 
         let changesBefore = proxy.settingsAnswers(200)
         try await fleet.set("panel", ["volume": 6])

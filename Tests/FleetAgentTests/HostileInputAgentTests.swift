@@ -127,11 +127,23 @@ struct HostileInputAgentTests {
         #expect(try await fleet.cli(["get", "greeting"]).standardOutput == "hi\n")
 
         watch = try RunningProcess(CLIRunner.binary, ["watch", "--config", fleet.configurationFile], standardOutputToLog: true)
-        try await Task.sleep(for: .milliseconds(300))
+        // Changed only once the watcher watches (an inotify watch in its descriptors): a change
+        // made before it read its starting revision would never be printed.
+        let watcher = watch!.pid
+        try await Waiting.until("fleetset watch never set up its inotify watch") { Self.hasInotifyWatch(pid: watcher) }
         _ = try await fleet.admin.patchValues(
             app: "cams", scope: "app", patch: ["streams": [["url": "rtsp://cam2", "password": "swordfish-0042"]], "greeting": "hello"])
         let watched = try await watch!.waitForLog("rtsp://cam2")
         #expect(!watched.contains("swordfish") && watched.contains("********"), "\(watched)")
+    }
+
+    /// Whether process `pid` has an inotify watch (`/proc/PID/fdinfo` lists each as `inotify wd:`).
+    static func hasInotifyWatch(pid: Int32) -> Bool {
+        let folder = "/proc/\(pid)/fdinfo"
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+        return descriptors.contains { descriptor in
+            (try? String(contentsOfFile: folder + "/" + descriptor, encoding: .utf8))?.contains("inotify wd:") == true
+        }
     }
 
     @Test("a local user of the agent's group racing the agent never opens a temporary settings file before it is locked down")

@@ -1,3 +1,4 @@
+import ChildProcess
 import FleetJSON
 import FleetProtocol
 import FleetTestSupport
@@ -73,17 +74,8 @@ struct ContractTests {
     private static func runBlocking(_ program: String, _ arguments: [String], environment: [String: String], directory: String?) throws
         -> (status: Int32, output: String)
     {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let child = try SpawnedProcess(program, arguments, environment: environment, directory: directory, output: .standardError)
+        let data = SpawnedProcess.readAll(child.standardError!)
+        return (child.waitBlocking(), String(decoding: data, as: UTF8.self))
     }
 }

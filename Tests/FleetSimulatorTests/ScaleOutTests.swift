@@ -49,7 +49,15 @@ struct ScaleOutTests {
         let onA = FleetSimulation(fleet: fleet, admin: adminOnA, server: instances[0], options: options)
         let change = try await onA.run(.appChange)
         for phase in change.phases { #expect(phase.missing == 0 && phase.errors.isEmpty, "\(change.text)") }
-        let held = try await instances.asyncMap { instance in try await Self.longPollsHeld(instance, http: http, token: token) }
+        // Every device is waiting again once it has the change (a device that got it moments ago
+        // may be between its answer and its next long-poll: read until all are back, or 30 s).
+        var held: [Int] = []
+        let deadline = ContinuousClock.now + .seconds(30)
+        repeat {
+            held = try await instances.asyncMap { instance in try await Self.longPollsHeld(instance, http: http, token: token) }
+            if held.reduce(0, +) == Self.devices { break }
+            try await Task.sleep(for: .milliseconds(100))
+        } while ContinuousClock.now < deadline
         #expect(held.allSatisfy { $0 > Self.devices / 10 }, "long-polls held per instance: \(held)")
         #expect(held.reduce(0, +) == Self.devices, "long-polls held per instance: \(held)")
 

@@ -1,3 +1,4 @@
+import ChildProcess
 import Foundation
 import PosixThreads
 
@@ -48,34 +49,33 @@ public enum CLIRunner {
     /// ``run(_:executable:input:)`` on the calling thread, for clean-up where nothing can be
     /// awaited (a `defer`). Never from a test's body: see ``run(_:executable:input:)``.
     public static func runSynchronously(_ arguments: [String], executable: String = binary, input: String? = nil) throws -> Output {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let input {
-            let standardInput = Pipe()
-            process.standardInput = standardInput
-            standardInput.fileHandleForWriting.write(Data(input.utf8))
-            try standardInput.fileHandleForWriting.close()
+        let child = try SpawnedProcess(executable, arguments, input: input != nil, output: .pipe)
+        if let input, let descriptor = child.standardInput {
+            DetachedThread.start(named: "fleetset-test-in") {
+                let bytes = Array(input.utf8)
+                var written = 0
+                while written < bytes.count {
+                    let count = bytes[written...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+                    if count < 0 && errno == EINTR { continue }
+                    if count <= 0 { break }
+                    written += count
+                }
+                close(descriptor)
+            }
         }
-        let standardOutput = Pipe()
-        let standardError = Pipe()
-        process.standardOutput = standardOutput
-        process.standardError = standardError
-        try process.run()
         // Both pipes are drained at once: a command that fills one while the other is read
         // first would wait for ever.
-        let errorText = Locked(Data())
+        let errorText = Locked<[UInt8]>([])
         let errorDone = DispatchSemaphore(value: 0)
         DetachedThread.start(named: "fleetset-test-err") {
-            let data = standardError.fileHandleForReading.readDataToEndOfFile()
-            errorText.withLock { $0 = data }
+            let bytes = SpawnedProcess.readAll(child.standardError!)
+            errorText.withLock { $0 = bytes }
             errorDone.signal()
         }
-        let out = standardOutput.fileHandleForReading.readDataToEndOfFile()
+        let out = child.standardOutput.map { SpawnedProcess.readAll($0) } ?? []
         errorDone.wait()
-        process.waitUntilExit()
         return Output(
-            status: process.terminationStatus, standardOutput: String(decoding: out, as: UTF8.self),
+            status: child.waitBlocking(), standardOutput: String(decoding: out, as: UTF8.self),
             standardError: String(decoding: errorText.withLock { $0 }, as: UTF8.self))
     }
 

@@ -1,43 +1,31 @@
+import ChildProcess
 import Foundation
 import PosixThreads
 
 /// A process a test started (a server, the agent), its standard error captured line by line.
 public final class RunningProcess: Sendable {
-    private let process: Process
+    private let child: SpawnedProcess
     private let capture: LogCapture
 
     /// Everything the process wrote to standard error so far.
     public var log: String { capture.text }
     /// Its process id.
-    public var pid: Int32 { process.processIdentifier }
+    public var pid: Int32 { child.pid }
     /// Whether it still runs.
-    public var isRunning: Bool { process.isRunning }
+    public var isRunning: Bool { child.isRunning }
 
     /// Starts `executable` with `arguments`; `environment` is added to this process's own. With
     /// `standardOutputToLog`, standard output is captured into ``log`` too (for commands whose
     /// output is the point, like `fleetset watch`).
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], standardOutputToLog: Bool = false) throws
     {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        }
-        let pipe = Pipe()
-        process.standardError = pipe
-        process.standardOutput = standardOutputToLog ? pipe : FileHandle.nullDevice
-        try process.run()
+        let child = try SpawnedProcess(
+            executable, arguments, environment: environment, output: standardOutputToLog ? .standardError : .discard)
         let capture = LogCapture()
-        let reader = pipe.fileHandleForReading
-        Thread.detachNewThread {
-            while true {
-                let data = reader.availableData
-                if data.isEmpty { return }
-                capture.append(String(decoding: data, as: UTF8.self))
-            }
+        DetachedThread.start(named: "fleetset-test-log") {
+            _ = SpawnedProcess.readAll(child.standardError!) { chunk in capture.append(String(decoding: chunk, as: UTF8.self)) }
         }
-        self.process = process
+        self.child = child
         self.capture = capture
     }
 
@@ -58,28 +46,33 @@ public final class RunningProcess: Sendable {
     }
 
     /// Sends `number` to the process.
-    public func signal(_ number: Int32) { Foundation.kill(process.processIdentifier, number) }
+    public func signal(_ number: Int32) { child.signal(number) }
 
     /// Waits for the process to end and returns its exit status (or the signal that ended it).
     /// It polls rather than blocks: a blocked thread of the concurrency pool would stall the
     /// test process's in-process servers for as long as the process takes to end.
     public func waitForExit() async -> Int32 {
-        while process.isRunning { try? await Task.sleep(for: .milliseconds(2)) }
-        return process.terminationStatus
+        while true {
+            if let status = child.status { return status }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
     }
 
     /// Waits up to `timeout` for the process to end; `nil` when it is still running.
     public func waitForExit(timeout: Duration) async -> Int32? {
         let deadline = ContinuousClock.now + timeout
-        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(2)) }
-        return process.isRunning ? nil : process.terminationStatus
+        while ContinuousClock.now < deadline {
+            if let status = child.status { return status }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return child.status
     }
 
     /// Kills the process (SIGKILL) if it still runs, and waits for it.
     public func kill() {
-        guard process.isRunning else { return }
-        Foundation.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        guard child.isRunning else { return }
+        child.signal(SIGKILL)
+        _ = child.waitBlocking()
     }
 }
 

@@ -1,0 +1,185 @@
+import CSpawn
+import Glibc
+import PosixThreads
+
+/// A long-running child process started with `posix_spawn`, its standard streams on pipes, a
+/// file or `/dev/null` (the simulator's servers, the tests' binaries; `ChildProcess.run` is for
+/// a hook with a time limit).
+///
+/// Not Foundation's `Process`: on Linux its `run()` finds the highest open descriptor by copying
+/// each `/proc/self/fd` entry's whole 256-byte name out of `readdir`'s buffer, past the end of
+/// the entry, and a process holding a thousand and more descriptors (the test suite, the
+/// simulator with its fleet connected) crashed there: a segmentation fault in `memcpy` under
+/// `Process.run()`, seen in CI.
+public final class SpawnedProcess: Sendable {
+    /// Where the child's standard error goes.
+    public enum ErrorOutput: Sendable {
+        /// Its own pipe (``standardError``).
+        case pipe
+        /// The end of a file (created with mode 0600 when missing).
+        case appending(to: String)
+    }
+
+    /// Where the child's standard output goes.
+    public enum Output: Sendable {
+        /// Its own pipe (``standardOutput``).
+        case pipe
+        /// The same pipe as standard error.
+        case standardError
+        /// `/dev/null`.
+        case discard
+    }
+
+    /// The child's process id (the leader of a process group of its own).
+    public let pid: pid_t
+    /// The write end of its standard input, when it was given one (else it reads `/dev/null`).
+    public let standardInput: Int32?
+    /// The read end of its standard output, with ``Output/pipe``.
+    public let standardOutput: Int32?
+    /// The read end of its standard error, with ``ErrorOutput/pipe``.
+    public let standardError: Int32?
+    private let exitStatus = Locked<Int32?>(nil)
+
+    /// Starts `executable` (an absolute path) with `arguments`; `environment` is added to this
+    /// process's own; `directory` is where it starts (this process's own when `nil`).
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:], directory: String? = nil, input: Bool = false,
+        output: Output, errorOutput: ErrorOutput = .pipe
+    ) throws {
+        func makePipe() throws -> (read: Int32, write: Int32) {
+            var ends: [Int32] = [0, 0]
+            guard fleetset_pipe_cloexec(&ends) == 0 else { throw SpawnFailed(program: executable, call: "pipe2", code: errno) }
+            return (ends[0], ends[1])
+        }
+        var errorFile: String?
+        if case .appending(let path) = errorOutput { errorFile = path }
+        let errorPipe = errorFile == nil ? try makePipe() : nil
+        let outputPipe = output == .pipe ? try makePipe() : nil
+        let inputPipe = input ? try makePipe() : nil
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let inputPipe {
+            posix_spawn_file_actions_adddup2(&actions, inputPipe.read, 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        if let errorPipe {
+            posix_spawn_file_actions_adddup2(&actions, errorPipe.write, 2)
+        } else if let errorFile {
+            posix_spawn_file_actions_addopen(&actions, 2, errorFile, O_WRONLY | O_APPEND | O_CREAT, 0o600)
+        }
+        switch output {
+        case .pipe: posix_spawn_file_actions_adddup2(&actions, outputPipe!.write, 1)
+        case .standardError: posix_spawn_file_actions_adddup2(&actions, 2, 1)
+        case .discard: posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
+        fleetset_spawn_close_from(&actions, 3)
+        if let directory { fleetset_spawn_chdir(&actions, directory) }
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        var merged: [String: String] = [:]
+        var entry = environ
+        while let pointer = entry.pointee {
+            let text = String(cString: pointer)
+            if let equals = text.firstIndex(of: "=") { merged[String(text[..<equals])] = String(text[text.index(after: equals)...]) }
+            entry += 1
+        }
+        merged.merge(environment) { _, new in new }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        var pid = pid_t()
+        let status = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        // The child's ends close here; the parent keeps the other ends.
+        if let errorPipe { close(errorPipe.write) }
+        if let outputPipe { close(outputPipe.write) }
+        if let inputPipe { close(inputPipe.read) }
+        guard status == 0 else {
+            if let errorPipe { close(errorPipe.read) }
+            if let outputPipe { close(outputPipe.read) }
+            if let inputPipe { close(inputPipe.write) }
+            throw SpawnFailed(program: executable, call: "posix_spawn", code: status)
+        }
+        self.pid = pid
+        standardError = errorPipe?.read
+        standardOutput = outputPipe?.read
+        standardInput = inputPipe?.write
+    }
+
+    /// Its exit status (or the number of the signal that ended it) once it has ended, else `nil`.
+    /// Never blocks.
+    public var status: Int32? {
+        exitStatus.withLock { known in
+            if known == nil {
+                var raw: Int32 = 0
+                if waitpid(pid, &raw, WNOHANG) == pid { known = Self.decode(raw) }
+            }
+            return known
+        }
+    }
+
+    /// Whether it still runs.
+    public var isRunning: Bool { status == nil }
+
+    /// Waits for it to end, blocking the calling thread (only from a thread of its own).
+    public func waitBlocking() -> Int32 {
+        if let known = status { return known }
+        var raw: Int32 = 0
+        while waitpid(pid, &raw, 0) == -1 && errno == EINTR {}
+        let decoded = Self.decode(raw)
+        return exitStatus.withLock { known in
+            if known == nil { known = decoded }
+            return known ?? decoded
+        }
+    }
+
+    /// Sends `signal` to it.
+    public func signal(_ signal: Int32) {
+        if isRunning { kill(pid, signal) }
+    }
+
+    /// Everything `descriptor` gives until its end, then closes it (blocking: a thread of its own).
+    public static func readAll(_ descriptor: Int32, onChunk: (([UInt8]) -> Void)? = nil) -> [UInt8] {
+        var collected: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            let chunk = Array(buffer[0..<count])
+            if let onChunk { onChunk(chunk) } else { collected += chunk }
+        }
+        close(descriptor)
+        return collected
+    }
+
+    /// The exit code, or the signal that ended it (as `Process.terminationStatus` says it).
+    private static func decode(_ raw: Int32) -> Int32 {
+        let signal = raw & 0x7f
+        return signal == 0 ? (raw >> 8) & 0xff : signal
+    }
+}
+
+/// A program that could not be started.
+public struct SpawnFailed: Error, CustomStringConvertible {
+    public let program: String
+    public let call: String
+    public let code: Int32
+    public var description: String { "cannot run \(program): \(call): \(String(cString: strerror(code)))" }
+}
