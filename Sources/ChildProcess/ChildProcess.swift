@@ -95,26 +95,7 @@ public enum ChildProcess {
         // would otherwise keep open.
         fleetset_spawn_close_from(&actions, 3)
 
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        var allSignals = sigset_t()
-        sigfillset(&allSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        let argv = arguments.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup($0) } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
-        }
-        var pid = pid_t()
-        let status = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
+        let (pid, status) = spawnInOwnGroup(arguments, environment: environment, actions: &actions)
         // The parent's copy of the write end goes now, so that the read end sees the end of the
         // output when the child (and whatever it started) is done.
         let output = pipe.closingWriter()
@@ -230,4 +211,33 @@ private final class ChildWatch: Sendable {
         }
         continuation?.resume(returning: result)
     }
+}
+
+/// `posix_spawn` of `arguments` (the first is the program's absolute path) with `actions`: the
+/// child leads a process group of its own, with no signal blocked and every signal at its
+/// default, whatever this thread blocks or this process ignores. Returns its pid and
+/// `posix_spawn`'s status (0: started).
+func spawnInOwnGroup(_ arguments: [String], environment: [String], actions: inout posix_spawn_file_actions_t) -> (pid: pid_t, status: Int32)
+{
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var noSignals = sigset_t()
+    sigemptyset(&noSignals)
+    var allSignals = sigset_t()
+    sigfillset(&allSignals)
+    posix_spawnattr_setsigmask(&attributes, &noSignals)
+    posix_spawnattr_setsigdefault(&attributes, &allSignals)
+    posix_spawnattr_setpgroup(&attributes, 0)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+    let argv = arguments.map { strdup($0) } + [nil]
+    let envp = environment.map { strdup($0) } + [nil]
+    defer {
+        for pointer in argv { free(pointer) }
+        for pointer in envp { free(pointer) }
+    }
+    var pid = pid_t()
+    let status = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
+    return (pid, status)
 }

@@ -78,18 +78,6 @@ public final class SpawnedProcess: Sendable {
         fleetset_spawn_close_from(&actions, 3)
         if let directory { fleetset_spawn_chdir(&actions, directory) }
 
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        var allSignals = sigset_t()
-        sigfillset(&allSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
         var merged: [String: String] = [:]
         var entry = environ
         while let pointer = entry.pointee {
@@ -98,14 +86,8 @@ public final class SpawnedProcess: Sendable {
             entry += 1
         }
         merged.merge(environment) { _, new in new }
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
-        }
-        var pid = pid_t()
-        let status = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        let (pid, status) = spawnInOwnGroup(
+            [executable] + arguments, environment: merged.map { "\($0.key)=\($0.value)" }, actions: &actions)
         // The child's ends close here; the parent keeps the other ends.
         if let errorPipe { close(errorPipe.write) }
         if let outputPipe { close(outputPipe.write) }
