@@ -32,30 +32,50 @@ public final class SpawnedProcess: Sendable {
 
     /// The child's process id (the leader of a process group of its own).
     public let pid: pid_t
-    /// The write end of its standard input, when it was given one (else it reads `/dev/null`).
-    public let standardInput: Int32?
     /// The read end of its standard output, with ``Output/pipe``.
     public let standardOutput: Int32?
     /// The read end of its standard error, with ``ErrorOutput/pipe``.
     public let standardError: Int32?
     private let exitStatus = Locked<Int32?>(nil)
 
+    /// The most standard input a child is given: what a pipe holds, written before it starts
+    /// (so that a child that exits without reading it cannot raise SIGPIPE here).
+    public static let maximumInput = 60 << 10
+
     /// Starts `executable` (an absolute path) with `arguments`; `environment` is added to this
-    /// process's own; `directory` is where it starts (this process's own when `nil`).
+    /// process's own; `directory` is where it starts (this process's own when `nil`); `input`
+    /// (at most ``maximumInput`` bytes) is its standard input, `/dev/null` when `nil`.
     public init(
-        _ executable: String, _ arguments: [String], environment: [String: String] = [:], directory: String? = nil, input: Bool = false,
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:], directory: String? = nil, input: [UInt8]? = nil,
         output: Output, errorOutput: ErrorOutput = .pipe
     ) throws {
+        precondition((input?.count ?? 0) <= Self.maximumInput, "standard input beyond what a pipe holds")
+        var opened: [Int32] = []
         func makePipe() throws -> (read: Int32, write: Int32) {
             var ends: [Int32] = [0, 0]
-            guard fleetset_pipe_cloexec(&ends) == 0 else { throw SpawnFailed(program: executable, call: "pipe2", code: errno) }
+            guard fleetset_pipe_cloexec(&ends) == 0 else {
+                let code = errno
+                for descriptor in opened { close(descriptor) }
+                throw SpawnFailed(program: executable, call: "pipe2", code: code)
+            }
+            opened += ends
             return (ends[0], ends[1])
         }
         var errorFile: String?
         if case .appending(let path) = errorOutput { errorFile = path }
         let errorPipe = errorFile == nil ? try makePipe() : nil
         let outputPipe = output == .pipe ? try makePipe() : nil
-        let inputPipe = input ? try makePipe() : nil
+        let inputPipe = input == nil ? nil : try makePipe()
+        if let input, let inputPipe {
+            var written = 0
+            while written < input.count {
+                let count = input[written...].withUnsafeBytes { write(inputPipe.write, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                written += count
+            }
+            close(inputPipe.write)
+        }
 
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -95,13 +115,11 @@ public final class SpawnedProcess: Sendable {
         guard status == 0 else {
             if let errorPipe { close(errorPipe.read) }
             if let outputPipe { close(outputPipe.read) }
-            if let inputPipe { close(inputPipe.write) }
             throw SpawnFailed(program: executable, call: "posix_spawn", code: status)
         }
         self.pid = pid
         standardError = errorPipe?.read
         standardOutput = outputPipe?.read
-        standardInput = inputPipe?.write
     }
 
     /// Its exit status (or the number of the signal that ended it) once it has ended, else `nil`.
@@ -115,19 +133,28 @@ public final class SpawnedProcess: Sendable {
             return known
         }
     }
+    // Reaping happens under the lock (``status``) or records its result under it at once
+    // (``waitBlocking()``): whoever reaps the child records how it ended.
 
     /// Whether it still runs.
     public var isRunning: Bool { status == nil }
 
     /// Waits for it to end, blocking the calling thread (only from a thread of its own).
     public func waitBlocking() -> Int32 {
-        if let known = status { return known }
-        var raw: Int32 = 0
-        while waitpid(pid, &raw, 0) == -1 && errno == EINTR {}
-        let decoded = Self.decode(raw)
-        return exitStatus.withLock { known in
-            if known == nil { known = decoded }
-            return known ?? decoded
+        while true {
+            if let known = status { return known }
+            var raw: Int32 = 0
+            let reaped = waitpid(pid, &raw, 0)
+            if reaped == pid {
+                let decoded = Self.decode(raw)
+                return exitStatus.withLock { known in
+                    if known == nil { known = decoded }
+                    return known ?? decoded
+                }
+            }
+            // EINTR: wait again. ECHILD: another thread reaped it and records how it ended;
+            // ``status`` above returns that once it has.
+            if reaped == -1 && errno == ECHILD { usleep(1000) }
         }
     }
 

@@ -175,11 +175,12 @@ extension ConsolePages {
                 \(select("group", "Group", groups.map { ($0, $0) }, filter.group))\(select("app", "App", overview.apps.map { ($0.app, $0.app) }, filter.app))\
                 \(select("state", "State", states, filter.state))\(select("seen", "Last seen", seen, filter.seen))
                 <button type="submit">Filter</button></form>
+                <div data-live-region="devices">
                 <p role="status">\(shown.count) of \(overview.devices.count) devices\(pages > 1 ? ", \(first + 1)–\(first + onPage.count) shown" : "").</p>
                 \(pageLinks(filter, page: page, pages: pages))
                 <div class="table-wrap"><table class="devices"><thead><tr><th scope="col">Device</th><th scope="col">Groups</th><th scope="col">Apps: latest report</th><th scope="col">Last seen</th></tr></thead>
                 <tbody>\(HTML.joined(rows))</tbody></table></div>
-                \(pageLinks(filter, page: page, pages: pages))
+                \(pageLinks(filter, page: page, pages: pages))</div>
                 """)
     }
 
@@ -258,8 +259,8 @@ extension ConsolePages {
                 <dt>Apps</dt><dd>\(device.apps.joined(separator: ", "))</dd><dt>Enrolled</dt><dd>\(ConsoleFrame.time(device.enrolledAt, now: now))</dd>\
                 <dt>Last seen</dt><dd>\(ConsoleFrame.time(device.lastSeenAt, now: now))</dd>\
                 \(withoutMetadata.isEmpty ? .empty : "<dt>Apps without metadata yet</dt><dd>\(withoutMetadata.joined(separator: ", "))</dd>" as HTML)</dl>
-                \(HTML.joined(apps))
-                <section aria-labelledby="recent-reports"><h2 id="recent-reports">Recent reports</h2>\(recent)</section>
+                <div data-live-region="device">\(HTML.joined(apps))
+                <section aria-labelledby="recent-reports"><h2 id="recent-reports">Recent reports</h2>\(recent)</section></div>
                 <section class="danger-zone" aria-labelledby="manage"><h2 id="manage">Manage</h2>
                 <form method="post" action="/console/devices/\(device.id)/\(device.disabled ? "enable" : "disable")"><input type="hidden" name="csrf" value="\(csrf)">\
                 <button type="submit">\(device.disabled ? "Enable" : "Disable") this device</button> <span class="help">\(device.disabled ? "Its token works again." : "Its token is refused until it is enabled again.")</span></form>

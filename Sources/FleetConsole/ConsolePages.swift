@@ -52,7 +52,7 @@ public enum ConsolePages {
             main: """
                 <h1>Apps</h1>
                 <p class="lead">For each app: how many of its devices have fetched the newest settings, and what they reported about them. This page follows the fleet as it reports.</p>
-                \(table)
+                <div data-live-region="apps">\(table)</div>
                 """)
     }
 

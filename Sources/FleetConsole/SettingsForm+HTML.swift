@@ -15,7 +15,7 @@ extension SettingsForm {
         }
         return """
             <form method="post" action="\(action)" class="settings" data-settings-form>
-            <input type="hidden" name="csrf" value="\(csrf)">
+            <input type="hidden" name="csrf" value="\(csrf)"><input type="hidden" name="\(Self.drawnField)" value="\(Self.drawnDigest(of: view))">
             \(errorSummary)\(body)
             <div class="actions"><button type="submit" class="primary">Save</button> <span class="form-status" role="status" aria-live="polite"></span></div>
             </form>
@@ -48,7 +48,7 @@ extension SettingsForm {
                 html = html + setting(key)
             case .list(let key, let children):
                 placed.insert(key)
-                html = html + list(key, itemLayout: children)
+                html = html + (Self.kind(of: key, in: metadata) == .protected ? setting(key) : list(key, itemLayout: children))
             }
         }
         return html
@@ -58,17 +58,16 @@ extension SettingsForm {
 
     private func setting(_ key: String) -> HTML {
         let schema = properties[key] ?? [:]
-        if Self.kind(of: schema, secret: false) == .json, schema["type"] == .string("array"), let itemSchema = schema["items"],
-            itemSchema["type"] == .string("object")
-        {
+        let kind = Self.kind(of: key, in: metadata)
+        if kind == .json, schema["type"] == .string("array"), let itemSchema = schema["items"], itemSchema["type"] == .string("object") {
             return list(key, itemLayout: [])
         }
         let pointer = JSONPointer.root.appending(key)
         let setHere = view.values[key] != nil
         let shown = submitted[key] ?? view.values[key] ?? view.inherited[key]
-        let kind = Self.kind(of: schema, secret: metadata.secretKeys.contains(key))
+        let hidden = kind == .secret || kind == .protected
         let control = control(kind, schema: schema, pointer: pointer, value: shown, secretIsSet: setHere || inheritsSecret(key))
-        return field(pointer: pointer, schema: schema, control: control, origin: origin(key, setHere: setHere, secret: kind == .secret))
+        return field(pointer: pointer, schema: schema, control: control, origin: origin(key, setHere: setHere, secret: hidden))
     }
 
     /// Whether the secret `key` inherits a value: one from a scope below, or a default that is
@@ -131,7 +130,9 @@ extension SettingsForm {
             let choices = zip(options, titles).map { option, title -> HTML in
                 "<option value=\"\(option.serialized())\"\(flag: "selected", option == value)>\(title)</option>"
             }
-            return "<select id=\"\(id)\" name=\"\(name)\"\(described)>\(HTML.joined(choices))</select>"
+            // With no value yet, "not set" is chosen: saving the form sets nothing.
+            let notSet: HTML = value == nil ? "<option value=\"\" selected>not set</option>" : .empty
+            return "<select id=\"\(id)\" name=\"\(name)\"\(described)>\(notSet)\(HTML.joined(choices))</select>"
         case .integer, .number:
             return """
                 <input type="number" id="\(id)" name="\(name)" inputmode="\(kind == .integer ? "numeric" : "decimal")"\(numberAttributes(schema, integer: kind == .integer))\(attribute: "value", value?.numberValue.map { "\($0)" })\(described)>
@@ -143,6 +144,11 @@ extension SettingsForm {
         case .secret:
             return """
                 <input type="password" id="\(id)" name="\(name)" autocomplete="new-password" placeholder="\(secretIsSet ? "set; type to replace" : "not set")"\(described)> <span class="badge secret">\(secretIsSet ? "set" : "not set")</span>
+                """
+        case .protected:
+            return """
+                <p class="protected" id="\(id)"><span class="badge secret">\(secretIsSet ? "set" : "not set")</span> \
+                It is or holds a secret, which the console never shows: change it with <code>fleetset admin set</code>.</p>
                 """
         case .json:
             return """

@@ -20,6 +20,10 @@ public struct SettingsForm: Sendable {
         case secret
         /// Anything else: its JSON in a text area.
         case json
+        /// A setting that is or holds a secret the console cannot edit without showing it (a
+        /// secret that is not a plain string, a list or object with secrets inside): shown as
+        /// "set" or "not set", changed with `fleetset admin set`, never part of a patch.
+        case protected
     }
 
     public let view: ScopeValuesView
@@ -41,6 +45,11 @@ public struct SettingsForm: Sendable {
     /// The merge patch a submitted form asks for: only the settings whose value differs from
     /// what the form showed, `null` for those reset to inherited. Values that cannot be read
     /// (a word in a number field, JSON that does not parse) are reported by pointer instead.
+    ///
+    /// A field left empty (or a box left unticked, or "not set" chosen) where the page showed no
+    /// value asks for nothing; secrets are sent only when typed; an object setting edited as
+    /// JSON becomes a merge patch from its stored value, so a member removed in the text is
+    /// removed (`null`) rather than kept.
     public static func patch(from fields: FormFields, view: ScopeValuesView) -> (patch: JSONObject, errors: [String: String]) {
         var patch = JSONObject()
         var errors: [String: String] = [:]
@@ -53,26 +62,53 @@ public struct SettingsForm: Sendable {
                 if setHere { patch[key] = .null }
                 continue
             }
+            let kind = kind(of: key, in: view.metadata)
+            if kind == .protected { continue }
             let shown = view.values[key] ?? view.inherited[key]
             let value: JSONValue?
             if fields.has(listName(pointer)) {
                 guard let itemSchema = schema["items"] else { continue }
                 value = readList(fields, at: pointer, itemSchema: itemSchema, shown: shown?.arrayValue ?? [], &errors)
             } else if let text = fields[valueName(pointer)] {
-                let kind = kind(of: schema, secret: view.metadata.secretKeys.contains(key))
                 if kind == .secret {
                     // Blank keeps the secret as it is; it is never shown, so it is never sent back.
                     if !text.isEmpty { patch[key] = .string(text) }
                     continue
                 }
-                value = read(text, kind: kind, at: pointer, optional: !setHere, &errors)
+                value = read(text, kind: kind, at: pointer, nothingShown: shown == nil, setHere: setHere, &errors)
             } else {
                 continue
             }
-            if let value, value != shown { patch[key] = value }
+            guard let value, value != shown else { continue }
+            if case .object(let stored)? = view.values[key], case .object(let edited) = value {
+                patch[key] = mergePatch(from: .object(stored), to: .object(edited))
+            } else {
+                patch[key] = value
+            }
         }
         return (patch, errors)
     }
+
+    /// The merge patch that turns `old` into `new`: members removed as `null`, nested objects
+    /// patched in turn, anything else replaced.
+    static func mergePatch(from old: JSONValue, to new: JSONValue) -> JSONValue {
+        guard case .object(let before) = old, case .object(let after) = new else { return new }
+        var patch = JSONObject()
+        for (key, value) in after where before[key] != value { patch[key] = mergePatch(from: before[key] ?? .null, to: value) }
+        for key in before.keys where after[key] == nil { patch[key] = .null }
+        return .object(patch)
+    }
+
+    /// A digest of what the form showed (the values at its scope and those it inherits), sent
+    /// with it: a form drawn before someone else changed these settings is refused rather than
+    /// putting back what it showed.
+    public static func drawnDigest(of view: ScopeValuesView) -> String {
+        Credentials.shortDigest(
+            (JSONValue.object(view.values).serialized(.sortedKeys) + "\n" + JSONValue.object(view.inherited).serialized(.sortedKeys)).utf8)
+    }
+
+    /// The field that carries ``drawnDigest(of:)``.
+    public static let drawnField = "drawn"
 
     private static func readList(
         _ fields: FormFields, at pointer: JSONPointer, itemSchema: JSONValue, shown: [JSONValue], _ errors: inout [String: String]
@@ -92,9 +128,11 @@ public struct SettingsForm: Sendable {
             for (property, schema) in itemProperties {
                 let fieldPointer = rowPointer.appending(property)
                 guard let text = fields[valueName(fieldPointer)] else { continue }
-                let optional = item[property] == nil
                 let before = errors.count
-                if let value = read(text, kind: kind(of: schema, secret: false), at: fieldPointer, optional: optional, &errors) {
+                let absent = item[property] == nil
+                if let value = read(
+                    text, kind: kind(of: schema, secret: false), at: fieldPointer, nothingShown: absent, setHere: !absent, &errors)
+                {
                     item[property] = value
                 }
                 if errors.count != before { failed = true }
@@ -104,16 +142,21 @@ public struct SettingsForm: Sendable {
         return failed ? nil : .array(items)
     }
 
-    /// One field's text as a value of its kind; `nil` (and no error) for an empty optional field.
+    /// One field's text as a value of its kind; `nil` (and no error) when it asks for nothing:
+    /// an empty field or an unticked box where nothing was shown, "not set", an emptied number
+    /// that was not set at this scope.
     private static func read(
-        _ text: String, kind: Kind, at pointer: JSONPointer, optional: Bool, _ errors: inout [String: String]
+        _ text: String, kind: Kind, at pointer: JSONPointer, nothingShown: Bool, setHere: Bool, _ errors: inout [String: String]
     ) -> JSONValue? {
         switch kind {
         case .toggle:
+            if text != "true" && nothingShown { return nil }
             return .bool(text == "true")
         case .text, .secret:
+            if text.isEmpty && nothingShown { return nil }
             return .string(text)
         case .choice:
+            if text.isEmpty { return nil }
             guard let value = try? JSONParser.parse(Array(text.utf8)) else {
                 errors[pointer.description] = "choose one of the listed values"
                 return nil
@@ -122,7 +165,7 @@ public struct SettingsForm: Sendable {
         case .integer, .number:
             let trimmed = text.trimmingCharacters(in: " ")
             if trimmed.isEmpty {
-                if !optional { errors[pointer.description] = "enter a number, or reset the setting to its inherited value" }
+                if setHere { errors[pointer.description] = "enter a number, or reset the setting to its inherited value" }
                 return nil
             }
             guard case .number(let number)? = try? JSONParser.parse(Array(trimmed.utf8)) else {
@@ -135,13 +178,40 @@ public struct SettingsForm: Sendable {
             }
             return .number(number)
         case .json:
-            if text.trimmingCharacters(in: " \n\r\t").isEmpty && optional { return nil }
+            if text.trimmingCharacters(in: " \n\r\t").isEmpty && nothingShown { return nil }
             do {
                 return try JSONParser.parse(Array(text.utf8))
             } catch {
                 errors[pointer.description] = "is not JSON: \(error)"
                 return nil
             }
+        case .protected:
+            return nil
+        }
+    }
+
+    /// How the top-level setting `key` is edited: a plain-string secret is write-only; any other
+    /// secret, and any setting with a secret inside, is protected.
+    static func kind(of key: String, in metadata: Metadata) -> Kind {
+        let schema = metadata.schemaDocument["properties"]?[key] ?? [:]
+        let secret = metadata.secretKeys.contains(key)
+        if secret {
+            return schema["type"] == .string("string") && schema["enum"] == nil ? .secret : .protected
+        }
+        return containsSecret(schema) ? .protected : kind(of: schema, secret: false)
+    }
+
+    /// Whether a subschema marks anything inside as `x-secret` (or refers elsewhere, where the
+    /// console cannot see: `$ref`, `$dynamicRef`).
+    static func containsSecret(_ schema: JSONValue) -> Bool {
+        switch schema {
+        case .object(let object):
+            if object["x-secret"] == .bool(true) || object["$ref"] != nil || object["$dynamicRef"] != nil { return true }
+            return object.contains { containsSecret($0.value) }
+        case .array(let items):
+            return items.contains(where: containsSecret)
+        default:
+            return false
         }
     }
 

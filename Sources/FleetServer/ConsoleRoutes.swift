@@ -138,7 +138,7 @@ struct ConsoleRoutes: Sendable {
             }
         }
         on(.get, "console/events") { request, _ in
-            try await signedIn(request) { _, _ in events() }
+            try await signedIn(request) { session, _ in events(for: session, cookie: sessionCookie(request) ?? "") }
         }
     }
 
@@ -184,11 +184,16 @@ struct ConsoleRoutes: Sendable {
 
     /// The session the request's cookie carries, if any is valid.
     private func session(_ request: Request) -> ConsoleSessions.Session? {
+        sessionCookie(request).flatMap { sessions.session(cookie: $0, now: service.now) }
+    }
+
+    /// The first valid session cookie of the request.
+    private func sessionCookie(_ request: Request) -> String? {
         let values = request.headers[values: .cookie].flatMap { $0.split(separator: ";") }.compactMap { part -> String? in
             let pair = part.split(separator: "=", maxSplits: 1).map { $0.trimmingSpaces() }
             return pair.count == 2 && pair[0] == Self.cookieName[...] ? String(pair[1]) : nil
         }
-        return values.lazy.compactMap { sessions.session(cookie: $0, now: service.now) }.first
+        return values.first { sessions.session(cookie: $0, now: service.now) != nil }
     }
 
     /// Runs `body` for a signed-in admin. A page without a session sends the browser to sign
@@ -267,8 +272,17 @@ struct ConsoleRoutes: Sendable {
     {
         let scope = request.uri.queryParameters.get("scope").map { String($0) } ?? "app"
         let view = try await service.scopeValues(app: app, scope: scope)
-        let (patch, readErrors) = SettingsForm.patch(from: fields, view: view)
         let wantsJSON = request.headers[.accept]?.contains("application/json") == true
+        if let drawn = fields[SettingsForm.drawnField], drawn != SettingsForm.drawnDigest(of: view) {
+            // Saving it would put back what it showed over someone else's change.
+            let refusal = ServiceError(
+                409, "changed-since-drawn",
+                "These settings changed after this page was drawn (another admin or a device changed them). Reload the page to see them, then make your change again."
+            )
+            if wantsJSON { return json(.conflict, ["saved": false, "errors": [["pointer": "", "message": .string(refusal.message)]]]) }
+            return errorPage(refusal, session: session)
+        }
+        let (patch, readErrors) = SettingsForm.patch(from: fields, view: view)
         var errors = readErrors
         var status = HTTPResponse.Status.unprocessableContent
         if errors.isEmpty {
@@ -409,8 +423,10 @@ struct ConsoleRoutes: Sendable {
 
     /// Server-sent events: one `change` event per service event, a comment every 25 s so that
     /// proxies keep the stream open. The page re-reads itself on each. A graceful shutdown ends
-    /// every stream at once (a console left open must not hold up a restart).
-    private func events() -> Response {
+    /// every stream at once (a console left open must not hold up a restart); the session's end
+    /// (signed out, expired) ends its stream at the next comment.
+    private func events(for session: ConsoleSessions.Session, cookie: String) -> Response {
+        let sessions = sessions
         var headers = Self.securityHeaders
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
@@ -426,7 +442,11 @@ struct ConsoleRoutes: Sendable {
                 }
                 let ticks = Task {
                     while !Task.isCancelled {
-                        try? await Task.sleep(for: .seconds(25))
+                        try? await Task.sleep(for: .seconds(min(25, max(1, Double(session.expiresAt - service.now)))))
+                        guard sessions.session(cookie: cookie, now: service.now) != nil else {
+                            continuation.finish()
+                            return
+                        }
                         continuation.yield(.keepAlive)
                     }
                 }

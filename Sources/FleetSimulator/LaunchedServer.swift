@@ -81,7 +81,9 @@ public final class LaunchedServer: Sendable {
             guard process.isRunning else { throw StartFailed(description: "the server exited at start; its log:\n\(fresh)") }
             try await Task.sleep(for: .milliseconds(20))
         }
-        process.signal(SIGTERM)
+        process.signal(SIGKILL)
+        _ = process.waitBlocking()  // SIGKILL ends it at once; nothing is left behind
+        running.withLock { $0 = nil }
         throw StartFailed(description: "the server did not listen within \(timeout)")
     }
 

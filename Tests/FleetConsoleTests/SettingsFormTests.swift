@@ -4,30 +4,32 @@ import FleetMetadata
 import FleetServerCore
 import Testing
 
+/// Metadata read from test text (a mistake in the text stops the run with the reason).
+func testMetadata(_ text: String) -> Metadata {
+    do {
+        return try Metadata(json: Array(text.utf8))
+    } catch {
+        fatalError("the test metadata does not load: \(error)")
+    }
+}
+
 @Suite("The settings form drawn from metadata, and the merge patch it sends")
 struct SettingsFormTests {
-    static let metadata: Metadata = {
-        do {
-            return try Metadata(
-                json: Array(
-                    #"""
-                    {"app": "kiosk", "version": 1, "schema": {"type": "object", "properties": {
-                      "greeting": {"type": "string", "title": "Greeting <b>", "default": "Welcome", "maxLength": 80, "x-writable": true},
-                      "idle": {"type": "string", "enum": ["1", "5"], "x-enumTitles": ["1 minute", "5 minutes"], "default": "1"},
-                      "spinner": {"type": "boolean", "default": true},
-                      "volume": {"type": "integer", "minimum": 0, "maximum": 10, "default": 5},
-                      "ratio": {"type": "number", "multipleOf": 0.5},
-                      "pin": {"type": "string", "x-secret": true, "default": ""},
-                      "extra": {"type": "object", "default": {"a": 1}},
-                      "playlist": {"type": "array", "default": [{"url": "https://a", "seconds": "10"}],
-                        "items": {"type": "object", "properties": {"url": {"type": "string"}, "seconds": {"type": "string", "enum": ["10", "30"], "default": "10"}}}}}},
-                     "layout": [{"group": "Start", "items": [{"header": "First"}, {"setting": "greeting"}, {"pane": "Media", "items": [{"setting": "volume"}]}]},
-                                {"group": "Saver", "items": [{"list": "playlist", "items": [{"setting": "url"}, {"setting": "seconds"}]}]}]}
-                    """#.utf8))
-        } catch {
-            fatalError("the test metadata does not load: \(error)")
-        }
-    }()
+    static let metadata = testMetadata(
+        #"""
+        {"app": "kiosk", "version": 1, "schema": {"type": "object", "properties": {
+          "greeting": {"type": "string", "title": "Greeting <b>", "default": "Welcome", "maxLength": 80, "x-writable": true},
+          "idle": {"type": "string", "enum": ["1", "5"], "x-enumTitles": ["1 minute", "5 minutes"], "default": "1"},
+          "spinner": {"type": "boolean", "default": true},
+          "volume": {"type": "integer", "minimum": 0, "maximum": 10, "default": 5},
+          "ratio": {"type": "number", "multipleOf": 0.5},
+          "pin": {"type": "string", "x-secret": true, "default": ""},
+          "extra": {"type": "object", "default": {"a": 1}},
+          "playlist": {"type": "array", "default": [{"url": "https://a", "seconds": "10"}],
+            "items": {"type": "object", "properties": {"url": {"type": "string"}, "seconds": {"type": "string", "enum": ["10", "30"], "default": "10"}}}}}},
+         "layout": [{"group": "Start", "items": [{"header": "First"}, {"setting": "greeting"}, {"pane": "Media", "items": [{"setting": "volume"}]}]},
+                    {"group": "Saver", "items": [{"list": "playlist", "items": [{"setting": "url"}, {"setting": "seconds"}]}]}]}
+        """#)
 
     /// The view at device scope: `volume` and `pin` set there, the rest inherited from the app or the defaults.
     static func view(values: JSONObject = ["volume": 7, "pin": "********"]) -> ScopeValuesView {
@@ -137,6 +139,84 @@ struct SettingsFormTests {
         #expect(html.contains(#"<p class="field-error" id="f-2f-volume-error">must be &lt;= 10 (got 12)</p>"#))
         #expect(html.contains(#"value="12""#), "the refused value is shown as entered")
         #expect(html.contains(##"<li><a href="#f-2f-volume">/volume</a>: must be &lt;= 10 (got 12)</li>"##))
+    }
+}
+
+@Suite("What the settings form never does: show or overwrite secrets, write what nobody entered, keep removed members")
+struct SettingsFormSafetyTests {
+    static let metadata = testMetadata(
+        #"""
+        {"app": "a", "version": 1, "schema": {"type": "object", "properties": {
+          "pinLength": {"type": "integer", "x-secret": true, "default": 4},
+          "mode": {"type": "string", "enum": ["x", "y"], "x-secret": true},
+          "locked": {"type": "boolean", "x-secret": true},
+          "cameras": {"type": "array", "items": {"type": "object", "properties": {
+            "url": {"type": "string"}, "auth": {"type": "object", "properties": {"password": {"type": "string", "x-secret": true}}}}}},
+          "note": {"type": "string"},
+          "channel": {"type": "string", "enum": ["a", "b"]},
+          "flag": {"type": "boolean"},
+          "limits": {"type": "object"}}}}
+        """#)
+
+    static func view(_ values: JSONObject) -> ScopeValuesView {
+        let masked = metadata.masked(values)
+        return ScopeValuesView(
+            metadata: metadata, scope: .app, values: masked, inherited: metadata.masked(metadata.defaultValues),
+            inheritedSources: ["pinLength": .defaults])
+    }
+
+    @Test("secrets that are not plain strings, and settings with secrets inside, are never drawn and never patched")
+    func protectedSettings() {
+        let view = Self.view([
+            "pinLength": 6, "mode": "y", "locked": true, "cameras": [["url": "rtsp://a", "auth": ["password": "hunter2"]]],
+        ])
+        let html = SettingsForm(view: view).render(action: "/save", csrf: "t").text
+        for hidden in ["hunter2", "rtsp://a", "\"y\"", "v:/pinLength", "v:/mode", "v:/locked", "v:/cameras", "list:/cameras"] {
+            #expect(!html.contains(hidden), "\(hidden) must not be in the form")
+        }
+        let protectedNotes =
+            html.split(separator: "change it with <code>fleetset admin set</code>", omittingEmptySubsequences: false).count - 1
+        #expect(protectedNotes == 4)
+        // Whatever a forged or stale form sends for them, the patch leaves them alone.
+        let fields = FormFields([
+            ("v:/pinLength", ""), ("v:/mode", "\"x\""), ("v:/locked", "false"), ("list:/cameras", "1"), ("row:/cameras/0", "0"),
+            ("v:/cameras/0/url", "rtsp://b"),
+        ])
+        let (patch, errors) = SettingsForm.patch(from: fields, view: view)
+        #expect(patch.isEmpty && errors.isEmpty, "\(JSONValue.object(patch).serialized())")
+        // Resetting one to inherited is still possible: it writes no value.
+        #expect(SettingsForm.patch(from: FormFields([("reset:/cameras", "1")]), view: view).patch == ["cameras": nil] as JSONObject)
+    }
+
+    @Test("an empty field, an unticked box and \"not set\" where nothing was shown ask for nothing")
+    func nothingEntered() {
+        let view = Self.view([:])
+        let html = SettingsForm(view: view).render(action: "/save", csrf: "t").text
+        #expect(html.contains(#"<option value="" selected>not set</option>"#))
+        let fields = FormFields([("v:/note", ""), ("v:/channel", ""), ("v:/flag", "false"), ("v:/limits", "")])
+        let (patch, errors) = SettingsForm.patch(from: fields, view: view)
+        #expect(patch.isEmpty && errors.isEmpty, "\(JSONValue.object(patch).serialized())")
+        // What is entered is set.
+        let entered = FormFields([("v:/note", "hi"), ("v:/channel", "\"b\""), ("v:/flag", "false"), ("v:/flag", "true")])
+        #expect(SettingsForm.patch(from: entered, view: view).patch == ["note": "hi", "channel": "b", "flag": true])
+    }
+
+    @Test("an object edited as JSON loses the members removed from the text")
+    func objectMembersRemoved() {
+        let view = Self.view(["limits": ["cpu": 2, "memory": ["soft": 1, "hard": 2]]])
+        let fields = FormFields([("v:/limits", #"{"memory": {"soft": 1}, "disk": 5}"#)])
+        let (patch, _) = SettingsForm.patch(from: fields, view: view)
+        #expect(patch == ["limits": ["cpu": nil, "memory": ["hard": nil], "disk": 5]])
+        let after = SettingsValues.mergePatch(.object(view.values), .object(patch))
+        #expect(after["limits"] == ["memory": ["soft": 1], "disk": 5])
+    }
+
+    @Test("the digest of what a form showed changes with any value at its scope or below")
+    func drawnDigest() {
+        let before = SettingsForm.drawnDigest(of: Self.view(["note": "a"]))
+        #expect(before == SettingsForm.drawnDigest(of: Self.view(["note": "a"])))
+        #expect(before != SettingsForm.drawnDigest(of: Self.view(["note": "b"])))
+        #expect(before != SettingsForm.drawnDigest(of: Self.view(["note": "a", "flag": true])))
     }
 }
 

@@ -219,6 +219,29 @@ struct ConsoleRouteTests {
         }
     }
 
+    @Test("a form drawn before someone else changed the settings is refused with 409, not saved over their change")
+    func staleForm() async throws {
+        try await Self.withVisitor { server, visitor in
+            try await server.putKioskMetadata()
+            _ = try await visitor.signIn()
+            let page = String(decoding: try await visitor.request(.get, "/console/apps/kiosk").body, as: UTF8.self)
+            let csrf = try await visitor.csrf("/console/apps/kiosk")
+            guard let range = page.range(of: "name=\"drawn\" value=\"") else {
+                Issue.record("no drawn digest in the form")
+                return
+            }
+            let drawn = String(page[range.upperBound...].prefix { $0 != "\"" })
+            // Meanwhile another admin changes the title.
+            _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["title": "Theirs"])
+            let stale = try await visitor.request(
+                .post, "/console/apps/kiosk/settings?scope=app",
+                form: [("csrf", csrf), ("drawn", drawn), ("v:/title", "Welcome"), ("v:/volume", "3")])
+            #expect(stale.status == 409)
+            #expect(String(decoding: stale.body, as: UTF8.self).contains("changed after this page was drawn"))
+            #expect(try await server.admin.values(app: "kiosk", scope: "app").values == ["title": "Theirs"])
+        }
+    }
+
     @Test("wrong admin tokens at sign-in count as failed logins: the address is slowed down like the API's")
     func signInLimits() async throws {
         // Five failures, then one more an hour: however slowly the test runs, the bucket stays empty.

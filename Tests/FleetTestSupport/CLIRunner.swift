@@ -49,20 +49,7 @@ public enum CLIRunner {
     /// ``run(_:executable:input:)`` on the calling thread, for clean-up where nothing can be
     /// awaited (a `defer`). Never from a test's body: see ``run(_:executable:input:)``.
     public static func runSynchronously(_ arguments: [String], executable: String = binary, input: String? = nil) throws -> Output {
-        let child = try SpawnedProcess(executable, arguments, input: input != nil, output: .pipe)
-        if let input, let descriptor = child.standardInput {
-            DetachedThread.start(named: "fleetset-test-in") {
-                let bytes = Array(input.utf8)
-                var written = 0
-                while written < bytes.count {
-                    let count = bytes[written...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-                    if count < 0 && errno == EINTR { continue }
-                    if count <= 0 { break }
-                    written += count
-                }
-                close(descriptor)
-            }
-        }
+        let child = try SpawnedProcess(executable, arguments, input: input.map { Array($0.utf8) }, output: .pipe)
         // Both pipes are drained at once: a command that fills one while the other is read
         // first would wait for ever.
         let errorText = Locked<[UInt8]>([])

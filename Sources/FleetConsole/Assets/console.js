@@ -153,8 +153,10 @@
       if (field) {
         field.classList.add('invalid');
         const error = field.querySelector(':scope > .field-error');
-        error.textContent = error.textContent ? error.textContent + '; ' + message : message;
-        error.hidden = false;
+        if (error) {
+          error.textContent = error.textContent ? error.textContent + '; ' + message : message;
+          error.hidden = false;
+        }
         const control = field.querySelector(':scope > input:not([type="hidden"]), :scope > select, :scope > textarea');
         if (control) {
           control.setAttribute('aria-invalid', 'true');
@@ -246,14 +248,17 @@
   async function redraw() {
     const response = await fetch(location.href, { credentials: 'same-origin' });
     if (!response.ok || !response.headers.get('Content-Type').startsWith('text/html')) return;
-    const fresh = new DOMParser().parseFromString(await response.text(), 'text/html').querySelector('main');
-    const main = document.querySelector('main');
-    if (!fresh || !main) return;
-    const focused = document.activeElement && main.contains(document.activeElement) ? document.activeElement.id : null;
-    main.innerHTML = fresh.innerHTML;
-    main.dataset.redrawn = String(Number(main.dataset.redrawn || '0') + 1);
-    enhance(main);
-    if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
+    const fresh = new DOMParser().parseFromString(await response.text(), 'text/html');
+    // Only the regions that show the fleet's state are replaced: the forms around them (the
+    // filters, a ticked confirmation box, a half-typed value) stay as the admin left them.
+    for (const region of document.querySelectorAll('[data-live-region]')) {
+      const replacement = fresh.querySelector(`[data-live-region="${region.dataset.liveRegion}"]`);
+      if (!replacement) continue;
+      const focused = document.activeElement && region.contains(document.activeElement) ? document.activeElement.id : null;
+      region.innerHTML = replacement.innerHTML;
+      enhance(region);
+      if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
+    }
   }
 
   // MARK: - Small things
