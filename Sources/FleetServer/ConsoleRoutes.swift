@@ -334,22 +334,16 @@ struct ConsoleRoutes: Sendable {
         let document = fields["document"] ?? ""
         let csrf = sessions.csrfToken(for: session)
         let current = try? await service.currentMetadata(app: app)
-        if fields["action"] == "store" {
-            do {
+        // A refusal (unreadable, invalid, not a newer version, values it breaks) is drawn on the
+        // page with the document as sent, whichever button was pressed.
+        do {
+            if fields["action"] == "store" {
                 let result = try await service.putMetadata(app: app, document: Array(document.utf8), force: fields["force"] == "true")
                 logger.notice(
                     "console metadata",
                     metadata: ["event": "console-metadata", "app": "\(app)", "version": "\(result.version)", "session": "\(session.id)"])
                 return redirect("/console/apps/\(app)/metadata?stored=\(result.version)")
-            } catch let error as ServiceError {
-                let review = ConsolePages.MetadataReview(
-                    document: document, preview: nil, problems: error.body.details, message: error.body.message)
-                return page(
-                    ConsolePages.metadata(app: app, current: current, review: review, csrf: csrf),
-                    status: HTTPResponse.Status(code: error.status))
             }
-        }
-        do {
             let preview = try await service.previewMetadata(app: app, document: Array(document.utf8))
             return page(
                 ConsolePages.metadata(app: app, current: current, review: .init(document: document, preview: preview), csrf: csrf))
