@@ -344,6 +344,8 @@ let package = Package(
             dependencies: [
                 "FleetStoreSQLite", "FleetStorePostgres", "FleetServerCore", "FleetProtocol", "FleetJSON", "FleetTestSupport",
                 .product(name: "Logging", package: "swift-log"),
+                // To take a database back to an older schema, as a fleet upgrading from it has it.
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: fleetSwiftSettings
         ),
@@ -354,7 +356,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FleetServerCoreTests",
-            dependencies: ["FleetServerCore", "FleetMetadata", "FleetJSON", "PosixThreads"],
+            dependencies: ["FleetServerCore", "FleetMetadata", "FleetJSON", "FleetProtocol", "PosixThreads"],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(

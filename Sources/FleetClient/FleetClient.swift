@@ -122,12 +122,53 @@ public struct FleetClient: Sendable {
 
     // MARK: - Admin side
 
-    /// Stores a metadata document (its text as given).
-    public func putMetadata(app: String, document: [UInt8], force: Bool = false) async throws -> MetadataPutResult {
+    /// Stores a metadata document (its text as given); `message` says why, for the history.
+    public func putMetadata(app: String, document: [UInt8], force: Bool = false, message: String = "") async throws -> MetadataPutResult {
         let response = try await send(
-            .put, "/v1/admin/apps/\(app)/metadata\(force ? "?force=true" : "")", body: document, contentType: "application/json",
-            expect: [200])
+            .put,
+            "/v1/admin/apps/\(app)/metadata" + Self.query(["force": force ? "true" : nil, "message": message.isEmpty ? nil : message]),
+            body: document, contentType: "application/json", expect: [200])
         return try decode(response, MetadataPutResult.init(json:))
+    }
+
+    /// `?a=1&b=2` of the parameters that are not `nil`, percent-encoded, in key order.
+    static func query(_ parameters: [String: String?]) -> String {
+        let pairs = parameters.compactMap { key, value in value.map { (key, $0) } }.sorted { $0.0 < $1.0 }
+        guard !pairs.isEmpty else { return "" }
+        return "?" + pairs.map { "\(percentEncoded($0.0))=\(percentEncoded($0.1))" }.joined(separator: "&")
+    }
+
+    /// The app's history, oldest first: of one scope, or the newest `limit` entries.
+    public func history(app: String, scope: String? = nil, limit: Int? = nil) async throws -> HistoryList {
+        let response = try await send(
+            .get, "/v1/admin/apps/\(app)/history" + Self.query(["scope": scope, "limit": limit.map(String.init)]), expect: [200])
+        return try decode(response, HistoryList.init(json:))
+    }
+
+    /// Makes the values what they were after an earlier revision (a new revision).
+    public func revert(app: String, _ request: RevertRequest) async throws -> HistoryRecord {
+        let response = try await send(.post, "/v1/admin/apps/\(app)/revert", json: request.json, expect: [201])
+        return try decode(response) { json throws(DocumentError) in try HistoryRecord(json: json, at: .root) }
+    }
+
+    /// Stages a change in waves.
+    public func startRollout(app: String, _ request: RolloutRequest) async throws -> RolloutView {
+        try decode(try await send(.post, "/v1/admin/apps/\(app)/rollouts", json: request.json, expect: [201]), RolloutView.init(json:))
+    }
+
+    /// The app's active or latest rollout with its progress.
+    public func rollout(app: String) async throws -> RolloutView {
+        try decode(try await send(.get, "/v1/admin/apps/\(app)/rollout", expect: [200]), RolloutView.init(json:))
+    }
+
+    /// Resumes the app's paused rollout with its next wave.
+    public func resumeRollout(app: String) async throws -> RolloutView {
+        try decode(try await send(.post, "/v1/admin/apps/\(app)/rollout/resume", expect: [200]), RolloutView.init(json:))
+    }
+
+    /// Aborts the app's active rollout: every device is back on the stored values.
+    public func abortRollout(app: String) async throws -> RolloutView {
+        try decode(try await send(.post, "/v1/admin/apps/\(app)/rollout/abort", expect: [200]), RolloutView.init(json:))
     }
 
     /// The values set at `scope` (`app`, `group:NAME`, `device:ID`).
@@ -136,11 +177,15 @@ public struct FleetClient: Sendable {
         return try decode(response, ScopedValues.init(json:))
     }
 
-    /// Applies a merge patch (a `null` clears) to the values at `scope`.
-    public func patchValues(app: String, scope: String, patch: JSONObject) async throws -> ScopedValues {
+    /// Applies a merge patch (a `null` clears) to the values at `scope`; `message` says why, for
+    /// the history; `force` writes settings a running rollout stages.
+    public func patchValues(app: String, scope: String, patch: JSONObject, message: String = "", force: Bool = false) async throws
+        -> ScopedValues
+    {
+        let query = Self.query(["scope": scope, "message": message.isEmpty ? nil : message, "force": force ? "true" : nil])
         let response = try await send(
-            .patch, "/v1/admin/apps/\(app)/values?scope=\(Self.percentEncoded(scope))", json: .object(patch),
-            contentType: "application/merge-patch+json", expect: [200])
+            .patch, "/v1/admin/apps/\(app)/values" + query, json: .object(patch), contentType: "application/merge-patch+json",
+            expect: [200])
         return try decode(response, ScopedValues.init(json:))
     }
 

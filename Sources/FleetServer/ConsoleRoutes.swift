@@ -290,7 +290,7 @@ struct ConsoleRoutes: Sendable {
                 return wantsJSON ? json(.ok, ["saved": true, "changed": []]) : redirect(settingsPath(app, scope: scope, saved: true))
             }
             do {
-                _ = try await service.patchValues(app: app, scope: scope, patch: .object(patch))
+                _ = try await service.patchValues(app: app, scope: scope, patch: .object(patch), actor: service.consoleActor)
                 logger.notice(
                     "console change",
                     metadata: ["event": "console-values", "app": "\(app)", "scope": "\(scope)", "session": "\(session.id)"])
@@ -338,7 +338,8 @@ struct ConsoleRoutes: Sendable {
         // page with the document as sent, whichever button was pressed.
         do {
             if fields["action"] == "store" {
-                let result = try await service.putMetadata(app: app, document: Array(document.utf8), force: fields["force"] == "true")
+                let result = try await service.putMetadata(
+                    app: app, document: Array(document.utf8), force: fields["force"] == "true", actor: service.consoleActor)
                 logger.notice(
                     "console metadata",
                     metadata: ["event": "console-metadata", "app": "\(app)", "version": "\(result.version)", "session": "\(session.id)"])

@@ -163,7 +163,8 @@ struct Routes: Sendable {
             let force = try booleanParameter(request, "force")
             try requireMediaType(request, "application/json")
             let bytes = try await bodyBytes(request, limit: Self.metadataLimit)
-            return json(.ok, try await service.putMetadata(app: app, document: bytes, force: force).json)
+            let message = try messageParameter(request)
+            return json(.ok, try await service.putMetadata(app: app, document: bytes, force: force, message: message).json)
         }
 
         on(.get, "v1/admin/apps/:app/metadata") { request, context in
@@ -182,7 +183,46 @@ struct Routes: Sendable {
             let app = try app(context)
             let scope = request.uri.queryParameters.get("scope")
             let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
-            return json(.ok, try await service.patchValues(app: app, scope: scope, patch: patch).json)
+            let message = try messageParameter(request)
+            let force = try booleanParameter(request, "force")
+            return json(.ok, try await service.patchValues(app: app, scope: scope, patch: patch, message: message, force: force).json)
+        }
+
+        on(.get, "v1/admin/apps/:app/history") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request, context))
+            let limit = try request.uri.queryParameters.get("limit").map { text throws(ServiceError) in
+                guard let limit = Int(text) else { throw ServiceError(400, "bad-parameter", "limit must be a positive number of entries") }
+                return limit
+            }
+            let history = try await service.history(app: try app(context), scope: request.uri.queryParameters.get("scope"), limit: limit)
+            return json(.ok, history.json)
+        }
+
+        on(.post, "v1/admin/apps/:app/revert") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request, context))
+            let body = try await jsonBody(request, limit: Self.bodyLimit)
+            return json(.created, try await service.revert(app: try app(context), body, actor: service.adminActor).json)
+        }
+
+        on(.post, "v1/admin/apps/:app/rollouts") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request, context))
+            let body = try await jsonBody(request, limit: Self.bodyLimit)
+            return json(.created, try await service.startRollout(app: try app(context), body, actor: service.adminActor).json)
+        }
+
+        on(.get, "v1/admin/apps/:app/rollout") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request, context))
+            return json(.ok, try await service.rolloutStatus(app: try app(context)).json)
+        }
+
+        on(.post, "v1/admin/apps/:app/rollout/resume") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request, context))
+            return json(.ok, try await service.resumeRollout(app: try app(context), actor: service.adminActor).json)
+        }
+
+        on(.post, "v1/admin/apps/:app/rollout/abort") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request, context))
+            return json(.ok, try await service.abortRollout(app: try app(context), actor: service.adminActor).json)
         }
 
         on(.get, "v1/admin/apps/:app/devices") { request, context in
@@ -254,6 +294,15 @@ struct Routes: Sendable {
             throw ServiceError(400, "bad-parameter", "wait must be a whole number of seconds from 0 to \(SettingsService.maximumWait)")
         }
         return seconds
+    }
+
+    /// The `message` query parameter (why, for the history): at most 1,024 characters.
+    private func messageParameter(_ request: Request) throws(ServiceError) -> String {
+        let message = request.uri.queryParameters.get("message") ?? ""
+        guard message.unicodeScalars.count <= 1024 else {
+            throw ServiceError(400, "bad-parameter", "message must be at most 1024 characters")
+        }
+        return message
     }
 
     private func booleanParameter(_ request: Request, _ name: String) throws(ServiceError) -> Bool {

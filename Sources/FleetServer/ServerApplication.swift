@@ -32,11 +32,13 @@ public struct ServerOptions: Sendable {
     public var metrics: PrometheusCollectorRegistry?
     /// Whether the admin console is served under `/console/`.
     public var console: Bool
+    /// How often running rollouts are looked at (see `RolloutSupervisor`).
+    public var rolloutCheckInterval: Duration
 
     public init(
         host: String, port: Int, tls: (certificateFile: String, keyFile: String)? = nil, clientCAFile: String? = nil,
         readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(), metrics: PrometheusCollectorRegistry? = nil,
-        console: Bool = true
+        console: Bool = true, rolloutCheckInterval: Duration = .seconds(2)
     ) {
         self.host = host
         self.port = port
@@ -46,6 +48,7 @@ public struct ServerOptions: Sendable {
         self.limits = limits
         self.metrics = metrics
         self.console = console
+        self.rolloutCheckInterval = rolloutCheckInterval
     }
 }
 
@@ -104,6 +107,7 @@ public enum FleetServerApplication {
             // and retried a second later.
             configuration: ApplicationConfiguration(
                 address: .hostname(options.host, port: options.port), serverName: "fleetset-server", backlog: Self.acceptBacklog),
+            services: [RolloutSupervisor(service: service, interval: options.rolloutCheckInterval, logger: logger)],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? options.port) },
             logger: logger)
     }

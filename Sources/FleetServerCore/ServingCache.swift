@@ -1,5 +1,6 @@
 import FleetJSON
 import FleetMetadata
+import FleetProtocol
 import PosixThreads
 
 /// What the hot path (a device's long-poll answered 304) needs, kept in memory so that it reads
@@ -24,44 +25,72 @@ import PosixThreads
 public final class ServingCache: Sendable {
     /// An app's values at app scope and at the device's groups, over the metadata's defaults:
     /// everything of a device's effective settings but its own values, shared by every device
-    /// of the app in the same groups.
+    /// of the app in the same groups — in two variants while a rollout reaching these groups is
+    /// active: the stored layers, and the layers with its patch for the devices it admitted.
     public struct SharedLayers: Sendable {
         public let metadata: Metadata
-        /// The values set at app scope.
-        public let app: JSONObject
-        /// By group name; groups without values are absent.
-        public let groups: [String: JSONObject]
-        /// The effective settings of a device with no values of its own.
-        public let effective: EffectiveSettings
-        /// ``EffectiveSettings/fingerprint(schemaVersion:)`` of ``effective``.
-        public let fingerprint: UInt64
-        /// The JSON text of ``effective``'s values, written once for every device that gets them.
-        public let valuesText: String
+        /// The app's active rollout, when it reaches devices in these groups.
+        public let rollout: Rollout?
+        /// What devices get from the stored values.
+        public let stored: Variant
+        /// What the devices the rollout admitted get.
+        public let staged: Variant?
+
+        /// One set of layers and what devices without values of their own get from it.
+        public struct Variant: Sendable {
+            /// The values set at app scope.
+            public let app: JSONObject
+            /// By group name; groups without values are absent.
+            public let groups: [String: JSONObject]
+            /// The effective settings of a device with no values of its own.
+            public let effective: EffectiveSettings
+            /// ``EffectiveSettings/fingerprint(schemaVersion:)`` of ``effective``.
+            public let fingerprint: UInt64
+            /// The JSON text of ``effective``'s values, written once for every device that gets them.
+            public let valuesText: String
+
+            init(metadata: Metadata, app: JSONObject, groups: [String: JSONObject]) {
+                self.app = app
+                self.groups = groups
+                effective = EffectiveSettings(metadata: metadata, app: app, groups: groups, device: [:], deviceID: "")
+                fingerprint = effective.fingerprint(schemaVersion: metadata.version)
+                valuesText = JSONValue.object(effective.values).serialized()
+            }
+        }
 
         /// What shared layers are made of, as read from the store.
         public struct Parts: Sendable {
             public var metadata: Metadata
             public var app: JSONObject
             public var groups: [String: JSONObject]
+            /// The app's active rollout, if any.
+            public var rollout: Rollout?
 
-            public init(metadata: Metadata, app: JSONObject, groups: [String: JSONObject]) {
+            public init(metadata: Metadata, app: JSONObject, groups: [String: JSONObject], rollout: Rollout? = nil) {
                 self.metadata = metadata
                 self.app = app
                 self.groups = groups
+                self.rollout = rollout
             }
         }
 
-        init(_ parts: Parts) {
-            self.init(metadata: parts.metadata, app: parts.app, groups: parts.groups)
+        init(_ parts: Parts, groups names: [String]) {
+            metadata = parts.metadata
+            stored = Variant(metadata: parts.metadata, app: parts.app, groups: parts.groups)
+            if let rollout = parts.rollout, rollout.phase.isActive, rollout.reaches(groups: names) {
+                self.rollout = rollout
+                let layers = rollout.staged(ValueLayers(app: parts.app, groups: parts.groups))
+                staged = Variant(metadata: parts.metadata, app: layers.app, groups: layers.groups)
+            } else {
+                rollout = nil
+                staged = nil
+            }
         }
 
-        init(metadata: Metadata, app: JSONObject, groups: [String: JSONObject]) {
-            self.metadata = metadata
-            self.app = app
-            self.groups = groups
-            effective = EffectiveSettings(metadata: metadata, app: app, groups: groups, device: [:], deviceID: "")
-            fingerprint = effective.fingerprint(schemaVersion: metadata.version)
-            valuesText = JSONValue.object(effective.values).serialized()
+        /// The variant `device` gets.
+        public func variant(for device: Device) -> Variant {
+            if let staged, let rollout, rollout.admits(device) { return staged }
+            return stored
         }
     }
 
@@ -169,7 +198,7 @@ public final class ServingCache: Sendable {
         let key = Self.key(app: app, groups: groups)
         return try await loadOnce(
             key, known: { $0.shared[key] }, loads: \.sharedLoads,
-            make: SharedLayers(try await load()),
+            make: SharedLayers(try await load(), groups: groups),
             keep: { $0.shared[key] = $1 })
     }
 

@@ -10,18 +10,24 @@ extension SettingsService {
     ///   `unsupported-metadata` with each problem; 409 `version-not-increased` unless the version
     ///   is greater than the stored one; 409 `values-invalid` listing every stored value the new
     ///   schema refuses, for which devices — unless `force` (then the devices report the error).
-    public func putMetadata(app: String, document bytes: [UInt8], force: Bool) async throws -> MetadataPutResult {
+    ///   A new version while a rollout of the app is active is refused with 409
+    ///   `rollout-in-progress` unless forced (the rollout's staged values were checked against
+    ///   the version stored when it started).
+    public func putMetadata(
+        app: String, document bytes: [UInt8], force: Bool, actor: String? = nil, message: String = ""
+    ) async throws -> MetadataPutResult {
         let metadata = try Self.readMetadata(app: app, document: bytes)
         let document = String(decoding: bytes, as: UTF8.self)
+        let actor = actor ?? adminActor
         // The stored values are checked against the new version outside the write section;
         // the section writes only if nothing the check read has changed since.
         return try await writes.checkedWrite(
             read: { () async throws -> MetadataWriteState in
                 let stored = try await self.store.metadata(app: app)
-                guard !force else { return MetadataWriteState(storedVersion: stored?.version, values: [:], audiences: []) }
+                guard !force else { return MetadataWriteState(storedVersion: stored?.version, values: [:], audiences: [], rollout: nil) }
                 return MetadataWriteState(
                     storedVersion: stored?.version, values: try await self.store.allValues(app: app),
-                    audiences: try await self.audiences(of: .app, app: app))
+                    audiences: try await self.audiences(of: .app, app: app), rollout: try await self.store.activeRollout(app: app))
             },
             check: { state in
                 if let storedVersion = state.storedVersion, storedVersion >= metadata.version {
@@ -31,6 +37,7 @@ extension SettingsService {
                     )
                 }
                 guard !force else { return }
+                if let rollout = state.rollout { throw Self.rolloutInProgress(rollout, doing: "store the new version") }
                 let findings = ValueAudit.findings(metadata: metadata, values: state.values, audiences: state.audiences)
                 guard findings.isEmpty else {
                     throw ServiceError(
@@ -40,8 +47,12 @@ extension SettingsService {
                 }
             },
             commit: { state, _ in
+                let change = ChangeRecord(
+                    at: self.wallClock.secondsSinceEpoch(), actor: actor, message: message, kind: .metadata,
+                    metadataVersion: metadata.version)
                 let replaced = try await self.store.replaceMetadata(
-                    StoredMetadata(app: app, version: metadata.version, document: document), expectedVersion: state.storedVersion)
+                    StoredMetadata(app: app, version: metadata.version, document: document), expectedVersion: state.storedVersion,
+                    recording: change)
                 guard replaced else {
                     throw ServiceError(
                         409, "version-not-increased", "another upload for \(app) was stored at the same time; fetch it and retry")
@@ -90,6 +101,7 @@ extension SettingsService {
         let storedVersion: Int?
         let values: [Scope: JSONObject]
         let audiences: [ValueAudit.Audience]
+        let rollout: Rollout?
     }
 
     /// The values set at one scope, secrets masked.
@@ -107,35 +119,75 @@ extension SettingsService {
     ///
     /// - Throws: 400 for a bad scope or a body that is not an object; 404 for an unknown app
     ///   or device; 422 `invalid-values` with each problem the change causes, naming the devices.
-    public func patchValues(app: String, scope parameter: String?, patch body: JSONValue) async throws -> ScopedValues {
+    ///
+    /// While a rollout of the app is active, a patch of settings it stages is refused with 409
+    /// `rollout-in-progress`, unless `force`: the forced values then go to every device at once,
+    /// and (at the rollout's scope) leave the rollout, which is aborted when nothing is left of it.
+    ///
+    /// - Parameters:
+    ///   - actor: who the history records (the API's admin by default).
+    ///   - message: why, for the history.
+    public func patchValues(
+        app: String, scope parameter: String?, patch body: JSONValue, actor: String? = nil, message: String = "", force: Bool = false
+    ) async throws -> ScopedValues {
         _ = try await metadata(app: app)  // 404 for an unknown app
         let scope = try await writableScope(parameter)
         guard case .object(let patch) = body else { throw ServiceError.badRequest("the merge patch must be a JSON object of settings") }
+        let actor = actor ?? adminActor
         // Validated outside the write section; written only if nothing checked has changed.
         return try await writes.checkedWrite(
-            read: { () async throws -> ValuesWriteState in
-                ValuesWriteState(
-                    metadata: try await self.metadata(app: app), values: try await self.store.allValues(app: app),
-                    audiences: try await self.audiences(of: scope, app: app))
+            read: { () async throws -> RolloutWriteState in
+                RolloutWriteState(
+                    values: ValuesWriteState(
+                        metadata: try await self.metadata(app: app), values: try await self.store.allValues(app: app),
+                        audiences: try await self.audiences(of: scope, app: app)),
+                    rollout: try await self.store.activeRollout(app: app))
             },
-            check: { state in
+            check: { whole -> (values: JSONObject, rollout: Rollout?) in
+                let state = whole.values
                 var after = state.values
                 after[scope] = Self.merged(state.values[scope] ?? [:], patch)
-                let findings = ValueAudit.newFindings(
+                var findings = ValueAudit.newFindings(
                     metadata: state.metadata, before: state.values, after: after, audiences: state.audiences)
+                var rollout = whole.rollout
+                if let active = rollout {
+                    let overlap = active.keys.intersection(patch.keys).sorted()
+                    if !overlap.isEmpty {
+                        guard force else { throw Self.rolloutInProgress(active, doing: "write them", keys: overlap) }
+                        if active.scope == scope { rollout = active.without(keys: overlap, at: self.wallClock.secondsSinceEpoch()) }
+                    }
+                    // The devices already admitted get the rollout's patch over these values.
+                    if let staged = rollout, staged.phase.isActive {
+                        func staging(_ values: [Scope: JSONObject]) -> [Scope: JSONObject] {
+                            var result = values
+                            result[staged.scope] = Self.merged(values[staged.scope] ?? [:], staged.patch)
+                            return result
+                        }
+                        findings += ValueAudit.newFindings(
+                            metadata: state.metadata, before: staging(state.values), after: staging(after), audiences: state.audiences)
+                    }
+                }
                 guard findings.isEmpty else {
                     throw ServiceError(422, "invalid-values", "the change makes settings invalid", details: findings.map(\.detail))
                 }
-                return after[scope] ?? [:]
+                return (after[scope] ?? [:], rollout == whole.rollout ? nil : rollout)
             },
-            commit: { state, values in
-                try await self.store.setValues(values, app: app, scope: scope)
+            commit: { whole, checked in
+                let state = whole.values
+                let values = checked.values
+                let change = ChangeRecord(
+                    at: self.wallClock.secondsSinceEpoch(), actor: actor, message: message, kind: .values,
+                    scopes: [ChangeRecord.ScopeChange(scope: scope, patch: patch, after: values)])
+                let number = try await self.store.commit(
+                    AppWrite(app: app, values: [scope: values], rollout: checked.rollout, change: change))
                 await self.notifyChanged(app, scope: scope)
+                if checked.rollout != nil { await self.notifyChanged(app, scope: .app) }
                 self.logger.notice(
                     "values changed",
                     metadata: [
-                        "event": "values", "app": "\(app)", "scope": "\(scope)",
+                        "event": "values", "app": "\(app)", "scope": "\(scope)", "revision": "\(number)", "actor": "\(actor)",
                         "keys": "\(SettingsValues.changedKeys(state.values[scope] ?? [:], values).joined(separator: ","))",
+                        "forced": "\(force)",
                     ])
                 return ScopedValues(app: app, scope: scope.description, values: state.metadata.masked(values))
             })
@@ -173,7 +225,8 @@ extension SettingsService {
     public func explain(app: String, deviceID: String) async throws -> Explanation {
         let metadata = try await metadata(app: app)
         guard let device = try await store.device(id: deviceID) else { throw ServiceError.unknownDevice(deviceID) }
-        let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
+        let stored = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
+        let layers = try await activeRollout(app: app)?.layers(stored, for: device) ?? stored
         let effective = EffectiveSettings(
             metadata: metadata, app: layers.app, groups: layers.groups, device: layers.device, deviceID: device.id)
         return Explanation(

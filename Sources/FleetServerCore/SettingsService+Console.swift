@@ -115,13 +115,14 @@ extension SettingsService {
             async let values = store.allValues(app: entry.app)
             async let revisions = store.revisions(app: entry.app)
             async let reports = store.latestStatuses(app: entry.app)
-            let (allValues, served, latest) = try await (values, revisions, reports)
+            async let active = store.activeRollout(app: entry.app)
+            let (allValues, served, latest, rollout) = try await (values, revisions, reports, active)
             var states: [RolloutState: Int] = [:]
             var onNewest = 0
             let members = devices.filter { $0.has(app: entry.app) }
             for device in members {
                 let standing = Self.standing(
-                    app: entry.app, device: device, metadata: metadata, values: allValues, served: served[device.id],
+                    app: entry.app, device: device, metadata: metadata, values: allValues, rollout: rollout, served: served[device.id],
                     latest: latest[device.id].map { DeviceStatus(report: $0.report, receivedAt: $0.receivedAt) })
                 standings[device.id, default: [:]][entry.app] = standing
                 states[standing.state, default: 0] += 1
@@ -150,7 +151,7 @@ extension SettingsService {
             for (group, groupValues) in layers.groups { values[.group(group)] = groupValues }
             let latest = try await store.latestStatus(app: app, deviceID: device.id)
             standings[app] = Self.standing(
-                app: app, device: device, metadata: metadata, values: values,
+                app: app, device: device, metadata: metadata, values: values, rollout: try await store.activeRollout(app: app),
                 served: try await store.revision(app: app, deviceID: device.id),
                 latest: latest.map { DeviceStatus(report: $0.report, receivedAt: $0.receivedAt) })
         }
@@ -158,14 +159,16 @@ extension SettingsService {
     }
 
     /// Where `device` stands with `app`: the newest revision is the one whose fingerprint its
-    /// effective settings have now.
+    /// effective settings have now (with a rollout's patch, when it admitted the device).
     static func standing(
-        app: String, device: Device, metadata: Metadata, values: [Scope: JSONObject], served: RevisionState?, latest: DeviceStatus?
+        app: String, device: Device, metadata: Metadata, values: [Scope: JSONObject], rollout: Rollout?, served: RevisionState?,
+        latest: DeviceStatus?
     ) -> DeviceAppStanding {
-        var groups: [String: JSONObject] = [:]
-        for group in device.groups { groups[group] = values[.group(group)] }
+        var stored = ValueLayers(app: values[.app] ?? [:], device: values[.device(device.id)] ?? [:])
+        for group in device.groups { stored.groups[group] = values[.group(group)] }
+        let layers = rollout?.layers(stored, for: device) ?? stored
         let effective = EffectiveSettings(
-            metadata: metadata, app: values[.app] ?? [:], groups: groups, device: values[.device(device.id)] ?? [:], deviceID: device.id)
+            metadata: metadata, app: layers.app, groups: layers.groups, device: layers.device, deviceID: device.id)
         let newest = served?.fingerprint == effective.fingerprint(schemaVersion: metadata.version)
         var state = RolloutState.waiting
         if newest, let served, let report = latest?.report, report.revision == served.revision {

@@ -29,6 +29,8 @@ public final class SettingsService: Sendable {
     let waitSpread: @Sendable (Duration) -> Duration
     let logger: Logger
     private let adminTokenHash: String
+    /// Names the admin credential in the history: a digest of its hash, never the token.
+    let adminCredentialDigest: String
     /// Serialises the writes that check before they write (across instances with a shared lock).
     let writes: SerialSection
     /// What the hot path reads instead of the store; the notifier invalidates it.
@@ -59,6 +61,7 @@ public final class SettingsService: Sendable {
         self.store = store
         self.writes = SerialSection(shared: writeLock)
         self.adminTokenHash = adminTokenHash
+        self.adminCredentialDigest = String(Credentials.shortDigest(adminTokenHash.utf8).prefix(8))
         self.wallClock = wallClock
         self.waitSpread = waitSpread
         self.notifier = notifier
@@ -357,11 +360,13 @@ public final class SettingsService: Sendable {
         let shared = try await cache.sharedLayers(app: app, groups: device.groups) {
             let epoch = self.cache.epoch
             let metadata = try await self.metadata(app: app)
+            async let rollout = self.store.activeRollout(app: app)
             let layers = try await self.store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
             // The same read has this device's own values: kept, so they are not read again below.
             self.cache.fill(deviceValues: layers.device, app: app, deviceID: device.id, readAt: epoch)
-            return ServingCache.SharedLayers.Parts(metadata: metadata, app: layers.app, groups: layers.groups)
+            return ServingCache.SharedLayers.Parts(metadata: metadata, app: layers.app, groups: layers.groups, rollout: try await rollout)
         }
+        let variant = shared.variant(for: device)
         let own: JSONObject
         if let known = cache.deviceValues(app: app, deviceID: device.id) {
             own = known
@@ -374,10 +379,10 @@ public final class SettingsService: Sendable {
         let fingerprint: UInt64
         let sharedText: String?
         if own.isEmpty {
-            (values, fingerprint, sharedText) = (shared.effective.values, shared.fingerprint, shared.valuesText)
+            (values, fingerprint, sharedText) = (variant.effective.values, variant.fingerprint, variant.valuesText)
         } else {
             let effective = EffectiveSettings(
-                metadata: shared.metadata, app: shared.app, groups: shared.groups, device: own, deviceID: device.id)
+                metadata: shared.metadata, app: variant.app, groups: variant.groups, device: own, deviceID: device.id)
             values = effective.values
             fingerprint = effective.fingerprint(schemaVersion: shared.metadata.version)
             sharedText = nil
@@ -404,7 +409,8 @@ public final class SettingsService: Sendable {
     /// (not from memory): what a device's write is checked against.
     private func current(app: String, device: Device) async throws -> (document: SettingsDocument, layers: ValueLayers) {
         let metadata = try await metadata(app: app)
-        let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
+        let stored = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
+        let layers = try await store.activeRollout(app: app)?.layers(stored, for: device) ?? stored
         let effective = EffectiveSettings(
             metadata: metadata, app: layers.app, groups: layers.groups, device: layers.device, deviceID: device.id)
         let state = try await revision(app: app, deviceID: device.id, fingerprint: effective.fingerprint(schemaVersion: metadata.version))
@@ -552,7 +558,10 @@ public final class SettingsService: Sendable {
                 return after[.device(device.id)] ?? [:]
             },
             commit: { _, deviceValues in
-                try await self.store.setValues(deviceValues, app: app, scope: .device(device.id))
+                let change = ChangeRecord(
+                    at: self.wallClock.secondsSinceEpoch(), actor: Self.deviceActor(device), kind: .values,
+                    scopes: [ChangeRecord.ScopeChange(scope: .device(device.id), patch: patch, after: deviceValues)])
+                _ = try await self.store.commit(AppWrite(app: app, values: [.device(device.id): deviceValues], change: change))
                 await self.notifyChanged(app, scope: .device(device.id))
                 let updated = try await self.settings(app: app, device: device)
                 self.logger.info(

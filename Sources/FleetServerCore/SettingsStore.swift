@@ -1,4 +1,5 @@
 import FleetJSON
+import FleetMetadata
 import FleetProtocol
 
 /// Where the server keeps its state. SQLite implements it (`FleetStoreSQLite`); a PostgreSQL
@@ -11,9 +12,10 @@ public protocol SettingsStore: Sendable {
     /// The stored metadata of `app`, or `nil`.
     func metadata(app: String) async throws -> StoredMetadata?
 
-    /// Stores metadata when the stored version is `expectedVersion` (`nil`: none stored yet).
-    /// Returns false, storing nothing, when another writer got there first.
-    func replaceMetadata(_ metadata: StoredMetadata, expectedVersion: Int?) async throws -> Bool
+    /// Stores metadata when the stored version is `expectedVersion` (`nil`: none stored yet),
+    /// and appends `change` to the app's history, in one transaction. Returns false, storing
+    /// nothing, when another writer got there first.
+    func replaceMetadata(_ metadata: StoredMetadata, expectedVersion: Int?, recording change: ChangeRecord) async throws -> Bool
 
     /// The stored metadata of every app, by app id in byte order.
     func allMetadata() async throws -> [StoredMetadata]
@@ -21,8 +23,22 @@ public protocol SettingsStore: Sendable {
     /// The values set at `scope` for `app` (empty when none).
     func values(app: String, scope: Scope) async throws -> JSONObject
 
-    /// Replaces the values at `scope` (an empty object removes the row).
-    func setValues(_ values: JSONObject, app: String, scope: Scope) async throws
+    /// Writes `write` in one transaction: each scope's new values (an empty object removes the
+    /// row), the rollout, and the history entry, whose number (the app's next revision) it
+    /// returns.
+    ///
+    /// - Throws: ``RolloutConflict``, writing nothing, when the rollout is new but the app has
+    ///   an active one, or is known but stored with another version than the one before it.
+    func commit(_ write: AppWrite) async throws -> Int64
+
+    /// The app's history, oldest first.
+    func history(app: String) async throws -> [HistoryEntry]
+
+    /// The app's rollouts, newest first (active or not).
+    func rollouts(app: String) async throws -> [Rollout]
+
+    /// Every active (running or paused) rollout, by app id.
+    func activeRollouts() async throws -> [Rollout]
 
     /// The values of the scopes one device sees, read in one transaction.
     func valueLayers(app: String, groups: [String], deviceID: String) async throws -> ValueLayers
@@ -113,6 +129,10 @@ public protocol SettingsStore: Sendable {
     /// report of the same revision and source replaces the earlier).
     func recentStatuses(deviceID: String) async throws -> [StatusRecord]
 
+    /// The recent status reports of every device for the app (see ``recentStatuses(deviceID:)``),
+    /// in no particular order.
+    func statusHistory(app: String) async throws -> [StatusRecord]
+
     /// Every device, ordered by id.
     func devices() async throws -> [Device]
 
@@ -137,6 +157,27 @@ public struct StoreNotEmpty: Error, Sendable, CustomStringConvertible {
 }
 
 extension SettingsStore {
+    /// Replaces the values at `scope` (an empty object removes the row), recorded in the history
+    /// as the store's own write (for tests and tools; the service records who wrote).
+    public func setValues(_ values: JSONObject, app: String, scope: Scope) async throws {
+        let before = try await self.values(app: app, scope: scope)
+        let change = ChangeRecord.ScopeChange(scope: scope, patch: SettingsValues.patch(from: before, to: values), after: values)
+        _ = try await commit(
+            AppWrite(app: app, values: [scope: values], change: ChangeRecord(at: 0, actor: "server", kind: .values, scopes: [change])))
+    }
+
+    /// ``replaceMetadata(_:expectedVersion:recording:)``, recorded as the store's own write.
+    public func replaceMetadata(_ metadata: StoredMetadata, expectedVersion: Int?) async throws -> Bool {
+        try await replaceMetadata(
+            metadata, expectedVersion: expectedVersion,
+            recording: ChangeRecord(at: 0, actor: "server", kind: .metadata, metadataVersion: metadata.version))
+    }
+
+    /// The app's active rollout, if any.
+    public func activeRollout(app: String) async throws -> Rollout? {
+        try await rollouts(app: app).first { $0.phase.isActive }
+    }
+
     /// One ``advanceRevision(app:deviceID:fingerprint:)`` after the other, for stores without a
     /// cheaper way.
     public func advanceRevisions(_ advances: [RevisionAdvance]) async throws -> [RevisionState] {

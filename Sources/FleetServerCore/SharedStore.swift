@@ -91,6 +91,8 @@ public struct StoreSnapshot: Sendable, Hashable {
     public var enrollmentTokens: [EnrollmentTokenRecord] = []
     public var revisions: [Revision] = []
     public var reports: [Report] = []
+    public var history: [HistoryEntry] = []
+    public var rollouts: [Rollout] = []
 
     public init() {}
 
@@ -98,7 +100,7 @@ public struct StoreSnapshot: Sendable, Hashable {
     public var counts: KeyValuePairs<String, Int> {
         [
             "metadata": metadata.count, "values": values.count, "devices": devices.count, "enrollment tokens": enrollmentTokens.count,
-            "revisions": revisions.count, "status reports": reports.count,
+            "revisions": revisions.count, "status reports": reports.count, "history entries": history.count, "rollouts": rollouts.count,
         ]
     }
 
@@ -111,6 +113,8 @@ public struct StoreSnapshot: Sendable, Hashable {
         copy.enrollmentTokens.sort { $0.id < $1.id }
         copy.revisions.sort { ($0.app, $0.deviceID) < ($1.app, $1.deviceID) }
         copy.reports.sort { ($0.app, $0.deviceID) < ($1.app, $1.deviceID) }
+        copy.history.sort { ($0.app, $0.number) < ($1.app, $1.number) }
+        copy.rollouts.sort { $0.id < $1.id }
         return copy
     }
 }

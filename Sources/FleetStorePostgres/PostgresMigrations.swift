@@ -47,6 +47,26 @@ enum PostgresMigrations {
                 source TEXT NOT NULL, received_at BIGINT NOT NULL, PRIMARY KEY (device_id, app, slot));
             """#
         ),
+        (
+            "v3: history of writes, rollouts",
+            #"""
+            CREATE TABLE history (
+                app TEXT NOT NULL, number BIGINT NOT NULL, at BIGINT NOT NULL, actor TEXT NOT NULL, message TEXT NOT NULL,
+                kind TEXT NOT NULL, scopes TEXT NOT NULL, metadata_version BIGINT, PRIMARY KEY (app, number));
+            CREATE TABLE rollouts (
+                id TEXT PRIMARY KEY, app TEXT NOT NULL, active BOOLEAN NOT NULL, version BIGINT NOT NULL,
+                started_at BIGINT NOT NULL, document TEXT NOT NULL);
+            CREATE UNIQUE INDEX rollouts_active ON rollouts (app) WHERE active;
+            CREATE INDEX rollouts_app ON rollouts (app, started_at);
+            -- What is stored now becomes each app's first entry, so that a revert can go back to it.
+            INSERT INTO history (app, number, at, actor, message, kind, scopes, metadata_version)
+            SELECT m.app, 1, extract(epoch FROM now())::bigint, 'server', 'what was stored when the history began', 'initial',
+                coalesce((SELECT json_agg(json_build_object('scope', v.scope, 'patch', v."values"::json, 'after', v."values"::json)
+                    ORDER BY v.scope) FROM scoped_values v WHERE v.app = m.app), '[]'::json)::text,
+                m.version
+            FROM metadata m;
+            """#
+        ),
     ]
 
     /// Applies the migrations not applied yet; returns the names of those it applied.

@@ -91,7 +91,7 @@ public final class PostgresStore: SettingsStore {
         return StoredMetadata(app: app, version: version, document: document)
     }
 
-    public func replaceMetadata(_ metadata: StoredMetadata, expectedVersion: Int?) async throws -> Bool {
+    public func replaceMetadata(_ metadata: StoredMetadata, expectedVersion: Int?, recording change: ChangeRecord) async throws -> Bool {
         try await transaction { connection in
             let current = try await connection.query(
                 "SELECT version FROM metadata WHERE app = \(metadata.app) FOR UPDATE", logger: self.logger
@@ -111,6 +111,7 @@ public final class PostgresStore: SettingsStore {
                     "UPDATE metadata SET version = \(metadata.version), document = \(metadata.document) WHERE app = \(metadata.app)",
                     logger: self.logger)
             }
+            _ = try await self.append(change, app: metadata.app, on: connection)
             try await self.notify(.values(app: metadata.app, scope: .defaults), on: connection)
             return true
         }
@@ -124,20 +125,105 @@ public final class PostgresStore: SettingsStore {
         return try StoredText.object(try row.decode(String.self), what: "values of \(app) at \(scope)")
     }
 
-    public func setValues(_ values: JSONObject, app: String, scope: Scope) async throws {
-        let text = JSONValue.object(values).serialized()
+    public func commit(_ write: AppWrite) async throws -> Int64 {
         try await transaction { connection in
-            if values.isEmpty {
-                try await connection.query(
-                    "DELETE FROM scoped_values WHERE app = \(app) AND scope = \(scope.description)", logger: self.logger)
-            } else {
-                try await connection.query(
-                    #"""
-                    INSERT INTO scoped_values (app, scope, "values") VALUES (\#(app), \#(scope.description), \#(text))
-                    ON CONFLICT (app, scope) DO UPDATE SET "values" = EXCLUDED."values"
-                    """#, logger: self.logger)
+            let app = write.app
+            if let rollout = write.rollout { try await self.save(rollout, on: connection) }
+            for (scope, values) in write.values {
+                if values.isEmpty {
+                    try await connection.query(
+                        "DELETE FROM scoped_values WHERE app = \(app) AND scope = \(scope.description)", logger: self.logger)
+                } else {
+                    let text = JSONValue.object(values).serialized()
+                    try await connection.query(
+                        #"""
+                        INSERT INTO scoped_values (app, scope, "values") VALUES (\#(app), \#(scope.description), \#(text))
+                        ON CONFLICT (app, scope) DO UPDATE SET "values" = EXCLUDED."values"
+                        """#, logger: self.logger)
+                }
             }
-            try await self.notify(.values(app: app, scope: scope), on: connection)
+            let number = try await self.append(write.change, app: app, on: connection)
+            for scope in write.touchedScopes { try await self.notify(.values(app: app, scope: scope), on: connection) }
+            return number
+        }
+    }
+
+    /// Appends `change` to the app's history as its next number (two writers racing for the same
+    /// number: the second's insert fails on the primary key, and its transaction rolls back).
+    private func append(_ change: ChangeRecord, app: String, on connection: PostgresConnection) async throws -> Int64 {
+        let number =
+            (try await connection.query("SELECT max(number) FROM history WHERE app = \(app)", logger: logger).collect().first
+                .flatMap { try $0.decode(Int64?.self) } ?? 0) + 1
+        try await insert(HistoryEntry(app: app, number: number, change: change), on: connection)
+        return number
+    }
+
+    private func insert(_ entry: HistoryEntry, on connection: PostgresConnection) async throws {
+        let change = entry.change
+        try await connection.query(
+            """
+            INSERT INTO history (app, number, at, actor, message, kind, scopes, metadata_version)
+            VALUES (\(entry.app), \(entry.number), \(change.at), \(change.actor), \(change.message), \(change.kind.rawValue),
+                \(change.scopesText), \(change.metadataVersion.map(Int64.init)))
+            """, logger: logger)
+    }
+
+    /// Inserts a new rollout or replaces the version before it.
+    private func save(_ rollout: Rollout, on connection: PostgresConnection) async throws {
+        if rollout.version == 1 {
+            let active = try await connection.query(
+                "SELECT 1 FROM rollouts WHERE app = \(rollout.app) AND active", logger: logger
+            ).collect()
+            guard active.isEmpty else { throw RolloutConflict(app: rollout.app) }
+            try await insert(rollout, on: connection)
+        } else {
+            let updated = try await connection.query(
+                """
+                UPDATE rollouts SET active = \(rollout.phase.isActive), version = \(rollout.version), document = \(rollout.storedJSON.serialized())
+                WHERE id = \(rollout.id) AND version = \(rollout.version - 1) RETURNING 1
+                """, logger: logger
+            ).collect()
+            guard updated.count == 1 else { throw RolloutConflict(app: rollout.app) }
+        }
+    }
+
+    private func insert(_ rollout: Rollout, on connection: PostgresConnection) async throws {
+        try await connection.query(
+            """
+            INSERT INTO rollouts (id, app, active, version, started_at, document)
+            VALUES (\(rollout.id), \(rollout.app), \(rollout.phase.isActive), \(rollout.version), \(rollout.startedAt),
+                \(rollout.storedJSON.serialized()))
+            """, logger: logger)
+    }
+
+    /// The columns ``historyEntry(_:)`` reads, in its order.
+    private static let historyColumns = "app, number, at, actor, message, kind, scopes, metadata_version"
+
+    public func history(app: String) async throws -> [HistoryEntry] {
+        try await rows("SELECT \(unescaped: Self.historyColumns) FROM history WHERE app = \(app) ORDER BY number").map(Self.historyEntry)
+    }
+
+    private static func historyEntry(_ row: PostgresRow) throws -> HistoryEntry {
+        let (app, number, at, actor, message, kindText, scopes, metadataVersion) = try row.decode(
+            (String, Int64, Int64, String, String, String, String, Int64?).self)
+        let what = "history entry \(number) of \(app)"
+        guard let kind = ChangeRecord.Kind(rawValue: kindText) else { throw StoreCorruption(what: what) }
+        return HistoryEntry(
+            app: app, number: number,
+            change: ChangeRecord(
+                at: at, actor: actor, message: message, kind: kind, scopes: try ChangeRecord.scopes(scopes, what: what),
+                metadataVersion: metadataVersion.map(Int.init)))
+    }
+
+    public func rollouts(app: String) async throws -> [Rollout] {
+        try await rows("SELECT document FROM rollouts WHERE app = \(app) ORDER BY started_at DESC, id DESC").map {
+            try Rollout(storedText: try $0.decode(String.self))
+        }
+    }
+
+    public func activeRollouts() async throws -> [Rollout] {
+        try await rows(#"SELECT document FROM rollouts WHERE active ORDER BY app COLLATE "C""#).map {
+            try Rollout(storedText: try $0.decode(String.self))
         }
     }
 
@@ -488,6 +574,12 @@ public final class PostgresStore: SettingsStore {
         ).map(Self.storedStatus).map { StatusRecord(report: $0.report, app: $0.app, deviceID: deviceID, time: $0.receivedAt) }
     }
 
+    public func statusHistory(app: String) async throws -> [StatusRecord] {
+        try await rows("SELECT \(unescaped: Self.statusColumns) FROM status_history WHERE app = \(app)").map(Self.storedStatus).map {
+            StatusRecord(report: $0.report, app: app, deviceID: $0.deviceID, time: $0.receivedAt)
+        }
+    }
+
     /// The columns ``storedStatus(_:)`` reads, in its order.
     private static let statusColumns = "app, device_id, revision, schema_version, state, message, source, received_at"
 
@@ -551,6 +643,12 @@ public final class PostgresStore: SettingsStore {
                 snapshot.reports.append(
                     .init(app: stored.app, deviceID: stored.deviceID, report: stored.report, receivedAt: stored.receivedAt))
             }
+            snapshot.history = try await connection.query(
+                #"SELECT \#(unescaped: Self.historyColumns) FROM history ORDER BY app COLLATE "C", number"#, logger: self.logger
+            ).collect().map(Self.historyEntry)
+            snapshot.rollouts = try await connection.query("SELECT document FROM rollouts ORDER BY id", logger: self.logger).collect().map {
+                try Rollout(storedText: try $0.decode(String.self))
+            }
             return snapshot
         }
     }
@@ -594,6 +692,8 @@ public final class PostgresStore: SettingsStore {
                         snapshot.reports.map { StatusRecord(report: $0.report, app: $0.app, deviceID: $0.deviceID, time: $0.receivedAt) }),
                     logger: self.logger)
             }
+            for entry in snapshot.history { try await self.insert(entry, on: connection) }
+            for rollout in snapshot.rollouts { try await self.insert(rollout, on: connection) }
             try await self.notify(.unknown, on: connection)
         }
     }

@@ -83,6 +83,37 @@ public final class SQLiteStore: SettingsStore {
                         source TEXT NOT NULL, received_at INTEGER NOT NULL, PRIMARY KEY (device_id, app, slot));
                     """)
         }
+        migrator.registerMigration("v4: history of writes, rollouts") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE history (
+                        app TEXT NOT NULL, number INTEGER NOT NULL, at INTEGER NOT NULL, actor TEXT NOT NULL, message TEXT NOT NULL,
+                        kind TEXT NOT NULL, scopes TEXT NOT NULL, metadata_version INTEGER, PRIMARY KEY (app, number));
+                    CREATE TABLE rollouts (
+                        id TEXT PRIMARY KEY, app TEXT NOT NULL, active INTEGER NOT NULL, version INTEGER NOT NULL,
+                        started_at INTEGER NOT NULL, document TEXT NOT NULL);
+                    CREATE UNIQUE INDEX rollouts_active ON rollouts (app) WHERE active = 1;
+                    CREATE INDEX rollouts_app ON rollouts (app, started_at);
+                    """)
+            // What is stored now becomes each app's first entry, so that a revert can go back to it.
+            let now = try Int64.fetchOne(db, sql: "SELECT CAST(strftime('%s', 'now') AS INTEGER)") ?? 0
+            for metadata in try Self.allMetadata(db) {
+                let scopes = try Row.fetchAll(
+                    db, sql: #"SELECT scope, "values" FROM scoped_values WHERE app = ? ORDER BY scope"#, arguments: [metadata.app]
+                ).map { row -> ChangeRecord.ScopeChange in
+                    let scopeText: String = row["scope"]
+                    guard let scope = Scope(parameter: scopeText) else {
+                        throw StoreCorruption(what: "scope \(scopeText) of \(metadata.app)")
+                    }
+                    let values = try StoredText.object(row["values"], what: "values of \(metadata.app) at \(scopeText)")
+                    return ChangeRecord.ScopeChange(scope: scope, patch: values, after: values)
+                }
+                _ = try Self.append(
+                    ChangeRecord(
+                        at: now, actor: "server", message: "what was stored when the history began", kind: .initial, scopes: scopes,
+                        metadataVersion: metadata.version), app: metadata.app, db)
+            }
+        }
         return migrator
     }
 
@@ -111,13 +142,14 @@ public final class SQLiteStore: SettingsStore {
         }
     }
 
-    public func replaceMetadata(_ metadata: StoredMetadata, expectedVersion: Int?) async throws -> Bool {
+    public func replaceMetadata(_ metadata: StoredMetadata, expectedVersion: Int?, recording change: ChangeRecord) async throws -> Bool {
         try await durableWrite { db in
             let current = try Int.fetchOne(db, sql: "SELECT version FROM metadata WHERE app = ?", arguments: [metadata.app])
             guard current == expectedVersion else { return false }
             try db.execute(
                 sql: "INSERT OR REPLACE INTO metadata (app, version, document) VALUES (?, ?, ?)",
                 arguments: [metadata.app, metadata.version, metadata.document])
+            _ = try Self.append(change, app: metadata.app, db)
             return true
         }
     }
@@ -133,16 +165,97 @@ public final class SQLiteStore: SettingsStore {
         return try StoredText.object(text, what: "values of \(app) at \(scope)")
     }
 
-    public func setValues(_ values: JSONObject, app: String, scope: Scope) async throws {
-        let text = JSONValue.object(values).serialized()
+    public func commit(_ write: AppWrite) async throws -> Int64 {
         try await durableWrite { db in
-            if values.isEmpty {
-                try db.execute(sql: "DELETE FROM scoped_values WHERE app = ? AND scope = ?", arguments: [app, scope.description])
-            } else {
-                try db.execute(
-                    sql: #"INSERT OR REPLACE INTO scoped_values (app, scope, "values") VALUES (?, ?, ?)"#,
-                    arguments: [app, scope.description, text])
+            if let rollout = write.rollout { try Self.save(rollout, db) }
+            for (scope, values) in write.values {
+                if values.isEmpty {
+                    try db.execute(sql: "DELETE FROM scoped_values WHERE app = ? AND scope = ?", arguments: [write.app, scope.description])
+                } else {
+                    try db.execute(
+                        sql: #"INSERT OR REPLACE INTO scoped_values (app, scope, "values") VALUES (?, ?, ?)"#,
+                        arguments: [write.app, scope.description, JSONValue.object(values).serialized()])
+                }
             }
+            return try Self.append(write.change, app: write.app, db)
+        }
+    }
+
+    /// Appends `change` to the app's history as its next number.
+    private static func append(_ change: ChangeRecord, app: String, _ db: Database) throws -> Int64 {
+        let number = (try Int64.fetchOne(db, sql: "SELECT max(number) FROM history WHERE app = ?", arguments: [app]) ?? 0) + 1
+        try insert(HistoryEntry(app: app, number: number, change: change), db)
+        return number
+    }
+
+    private static func insert(_ entry: HistoryEntry, _ db: Database) throws {
+        let change = entry.change
+        try db.execute(
+            sql: "INSERT INTO history (app, number, at, actor, message, kind, scopes, metadata_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            arguments: [
+                entry.app, entry.number, change.at, change.actor, change.message, change.kind.rawValue, change.scopesText,
+                change.metadataVersion,
+            ])
+    }
+
+    /// Inserts a new rollout or replaces the version before it.
+    private static func save(_ rollout: Rollout, _ db: Database) throws {
+        let document = rollout.storedJSON.serialized()
+        if rollout.version == 1 {
+            let active =
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM rollouts WHERE app = ? AND active = 1", arguments: [rollout.app]) ?? 0
+            guard active == 0 else { throw RolloutConflict(app: rollout.app) }
+            try insert(rollout, db)
+        } else {
+            try db.execute(
+                sql: "UPDATE rollouts SET active = ?, version = ?, document = ? WHERE id = ? AND version = ?",
+                arguments: [rollout.phase.isActive, rollout.version, document, rollout.id, rollout.version - 1])
+            guard db.changesCount == 1 else { throw RolloutConflict(app: rollout.app) }
+        }
+    }
+
+    private static func insert(_ rollout: Rollout, _ db: Database) throws {
+        try db.execute(
+            sql: "INSERT INTO rollouts (id, app, active, version, started_at, document) VALUES (?, ?, ?, ?, ?, ?)",
+            arguments: [
+                rollout.id, rollout.app, rollout.phase.isActive, rollout.version, rollout.startedAt, rollout.storedJSON.serialized(),
+            ])
+    }
+
+    public func history(app: String) async throws -> [HistoryEntry] {
+        try await read { db in try Self.history(db, app: app) }
+    }
+
+    private static func history(_ db: Database, app: String?) throws -> [HistoryEntry] {
+        let rows =
+            if let app {
+                try Row.fetchAll(db, sql: "SELECT * FROM history WHERE app = ? ORDER BY number", arguments: [app])
+            } else {
+                try Row.fetchAll(db, sql: "SELECT * FROM history ORDER BY app, number")
+            }
+        return try rows.map { row in
+            let app: String = row["app"]
+            let number: Int64 = row["number"]
+            let what = "history entry \(number) of \(app)"
+            guard let kind = ChangeRecord.Kind(rawValue: row["kind"]) else { throw StoreCorruption(what: what) }
+            return HistoryEntry(
+                app: app, number: number,
+                change: ChangeRecord(
+                    at: row["at"], actor: row["actor"], message: row["message"], kind: kind,
+                    scopes: try ChangeRecord.scopes(row["scopes"], what: what), metadataVersion: row["metadata_version"]))
+        }
+    }
+
+    public func rollouts(app: String) async throws -> [Rollout] {
+        try await read { db in
+            try String.fetchAll(db, sql: "SELECT document FROM rollouts WHERE app = ? ORDER BY started_at DESC, id DESC", arguments: [app])
+                .map(Rollout.init(storedText:))
+        }
+    }
+
+    public func activeRollouts() async throws -> [Rollout] {
+        try await read { db in
+            try String.fetchAll(db, sql: "SELECT document FROM rollouts WHERE active = 1 ORDER BY app").map(Rollout.init(storedText:))
         }
     }
 
@@ -463,6 +576,15 @@ public final class SQLiteStore: SettingsStore {
         }
     }
 
+    public func statusHistory(app: String) async throws -> [StatusRecord] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM status_history WHERE app = ?", arguments: [app]).map { row in
+                let stored = try Self.storedStatus(row)
+                return StatusRecord(report: stored.report, app: app, deviceID: stored.deviceID, time: stored.receivedAt)
+            }
+        }
+    }
+
     public func latestStatus(app: String, deviceID: String) async throws -> (report: StatusReport, receivedAt: Int64)? {
         let rows = try await read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM status_reports WHERE app = ? AND device_id = ?", arguments: [app, deviceID])
@@ -518,6 +640,8 @@ public final class SQLiteStore: SettingsStore {
                 return StoreSnapshot.Report(
                     app: row["app"], deviceID: stored.deviceID, report: stored.report, receivedAt: stored.receivedAt)
             }
+            snapshot.history = try Self.history(db, app: nil)
+            snapshot.rollouts = try String.fetchAll(db, sql: "SELECT document FROM rollouts ORDER BY id").map(Rollout.init(storedText:))
             return snapshot
         }
     }
@@ -560,6 +684,8 @@ public final class SQLiteStore: SettingsStore {
             }
             _ = try Self.recordStatuses(
                 snapshot.reports.map { StatusRecord(report: $0.report, app: $0.app, deviceID: $0.deviceID, time: $0.receivedAt) }, db)
+            for entry in snapshot.history { try Self.insert(entry, db) }
+            for rollout in snapshot.rollouts { try Self.insert(rollout, db) }
         }
     }
 

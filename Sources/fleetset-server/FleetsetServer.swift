@@ -242,7 +242,7 @@ struct Migrate: AsyncParsableCommand {
         abstract: "Copy a fleet from one store to another (SQLite to PostgreSQL, to scale out).",
         discussion: """
             Copies everything: metadata, values at every scope, devices with their token hashes, \
-            enrollment tokens (hashes), revisions and status reports. The destination must be empty \
+            enrollment tokens (hashes), revisions, status reports, the history of writes and the rollouts. The destination must be empty \
             (its schema is made if missing). The copy is one transaction; afterwards the destination \
             is read back and compared with the source, count by count and row by row, and the \
             command fails if they differ. Stop the server on the source first: writes made during \

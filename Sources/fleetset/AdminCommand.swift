@@ -27,8 +27,8 @@ struct AdminCommand: AsyncParsableCommand {
             written to a file of mode 0600.
             """,
         subcommands: [
-            AdminPutMetadata.self, AdminValues.self, AdminSet.self, AdminClear.self, AdminDevices.self, AdminExplain.self,
-            AdminEnrollmentToken.self, AdminEnrollmentTokens.self,
+            AdminPutMetadata.self, AdminValues.self, AdminSet.self, AdminClear.self, AdminHistory.self, AdminRevert.self,
+            AdminRollout.self, AdminDevices.self, AdminExplain.self, AdminEnrollmentToken.self, AdminEnrollmentTokens.self,
         ]
     )
 }
@@ -112,8 +112,11 @@ struct AdminPutMetadata: AsyncParsableCommand {
     @Option(name: .customLong("writable"), help: "With --moki: a top-level setting devices may change (repeatable).")
     var writableKeys: [String] = []
 
-    @Flag(help: "Store it even though stored values become invalid.")
+    @Flag(help: "Store it even though stored values become invalid, or a rollout of the app runs.")
     var force = false
+
+    @Option(help: "Why, kept in the history (fleetset admin history).")
+    var message: String = ""
 
     func run() async throws {
         let document: JSONValue
@@ -129,7 +132,7 @@ struct AdminPutMetadata: AsyncParsableCommand {
             throw CLIExit.invalidInput
         }
         let bytes = moki ? Array(document.serialized(.pretty).utf8) : try FileSystem.readFile(file)
-        let result = try await server.withClient { try await $0.putMetadata(app: appID, document: bytes, force: force) }
+        let result = try await server.withClient { try await $0.putMetadata(app: appID, document: bytes, force: force, message: message) }
         server.output(result.json) {
             "\(result.app): metadata version \(result.version) stored"
                 + (result.previousVersion.map { " (was \($0))" } ?? " (first version)")
@@ -144,12 +147,6 @@ struct ScopeOptions: ParsableArguments {
 
     @Option(help: "app, group:NAME or device:ID.")
     var scope: String = "app"
-
-    /// Sends `patch` to the scope and prints the scope's values after it.
-    func apply(_ patch: JSONObject, through server: ServerOptions) async throws {
-        let values = try await server.withClient { try await $0.patchValues(app: app, scope: scope, patch: patch) }
-        server.output(values.json) { ScopedValuesText.render(values) }
-    }
 }
 
 /// `fleetset admin values --app A --scope S`.
@@ -173,10 +170,13 @@ struct AdminSet: AsyncParsableCommand {
             Each VALUE is read as JSON when it is JSON (5, true, "text", [1,2], {"a":1}) and as a \
             string otherwise: volume=5 sets a number, title=Hello a string. The server checks the \
             change against the metadata for every device it reaches before storing it.
+
+            With --rollout the change is staged: devices get it wave by wave, each wave once             the one before reported applied, and the rollout pauses when too many report errors             (--pause-on-errors) or a wave does not report in time (--wave-wait). See fleetset             admin rollout.
             """)
 
     @OptionGroup var server: ServerOptions
     @OptionGroup var target: ScopeOptions
+    @OptionGroup var change: ChangeOptions
 
     @Argument(help: "KEY=VALUE pairs.", transform: Assignment.parse)
     var assignments: [Assignment]
@@ -186,7 +186,7 @@ struct AdminSet: AsyncParsableCommand {
         for assignment in assignments {
             patch[assignment.key] = (try? JSONParser.parse(assignment.valueText)) ?? .string(assignment.valueText)
         }
-        try await target.apply(patch, through: server)
+        try await change.apply(patch, to: target, through: server)
     }
 }
 
@@ -198,13 +198,15 @@ struct AdminClear: AsyncParsableCommand {
     @OptionGroup var server: ServerOptions
     @OptionGroup var target: ScopeOptions
 
+    @OptionGroup var change: ChangeOptions
+
     @Argument(help: "The keys to clear.")
     var keys: [String]
 
     func run() async throws {
         var patch = JSONObject()
         for key in keys { patch[key] = .null }
-        try await target.apply(patch, through: server)
+        try await change.apply(patch, to: target, through: server)
     }
 }
 

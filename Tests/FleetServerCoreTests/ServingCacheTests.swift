@@ -57,7 +57,7 @@ struct ServingCacheTests {
                         reads.withLock { $0 += 1 }
                         for await _ in gate { break }
                         return parts
-                    }.fingerprint
+                    }.stored.fingerprint
                 }
             }
             // Every caller has started; give them a moment to reach the cache (waiting, not
@@ -70,7 +70,7 @@ struct ServingCacheTests {
         }
         #expect(reads.withLock { $0 } == 1)
         #expect(Set(layers).count == 1 && layers.first! != nil)
-        #expect(cache.sharedLayers(app: "kiosk", groups: ["lobby"])?.valuesText == #"{"volume":7}"#)
+        #expect(cache.sharedLayers(app: "kiosk", groups: ["lobby"])?.stored.valuesText == #"{"volume":7}"#)
     }
 
     @Test("a write while a read is under way: the read's result is not kept, and later callers read again")
@@ -95,11 +95,11 @@ struct ServingCacheTests {
             reads.withLock { $0 += 1 }
             return self.parts(["volume": 2])
         }
-        #expect(fresh.valuesText == #"{"volume":2}"#)
+        #expect(fresh.stored.valuesText == #"{"volume":2}"#)
         open.yield()
-        #expect(try await first.value.valuesText == #"{"volume":1}"#)
+        #expect(try await first.value.stored.valuesText == #"{"volume":1}"#)
         #expect(reads.withLock { $0 } == 2)
-        #expect(cache.sharedLayers(app: "kiosk", groups: [])?.valuesText == #"{"volume":2}"#)
+        #expect(cache.sharedLayers(app: "kiosk", groups: [])?.stored.valuesText == #"{"volume":2}"#)
     }
 
     @Test("a device change forgets its token, its pending token, its own values and its revisions, and no other device's")
@@ -144,9 +144,9 @@ struct ServingCacheTests {
     func sharedLayers() async throws {
         let cache = ServingCache()
         let layers = try await cache.sharedLayers(app: "kiosk", groups: ["b", "a", "b"]) { self.parts(["volume": 7]) }
-        #expect(cache.sharedLayers(app: "kiosk", groups: ["a", "b"])?.fingerprint == layers.fingerprint)
-        #expect(layers.valuesText == #"{"volume":7}"#)
-        #expect(layers.fingerprint == layers.effective.fingerprint(schemaVersion: 1))
+        #expect(cache.sharedLayers(app: "kiosk", groups: ["a", "b"])?.stored.fingerprint == layers.stored.fingerprint)
+        #expect(layers.stored.valuesText == #"{"volume":7}"#)
+        #expect(layers.stored.fingerprint == layers.stored.effective.fingerprint(schemaVersion: 1))
     }
 
     @Test("a revision never goes back: of two racing requests the later revision stays")

@@ -136,7 +136,11 @@ struct TestFleetServer: Sendable {
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let app = try FleetServerApplication.make(
             service: service,
-            options: ServerOptions(host: "127.0.0.1", port: 0, readTimeout: readTimeout, limits: limits, metrics: registry), logger: logger,
+            // Rollouts move on when a test calls `superviseRollouts()`, not on a timer.
+            options: ServerOptions(
+                host: "127.0.0.1", port: 0, readTimeout: readTimeout, limits: limits, metrics: registry,
+                rolloutCheckInterval: .seconds(86_400)),
+            logger: logger,
             onServerRunning: { port in
                 portContinuation.yield(port)
                 portContinuation.finish()

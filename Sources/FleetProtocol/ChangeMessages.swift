@@ -1,0 +1,471 @@
+import FleetJSON
+
+/// One step of a staged rollout: a share of the devices the change reaches, by a stable hash of
+/// their ids (`5%`, `0.5%`, `100%`), or the devices of a named group (`group:canary`).
+///
+/// Shares are cumulative: in `5%,25%,100%` the second wave takes the devices whose hash falls
+/// below 25% and are not in the first. A device belongs to the first wave that takes it.
+public enum RolloutWave: Sendable, Hashable, CustomStringConvertible {
+    /// Devices whose hash bucket (0 to 9,999) is below `basisPoints` (100 = 1%).
+    case share(basisPoints: Int)
+    /// The devices in this group.
+    case group(String)
+
+    /// Every device the change reaches.
+    public static let everyone = RolloutWave.share(basisPoints: 10_000)
+
+    /// Reads `5%`, `0.25%`, `100%` or `group:NAME`; `nil` for anything else (a share above
+    /// 100% or with more than two decimals, an empty group name).
+    public init?(_ text: String) {
+        if text.hasPrefix("group:") {
+            let name = String(text.dropFirst("group:".count))
+            guard (1...128).contains(name.unicodeScalars.count),
+                !name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+            else { return nil }
+            self = .group(name)
+            return
+        }
+        guard text.hasSuffix("%") else { return nil }
+        let number = text.dropLast()
+        let parts = number.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), let whole = Int(parts[0]), whole >= 0, parts[0].allSatisfy(\.isASCII) else { return nil }
+        var hundredths = whole * 100
+        if parts.count == 2 {
+            let fraction = parts[1]
+            guard (1...2).contains(fraction.count), fraction.allSatisfy({ $0.isASCII && $0.isNumber }), let digits = Int(fraction) else {
+                return nil
+            }
+            hundredths += fraction.count == 1 ? digits * 10 : digits
+        }
+        guard (1...10_000).contains(hundredths) else { return nil }
+        self = .share(basisPoints: hundredths)
+    }
+
+    /// `5%`, `0.25%` or `group:NAME`.
+    public var description: String {
+        switch self {
+        case .group(let name): return "group:\(name)"
+        case .share(let basisPoints): return Self.percentText(basisPoints: basisPoints)
+        }
+    }
+
+    /// A share in basis points as a percentage: `0%`, `2%`, `2.5%`, `0.25%`.
+    public static func percentText(basisPoints: Int) -> String {
+        let whole = basisPoints / 100
+        let fraction = basisPoints % 100
+        if fraction == 0 { return "\(whole)%" }
+        return fraction % 10 == 0 ? "\(whole).\(fraction / 10)%" : "\(whole).\(fraction < 10 ? "0" : "")\(fraction)%"
+    }
+
+    /// Reads a list of waves; the last must be `100%` (every device the change reaches), shares
+    /// must grow, and no group may repeat.
+    public static func list(_ texts: [String]) -> Result<[RolloutWave], RolloutWaveError> {
+        guard !texts.isEmpty, texts.count <= 20 else { return .failure(RolloutWaveError(index: nil, "name 1 to 20 waves")) }
+        var waves: [RolloutWave] = []
+        var lastShare = 0
+        for (index, text) in texts.enumerated() {
+            guard let wave = RolloutWave(text) else {
+                return .failure(RolloutWaveError(index: index, "\"\(text)\" is not a wave: write a share like 5% or 0.5%, or group:NAME"))
+            }
+            if case .share(let basisPoints) = wave {
+                guard basisPoints > lastShare else {
+                    return .failure(RolloutWaveError(index: index, "\(wave) is not more than the wave before it: shares are cumulative"))
+                }
+                lastShare = basisPoints
+            }
+            guard !waves.contains(wave) else { return .failure(RolloutWaveError(index: index, "\(wave) is named twice")) }
+            waves.append(wave)
+        }
+        guard waves.last == .everyone else {
+            return .failure(RolloutWaveError(index: texts.count - 1, "the last wave must be 100%, so that the change reaches every device"))
+        }
+        return .success(waves)
+    }
+}
+
+/// Why a list of waves was refused: which one (its index) and what is wrong.
+public struct RolloutWaveError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let index: Int?
+    public let message: String
+
+    public init(index: Int?, _ message: String) {
+        self.index = index
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// `POST /v1/admin/apps/{app}/rollouts`: a merge patch of one scope's values, staged in waves.
+public struct RolloutRequest: Sendable, Hashable {
+    /// `app` or `group:NAME` (a device scope reaches one device: nothing to stage).
+    public var scope: String
+    public var patch: JSONObject
+    public var waves: [RolloutWave]
+    /// Pause when `error` plus `unsupported` reports exceed this share of the devices admitted
+    /// so far, in basis points (200 = 2%).
+    public var pauseOnErrorsBasisPoints: Int
+    /// How long each wave has to report before the rollout pauses, in seconds.
+    public var waveWaitSeconds: Int64
+    public var message: String
+
+    /// The default threshold: any error or unsupported report pauses (0%).
+    public static let defaultPauseOnErrors = 0
+    /// The default time a wave has to report: 10 minutes.
+    public static let defaultWaveWait: Int64 = 600
+    /// The allowed times a wave has to report: 5 seconds to a week.
+    public static let waveWaits: ClosedRange<Int64> = 5...604_800
+
+    public init(
+        scope: String, patch: JSONObject, waves: [RolloutWave], pauseOnErrorsBasisPoints: Int = defaultPauseOnErrors,
+        waveWaitSeconds: Int64 = defaultWaveWait, message: String = ""
+    ) {
+        self.scope = scope
+        self.patch = patch
+        self.waves = waves
+        self.pauseOnErrorsBasisPoints = pauseOnErrorsBasisPoints
+        self.waveWaitSeconds = waveWaitSeconds
+        self.message = message
+    }
+
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["scope", "patch", "waves", "pauseOnErrorsPercent", "waveWaitSeconds", "message"])
+        scope = try reader.string("scope", maximumLength: 256)
+        patch = try reader.values("patch")
+        guard !patch.isEmpty else { throw DocumentError(at: JSONPointer.root.appending("patch"), "must change at least one setting") }
+        let texts = try reader.array("waves") { value, pointer throws(DocumentError) in
+            guard case .string(let text) = value else {
+                throw DocumentError(at: pointer, "must be a string like \"5%\" or \"group:canary\"")
+            }
+            return text
+        }
+        switch RolloutWave.list(texts) {
+        case .success(let waves): self.waves = waves
+        case .failure(let error):
+            throw DocumentError(at: error.index.map { JSONPointer.root.appending("waves").appending(index: $0) } ?? .root, error.message)
+        }
+        pauseOnErrorsBasisPoints = try Self.percent(reader, "pauseOnErrorsPercent") ?? Self.defaultPauseOnErrors
+        waveWaitSeconds = try reader.integer("waveWaitSeconds", in: Self.waveWaits, default: Self.defaultWaveWait)
+        message = try reader.optionalString("message", maximumLength: 1024) ?? ""
+    }
+
+    /// A percentage from 0 to 100 with at most two decimals, in basis points.
+    static func percent(_ reader: ObjectReader, _ key: String) throws(DocumentError) -> Int? {
+        guard let value = reader.object[key] else { return nil }
+        guard case .number(let number) = value, case let hundredths = (number.doubleValue * 100).rounded(),
+            abs(hundredths - number.doubleValue * 100) < 1e-6, (0...10_000).contains(hundredths)
+        else { throw DocumentError(at: reader.location.appending(key), "must be a percentage from 0 to 100 with at most two decimals") }
+        return Int(hundredths)
+    }
+
+    public var json: JSONValue {
+        [
+            "scope": .string(scope), "patch": .object(patch), "waves": .array(waves.map { .string($0.description) }),
+            "pauseOnErrorsPercent": .number(.double(Double(pauseOnErrorsBasisPoints) / 100)),
+            "waveWaitSeconds": .number(.integer(waveWaitSeconds)), "message": .string(message),
+        ]
+    }
+}
+
+/// Where a rollout is: running, paused (with why), completed or aborted.
+public enum RolloutPhase: String, Sendable, CaseIterable {
+    case running
+    case paused
+    case completed
+    case aborted
+
+    /// Running or paused: the rollout still decides what devices get.
+    public var isActive: Bool { self == .running || self == .paused }
+}
+
+/// One device's part in a rollout's admitted waves, as `rollout status` lists the ones that
+/// are not done.
+public struct RolloutDeviceState: Sendable, Hashable {
+    public enum Outcome: String, Sendable, CaseIterable {
+        /// Reported `applied` for the staged values (and so did its app, when it acknowledges).
+        case applied
+        /// Reported `error` or `unsupported` for them.
+        case failed
+        /// Has not fetched them, or not reported on them yet.
+        case waiting
+    }
+
+    public var device: String
+    public var wave: Int
+    public var outcome: Outcome
+    /// The report's state and message for a failure; what it waits for otherwise.
+    public var detail: String
+
+    public init(device: String, wave: Int, outcome: Outcome, detail: String) {
+        self.device = device
+        self.wave = wave
+        self.outcome = outcome
+        self.detail = detail
+    }
+
+    public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
+        let reader = try ObjectReader(json, at: location, allowed: ["device", "wave", "outcome", "detail"])
+        device = try reader.string("device", maximumLength: 128)
+        wave = Int(try reader.count("wave"))
+        outcome = try reader.oneOf("outcome", Outcome.self)
+        detail = try reader.string("detail")
+    }
+
+    public var json: JSONValue {
+        [
+            "device": .string(device), "wave": .number(.integer(Int64(wave))), "outcome": .string(outcome.rawValue),
+            "detail": .string(detail),
+        ]
+    }
+}
+
+/// How far one wave got.
+public struct RolloutWaveProgress: Sendable, Hashable {
+    public var wave: RolloutWave
+    public var devices: Int64
+    public var applied: Int64
+    public var failed: Int64
+    public var waiting: Int64
+
+    public init(wave: RolloutWave, devices: Int64, applied: Int64, failed: Int64, waiting: Int64) {
+        self.wave = wave
+        self.devices = devices
+        self.applied = applied
+        self.failed = failed
+        self.waiting = waiting
+    }
+
+    public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
+        let reader = try ObjectReader(json, at: location, allowed: ["wave", "devices", "applied", "failed", "waiting"])
+        guard let wave = RolloutWave(try reader.string("wave", maximumLength: 140)) else {
+            throw DocumentError(at: location.appending("wave"), "must be a wave like \"5%\" or \"group:canary\"")
+        }
+        self.wave = wave
+        devices = try reader.count("devices")
+        applied = try reader.count("applied")
+        failed = try reader.count("failed")
+        waiting = try reader.count("waiting")
+    }
+
+    public var json: JSONValue {
+        [
+            "wave": .string(wave.description), "devices": .number(.integer(devices)), "applied": .number(.integer(applied)),
+            "failed": .number(.integer(failed)), "waiting": .number(.integer(waiting)),
+        ]
+    }
+}
+
+/// A rollout as admins see it: `GET /v1/admin/apps/{app}/rollout` and the answers of starting,
+/// resuming and aborting one. Secrets in the patch are masked.
+public struct RolloutView: Sendable, Hashable {
+    public var id: String
+    public var app: String
+    public var scope: String
+    public var patch: JSONObject
+    public var waves: [RolloutWave]
+    public var pauseOnErrorsBasisPoints: Int
+    public var waveWaitSeconds: Int64
+    public var phase: RolloutPhase
+    /// The index of the wave admitted last (0 for the first).
+    public var currentWave: Int
+    public var waveStartedAt: Int64
+    public var startedAt: Int64
+    public var endedAt: Int64?
+    /// Why it paused, when it is paused; why it ended, when aborted.
+    public var reason: String
+    public var actor: String
+    public var message: String
+    /// One per wave admitted so far.
+    public var progress: [RolloutWaveProgress]
+    /// The admitted devices that failed or still wait, failures first (at most 50).
+    public var devices: [RolloutDeviceState]
+
+    public init(
+        id: String, app: String, scope: String, patch: JSONObject, waves: [RolloutWave], pauseOnErrorsBasisPoints: Int,
+        waveWaitSeconds: Int64, phase: RolloutPhase, currentWave: Int, waveStartedAt: Int64, startedAt: Int64, endedAt: Int64?,
+        reason: String, actor: String, message: String, progress: [RolloutWaveProgress], devices: [RolloutDeviceState]
+    ) {
+        self.id = id
+        self.app = app
+        self.scope = scope
+        self.patch = patch
+        self.waves = waves
+        self.pauseOnErrorsBasisPoints = pauseOnErrorsBasisPoints
+        self.waveWaitSeconds = waveWaitSeconds
+        self.phase = phase
+        self.currentWave = currentWave
+        self.waveStartedAt = waveStartedAt
+        self.startedAt = startedAt
+        self.endedAt = endedAt
+        self.reason = reason
+        self.actor = actor
+        self.message = message
+        self.progress = progress
+        self.devices = devices
+    }
+
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(
+            json,
+            allowed: [
+                "id", "app", "scope", "patch", "waves", "pauseOnErrorsPercent", "waveWaitSeconds", "phase", "currentWave", "waveStartedAt",
+                "startedAt", "endedAt", "reason", "actor", "message", "progress", "devices",
+            ])
+        id = try reader.string("id", maximumLength: 128)
+        app = try reader.string("app", maximumLength: 64)
+        scope = try reader.string("scope", maximumLength: 256)
+        patch = try reader.values("patch")
+        waves = try reader.array("waves") { value, pointer throws(DocumentError) in
+            guard case .string(let text) = value, let wave = RolloutWave(text) else { throw DocumentError(at: pointer, "must be a wave") }
+            return wave
+        }
+        pauseOnErrorsBasisPoints = try RolloutRequest.percent(reader, "pauseOnErrorsPercent") ?? 0
+        waveWaitSeconds = try reader.count("waveWaitSeconds")
+        phase = try reader.oneOf("phase", RolloutPhase.self)
+        currentWave = Int(try reader.count("currentWave"))
+        waveStartedAt = try reader.timestamp("waveStartedAt")
+        startedAt = try reader.timestamp("startedAt")
+        endedAt = try reader.nullableTimestamp("endedAt")
+        reason = try reader.string("reason")
+        actor = try reader.string("actor", maximumLength: 256)
+        message = try reader.string("message")
+        progress = try reader.array("progress") { value, pointer throws(DocumentError) in try RolloutWaveProgress(json: value, at: pointer)
+        }
+        devices = try reader.array("devices") { value, pointer throws(DocumentError) in try RolloutDeviceState(json: value, at: pointer) }
+    }
+
+    public var json: JSONValue {
+        [
+            "id": .string(id), "app": .string(app), "scope": .string(scope), "patch": .object(patch),
+            "waves": .array(waves.map { .string($0.description) }),
+            "pauseOnErrorsPercent": .number(.double(Double(pauseOnErrorsBasisPoints) / 100)),
+            "waveWaitSeconds": .number(.integer(waveWaitSeconds)), "phase": .string(phase.rawValue),
+            "currentWave": .number(.integer(Int64(currentWave))), "waveStartedAt": .string(Timestamp.format(waveStartedAt)),
+            "startedAt": .string(Timestamp.format(startedAt)), "endedAt": endedAt.map { .string(Timestamp.format($0)) } ?? .null,
+            "reason": .string(reason), "actor": .string(actor), "message": .string(message), "progress": .array(progress.map(\.json)),
+            "devices": .array(devices.map(\.json)),
+        ]
+    }
+}
+
+/// One write kept in an app's history: `GET /v1/admin/apps/{app}/history`. Secrets are masked.
+public struct HistoryRecord: Sendable, Hashable {
+    /// What one scope was changed by and to.
+    public struct ScopeChange: Sendable, Hashable {
+        public var scope: String
+        /// The merge patch written (for a revert or a completed rollout: what it amounted to).
+        public var patch: JSONObject
+        /// The scope's values after the write.
+        public var values: JSONObject
+
+        public init(scope: String, patch: JSONObject, values: JSONObject) {
+            self.scope = scope
+            self.patch = patch
+            self.values = values
+        }
+
+        public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
+            let reader = try ObjectReader(json, at: location, allowed: ["scope", "patch", "values"])
+            scope = try reader.string("scope", maximumLength: 256)
+            patch = try reader.values("patch")
+            values = try reader.values("values")
+        }
+
+        public var json: JSONValue { ["scope": .string(scope), "patch": .object(patch), "values": .object(values)] }
+    }
+
+    /// The app's revision this write made (numbers grow by one per write, per app).
+    public var revision: Int64
+    public var at: Int64
+    /// Who wrote: `admin (token 1a2b3c4d)`, `console (token 1a2b3c4d)`, `device d-…`, `server`.
+    public var actor: String
+    public var message: String
+    /// `values`, `metadata`, `revert`, `rollout` (started, advanced, paused, resumed, completed,
+    /// aborted) or `initial` (values stored before the history began).
+    public var kind: String
+    public var scopes: [ScopeChange]
+    /// The metadata version a `metadata` write stored.
+    public var metadataVersion: Int64?
+
+    public init(
+        revision: Int64, at: Int64, actor: String, message: String, kind: String, scopes: [ScopeChange], metadataVersion: Int64?
+    ) {
+        self.revision = revision
+        self.at = at
+        self.actor = actor
+        self.message = message
+        self.kind = kind
+        self.scopes = scopes
+        self.metadataVersion = metadataVersion
+    }
+
+    public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
+        let reader = try ObjectReader(
+            json, at: location, allowed: ["revision", "at", "actor", "message", "kind", "scopes", "metadataVersion"])
+        revision = try reader.count("revision")
+        at = try reader.timestamp("at")
+        actor = try reader.string("actor", maximumLength: 256)
+        message = try reader.string("message")
+        kind = try reader.string("kind", maximumLength: 64)
+        scopes = try reader.array("scopes") { value, pointer throws(DocumentError) in try ScopeChange(json: value, at: pointer) }
+        metadataVersion = try reader.nullableCount("metadataVersion")
+    }
+
+    public var json: JSONValue {
+        [
+            "revision": .number(.integer(revision)), "at": .string(Timestamp.format(at)), "actor": .string(actor),
+            "message": .string(message), "kind": .string(kind), "scopes": .array(scopes.map(\.json)),
+            "metadataVersion": metadataVersion.map { .number(.integer($0)) } ?? .null,
+        ]
+    }
+}
+
+/// `GET /v1/admin/apps/{app}/history`: the app's writes, oldest first.
+public struct HistoryList: Sendable, Hashable {
+    public var app: String
+    public var entries: [HistoryRecord]
+
+    public init(app: String, entries: [HistoryRecord]) {
+        self.app = app
+        self.entries = entries
+    }
+
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["app", "entries"])
+        app = try reader.string("app", maximumLength: 64)
+        entries = try reader.array("entries") { value, pointer throws(DocumentError) in try HistoryRecord(json: value, at: pointer) }
+    }
+
+    public var json: JSONValue { ["app": .string(app), "entries": .array(entries.map(\.json))] }
+}
+
+/// `POST /v1/admin/apps/{app}/revert`: make the values as they were after revision `to`.
+public struct RevertRequest: Sendable, Hashable {
+    public var to: Int64
+    /// Only this scope (`app`, `group:NAME`, `device:ID`); `nil`: every scope.
+    public var scope: String?
+    public var message: String
+    /// Revert even though a rollout of the app is running (it is aborted).
+    public var force: Bool
+
+    public init(to: Int64, scope: String? = nil, message: String = "", force: Bool = false) {
+        self.to = to
+        self.scope = scope
+        self.message = message
+        self.force = force
+    }
+
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["to", "scope", "message", "force"])
+        to = try reader.count("to")
+        scope = try reader.optionalString("scope", maximumLength: 256)
+        message = try reader.optionalString("message", maximumLength: 1024) ?? ""
+        force = try reader.optionalBool("force") ?? false
+    }
+
+    public var json: JSONValue {
+        var object: JSONObject = ["to": .number(.integer(to)), "message": .string(message), "force": .bool(force)]
+        if let scope { object["scope"] = .string(scope) }
+        return .object(object)
+    }
+}

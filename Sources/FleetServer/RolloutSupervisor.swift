@@ -1,0 +1,26 @@
+import FleetServerCore
+import Logging
+import ServiceLifecycle
+
+/// Moves staged rollouts on: every `interval`, ``SettingsService/superviseRollouts()`` looks
+/// at each running rollout and admits, completes or pauses it. Runs beside the HTTP server
+/// until a graceful shutdown; a failed pass (the database away) is logged and tried again at
+/// the next tick, never ending the server.
+struct RolloutSupervisor: Service {
+    let service: SettingsService
+    let interval: Duration
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    try await service.superviseRollouts()
+                } catch {
+                    logger.error("rollout supervision failed", metadata: ["event": "rollout-supervision", "error": "\(error)"])
+                }
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+}

@@ -1,0 +1,188 @@
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+
+/// A staged change of one scope's values: which devices get it so far, and what the gate
+/// decided. A value: the store keeps it, ``RolloutGate`` moves it on, and the serving path asks
+/// it which devices are admitted.
+///
+/// While it is active the stored values stay what they were (what devices outside the admitted
+/// waves keep getting); the admitted devices get the scope's values with ``patch`` merged in.
+/// When it completes, the patch is written into the stored values; when it is aborted, nothing
+/// is, and every device is back on the stored values.
+public struct Rollout: Sendable, Hashable {
+    public var id: String
+    public var app: String
+    /// ``Scope/app`` or a group.
+    public var scope: Scope
+    /// The staged merge patch.
+    public var patch: JSONObject
+    public var waves: [RolloutWave]
+    /// See ``RolloutRequest/pauseOnErrorsBasisPoints``.
+    public var pauseOnErrorsBasisPoints: Int
+    public var waveWaitSeconds: Int64
+    public var phase: RolloutPhase
+    /// The index of the last wave admitted.
+    public var currentWave: Int
+    public var waveStartedAt: Int64
+    public var startedAt: Int64
+    public var endedAt: Int64?
+    /// Why it paused or was aborted; empty while it runs.
+    public var reason: String
+    public var actor: String
+    public var message: String
+    /// Counts its writes: 1 when started (see ``AppWrite/rollout``).
+    public var version: Int64
+
+    public init(
+        id: String, app: String, scope: Scope, patch: JSONObject, waves: [RolloutWave], pauseOnErrorsBasisPoints: Int,
+        waveWaitSeconds: Int64, phase: RolloutPhase = .running, currentWave: Int = 0, waveStartedAt: Int64, startedAt: Int64,
+        endedAt: Int64? = nil, reason: String = "", actor: String, message: String = "", version: Int64 = 1
+    ) {
+        self.id = id
+        self.app = app
+        self.scope = scope
+        self.patch = patch
+        self.waves = waves
+        self.pauseOnErrorsBasisPoints = pauseOnErrorsBasisPoints
+        self.waveWaitSeconds = waveWaitSeconds
+        self.phase = phase
+        self.currentWave = currentWave
+        self.waveStartedAt = waveStartedAt
+        self.startedAt = startedAt
+        self.endedAt = endedAt
+        self.reason = reason
+        self.actor = actor
+        self.message = message
+        self.version = version
+    }
+
+    // MARK: - Who gets what
+
+    /// Whether the change reaches `device` at all (an app-scope change every device of the app,
+    /// a group's the devices in it).
+    public func reaches(_ device: Device) -> Bool {
+        switch scope {
+        case .group(let name): return device.groups.contains(name)
+        default: return true
+        }
+    }
+
+    /// Whether the change reaches devices in `groups`.
+    public func reaches(groups: [String]) -> Bool {
+        if case .group(let name) = scope { return groups.contains(name) }
+        return true
+    }
+
+    /// The wave `device` is in: the first whose group it is in, or whose share its hash bucket
+    /// falls below (the last wave, 100%, takes every device).
+    public func wave(of device: Device) -> Int {
+        let bucket = Self.bucket(device.id)
+        for (index, wave) in waves.enumerated() {
+            switch wave {
+            case .group(let name) where device.groups.contains(name): return index
+            case .share(let basisPoints) where bucket < basisPoints: return index
+            default: continue
+            }
+        }
+        return waves.count - 1
+    }
+
+    /// Whether `device` gets the staged values now: the rollout is active, reaches it, and has
+    /// admitted its wave.
+    public func admits(_ device: Device) -> Bool {
+        phase.isActive && reaches(device) && wave(of: device) <= currentWave
+    }
+
+    /// The layers a device sees with the staged patch merged into the rollout's scope.
+    public func staged(_ layers: ValueLayers) -> ValueLayers {
+        var staged = layers
+        switch scope {
+        case .app: staged.app = Self.merged(layers.app, patch)
+        case .group(let name): staged.groups[name] = Self.merged(layers.groups[name] ?? [:], patch)
+        case .defaults, .device: break
+        }
+        return staged
+    }
+
+    /// The layers `device` sees: staged when it is admitted.
+    public func layers(_ layers: ValueLayers, for device: Device) -> ValueLayers {
+        admits(device) ? staged(layers) : layers
+    }
+
+    /// A device id's place in the fleet for share waves: 0 to 9,999, from FNV-1a of the id.
+    /// Stable across rollouts and restarts, so the first 5% is the same devices every time
+    /// (a fleet's canaries stay its canaries).
+    public static func bucket(_ deviceID: String) -> Int {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in deviceID.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01B3
+        }
+        // Fold the high bits in: FNV's low bits alone are poorly spread for short ids.
+        return Int((hash ^ (hash >> 32)) % 10_000)
+    }
+
+    /// The rollout without `keys` (a forced write took them over): aborted when nothing is left.
+    public func without(keys: [String], at time: Int64) -> Rollout {
+        var changed = self
+        for key in keys { changed.patch[key] = nil }
+        guard changed.patch.isEmpty else {
+            changed.version += 1
+            return changed
+        }
+        changed.end(.aborted, at: time, reason: "a forced write took over every setting it staged")
+        return changed
+    }
+
+    /// The top-level settings the rollout changes.
+    public var keys: Set<String> { Set(patch.keys) }
+
+    static func merged(_ values: JSONObject, _ patch: JSONObject) -> JSONObject {
+        guard case .object(let result) = SettingsValues.mergePatch(.object(values), .object(patch)) else { return [:] }
+        return result
+    }
+
+    // MARK: - Stored form
+
+    /// The JSON the stores keep (the patch unmasked: it is what devices will get).
+    public var storedJSON: JSONValue {
+        [
+            "id": .string(id), "app": .string(app), "scope": .string(scope.description), "patch": .object(patch),
+            "waves": .array(waves.map { .string($0.description) }), "pauseOnErrors": .number(.integer(Int64(pauseOnErrorsBasisPoints))),
+            "waveWait": .number(.integer(waveWaitSeconds)), "phase": .string(phase.rawValue),
+            "currentWave": .number(.integer(Int64(currentWave))), "waveStartedAt": .number(.integer(waveStartedAt)),
+            "startedAt": .number(.integer(startedAt)), "endedAt": endedAt.map { .number(.integer($0)) } ?? .null,
+            "reason": .string(reason), "actor": .string(actor), "message": .string(message), "version": .number(.integer(version)),
+        ]
+    }
+
+    /// Reads ``storedJSON`` back.
+    ///
+    /// - Throws: ``StoreCorruption`` when `text` is not a rollout fleetset stored.
+    public init(storedText text: String) throws {
+        let what = "rollout"
+        guard case .object(let object)? = try? JSONParser.parse(text) else { throw StoreCorruption(what: what) }
+        func string(_ key: String) throws -> String {
+            guard case .string(let value)? = object[key] else { throw StoreCorruption(what: what) }
+            return value
+        }
+        func integer(_ key: String) throws -> Int64 {
+            guard case .number(let number)? = object[key], let value = number.int64Value else { throw StoreCorruption(what: what) }
+            return value
+        }
+        guard let scope = Scope(parameter: try string("scope")), case .object(let patch)? = object["patch"],
+            case .array(let waveTexts)? = object["waves"], let phase = RolloutPhase(rawValue: try string("phase"))
+        else { throw StoreCorruption(what: what) }
+        let waves = try waveTexts.map { text -> RolloutWave in
+            guard case .string(let wave) = text, let parsed = RolloutWave(wave) else { throw StoreCorruption(what: what) }
+            return parsed
+        }
+        self.init(
+            id: try string("id"), app: try string("app"), scope: scope, patch: patch, waves: waves,
+            pauseOnErrorsBasisPoints: Int(try integer("pauseOnErrors")), waveWaitSeconds: try integer("waveWait"), phase: phase,
+            currentWave: Int(try integer("currentWave")), waveStartedAt: try integer("waveStartedAt"), startedAt: try integer("startedAt"),
+            endedAt: object["endedAt"] == .null ? nil : try integer("endedAt"), reason: try string("reason"), actor: try string("actor"),
+            message: try string("message"), version: try integer("version"))
+    }
+}

@@ -1,0 +1,152 @@
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+import Logging
+
+extension SettingsService {
+    /// Who an admin write through the API is recorded as: `admin (token 1a2b3c4d)`, naming the
+    /// credential by a digest of its hash (never the token).
+    public var adminActor: String { "admin (token \(adminCredentialDigest))" }
+
+    /// Who an admin write through the console is recorded as.
+    public var consoleActor: String { "console (token \(adminCredentialDigest))" }
+
+    /// Who a device's own write is recorded as.
+    static func deviceActor(_ device: Device) -> String { "device \(device.id)" }
+
+    /// The app's history, oldest first, secrets masked; with `scope`, only the writes of that
+    /// scope; with `limit`, only the newest that many.
+    ///
+    /// - Throws: 400 for a bad scope or limit, 404 for an unknown app.
+    public func history(app: String, scope parameter: String?, limit: Int?) async throws -> HistoryList {
+        let metadata = try await metadata(app: app)
+        let scope = try parameter.map { text throws(ServiceError) in
+            guard let scope = Scope(parameter: text), scope != .defaults else {
+                throw ServiceError.badParameter("scope must be app, group:NAME or device:ID")
+            }
+            return scope
+        }
+        if let limit, limit < 1 { throw ServiceError.badParameter("limit must be a positive number of entries") }
+        var entries = try await store.history(app: app)
+        if let scope {
+            entries = entries.compactMap { entry in
+                guard entry.change.scopes.contains(where: { $0.scope == scope }) else { return nil }
+                var only = entry
+                only.change.scopes = entry.change.scopes.filter { $0.scope == scope }
+                return only
+            }
+        }
+        if let limit { entries = Array(entries.suffix(limit)) }
+        return HistoryList(app: app, entries: entries.map { Self.record($0, masking: metadata) })
+    }
+
+    static func record(_ entry: HistoryEntry, masking metadata: Metadata) -> HistoryRecord {
+        HistoryRecord(
+            revision: entry.number, at: entry.change.at, actor: entry.change.actor, message: entry.change.message,
+            kind: entry.change.kind.rawValue,
+            scopes: entry.change.scopes.map {
+                HistoryRecord.ScopeChange(scope: $0.scope.description, patch: metadata.masked($0.patch), values: metadata.masked($0.after))
+            },
+            metadataVersion: entry.change.metadataVersion.map(Int64.init))
+    }
+
+    /// Makes the values of every scope (or of one) what they were after history entry `to`, as
+    /// a new entry: history is never rewritten. Scopes of devices deleted since are left alone.
+    /// The values are checked against the current metadata as any write is; a metadata version
+    /// stored since is not undone (its defaults apply).
+    ///
+    /// - Throws: 400 for a malformed request or a revision the app's history does not have;
+    ///   404 for an unknown app; 409 `rollout-in-progress` while a rollout of the app runs
+    ///   (unless forced: the rollout is then aborted); 409 `nothing-to-revert`; 422 when the old
+    ///   values are not valid now.
+    public func revert(app: String, _ body: JSONValue, actor: String) async throws -> HistoryRecord {
+        let request = try Self.read(body, as: RevertRequest.init(json:))
+        _ = try await metadata(app: app)
+        var only: Scope?
+        if let parameter = request.scope { only = try await writableScope(parameter) }
+        let scopeOnly = only
+        let entry = try await writes.checkedWrite(
+            read: { () async throws -> RevertState in
+                RevertState(
+                    values: ValuesWriteState(
+                        metadata: try await self.metadata(app: app), values: try await self.store.allValues(app: app),
+                        audiences: try await self.audiences(of: scopeOnly ?? .app, app: app)),
+                    history: try await self.store.history(app: app), rollout: try await self.store.activeRollout(app: app),
+                    devices: Set(try await self.store.devices().map(\.id)))
+            },
+            check: { state -> [Scope: JSONObject] in
+                guard let last = state.history.last?.number, (1...last).contains(request.to) else {
+                    throw ServiceError.badRequest(
+                        "/to: \(app) has no revision \(request.to); its history runs from 1 to \(state.history.last?.number ?? 0)")
+                }
+                if let rollout = state.rollout, !request.force {
+                    throw Self.rolloutInProgress(rollout, doing: "revert")
+                }
+                var target = AppHistory.values(after: request.to, in: state.history)
+                let scopes = Set(target.keys).union(state.values.values.keys).filter { scope in
+                    if let scopeOnly { return scope == scopeOnly }
+                    if case .device(let id) = scope { return state.devices.contains(id) }
+                    return scope != .defaults
+                }
+                var changed: [Scope: JSONObject] = [:]
+                for scope in scopes where (target[scope] ?? [:]) != (state.values.values[scope] ?? [:]) {
+                    changed[scope] = target[scope] ?? [:]
+                }
+                // A forced revert during a rollout ends it even when the stored values are as asked.
+                guard !changed.isEmpty || state.rollout != nil else {
+                    throw ServiceError(
+                        409, "nothing-to-revert",
+                        "the values\(scopeOnly.map { " at \($0)" } ?? "") are already as they were after revision \(request.to)")
+                }
+                target = state.values.values.merging(changed) { $1 }
+                let findings = ValueAudit.newFindings(
+                    metadata: state.values.metadata, before: state.values.values, after: target, audiences: state.values.audiences)
+                guard findings.isEmpty else {
+                    throw ServiceError(
+                        422, "invalid-values", "the values of revision \(request.to) are not valid under the current metadata",
+                        details: findings.map(\.detail))
+                }
+                return changed
+            },
+            commit: { state, changed in
+                let now = self.wallClock.secondsSinceEpoch()
+                let scopes = changed.keys.sorted { $0.description.utf8.lexicographicallyPrecedes($1.description.utf8) }.map { scope in
+                    ChangeRecord.ScopeChange(
+                        scope: scope, patch: SettingsValues.patch(from: state.values.values[scope] ?? [:], to: changed[scope] ?? [:]),
+                        after: changed[scope] ?? [:])
+                }
+                var aborted = state.rollout
+                aborted?.end(.aborted, at: now, reason: "aborted by a forced revert to revision \(request.to)")
+                let message = request.message.isEmpty ? "revert to revision \(request.to)" : request.message
+                let change = ChangeRecord(at: now, actor: actor, message: message, kind: .revert, scopes: scopes)
+                let number = try await self.store.commit(AppWrite(app: app, values: changed, rollout: aborted, change: change))
+                for scope in changed.keys { await self.notifyChanged(app, scope: scope) }
+                if aborted != nil { await self.notifyChanged(app, scope: .app) }
+                self.logger.notice(
+                    "values reverted",
+                    metadata: [
+                        "event": "revert", "app": "\(app)", "to": "\(request.to)", "revision": "\(number)", "actor": "\(actor)",
+                        "scopes": "\(scopes.map(\.scope.description).joined(separator: ","))",
+                    ])
+                return HistoryEntry(app: app, number: number, change: change)
+            })
+        return Self.record(entry, masking: try await metadata(app: app))
+    }
+
+    /// What a revert is checked against.
+    struct RevertState: Equatable, Sendable {
+        let values: ValuesWriteState
+        let history: [HistoryEntry]
+        let rollout: Rollout?
+        let devices: Set<String>
+    }
+
+    /// 409 `rollout-in-progress`: what the admin tried cannot be done while `rollout` runs.
+    static func rolloutInProgress(_ rollout: Rollout, doing what: String, keys: [String] = []) -> ServiceError {
+        let which = keys.isEmpty ? "" : " of \(keys.joined(separator: ", "))"
+        return ServiceError(
+            409, "rollout-in-progress",
+            "rollout \(rollout.id) of \(rollout.app)\(which) is \(rollout.phase.rawValue) (wave \(rollout.currentWave + 1) of \(rollout.waves.count)); wait for it to complete, abort it (fleetset admin rollout abort \(rollout.app)), or \(what) with --force"
+        )
+    }
+}
