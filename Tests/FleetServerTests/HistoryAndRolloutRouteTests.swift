@@ -46,7 +46,7 @@ struct HistoryAndRolloutRouteTests {
         return devices
     }
 
-    static let groupWaves = try! RolloutWave.list(["group:w1", "group:w2", "100%"]).get()
+    static let groupWaves: [RolloutWave] = [.group("w1"), .group("w2"), .everyone]
 
     @Test(
         "every write is kept: who, when, why, each scope's patch and values, secrets masked; by scope and newest first",
