@@ -131,7 +131,7 @@ let package = Package(
         ),
         .target(
             name: "FleetDeviceFiles",
-            dependencies: ["FleetDeviceState", "FleetIO", "FleetJSON", "FleetProtocol", "FleetMetadata"],
+            dependencies: ["FleetDeviceState", "FleetIO", "FleetJSON", "FleetProtocol", "FleetMetadata", "PosixThreads"],
             swiftSettings: fleetSwiftSettings
         ),
         // Imports no file, process or network module: every rule of the agent as a value.

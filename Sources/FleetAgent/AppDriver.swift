@@ -46,6 +46,9 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
     private let logger: Logger
     private let layout: DeviceLayout
     private let hook: Hook?
+    /// The app's update lock, held from the machine's ``SyncMachine/Action/takeUpdateLock`` to
+    /// its ``SyncMachine/Action/releaseUpdateLock`` (and let go when the loop ends).
+    private let updateLock: UpdateLock
 
     /// How long the local part of a step may take before the watchdog counts the loop as stuck
     /// (plus ``Liveness/slack``). Checking a request takes milliseconds: pattern matching has a
@@ -62,6 +65,7 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
         self.logger = logger
         layout = environment.configuration.layout
         hook = app.onChange.isEmpty ? nil : Hook(command: app.onChange, timeout: app.hookTimeout)
+        updateLock = UpdateLock(layout: layout, app: app.id)
     }
 
     /// The machine's rules for this app.
@@ -69,7 +73,8 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
         let configuration = environment.configuration
         return SyncRules(
             app: app.id, longPollWait: configuration.longPollWait, pollInterval: configuration.pollInterval, jitter: configuration.jitter,
-            hasHook: hook != nil, expectAck: app.expectAck, ackTimeout: app.ackTimeout)
+            hasHook: hook != nil, expectAck: app.expectAck, ackTimeout: app.ackTimeout, applyWindows: app.applyWindows,
+            rollbackOnError: app.rollbackOnError)
     }
 
     /// What the driver is waiting for, for the watchdog.
@@ -117,13 +122,24 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
             pending.append(next)
         }
         _ = machine.handle(.stop, at: now())
+        updateLock.release()
         waits.cancelAll()
         // A hook is stopped (its whole process group) before the loop ends.
         await waits.request?.value
     }
 
     private func now() -> Machine.Moment {
-        Machine.Moment(clock.now, wall: environment.wallClock())
+        let wall = environment.wallClock()
+        return Machine.Moment(clock.now, wall: wall, utcOffset: Self.utcOffset(at: wall))
+    }
+
+    /// The local time zone's offset from UTC at `wall` (daylight saving included), from the
+    /// C library's view of `TZ` and `/etc/localtime`.
+    static func utcOffset(at wall: Int64) -> Int64 {
+        var time = time_t(wall)
+        var parts = tm()
+        guard localtime_r(&time, &parts) != nil else { return 0 }
+        return Int64(parts.tm_gmtoff)
     }
 
     /// Tells the watchdog how long the coming wait may last.
@@ -288,6 +304,16 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
             } catch {
                 logger.error("cannot remove a request", metadata: ["event": "inbox", "error": "\(error)"])
             }
+        case .takeUpdateLock:
+            do {
+                return .updateLock(taken: try updateLock.tryExclusive())
+            } catch {
+                // A lock that cannot be used never blocks updates: said once per attempt, then applied.
+                logger.error("cannot use the update lock; applying without it", metadata: ["event": "disk-error", "error": "\(error)"])
+                return .updateLock(taken: true)
+            }
+        case .releaseUpdateLock:
+            updateLock.release()
         case .moveRequestAside(let path, let reason):
             do {
                 try InboxFolder.moveAside(path, reason: reason, now: environment.wallClock())
@@ -330,6 +356,11 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
             logger.error("cannot create the app's directory", metadata: ["event": "disk-error", "error": "\(error)"])
         }
         removeInterruptedWrites(in: appDirectory)
+        do {
+            try updateLock.create(group: app.readersGroup)
+        } catch {
+            logger.error("cannot create the update lock", metadata: ["event": "disk-error", "error": "\(error)"])
+        }
         let metadataFile = layout.metadataFile(app.id)
         let found = SettingsOnDisk.load(layout.settingsFile(app.id), app: app.id) { settings in
             guard let metadata = MetadataOnDisk.load(metadataFile, version: settings.schemaVersion) else { return [] }
@@ -342,6 +373,12 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
         case .none: loaded.source = .none
         }
         if let settings = found.settings { loaded.metadata = MetadataOnDisk.load(metadataFile, version: settings.schemaVersion) }
+        if found.source == .current, let bytes = try? layout.settingsFile(app.id).readPrevious(),
+            let previous = try? DeviceSettings(json: try JSONParser.parse(bytes)), previous.app == app.id,
+            previous.revision != found.settings?.revision
+        {
+            loaded.previous = previous
+        }
         loaded.reports = PendingReports.load(layout.reportsFile(app.id)) { loaded.reportsProblem = $0 }
         do {
             loaded.journal = try ChangeJournal.load(layout.changesFile(app.id))

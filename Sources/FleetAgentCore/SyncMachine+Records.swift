@@ -324,6 +324,9 @@ extension SyncMachine {
         if let awaited = status.awaitingAck, revision >= awaited { stopAwaitingAck() }
         log(
             .notice, "app acknowledged", event: "app-ack", ["revision": "\(revision)", "state": state.rawValue, "message": message])
+        if state != .applied, revision == settings.revision, rules.rollbackOnError, rollback == nil {
+            rollbackWanted = (revision, "the app reported \(state.rawValue)" + (message.isEmpty ? "" : ": \(message)"))
+        }
         return .taken(journal: false, reports: true)
     }
 
@@ -383,7 +386,7 @@ extension SyncMachine {
         flushRemovals()
         // An outcome is recorded only once its report is safe (``flushStatusAfterReports(_:)``),
         // and nothing while a revision is being applied: its outcome is written once, at the end.
-        if statusCheckWanted || statusForced, !statusAwaitsReport, !slot.isApplying, statusBeingWritten == nil { checkStatus(now) }
+        if statusCheckWanted || statusForced, !statusAwaitsReport, !isApplying, statusBeingWritten == nil { checkStatus(now) }
     }
 
     /// Removes the files of handled requests whose effect is on disk.

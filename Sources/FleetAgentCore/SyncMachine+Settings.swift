@@ -29,6 +29,7 @@ extension SyncMachine {
         if let stored = loaded.status, stored.app == rules.app { status = stored }
         restoreAckDeadline(now)
         settings = loaded.settings
+        previousSettings = loaded.source == .current ? loaded.previous : nil
         knownRevision = loaded.settings?.revision
         metadata = loaded.metadata
         if let stored = loaded.status, let latest = stored.latestRevision, latest > knownRevision ?? 0,
@@ -136,6 +137,7 @@ extension SyncMachine {
     /// Decides on a document the server sent.
     mutating func receive(_ document: SettingsDocument, _ now: Moment) {
         if let settings, document.revision == settings.revision, document.schemaVersion == settings.schemaVersion {
+            dropDeferred()
             knownRevision = document.revision
             settleChanges(upTo: document.revision, now)
             pollSucceeded()
@@ -180,6 +182,7 @@ extension SyncMachine {
                     "the settings name schema version \(document.schemaVersion) but the server's metadata is version \(version); fetching again"
                 ), now)
         case .refuse(let state, let message):
+            dropDeferred()
             knownRevision = document.revision
             verdictError = message
             status.state = state == .unsupported ? .unsupported : .error
@@ -200,8 +203,9 @@ extension SyncMachine {
             guard case .success(let newMetadata) = candidate else { return }
             let received = DeviceSettings(document, syncedAt: now.wall)
             let metadataBytes = metadata?.version != newMetadata.version ? fetchedMetadata?.bytes : nil
-            slot = .persisting(received, newMetadata)
-            actions.append(.persist(received, metadata: metadataBytes))
+            // Applied when allowed: inside an apply window, with the app's update lock taken.
+            knownRevision = document.revision
+            deferred = DeferredApply(settings: received, metadata: newMetadata, metadataBytes: metadataBytes, checkAt: now.instant)
         }
     }
 
@@ -209,6 +213,9 @@ extension SyncMachine {
         guard case .persisting(let received, let newMetadata) = slot else { return }
         slot = .free
         if let error {
+            releaseUpdateLock()
+            // Not decided on: the server's revision is fetched and tried again after the backoff.
+            knownRevision = settings?.revision
             let message = "cannot write the settings: \(error)"
             queueOutcome(
                 StatusReport(
@@ -218,6 +225,7 @@ extension SyncMachine {
         }
         let changed = SettingsValues.changedKeys(settings?.values ?? [:], received.values)
         metadata = newMetadata
+        if let settings, settings.revision != received.revision { previousSettings = settings }
         settings = received
         knownRevision = received.revision
         pollSucceeded()
@@ -266,6 +274,7 @@ extension SyncMachine {
         var message = ""
         switch outcome {
         case .cancelled:
+            releaseUpdateLock()
             return
         case .failed(let reason):
             state = .error
@@ -274,6 +283,12 @@ extension SyncMachine {
         case .succeeded:
             if rules.hasHook { log(.info, "hook ran", event: "hook", ["revision": "\(applied.revision)"]) }
         }
+        if let rollback {
+            finishRollback(rollback, restored: applied, hookFailure: state == .error ? message : nil, now)
+            return
+        }
+        if state == .error, startRollback(from: applied, reason: "the hook failed: \(message)", now) { return }
+        releaseUpdateLock()
         verdictError = state == .applied ? nil : message
         if state == .applied { awaitAck(for: applied.revision, now) } else { stopAwaitingAck() }
         status.revision = applied.revision

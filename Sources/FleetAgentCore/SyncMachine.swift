@@ -44,11 +44,18 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
     public struct Moment: Sendable where Instant: Sendable {
         public var instant: Instant
         public var wall: Int64
+        /// The device's offset from UTC in seconds at `wall` (time zone and daylight saving), for
+        /// the apply windows, which are in local time.
+        public var utcOffset: Int64
 
-        public init(_ instant: Instant, wall: Int64) {
+        public init(_ instant: Instant, wall: Int64, utcOffset: Int64 = 0) {
             self.instant = instant
             self.wall = wall
+            self.utcOffset = utcOffset
         }
+
+        /// `wall` in local time: seconds since the epoch plus the UTC offset.
+        public var local: Int64 { wall + utcOffset }
     }
 
     /// What happened.
@@ -85,6 +92,8 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         case statusWritten(error: String?)
         /// Requests the inbox took, in the order they came.
         case inboxRequests([InboxDelivery])
+        /// The answer to ``Action/takeUpdateLock``: whether the agent holds the app's update lock now.
+        case updateLock(taken: Bool)
         /// The instant of the last ``Action/wake(at:)`` has come.
         case alarm
         /// Shutdown or reload: the machine stops; a hook cut short is finished at the next start.
@@ -123,6 +132,11 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
 
         /// Put `settings.previous.json` back as `settings.json` (a failure is only logged).
         case restorePrevious
+        /// Try to take the app's update lock (`updates.lock`, `flock` exclusive, without waiting):
+        /// an app holding it is busy and defers applying. Ends with ``Event/updateLock(taken:)``.
+        case takeUpdateLock
+        /// Let go of the app's update lock.
+        case releaseUpdateLock
         /// Write the metadata (when given) and then the settings, each keeping its previous
         /// generation. Ends with ``Event/persisted(error:)``.
         case persist(DeviceSettings, metadata: [UInt8]?)
@@ -201,6 +215,21 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
 
     /// The settings on disk (what apps see).
     public internal(set) var settings: DeviceSettings?
+    /// The generation before them (`settings.previous.json`): what a rollback restores.
+    public internal(set) var previousSettings: DeviceSettings?
+    /// A revision checked and waiting to be applied (outside the apply windows, or while the
+    /// app holds its update lock).
+    public internal(set) var deferred: DeferredApply?
+    /// The revision whose `pending` report was queued (one per revision).
+    var pendingReported: Int64?
+    /// The agent holds the app's update lock (from taking it until the outcome is recorded).
+    public internal(set) var holdsUpdateLock = false
+    /// A rollback under way: the revision rolled back from and why; the previous generation's
+    /// hook is running.
+    var rollback: Rollback?
+    /// The app reported an error on this revision, and the configuration asks for a rollback:
+    /// done when nothing is in flight.
+    var rollbackWanted: (revision: Int64, reason: String)?
     /// The metadata the settings were validated with.
     public internal(set) var metadata: Metadata?
     /// The newest metadata fetched (it may not be in use: its values failed).
@@ -321,6 +350,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         case .journalSaved(let error): journalSaved(error)
         case .reportsSaved(let error): reportsSaved(error)
         case .statusWritten(let error): statusWritten(error, now)
+        case .updateLock(let taken): updateLockAnswered(taken, now)
         case .inboxRequests(let deliveries): requestsArrived(deliveries, now)
         case .alarm: break
         case .stop:
@@ -330,6 +360,9 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         guard started else { return actions }
         expireAwaitedAck(now)
         startHookWhenDue(now)
+        rollBackWhenWanted(now)
+        checkDeferredWhenDue(now)
+        applyDeferredWhenLocked(now)
         if slot.isFree { decide(now) }
         cancelLongPollForUrgentWork(now)
         flushStatusAfterReports(now)
@@ -342,6 +375,8 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
 
     /// With nothing in flight: the next request, or nothing until the alarm.
     mutating func decide(_ now: Moment) {
+        // The update lock's answer comes next, before any request: nothing starts in between.
+        if deferred?.awaitingLock == true { return }
         guard isOnline else {
             slot = .awaitingOnline
             actions.append(.awaitOnline)
@@ -435,6 +470,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
             (rotationPending && (rotationNotBefore.map { now.instant >= $0 } ?? true)) || (!reports.isEmpty && !reportsDeferred)
             || nextChangeToSend(now) != nil
             || (syncNowAt.map { now.instant >= $0 } ?? false)
+            || deferred?.lockHeld == true || rollbackWanted != nil
         guard urgent else { return }
         cancelRequested = true
         actions.append(.cancelRequest)
@@ -444,6 +480,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
     mutating func updateAlarm(_ now: Moment) {
         var candidates: [Instant] = []
         if let ackDeadline { candidates.append(ackDeadline) }
+        if let deferred, !deferred.awaitingLock, !deferred.lockHeld { candidates.append(deferred.checkAt) }
         switch slot {
         case .free where isOnline:
             if let holdUntil, holdUntil > now.instant {
@@ -566,6 +603,10 @@ public struct SyncRules: Sendable, Equatable {
     public var ackTimeout: Duration
     /// The least time between two "sync now" requests the server sees.
     public var syncNowInterval: Duration
+    /// When new settings may be applied (local time); empty: at any time.
+    public var applyWindows: [ApplyWindow]
+    /// Restore the previous generation when the hook fails or the app reports an error.
+    public var rollbackOnError: Bool
 
     /// The most 409 answers in a row before the loop backs off.
     public static let conflictLimit = 5
@@ -574,7 +615,8 @@ public struct SyncRules: Sendable, Equatable {
 
     public init(
         app: String, longPollWait: Int, pollInterval: Duration, jitter: Duration, hasHook: Bool = false, expectAck: Bool = false,
-        ackTimeout: Duration = .seconds(60), syncNowInterval: Duration = SyncRules.defaultSyncNowInterval
+        ackTimeout: Duration = .seconds(60), syncNowInterval: Duration = SyncRules.defaultSyncNowInterval,
+        applyWindows: [ApplyWindow] = [], rollbackOnError: Bool = false
     ) {
         self.app = app
         self.longPollWait = longPollWait
@@ -584,6 +626,8 @@ public struct SyncRules: Sendable, Equatable {
         self.expectAck = expectAck
         self.ackTimeout = ackTimeout
         self.syncNowInterval = syncNowInterval
+        self.applyWindows = applyWindows
+        self.rollbackOnError = rollbackOnError
     }
 }
 
@@ -601,6 +645,8 @@ public struct LoadedState: Sendable {
 
     public var settings: DeviceSettings?
     public var source: Source
+    /// The generation before `settings` (`settings.previous.json`, when it is another revision).
+    public var previous: DeviceSettings?
     /// Why `settings.json` was not used.
     public var problems: [String]
     /// The metadata of the settings' schema version, when stored.
@@ -616,10 +662,11 @@ public struct LoadedState: Sendable {
     public init(
         settings: DeviceSettings? = nil, source: Source = .none, problems: [String] = [], metadata: Metadata? = nil,
         reports: PendingReports = PendingReports(), reportsProblem: String? = nil, journal: ChangeJournal? = ChangeJournal(),
-        journalProblem: String? = nil, status: AppStatus? = nil
+        journalProblem: String? = nil, status: AppStatus? = nil, previous: DeviceSettings? = nil
     ) {
         self.settings = settings
         self.source = source
+        self.previous = previous
         self.problems = problems
         self.metadata = metadata
         self.reports = reports

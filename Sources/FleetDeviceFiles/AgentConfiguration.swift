@@ -209,6 +209,8 @@ public struct AgentConfiguration: Sendable, Equatable {
 /// | `writers` | object | root and the agent's user | `{"users": [names], "groups": [names]}`: who may leave requests in the app's inbox |
 /// | `expectAck` | boolean | false | the app acknowledges each revision itself (`fleetset ack`, the library) |
 /// | `ackTimeout` | seconds | 60 | with `expectAck`: no acknowledgement in this time is reported as `unsupported` |
+/// | `rollbackOnError` | boolean | false | when the hook fails or the app reports an error, restore the previous settings, run the hook again, report `error` |
+/// | `applyWindows` | array of strings | none (any time) | when new settings may be applied, device local time: `"Mon-Fri 02:00-04:00"`, `"daily 22:00-06:00"` (see ``ApplyWindow``) |
 public struct AppConfiguration: Sendable, Equatable {
     public var id: String
     /// The hook command, `[program, arguments…]`; empty for none.
@@ -227,18 +229,24 @@ public struct AppConfiguration: Sendable, Equatable {
     public var expectAck: Bool
     /// How long the agent waits for the app's acknowledgement.
     public var ackTimeout: Duration
+    /// Restore the previous generation when the hook fails or the app reports an error.
+    public var rollbackOnError: Bool
+    /// When new settings may be applied; empty: at any time.
+    public var applyWindows: [ApplyWindow]
 
     /// The value of every key an app's entry may leave out.
     public enum Defaults {
         public static let hookTimeout: Duration = .seconds(30)
         public static let expectAck = false
         public static let ackTimeout: Duration = .seconds(60)
+        public static let rollbackOnError = false
     }
 
     /// Creates an app entry (names not looked up yet).
     public init(
         id: String, onChange: [String] = [], hookTimeout: Duration = Defaults.hookTimeout, readers: String? = nil,
-        writerNames: WriterNames = WriterNames(), expectAck: Bool = Defaults.expectAck, ackTimeout: Duration = Defaults.ackTimeout
+        writerNames: WriterNames = WriterNames(), expectAck: Bool = Defaults.expectAck, ackTimeout: Duration = Defaults.ackTimeout,
+        rollbackOnError: Bool = Defaults.rollbackOnError, applyWindows: [ApplyWindow] = []
     ) {
         self.id = id
         self.onChange = onChange
@@ -247,6 +255,8 @@ public struct AppConfiguration: Sendable, Equatable {
         self.writerNames = writerNames
         self.expectAck = expectAck
         self.ackTimeout = ackTimeout
+        self.rollbackOnError = rollbackOnError
+        self.applyWindows = applyWindows
     }
 
     /// Looks up `readers` and the writers' names; `location` is this entry's pointer, for errors.
@@ -277,7 +287,9 @@ public struct AppConfiguration: Sendable, Equatable {
         return ids
     }
 
-    static let keys: Set<String> = ["id", "onChange", "hookTimeout", "readers", "writers", "expectAck", "ackTimeout", "$comment"]
+    static let keys: Set<String> = [
+        "id", "onChange", "hookTimeout", "readers", "writers", "expectAck", "ackTimeout", "rollbackOnError", "applyWindows", "$comment",
+    ]
 
     /// Reads an element of `apps`.
     public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
@@ -313,6 +325,24 @@ public struct AppConfiguration: Sendable, Equatable {
             ?? WriterNames()
         expectAck = try reader.bool("expectAck", default: Defaults.expectAck)
         ackTimeout = try reader.seconds("ackTimeout", in: 1...86_400, default: Defaults.ackTimeout)
+        rollbackOnError = try reader.bool("rollbackOnError", default: Defaults.rollbackOnError)
+        if reader.object["applyWindows"] != nil {
+            applyWindows = try reader.array("applyWindows") { value, pointer throws(DocumentError) in
+                guard case .string(let text) = value, let window = ApplyWindow(text) else {
+                    throw DocumentError(
+                        at: pointer,
+                        "must be a window like \"Mon-Fri 02:00-04:00\" or \"daily 22:00-06:00\": days (daily, Mon, Mon-Fri, Sat,Sun), then HH:MM-HH:MM in local time"
+                    )
+                }
+                return window
+            }
+            guard !applyWindows.isEmpty else {
+                throw DocumentError(
+                    at: location.appending("applyWindows"), "must name at least one window; leave it out to apply at any time")
+            }
+        } else {
+            applyWindows = []
+        }
     }
 }
 

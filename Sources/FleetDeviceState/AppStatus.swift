@@ -20,6 +20,8 @@ import FleetProtocol
 /// - `pendingChanges`: the device's own changes not yet in `settings.json` (`changes.json`).
 /// - `awaitingAck`, `ackDeadline`: with `expectAck`, the revision the app has not acknowledged
 ///   yet, and when the agent reports it `unsupported` if the app stays silent.
+/// - `waitingRevision`, `waitingReason`: a revision checked and not applied yet, and why (outside
+///   the app's apply windows, or the app holds its update lock); `null` when none waits.
 public struct AppStatus: Sendable, Hashable {
     /// The outcome of the latest revision.
     public enum State: String, Sendable, CaseIterable {
@@ -39,13 +41,17 @@ public struct AppStatus: Sendable, Hashable {
     public var awaitingAck: Int64?
     /// Seconds since the epoch.
     public var ackDeadline: Int64?
+    /// A revision checked and waiting to be applied.
+    public var waitingRevision: Int64?
+    /// Why it waits.
+    public var waitingReason: String?
     /// Seconds since the epoch.
     public var updatedAt: Int64
 
     public init(
         app: String, revision: Int64? = nil, schemaVersion: Int64? = nil, state: State = .none, latestRevision: Int64? = nil,
         lastSync: Int64? = nil, lastError: String? = nil, pendingReports: Int = 0, pendingChanges: Int = 0, awaitingAck: Int64? = nil,
-        ackDeadline: Int64? = nil, updatedAt: Int64 = 0
+        ackDeadline: Int64? = nil, waitingRevision: Int64? = nil, waitingReason: String? = nil, updatedAt: Int64 = 0
     ) {
         self.app = app
         self.revision = revision
@@ -58,13 +64,14 @@ public struct AppStatus: Sendable, Hashable {
         self.pendingChanges = pendingChanges
         self.awaitingAck = awaitingAck
         self.ackDeadline = ackDeadline
+        self.waitingRevision = waitingRevision
+        self.waitingReason = waitingReason
         self.updatedAt = updatedAt
     }
 
     static let members: Set<String> = [
         "app", "revision", "schemaVersion", "state", "latestRevision", "lastSync", "lastError", "pendingReports", "pendingChanges",
-        "awaitingAck", "ackDeadline",
-        "updatedAt",
+        "awaitingAck", "ackDeadline", "waitingRevision", "waitingReason", "updatedAt",
     ]
 
     /// Reads the file form.
@@ -82,6 +89,9 @@ public struct AppStatus: Sendable, Hashable {
         pendingChanges = reader.object["pendingChanges"] == nil ? 0 : Int(try reader.count("pendingChanges"))
         awaitingAck = try reader.nullableCount("awaitingAck")
         ackDeadline = try reader.nullableTimestamp("ackDeadline")
+        // Members added in 0.9.
+        waitingRevision = try reader.nullableCount("waitingRevision")
+        waitingReason = reader.object["waitingReason"] == .null ? nil : try reader.optionalString("waitingReason", maximumLength: 4096)
         updatedAt = try reader.timestamp("updatedAt")
     }
 
@@ -93,8 +103,8 @@ public struct AppStatus: Sendable, Hashable {
             "latestRevision": optional(latestRevision), "lastSync": lastSync.map { .string(Timestamp.format($0)) } ?? .null,
             "lastError": lastError.map(JSONValue.string) ?? .null, "pendingReports": .number(.integer(Int64(pendingReports))),
             "pendingChanges": .number(.integer(Int64(pendingChanges))), "awaitingAck": optional(awaitingAck),
-            "ackDeadline": ackDeadline.map { .string(Timestamp.format($0)) } ?? .null,
-            "updatedAt": .string(Timestamp.format(updatedAt)),
+            "ackDeadline": ackDeadline.map { .string(Timestamp.format($0)) } ?? .null, "waitingRevision": optional(waitingRevision),
+            "waitingReason": waitingReason.map(JSONValue.string) ?? .null, "updatedAt": .string(Timestamp.format(updatedAt)),
         ]
     }
 

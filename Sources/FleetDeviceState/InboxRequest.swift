@@ -62,8 +62,13 @@ public enum InboxRequest: Sendable, Hashable {
         case .ack:
             let reader = try ObjectReader(
                 json, allowed: ["request", "revision", "state", "message"], unknownMember: "is not a member of an ack request")
+            let state = try reader.oneOf("state", StatusReport.State.self)
+            guard StatusReport.State.outcomes.contains(state) else {
+                throw DocumentError(
+                    at: JSONPointer.root.appending("state"), "an app acknowledges with \"applied\", \"error\" or \"unsupported\"")
+            }
             self = .ack(
-                revision: try reader.count("revision"), state: try reader.oneOf("state", StatusReport.State.self),
+                revision: try reader.count("revision"), state: state,
                 message: try reader.optionalString("message", maximumLength: StatusReport.maximumMessageLength) ?? "")
         }
     }

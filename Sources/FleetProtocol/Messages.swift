@@ -58,6 +58,13 @@ public struct StatusReport: Sendable, Hashable {
         case error
         /// The metadata asks for something the device cannot honour.
         case unsupported
+        /// Not an outcome: the values are checked and wait to be applied (outside the app's
+        /// apply windows, or while the app holds its update lock); the message says why. The
+        /// outcome follows.
+        case pending
+
+        /// The outcomes an app may acknowledge with (`pending` is the agent's alone).
+        public static let outcomes: [State] = [.applied, .error, .unsupported]
     }
 
     /// Who reports.

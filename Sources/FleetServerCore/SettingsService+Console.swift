@@ -177,6 +177,7 @@ extension SettingsService {
                 case .applied: .applied
                 case .error: .error
                 case .unsupported: .unsupported
+                case .pending: .waiting
                 }
         }
         return DeviceAppStanding(app: app, servedRevision: served?.revision, servedIsNewest: newest, latest: latest, state: state)

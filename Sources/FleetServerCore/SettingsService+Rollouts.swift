@@ -278,6 +278,9 @@ extension SettingsService {
         let onRevision = reports.filter { $0.revision == served.revision }
         let agent = onRevision.first { $0.source == .agent }
         let app = onRevision.first { $0.source == .app }
+        if let agent, agent.state == .pending {
+            return (.waiting, "pending on revision \(served.revision): \(agent.message)")
+        }
         for report in [agent, app].compactMap({ $0 }) where report.state != .applied {
             let who = report.source == .app ? "app " : ""
             return (

@@ -596,7 +596,7 @@ public final class SettingsService: Sendable {
 
     /// Keeps a device's status report and writes its log line.
     ///
-    /// One line per report, at `info` for `applied` and `warning` otherwise, with `event=status`
+    /// One line per report, at `info` for `applied` and `pending` and `warning` otherwise, with `event=status`
     /// and the app, device, revision, schema version, state, source and message.
     public func recordStatus(app: String, device: Device, _ body: JSONValue) async throws {
         let report = try Self.read(body) { json throws(DocumentError) in try StatusReport(json: json) }
@@ -609,7 +609,7 @@ public final class SettingsService: Sendable {
             "schema_version": "\(report.schemaVersion)", "state": "\(report.state.rawValue)", "source": "\(report.source.rawValue)",
             "message": "\(report.message)",
         ]
-        logger.log(level: report.state == .applied ? .info : .warning, "status report", metadata: metadata)
+        logger.log(level: report.state == .applied || report.state == .pending ? .info : .warning, "status report", metadata: metadata)
     }
 
     // MARK: - Helpers

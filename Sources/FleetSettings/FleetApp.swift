@@ -34,6 +34,38 @@ public struct FleetApp: Sendable, Hashable {
 
     var layout: DeviceLayout { DeviceLayout(stateDirectory: stateDirectory, inboxDirectory: inboxDirectory) }
 
+    // MARK: - Holding updates
+
+    /// Runs `body` while holding the app's update lock (shared): the agent applies no new
+    /// settings meanwhile; they wait, and `fleetset status` says so. If the agent is applying
+    /// right now, this waits until it is done (polling every `retry`) before `body` starts.
+    ///
+    /// Hold it for the busy stretches only (a transaction, a video to its end): a revision waits
+    /// as long as any holder keeps it. The kernel lets go of it if the app dies.
+    ///
+    /// ```swift
+    /// try await kiosk.holdUpdates { try await checkout.finish() }
+    /// ```
+    ///
+    /// - Throws: ``FleetSettingsError/updateLock(app:reason:)`` when the lock file cannot be
+    ///   used (the agent makes it at start: `<stateDirectory>/apps/<app>/updates.lock`); what
+    ///   `body` throws; `CancellationError` when cancelled while waiting.
+    public func holdUpdates<T>(retry: Duration = .milliseconds(100), _ body: () async throws -> T) async throws -> T {
+        let lock = UpdateLock(layout: layout, app: id)
+        while true {
+            let taken: Bool
+            do {
+                taken = try lock.tryShared()
+            } catch {
+                throw FleetSettingsError.updateLock(app: id, reason: "\(error)")
+            }
+            if taken { break }
+            try await Task.sleep(for: retry)
+        }
+        defer { lock.release() }
+        return try await body()
+    }
+
     // MARK: - Reading
 
     /// The settings in `settings.json` now (the previous generation if the current file is
@@ -217,6 +249,8 @@ public enum FleetSettingsError: Error, Sendable, Hashable, CustomStringConvertib
     case nothingChanged(app: String)
     /// The request could not be left in the inbox.
     case inbox(app: String, reason: String)
+    /// The update lock cannot be used (the agent has not made it yet, or it cannot be read).
+    case updateLock(app: String, reason: String)
 
     public var description: String {
         switch self {
@@ -226,6 +260,7 @@ public enum FleetSettingsError: Error, Sendable, Hashable, CustomStringConvertib
         case .refused(let app, let problems): "\(app): the change cannot be made: \(problems.joined(separator: "; "))"
         case .nothingChanged(let app): "\(app): nothing was changed"
         case .inbox(let app, let reason): "\(app): cannot leave the request in the inbox: \(reason)"
+        case .updateLock(let app, let reason): "\(app): cannot hold the update lock: \(reason)"
         }
     }
 }

@@ -12,8 +12,9 @@ struct StatusCommand: ParsableCommand {
         discussion: """
             Read from the agent's status.json files. STATE is the outcome of the newest revision \
             the server offered (applied, error, unsupported, or none yet); REVISION is what \
-            settings.json holds. Exit status: 0 when every app shown is applied, 1 otherwise, 2 \
-            for usage errors.
+            settings.json holds. A revision that waits to be applied (outside the app's apply \
+            windows, or while the app holds its update lock) is shown with the reason. Exit \
+            status: 0 when every app shown is applied, 1 otherwise, 2 for usage errors.
             """)
 
     @OptionGroup var device: DeviceOptions
@@ -37,6 +38,10 @@ struct StatusCommand: ParsableCommand {
                 ])
             }
             print(Table.render(rows))
+            for status in statuses {
+                guard let waiting = status.waitingRevision else { continue }
+                print("\n\(status.app): revision \(waiting) waits: \(status.waitingReason ?? "-")")
+            }
             for app in apps { printChanges(of: app.id, layout: configuration.layout) }
         }
         guard statuses.allSatisfy({ $0.state == .applied }) else { throw CLIExit.invalidInput }

@@ -75,9 +75,18 @@ struct ConfigurationTests {
             ),
             (
                 #"{"server": "https://x", "apps": [{"id": "a", "hookTimout": 3}]}"#,
-                "/apps/0/hookTimout: unknown key; the keys are ackTimeout, expectAck, hookTimeout, id, onChange, readers, writers"
+                "/apps/0/hookTimout: unknown key; the keys are ackTimeout, applyWindows, expectAck, hookTimeout, id, onChange, readers, rollbackOnError, writers"
             ),
             (#"{"server": "https://x", "apps": {"id": "a"}}"#, "/apps: must be an array"),
+            (
+                #"{"server": "https://x", "apps": [{"id": "a", "applyWindows": ["Mon 25:00-26:00"]}]}"#,
+                "/apps/0/applyWindows/0: must be a window like"
+            ),
+            (#"{"server": "https://x", "apps": [{"id": "a", "applyWindows": []}]}"#, "/apps/0/applyWindows: must name at least one window"),
+            (
+                #"{"server": "https://x", "apps": [{"id": "a", "rollbackOnError": "yes"}]}"#,
+                "/apps/0/rollbackOnError: must be true or false"
+            ),
             (#"[]"#, "/: must be an object"),
         ])
     func refused(text: String, expected: String) throws {
@@ -96,11 +105,12 @@ struct ConfigurationTests {
         let configuration = try AgentConfiguration.load(example)
         #expect(configuration.apps.map(\.id) == ["kiosk", "signage"])
         #expect(configuration.apps[0].expectAck && configuration.apps[0].writers.groups.keys.sorted() == ["staff"])
+        #expect(configuration.apps[1].rollbackOnError && configuration.apps[1].applyWindows.map(\.description) == ["daily 01:00-05:00"])
         let readme = try String(contentsOf: repository.appendingPathComponent("Config/README.md"), encoding: .utf8)
         for key in [
             "server", "caFile", "clientCertificate", "clientKey", "enrollmentTokenFile", "stateDirectory", "inboxDirectory",
             "allowInsecureHTTP", "pollInterval", "jitter", "longPollWait", "readyTimeout", "logLevel", "apps", "onChange", "hookTimeout",
-            "readers", "writers", "expectAck", "ackTimeout",
+            "readers", "writers", "expectAck", "ackTimeout", "rollbackOnError", "applyWindows",
         ] {
             #expect(readme.contains("`\(key)`"), "Config/README.md does not document \(key)")
         }

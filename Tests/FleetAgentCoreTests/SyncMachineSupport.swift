@@ -58,11 +58,11 @@ enum TestApp {
 
     static func rules(
         longPollWait: Int = 55, pollInterval: Duration = .seconds(60), jitter: Duration = .seconds(5), hasHook: Bool = false,
-        expectAck: Bool = false, ackTimeout: Duration = .seconds(30)
+        expectAck: Bool = false, ackTimeout: Duration = .seconds(30), applyWindows: [String] = [], rollbackOnError: Bool = false
     ) -> SyncRules {
         SyncRules(
             app: id, longPollWait: longPollWait, pollInterval: pollInterval, jitter: jitter, hasHook: hasHook, expectAck: expectAck,
-            ackTimeout: ackTimeout)
+            ackTimeout: ackTimeout, applyWindows: applyWindows.compactMap(ApplyWindow.init), rollbackOnError: rollbackOnError)
     }
 
     /// A status that says `settings` are settled (hook ran, report sent or queued).
@@ -94,6 +94,10 @@ struct MachineRun {
     var failing: [String: String] = [:]
     /// What `loadJournal` finds.
     var journalOnDisk: ChangeJournal? = ChangeJournal()
+    /// The device's offset from UTC (for the apply windows).
+    var utcOffset: Int64 = 0
+    /// Whether the app holds its update lock (the machine's attempts to take it then fail).
+    var appHoldsUpdateLock = false
 
     var wall: Int64 { wallOffset + instant.offset.components.seconds }
 
@@ -126,7 +130,7 @@ struct MachineRun {
                 break
             }
             let next = queue.removeFirst()
-            for action in machine.handle(next, at: Machine.Moment(instant, wall: wall)) {
+            for action in machine.handle(next, at: Machine.Moment(instant, wall: wall, utcOffset: utcOffset)) {
                 produced.append(action)
                 if let result = perform(action) { queue.append(result) }
             }
@@ -215,6 +219,8 @@ struct MachineRun {
             return .reportsSaved(error: failing["saveReports"])
         case .writeStatus:
             return .statusWritten(error: failing["writeStatus"])
+        case .takeUpdateLock:
+            return .updateLock(taken: !appHoldsUpdateLock)
         default:
             break
         }
