@@ -33,11 +33,14 @@ public struct Rollout: Sendable, Hashable {
     public var message: String
     /// Counts its writes: 1 when started (see ``AppWrite/rollout``).
     public var version: Int64
+    /// Devices whose failure or silence an admin accepted by resuming: the gate no longer
+    /// counts them.
+    public var accepted: Set<String>
 
     public init(
         id: String, app: String, scope: Scope, patch: JSONObject, waves: [RolloutWave], pauseOnErrorsBasisPoints: Int,
         waveWaitSeconds: Int64, phase: RolloutPhase = .running, currentWave: Int = 0, waveStartedAt: Int64, startedAt: Int64,
-        endedAt: Int64? = nil, reason: String = "", actor: String, message: String = "", version: Int64 = 1
+        endedAt: Int64? = nil, reason: String = "", actor: String, message: String = "", version: Int64 = 1, accepted: Set<String> = []
     ) {
         self.id = id
         self.app = app
@@ -55,6 +58,7 @@ public struct Rollout: Sendable, Hashable {
         self.actor = actor
         self.message = message
         self.version = version
+        self.accepted = accepted
     }
 
     // MARK: - Who gets what
@@ -154,6 +158,7 @@ public struct Rollout: Sendable, Hashable {
             "currentWave": .number(.integer(Int64(currentWave))), "waveStartedAt": .number(.integer(waveStartedAt)),
             "startedAt": .number(.integer(startedAt)), "endedAt": endedAt.map { .number(.integer($0)) } ?? .null,
             "reason": .string(reason), "actor": .string(actor), "message": .string(message), "version": .number(.integer(version)),
+            "accepted": .array(accepted.sorted().map(JSONValue.string)),
         ]
     }
 
@@ -174,6 +179,13 @@ public struct Rollout: Sendable, Hashable {
         guard let scope = Scope(parameter: try string("scope")), case .object(let patch)? = object["patch"],
             case .array(let waveTexts)? = object["waves"], let phase = RolloutPhase(rawValue: try string("phase"))
         else { throw StoreCorruption(what: what) }
+        var accepted: Set<String> = []
+        if case .array(let ids)? = object["accepted"] {
+            for id in ids {
+                guard case .string(let text) = id else { throw StoreCorruption(what: what) }
+                accepted.insert(text)
+            }
+        }
         let waves = try waveTexts.map { text -> RolloutWave in
             guard case .string(let wave) = text, let parsed = RolloutWave(wave) else { throw StoreCorruption(what: what) }
             return parsed
@@ -183,6 +195,6 @@ public struct Rollout: Sendable, Hashable {
             pauseOnErrorsBasisPoints: Int(try integer("pauseOnErrors")), waveWaitSeconds: try integer("waveWait"), phase: phase,
             currentWave: Int(try integer("currentWave")), waveStartedAt: try integer("waveStartedAt"), startedAt: try integer("startedAt"),
             endedAt: object["endedAt"] == .null ? nil : try integer("endedAt"), reason: try string("reason"), actor: try string("actor"),
-            message: try string("message"), version: try integer("version"))
+            message: try string("message"), version: try integer("version"), accepted: accepted)
     }
 }

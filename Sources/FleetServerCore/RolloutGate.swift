@@ -13,7 +13,8 @@ import FleetProtocol
 ///   waiting, the rollout pauses, naming them.
 /// - Otherwise it waits, until the wave's time is up at the latest.
 ///
-/// A wave no device is in is admitted and passed at once.
+/// A wave no device is in is admitted and passed at once. Devices an admin accepted by
+/// resuming (``Rollout/accepted``) are not counted.
 public enum RolloutGate {
     /// What to do with the rollout.
     public enum Step: Sendable, Hashable {
@@ -38,7 +39,7 @@ public enum RolloutGate {
     ///   devices are ignored).
     public static func step(_ rollout: Rollout, devices: [RolloutDeviceState], now: Int64) -> Step {
         guard rollout.phase == .running else { return .none }
-        let admitted = devices.filter { $0.wave <= rollout.currentWave }
+        let admitted = devices.filter { $0.wave <= rollout.currentWave && !rollout.accepted.contains($0.device) }
         let failed = admitted.filter { $0.outcome == .failed }
         // failed / admitted > threshold, in integers: failed × 10,000 > threshold × admitted.
         if !failed.isEmpty, failed.count * 10_000 > rollout.pauseOnErrorsBasisPoints * admitted.count {

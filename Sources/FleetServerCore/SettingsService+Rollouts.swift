@@ -74,8 +74,9 @@ extension SettingsService {
         return try await rolloutView(rollout)
     }
 
-    /// Resumes a paused rollout: the admin accepts the current wave as it is, and the next wave
-    /// is admitted (after the last, the rollout completes).
+    /// Resumes a paused rollout: the admin accepts the current wave as it is (its failed and
+    /// silent devices are not counted again), and the next wave is admitted (after the last,
+    /// the rollout completes).
     ///
     /// - Throws: 404 `no-rollout`; 409 `rollout-not-paused`.
     public func resumeRollout(app: String, actor: String) async throws -> RolloutView {
@@ -85,6 +86,8 @@ extension SettingsService {
             }
             rollout.phase = .running
             rollout.reason = ""
+            // What stopped it is accepted: its failed and silent devices are not counted again.
+            for state in try await self.deviceStates(of: rollout) where state.outcome != .applied { rollout.accepted.insert(state.device) }
             return try await self.moveOn(&rollout, at: now, actor: actor, note: "resumed by \(actor)")
         }
     }

@@ -91,7 +91,15 @@ struct Serve: AsyncParsableCommand {
         help: "Serve the admin console under /console/ (sign in with the admin token); --no-console leaves only the API.")
     var console = true
 
+    @Option(
+        help:
+            "How often running rollouts are looked at, in seconds (0.1 to 60): a wave is admitted at most this long after its last report.")
+    var rolloutCheckInterval: Double = 2
+
     func validate() throws {
+        guard (0.1...60).contains(rolloutCheckInterval) else {
+            throw ValidationError("--rollout-check-interval must be a number of seconds from 0.1 to 60")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
@@ -193,7 +201,8 @@ struct Serve: AsyncParsableCommand {
                 limits: RequestLimits.Configuration(
                     perAddress: .init(rate: addressRate, burst: addressBurst), perDevice: .init(rate: deviceRate, burst: deviceBurst),
                     trustedProxies: Set(trustedProxy)),
-                metrics: running.registry, console: console),
+                metrics: running.registry, console: console,
+                rolloutCheckInterval: .milliseconds(Int64((rolloutCheckInterval * 1000).rounded()))),
             logger: logger,
             onServerRunning: { port in
                 logger.notice(
