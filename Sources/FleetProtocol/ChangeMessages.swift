@@ -57,6 +57,33 @@ public enum RolloutWave: Sendable, Hashable, CustomStringConvertible {
         return fraction % 10 == 0 ? "\(whole).\(fraction / 10)%" : "\(whole).\(fraction < 10 ? "0" : "")\(fraction)%"
     }
 
+    /// A device id's place in the fleet for share waves: 0 to 9,999, from FNV-1a of the id.
+    /// Stable across rollouts and restarts, so the first 5% is the same devices every time
+    /// (a fleet's canaries stay its canaries).
+    public static func bucket(_ deviceID: String) -> Int {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in deviceID.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01B3
+        }
+        // Fold the high bits in: FNV's low bits alone are poorly spread for short ids.
+        return Int((hash ^ (hash >> 32)) % 10_000)
+    }
+
+    /// The wave of `waves` a device with this id and these groups is in: the first whose group
+    /// it is in, or whose share its bucket falls below (the last, 100%, takes every device).
+    public static func index(in waves: [RolloutWave], deviceID: String, groups: [String]) -> Int {
+        let bucket = bucket(deviceID)
+        for (index, wave) in waves.enumerated() {
+            switch wave {
+            case .group(let name) where groups.contains(name): return index
+            case .share(let basisPoints) where bucket < basisPoints: return index
+            default: continue
+            }
+        }
+        return max(0, waves.count - 1)
+    }
+
     /// Reads a list of waves; the last must be `100%` (every device the change reaches), shares
     /// must grow, and no group may repeat.
     public static func list(_ texts: [String]) -> Result<[RolloutWave], RolloutWaveError> {

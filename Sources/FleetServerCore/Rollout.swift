@@ -78,18 +78,9 @@ public struct Rollout: Sendable, Hashable {
         return true
     }
 
-    /// The wave `device` is in: the first whose group it is in, or whose share its hash bucket
-    /// falls below (the last wave, 100%, takes every device).
+    /// The wave `device` is in (see ``RolloutWave/index(in:deviceID:groups:)``).
     public func wave(of device: Device) -> Int {
-        let bucket = Self.bucket(device.id)
-        for (index, wave) in waves.enumerated() {
-            switch wave {
-            case .group(let name) where device.groups.contains(name): return index
-            case .share(let basisPoints) where bucket < basisPoints: return index
-            default: continue
-            }
-        }
-        return waves.count - 1
+        RolloutWave.index(in: waves, deviceID: device.id, groups: device.groups)
     }
 
     /// Whether `device` gets the staged values now: the rollout is active, reaches it, and has
@@ -112,19 +103,6 @@ public struct Rollout: Sendable, Hashable {
     /// The layers `device` sees: staged when it is admitted.
     public func layers(_ layers: ValueLayers, for device: Device) -> ValueLayers {
         admits(device) ? staged(layers) : layers
-    }
-
-    /// A device id's place in the fleet for share waves: 0 to 9,999, from FNV-1a of the id.
-    /// Stable across rollouts and restarts, so the first 5% is the same devices every time
-    /// (a fleet's canaries stay its canaries).
-    public static func bucket(_ deviceID: String) -> Int {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in deviceID.utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01B3
-        }
-        // Fold the high bits in: FNV's low bits alone are poorly spread for short ids.
-        return Int((hash ^ (hash >> 32)) % 10_000)
     }
 
     /// The rollout without `keys` (a forced write took them over): aborted when nothing is left.

@@ -116,18 +116,21 @@ public struct FleetReport: Sendable {
     /// Devices with a long-poll in flight at the end.
     public var waiting: Int
     public var phases: [Phase]
+    /// What a scenario found beside its phases (the rollout's outcome).
+    public var notes: [String]
 
-    public init(scenario: String, devices: Int, waiting: Int, phases: [Phase]) {
+    public init(scenario: String, devices: Int, waiting: Int, phases: [Phase], notes: [String] = []) {
         self.scenario = scenario
         self.devices = devices
         self.waiting = waiting
         self.phases = phases
+        self.notes = notes
     }
 
     public var json: JSONValue {
         [
             "scenario": .string(scenario), "devices": .number(.integer(Int64(devices))), "waiting": .number(.integer(Int64(waiting))),
-            "phases": .array(phases.map(\.json)),
+            "phases": .array(phases.map(\.json)), "notes": .array(notes.map(JSONValue.string)),
         ]
     }
 
@@ -146,6 +149,7 @@ public struct FleetReport: Sendable {
             line += errors.isEmpty ? "; no errors" : "; errors: " + errors.joined(separator: ", ")
             lines.append(line)
         }
+        for note in notes { lines.append("  \(note)") }
         return lines.joined(separator: "\n")
     }
 }

@@ -28,6 +28,12 @@ public enum Scenario: String, Sendable, CaseIterable {
     /// while the fleet waits; its devices reconnect through the balancer to the others, and a
     /// write made at once (through the balancer) must reach every device.
     case failover
+    /// A change staged in waves of 1%, 10%, 50% and 100%, pausing when more than 2% of the
+    /// admitted devices report errors: each wave must reach exactly its devices, and the
+    /// rollout must pause at the third, where the devices of
+    /// ``SimulatedFleet/failsOnStaged(_:)`` report `error`; the fourth must get nothing. The
+    /// rollout is aborted at the end.
+    case rollout
 }
 
 /// A simulated fleet against one server: enrollment (or a saved fleet), the app's metadata,
@@ -214,9 +220,73 @@ public final class FleetSimulation: Sendable {
                 })
             // How long until every device waits in a long-poll again.
             phases.append(await measure("back in long-poll", marker: nil, expected: []) { await self.waitUntilAllWait() })
+        case .rollout:
+            let outcome = try await rollout()
+            phases += outcome.phases
+            return FleetReport(
+                scenario: scenario.rawValue, devices: fleet.members.count, waiting: fleet.counters.snapshot.waiting, phases: phases,
+                notes: outcome.notes)
         }
         return FleetReport(
             scenario: scenario.rawValue, devices: fleet.members.count, waiting: fleet.counters.snapshot.waiting, phases: phases)
+    }
+
+    /// The waves of the rollout scenario, and its threshold.
+    public static let rolloutWaves: [RolloutWave] = [
+        .share(basisPoints: 100), .share(basisPoints: 1_000), .share(basisPoints: 5_000), .everyone,
+    ]
+    public static let rolloutThreshold = 200
+
+    /// Stages a change; measures each wave reaching its devices; waits for the pause; checks the
+    /// last wave got nothing; aborts.
+    private func rollout() async throws -> (phases: [FleetReport.Phase], notes: [String]) {
+        let waves = Self.rolloutWaves
+        let marker = Self.newMarker(SimulatedFleet.stagedMarkerPrefix + "rollout")
+        let waveOf = fleet.members.map { RolloutWave.index(in: waves, deviceID: $0.id, groups: [$0.group]) }
+        func members(of wave: Int) -> Set<Int> { Set(fleet.members.indices.filter { waveOf[$0] == wave }) }
+        var phases: [FleetReport.Phase] = []
+        var notes: [String] = []
+        let failing = fleet.members.indices.filter { SimulatedFleet.failsOnStaged(fleet.members[$0].id) }
+        notes.append(
+            "waves \(waves.map(\.description).joined(separator: ", ")): \((0..<waves.count).map { "\(members(of: $0).count)" }.joined(separator: ", ")) devices; \(failing.count) report errors (all in wave 3)"
+        )
+        phases.append(
+            await measure("rollout wave 1 (\(waves[0]))", marker: marker, expected: members(of: 0)) {
+                do {
+                    _ = try await self.admin.startRollout(
+                        app: Self.app,
+                        RolloutRequest(
+                            scope: "app", patch: [FleetCounters.markerKey: .string(marker)], waves: waves,
+                            pauseOnErrorsBasisPoints: Self.rolloutThreshold, waveWaitSeconds: 120, message: "simulated rollout"))
+                } catch {
+                    self.progress?("the rollout was refused: \(error)")
+                }
+            })
+        // Each later wave is admitted by the server once the one before reported.
+        for wave in 1..<(waves.count - 1) {
+            phases.append(await measure("rollout wave \(wave + 1) (\(waves[wave]))", marker: marker, expected: members(of: wave)) {})
+        }
+        var status: RolloutView?
+        let deadline = ContinuousClock.now + options.phaseTimeout
+        while ContinuousClock.now < deadline {
+            status = try? await admin.rollout(app: Self.app)
+            if status?.phase != .running { break }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        if let status {
+            notes.append(
+                "rollout \(status.phase.rawValue) at wave \(status.currentWave + 1) of \(waves.count) (\(waves[status.currentWave])): \(status.reason.prefix(160))"
+            )
+        } else {
+            notes.append("rollout status unknown")
+        }
+        // The last wave must get nothing while it is paused.
+        phases.append(
+            await measure("last wave untouched", marker: marker, expected: []) { try? await Task.sleep(for: .seconds(2)) })
+        let reachedLast = phases.last?.requests["settings 200"] ?? 0
+        notes.append("settings answers to the last wave while paused: \(reachedLast)")
+        _ = try? await admin.abortRollout(app: Self.app)
+        return (phases, notes)
     }
 
     /// An admin write of a new marker at `scope`, measured until `expected` devices hold it.

@@ -95,11 +95,16 @@ public final class SimulatedFleet: Sendable {
         var device = SimulatedDevice(longPollWait: behavior.longPollWait, backoff: behavior.backoff)
         var random = SystemRandomNumberGenerator()
         var action = device.start
+        var held: SettingsDocument?
         while !Task.isCancelled {
             if action.after > .zero {
                 do { try await Task.sleep(for: action.after) } catch { return }
             }
-            guard let event = await perform(action.request, client: client, device: index, random: &random) else { return }
+            let failure = held.flatMap { Self.stagedFailure(device: members[index].id, document: $0) }
+            guard let event = await perform(action.request, client: client, device: index, failure: failure, random: &random) else {
+                return
+            }
+            if case .settings(let document) = event { held = document }
             if case .settings(let document) = event, counters.received(document, device: index),
                 behavior.writeBackShare > 0, Double.random(in: 0..<1, using: &random) < behavior.writeBackShare
             {
@@ -109,9 +114,29 @@ public final class SimulatedFleet: Sendable {
         }
     }
 
-    /// Sends `request`; `nil` when the device was stopped meanwhile.
+    /// The devices whose app fails on staged settings (a marker beginning with
+    /// ``stagedMarkerPrefix``): about 5% of those whose hash bucket lies between 10% and 50%,
+    /// the third wave of the rollout scenario's `1%, 10%, 50%, 100%`, and none before it.
+    public static func failsOnStaged(_ deviceID: String) -> Bool {
+        let bucket = RolloutWave.bucket(deviceID)
+        return (1_000..<5_000).contains(bucket) && bucket % 20 == 0
+    }
+
+    /// Markers of staged changes begin with this.
+    public static let stagedMarkerPrefix = "staged-"
+
+    /// The error a device reports for `document`, `nil` for `applied`.
+    static func stagedFailure(device: String, document: SettingsDocument) -> String? {
+        guard case .string(let marker)? = document.values[FleetCounters.markerKey], marker.hasPrefix(stagedMarkerPrefix),
+            failsOnStaged(device)
+        else { return nil }
+        return "the simulated app cannot use \(marker)"
+    }
+
+    /// Sends `request`; `nil` when the device was stopped meanwhile. A report says `error` with
+    /// `failure` when one is given.
     private func perform(
-        _ request: SimulatedDevice.Request, client: FleetClient, device: Int, random: inout some RandomNumberGenerator
+        _ request: SimulatedDevice.Request, client: FleetClient, device: Int, failure: String?, random: inout some RandomNumberGenerator
     ) async -> SimulatedDevice.Event? {
         do {
             switch request {
@@ -128,8 +153,11 @@ public final class SimulatedFleet: Sendable {
                 return .settings(document)
             case .report(let revision, let schemaVersion):
                 try await client.reportStatus(
-                    app: app, StatusReport(revision: revision, schemaVersion: schemaVersion, state: .applied, source: .agent))
-                counters.count("status 202")
+                    app: app,
+                    StatusReport(
+                        revision: revision, schemaVersion: schemaVersion, state: failure == nil ? .applied : .error,
+                        message: failure ?? "", source: .agent))
+                counters.count(failure == nil ? "status 202" : "status error 202")
                 return .reported
             case .writeBack(let revision):
                 let volume = JSONValue.number(.integer(Int64.random(in: 0...10, using: &random)))

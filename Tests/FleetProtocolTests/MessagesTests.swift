@@ -35,7 +35,7 @@ struct MessagesTests {
         ([], "/: must be an object"),
         (
             ["revision": 1, "schemaVersion": 1, "state": "done", "source": "agent"],
-            #"/state: must be one of "applied", "error", "unsupported" (got "done")"#
+            #"/state: must be one of "applied", "error", "unsupported", "pending" (got "done")"#
         ),
         (["revision": -1, "schemaVersion": 1, "state": "applied", "source": "agent"], "/revision: must be a non-negative integer"),
         (["revision": 1.5, "schemaVersion": 1, "state": "applied", "source": "agent"], "/revision: must be a non-negative integer"),

@@ -52,7 +52,7 @@ struct RolloutTests {
             let wave = rollout.wave(of: device)
             #expect(wave == rollout.wave(of: device))  // stable
             counts[wave] += 1
-            let bucket = Rollout.bucket(device.id)
+            let bucket = RolloutWave.bucket(device.id)
             #expect((0..<10_000).contains(bucket))
             #expect(wave == (bucket < 1_000 ? 1 : bucket < 5_000 ? 2 : 3))
         }

@@ -13,18 +13,22 @@ import Testing
 struct FleetRunTests {
     static let devices = 300
 
-    func withFleet(restartSignal: Int32 = SIGKILL, _ body: (FleetSimulation, SimulatedFleet) async throws -> Void) async throws {
+    func withFleet(
+        devices: Int = Self.devices, restartSignal: Int32 = SIGKILL, serverArguments: [String] = [],
+        _ body: (FleetSimulation, SimulatedFleet) async throws -> Void
+    ) async throws {
         let directory = try CLIRunner.temporaryDirectory().path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let server = LaunchedServer(
-            executable: CLIRunner.product("fleetset-server"), directory: directory, extraArguments: ["--log-level", "notice"])
+            executable: CLIRunner.product("fleetset-server"), directory: directory,
+            extraArguments: ["--log-level", "notice"] + serverArguments)
         try await server.start()
         defer { server.terminateNow() }
         let http = try HTTPClient(configuration: .init(allowInsecureHTTP: true))
         let admin = FleetClient(http: http, baseURL: server.url, token: try server.adminToken())
         try await FleetSimulation.prepareApp(admin: admin)
-        let members = try await FleetSimulation.enroll(count: Self.devices, admin: admin, http: http, baseURL: server.url)
-        #expect(members.count == Self.devices && Set(members.map(\.id)).count == Self.devices)
+        let members = try await FleetSimulation.enroll(count: devices, admin: admin, http: http, baseURL: server.url)
+        #expect(members.count == devices && Set(members.map(\.id)).count == devices)
         // A saved fleet reads back as it was, from a file only its owner may read.
         try FleetSimulation.save(members, to: directory + "/fleet.json")
         #expect(try FleetSimulation.load(from: directory + "/fleet.json") == members)
@@ -51,6 +55,28 @@ struct FleetRunTests {
 
     func phase(_ report: FleetReport, _ name: String) throws -> FleetReport.Phase {
         try #require(report.phases.first { $0.name == name }, "no phase \(name) in \(report.text)")
+    }
+
+    @Test(
+        "a staged rollout over 1,000 devices reaches one wave at a time, exactly its devices, and pauses at the wave whose devices report errors"
+    )
+    func stagedRollout() async throws {
+        try await withFleet(devices: 1_000, serverArguments: ["--rollout-check-interval", "0.2"]) { simulation, fleet in
+            let report = try await simulation.run(.rollout)
+            let waves = report.phases.filter { $0.name.hasPrefix("rollout wave") }
+            #expect(waves.map(\.name) == ["rollout wave 1 (1%)", "rollout wave 2 (10%)", "rollout wave 3 (50%)"], "\(report.text)")
+            for wave in waves {
+                #expect(wave.expected > 0 && wave.missing == 0 && wave.errors.isEmpty, "\(report.text)")
+                // Only the wave's long-polls were answered (others stay quiet).
+                #expect((wave.requests["settings 200"] ?? 0) <= wave.expected + 60, "\(report.text)")
+            }
+            let failing = fleet.members.filter { SimulatedFleet.failsOnStaged($0.id) }.count
+            #expect(failing > 10, "\(report.text)")
+            #expect(report.notes.contains { $0.hasPrefix("rollout paused at wave 3 of 4 (50%)") }, "\(report.text)")
+            #expect(report.notes.contains { $0.contains("reported error or unsupported, more than the 2% allowed") }, "\(report.text)")
+            #expect(report.notes.contains("settings answers to the last wave while paused: 0"), "\(report.text)")
+            print(report.text)
+        }
     }
 
     @Test("an app-wide change reaches every device and a group change exactly its group, with no error; write-backs go through")
