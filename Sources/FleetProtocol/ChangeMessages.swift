@@ -176,6 +176,13 @@ public struct RolloutRequest: Sendable, Hashable {
         message = try reader.optionalString("message", maximumLength: 1024) ?? ""
     }
 
+    /// `10m`, `90s`, `2h`: a number of seconds in the largest unit that divides it.
+    public static func durationText(seconds: Int64) -> String {
+        if seconds >= 3600, seconds % 3600 == 0 { return "\(seconds / 3600)h" }
+        if seconds >= 60, seconds % 60 == 0 { return "\(seconds / 60)m" }
+        return "\(seconds)s"
+    }
+
     /// A percentage from 0 to 100 with at most two decimals, in basis points.
     static func percent(_ reader: ObjectReader, _ key: String) throws(DocumentError) -> Int? {
         guard let value = reader.object[key] else { return nil }

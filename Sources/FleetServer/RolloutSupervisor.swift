@@ -2,8 +2,9 @@ import FleetServerCore
 import Logging
 import ServiceLifecycle
 
-/// Moves staged rollouts on: every `interval`, ``SettingsService/superviseRollouts()`` looks
-/// at each running rollout and admits, completes or pauses it. Runs beside the HTTP server
+/// Moves staged rollouts on: every `interval`, ``SettingsService/superviseRollouts(onlyWhenDue:)``
+/// looks at each running rollout with news (a report, a wave's time up) and admits, completes or
+/// pauses it. Runs beside the HTTP server
 /// until a graceful shutdown; a failed pass (the database away) is logged and tried again at
 /// the next tick, never ending the server.
 struct RolloutSupervisor: Service {
@@ -15,7 +16,7 @@ struct RolloutSupervisor: Service {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 do {
-                    try await service.superviseRollouts()
+                    try await service.superviseRollouts(onlyWhenDue: true)
                 } catch {
                     logger.error("rollout supervision failed", metadata: ["event": "rollout-supervision", "error": "\(error)"])
                 }

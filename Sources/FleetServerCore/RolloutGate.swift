@@ -58,7 +58,7 @@ public enum RolloutGate {
         guard now >= deadline else { return .wait(until: deadline) }
         return .pause(
             reason:
-                "\(waiting.count) of \(admitted.count) admitted device(s) did not report within \(Duration.seconds(rollout.waveWaitSeconds).shortText) of wave \(rollout.currentWave + 1) (\(rollout.waves[rollout.currentWave])): "
+                "\(waiting.count) of \(admitted.count) admitted device(s) did not report within \(RolloutRequest.durationText(seconds: rollout.waveWaitSeconds)) of wave \(rollout.currentWave + 1) (\(rollout.waves[rollout.currentWave])): "
                 + named(waiting.map { "\($0.device) (\($0.detail))" }))
     }
 
@@ -66,15 +66,5 @@ public enum RolloutGate {
     static func named(_ items: [String]) -> String {
         let shown = items.prefix(namedDevices).joined(separator: ", ")
         return items.count > namedDevices ? shown + " and \(items.count - namedDevices) more" : shown
-    }
-}
-
-extension Duration {
-    /// `10m`, `90s`, `2h` — the shortest exact unit.
-    var shortText: String {
-        let seconds = components.seconds
-        if seconds % 3600 == 0, seconds >= 3600 { return "\(seconds / 3600)h" }
-        if seconds % 60 == 0, seconds >= 60 { return "\(seconds / 60)m" }
-        return "\(seconds)s"
     }
 }

@@ -2,6 +2,7 @@ import FleetJSON
 import FleetMetadata
 import FleetProtocol
 import Logging
+import PosixThreads
 
 extension SettingsService {
     // MARK: - Starting, resuming, aborting
@@ -198,15 +199,35 @@ extension SettingsService {
     /// the next wave, complete, or pause. The server calls it on a timer; it is safe on several
     /// instances at once (each step is written only if the rollout is as it was read).
     ///
+    /// - Parameter onlyWhenDue: look only at rollouts with news: a status report of the app
+    ///   since the last look (on this instance), a wave whose time is up, or
+    ///   ``rolloutLookInterval`` since the last look (reports other instances took). Each look
+    ///   reads the app's devices, values, revisions and recent reports, so an idle rollout on a
+    ///   large fleet is not read every tick.
     /// - Returns: the running rollouts as they are after the pass.
     @discardableResult
-    public func superviseRollouts() async throws -> [Rollout] {
+    public func superviseRollouts(onlyWhenDue: Bool = false) async throws -> [Rollout] {
         var result: [Rollout] = []
         for rollout in try await store.activeRollouts() where rollout.phase == .running {
-            result.append(try await supervise(rollout))
+            let now = wallClock.secondsSinceEpoch()
+            let due = rolloutLooks.withLock { looks in
+                let due =
+                    !onlyWhenDue || looks.reported.contains(rollout.app) || now >= rollout.waveStartedAt + rollout.waveWaitSeconds
+                    || now - (looks.lastLooked[rollout.app] ?? .min / 2) >= Self.rolloutLookInterval
+                if due {
+                    looks.reported.remove(rollout.app)
+                    looks.lastLooked[rollout.app] = now
+                }
+                return due
+            }
+            result.append(due ? try await supervise(rollout) : rollout)
         }
         return result
     }
+
+    /// The longest a running rollout goes unlooked at by an instance that hears of no report:
+    /// 10 s.
+    public static let rolloutLookInterval: Int64 = 10
 
     private func supervise(_ read: Rollout) async throws -> Rollout {
         let states = try await deviceStates(of: read)
@@ -336,4 +357,12 @@ extension Rollout {
         self.reason = reason
         version += 1
     }
+}
+
+/// What ``SettingsService/superviseRollouts(onlyWhenDue:)`` remembers between ticks.
+struct RolloutLooks: Sendable {
+    /// Apps with status reports since their rollout was last looked at.
+    var reported: Set<String> = []
+    /// When each app's rollout was last looked at, seconds since the epoch.
+    var lastLooked: [String: Int64] = [:]
 }

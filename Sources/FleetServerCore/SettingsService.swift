@@ -43,6 +43,8 @@ public final class SettingsService: Sendable {
     public let metrics: ServerMetrics
     /// Reports and changes as they happen, for the console's live updates.
     public let events = ServiceEvents()
+    /// Which running rollouts have news to look at (see ``superviseRollouts(onlyWhenDue:)``).
+    let rolloutLooks = Locked(RolloutLooks())
     /// When the last write woke long-polls (for ``ServerMetrics/longPollWoken(after:)``).
     private let lastNotified = Locked(ContinuousClock.now)
 
@@ -603,6 +605,7 @@ public final class SettingsService: Sendable {
         _ = try await storedMetadata(app: app)
         try await statusWrites.submit(StatusRecord(report: report, app: app, deviceID: device.id, time: wallClock.secondsSinceEpoch()))
         metrics.statusReport(report.state)
+        rolloutLooks.withLock { _ = $0.reported.insert(app) }
         events.publish(.statusReported(app: app, device: device.id, state: report.state))
         let metadata: Logger.Metadata = [
             "event": "status", "app": "\(app)", "device": "\(device.id)", "revision": "\(report.revision)",

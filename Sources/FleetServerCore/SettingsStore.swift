@@ -40,6 +40,9 @@ public protocol SettingsStore: Sendable {
     /// Every active (running or paused) rollout, by app id.
     func activeRollouts() async throws -> [Rollout]
 
+    /// The app's active rollout, if any (one indexed row: the serving path reads it).
+    func activeRollout(app: String) async throws -> Rollout?
+
     /// The values of the scopes one device sees, read in one transaction.
     func valueLayers(app: String, groups: [String], deviceID: String) async throws -> ValueLayers
 
@@ -171,11 +174,6 @@ extension SettingsStore {
         try await replaceMetadata(
             metadata, expectedVersion: expectedVersion,
             recording: ChangeRecord(at: 0, actor: "server", kind: .metadata, metadataVersion: metadata.version))
-    }
-
-    /// The app's active rollout, if any.
-    public func activeRollout(app: String) async throws -> Rollout? {
-        try await rollouts(app: app).first { $0.phase.isActive }
     }
 
     /// One ``advanceRevision(app:deviceID:fingerprint:)`` after the other, for stores without a

@@ -221,6 +221,12 @@ public final class PostgresStore: SettingsStore {
         }
     }
 
+    public func activeRollout(app: String) async throws -> Rollout? {
+        try await rows("SELECT document FROM rollouts WHERE app = \(app) AND active").first.map {
+            try Rollout(storedText: try $0.decode(String.self))
+        }
+    }
+
     public func activeRollouts() async throws -> [Rollout] {
         try await rows(#"SELECT document FROM rollouts WHERE active ORDER BY app COLLATE "C""#).map {
             try Rollout(storedText: try $0.decode(String.self))

@@ -253,6 +253,13 @@ public final class SQLiteStore: SettingsStore {
         }
     }
 
+    public func activeRollout(app: String) async throws -> Rollout? {
+        try await read { db in
+            try String.fetchOne(db, sql: "SELECT document FROM rollouts WHERE app = ? AND active = 1", arguments: [app])
+                .map(Rollout.init(storedText:))
+        }
+    }
+
     public func activeRollouts() async throws -> [Rollout] {
         try await read { db in
             try String.fetchAll(db, sql: "SELECT document FROM rollouts WHERE active = 1 ORDER BY app").map(Rollout.init(storedText:))

@@ -216,7 +216,7 @@ enum RolloutText {
         let keys = view.patch.map { "\($0.key)=\($0.value.serialized(maximumLength: 40))" }.joined(separator: " ")
         var lines = [
             "\(view.app) rollout \(view.id) at \(view.scope): \(keys)",
-            "  \(view.phase.rawValue), wave \(view.currentWave + 1) of \(view.waves.count) (\(view.waves.map(\.description).joined(separator: ", "))); pause on errors above \(RolloutWave.percentText(basisPoints: view.pauseOnErrorsBasisPoints)); \(view.waveWaitSeconds)s per wave",
+            "  \(view.phase.rawValue), wave \(view.currentWave + 1) of \(view.waves.count) (\(view.waves.map(\.description).joined(separator: ", "))); pause on errors above \(RolloutWave.percentText(basisPoints: view.pauseOnErrorsBasisPoints)); \(RolloutRequest.durationText(seconds: view.waveWaitSeconds)) per wave",
         ]
         if !view.reason.isEmpty { lines.append("  \(view.phase == .paused ? "paused" : "ended"): \(view.reason)") }
         for (index, wave) in view.progress.enumerated() {

@@ -83,6 +83,7 @@ struct RolloutTests {
     func storedForm() throws {
         var rollout = try Self.rollout(waves: ["group:canary", "0.5%", "100%"], scope: .group("lobby"))
         rollout.patch = ["list": [1, ["a": .null]], "secret": "x"]
+        rollout.accepted = ["d-1", "d-2"]
         rollout.end(.aborted, at: 9, reason: "why — ünïcode")
         #expect(try Rollout(storedText: rollout.storedJSON.serialized()) == rollout)
         #expect(throws: StoreCorruption.self) { try Rollout(storedText: #"{"id":"r"}"#) }
@@ -133,6 +134,18 @@ struct RolloutTests {
                     reason:
                         "1 of 2 admitted device(s) (50%) reported error or unsupported, more than the 0% allowed: d-1 (error on revision 2: hook exited 1)"
                 ))
+    }
+
+    @Test("the gate: devices an admin accepted by resuming are not counted, failed or silent")
+    func gateSkipsAccepted() throws {
+        var rollout = try Self.rollout(threshold: 0, wave: 1)
+        let states = [Self.state("d-1", .failed), Self.state("d-2", .waiting), Self.state("d-3", wave: 1, .applied)]
+        guard case .pause = RolloutGate.step(rollout, devices: states, now: 1_001) else {
+            Issue.record("not paused before the devices were accepted")
+            return
+        }
+        rollout.accepted = ["d-1", "d-2"]
+        #expect(RolloutGate.step(rollout, devices: states, now: 1_001) == .advance(to: 2))
     }
 
     @Test("the gate: waits for the wave until its time is up, then pauses naming who did not report; not running → nothing")
