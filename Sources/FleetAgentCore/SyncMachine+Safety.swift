@@ -98,11 +98,11 @@ extension SyncMachine {
         actions.append(.persist(deferred.settings, metadata: deferred.metadataBytes))
     }
 
-    /// Forgets a deferred revision (a newer one was refused, or the server is back on the one
-    /// served).
+    /// Forgets a deferred revision (a newer one replaces it or was refused, or the server is
+    /// back on the one served), letting go of the lock taken for it.
     mutating func dropDeferred() {
         guard let deferred else { return }
-        if deferred.lockHeld { releaseUpdateLock() }
+        if deferred.lockHeld || deferred.awaitingLock { releaseUpdateLock() }
         self.deferred = nil
         if status.waitingRevision != nil {
             status.waitingRevision = nil
@@ -171,6 +171,13 @@ extension SyncMachine {
         guard let wanted = rollbackWanted, slot.isFree else { return }
         rollbackWanted = nil
         guard let settings, settings.revision == wanted.revision else { return }
+        if let deferred, deferred.lockHeld || deferred.awaitingLock {
+            // A newer revision is being applied: it replaces the one the app refused.
+            log(
+                .notice, "no rollback: a newer revision is being applied", event: "rollback",
+                ["revision": "\(wanted.revision)", "newer": "\(deferred.settings.revision)", "reason": wanted.reason])
+            return
+        }
         _ = startRollback(from: settings, reason: wanted.reason, now)
     }
 

@@ -27,12 +27,16 @@ extension SyncMachine {
         }
         statusOnDisk = loaded.status
         if let stored = loaded.status, stored.app == rules.app { status = stored }
+        // A revision that waited (for a window, for the app's lock) is fetched and checked again.
+        let waited = status.waitingRevision
+        status.waitingRevision = nil
+        status.waitingReason = nil
         restoreAckDeadline(now)
         settings = loaded.settings
         previousSettings = loaded.source == .current ? loaded.previous : nil
         knownRevision = loaded.settings?.revision
         metadata = loaded.metadata
-        if let stored = loaded.status, let latest = stored.latestRevision, latest > knownRevision ?? 0,
+        if let stored = loaded.status, let latest = stored.latestRevision, latest > knownRevision ?? 0, latest != waited,
             stored.state == .error || stored.state == .unsupported
         {
             // A revision refused before the stop stays decided on: it is neither checked nor
@@ -204,6 +208,7 @@ extension SyncMachine {
             let received = DeviceSettings(document, syncedAt: now.wall)
             let metadataBytes = metadata?.version != newMetadata.version ? fetchedMetadata?.bytes : nil
             // Applied when allowed: inside an apply window, with the app's update lock taken.
+            dropDeferred()
             knownRevision = document.revision
             deferred = DeferredApply(settings: received, metadata: newMetadata, metadataBytes: metadataBytes, checkAt: now.instant)
         }

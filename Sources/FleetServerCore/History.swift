@@ -1,4 +1,5 @@
 import FleetJSON
+import FleetMetadata
 import FleetProtocol
 
 /// What one write did to an app, as its history keeps it: who, when, why, and for each scope
@@ -25,11 +26,38 @@ public struct ChangeRecord: Sendable, Hashable {
         public var patch: JSONObject
         /// The scope's values after the write (what a revert restores).
         public var after: JSONObject
+        /// ``patch`` and ``after`` with the secrets of the metadata in force at the write
+        /// masked, for showing: a setting that was secret then stays masked in the history even
+        /// if a later metadata version stops marking it (the current version's secrets are
+        /// masked too). `nil` for entries written without metadata at hand.
+        public var shown: (patch: JSONObject, after: JSONObject)?
 
         public init(scope: Scope, patch: JSONObject, after: JSONObject) {
             self.scope = scope
             self.patch = patch
             self.after = after
+        }
+
+        /// A change whose shown form masks the secrets `metadata` marks.
+        public init(scope: Scope, patch: JSONObject, after: JSONObject, masking metadata: Metadata) {
+            self.init(scope: scope, patch: patch, after: after)
+            shown = (metadata.masked(patch), metadata.masked(after))
+        }
+
+        /// The patch and values to show under `metadata` (the current version).
+        public func masked(by metadata: Metadata) -> (patch: JSONObject, after: JSONObject) {
+            (metadata.masked(shown?.patch ?? patch), metadata.masked(shown?.after ?? after))
+        }
+
+        public static func == (lhs: Self, rhs: Self) -> Bool {
+            lhs.scope == rhs.scope && lhs.patch == rhs.patch && lhs.after == rhs.after && lhs.shown?.patch == rhs.shown?.patch
+                && lhs.shown?.after == rhs.shown?.after
+        }
+
+        public func hash(into hasher: inout Hasher) {
+            hasher.combine(scope)
+            hasher.combine(patch)
+            hasher.combine(after)
         }
     }
 
@@ -53,7 +81,14 @@ public struct ChangeRecord: Sendable, Hashable {
     public var scopesText: String {
         JSONValue.array(
             scopes.map { change in
-                ["scope": .string(change.scope.description), "patch": .object(change.patch), "after": .object(change.after)]
+                var object: JSONObject = [
+                    "scope": .string(change.scope.description), "patch": .object(change.patch), "after": .object(change.after),
+                ]
+                if let shown = change.shown {
+                    object["shownPatch"] = .object(shown.patch)
+                    object["shownAfter"] = .object(shown.after)
+                }
+                return .object(object)
             }
         ).serialized()
     }
@@ -68,7 +103,11 @@ public struct ChangeRecord: Sendable, Hashable {
                 let scope = Scope(parameter: scopeText),
                 case .object(let patch)? = object["patch"], case .object(let after)? = object["after"]
             else { throw StoreCorruption(what: what) }
-            return ScopeChange(scope: scope, patch: patch, after: after)
+            var change = ScopeChange(scope: scope, patch: patch, after: after)
+            if case .object(let shownPatch)? = object["shownPatch"], case .object(let shownAfter)? = object["shownAfter"] {
+                change.shown = (shownPatch, shownAfter)
+            }
+            return change
         }
     }
 }

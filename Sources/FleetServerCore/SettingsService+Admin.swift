@@ -177,7 +177,7 @@ extension SettingsService {
                 let values = checked.values
                 let change = ChangeRecord(
                     at: self.wallClock.secondsSinceEpoch(), actor: actor, message: message, kind: .values,
-                    scopes: [ChangeRecord.ScopeChange(scope: scope, patch: patch, after: values)])
+                    scopes: [ChangeRecord.ScopeChange(scope: scope, patch: patch, after: values, masking: state.metadata)])
                 let number = try await self.store.commit(
                     AppWrite(app: app, values: [scope: values], rollout: checked.rollout, change: change))
                 await self.notifyChanged(app, scope: scope)
@@ -225,8 +225,7 @@ extension SettingsService {
     public func explain(app: String, deviceID: String) async throws -> Explanation {
         let metadata = try await metadata(app: app)
         guard let device = try await store.device(id: deviceID) else { throw ServiceError.unknownDevice(deviceID) }
-        let stored = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
-        let layers = try await activeRollout(app: app)?.layers(stored, for: device) ?? stored
+        let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id).served(to: device)
         let effective = EffectiveSettings(
             metadata: metadata, app: layers.app, groups: layers.groups, device: layers.device, deviceID: device.id)
         return Explanation(

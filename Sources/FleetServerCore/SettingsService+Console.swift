@@ -151,7 +151,7 @@ extension SettingsService {
             for (group, groupValues) in layers.groups { values[.group(group)] = groupValues }
             let latest = try await store.latestStatus(app: app, deviceID: device.id)
             standings[app] = Self.standing(
-                app: app, device: device, metadata: metadata, values: values, rollout: try await store.activeRollout(app: app),
+                app: app, device: device, metadata: metadata, values: values, rollout: layers.rollout,
                 served: try await store.revision(app: app, deviceID: device.id),
                 latest: latest.map { DeviceStatus(report: $0.report, receivedAt: $0.receivedAt) })
         }

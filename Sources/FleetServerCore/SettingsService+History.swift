@@ -45,7 +45,8 @@ extension SettingsService {
             revision: entry.number, at: entry.change.at, actor: entry.change.actor, message: entry.change.message,
             kind: entry.change.kind.rawValue,
             scopes: entry.change.scopes.map {
-                HistoryRecord.ScopeChange(scope: $0.scope.description, patch: metadata.masked($0.patch), values: metadata.masked($0.after))
+                let shown = $0.masked(by: metadata)
+                return HistoryRecord.ScopeChange(scope: $0.scope.description, patch: shown.patch, values: shown.after)
             },
             metadataVersion: entry.change.metadataVersion.map(Int64.init))
     }
@@ -113,7 +114,7 @@ extension SettingsService {
                 let scopes = changed.keys.sorted { $0.description.utf8.lexicographicallyPrecedes($1.description.utf8) }.map { scope in
                     ChangeRecord.ScopeChange(
                         scope: scope, patch: SettingsValues.patch(from: state.values.values[scope] ?? [:], to: changed[scope] ?? [:]),
-                        after: changed[scope] ?? [:])
+                        after: changed[scope] ?? [:], masking: state.values.metadata)
                 }
                 var aborted = state.rollout
                 aborted?.end(.aborted, at: now, reason: "aborted by a forced revert to revision \(request.to)")

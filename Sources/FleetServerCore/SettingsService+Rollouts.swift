@@ -159,9 +159,13 @@ extension SettingsService {
             scopes: [
                 ChangeRecord.ScopeChange(
                     scope: rollout.scope, patch: SettingsValues.patch(from: values[rollout.scope] ?? [:], to: scopeValues),
-                    after: scopeValues)
+                    after: scopeValues, masking: metadata)
             ])
-        _ = try await store.commit(AppWrite(app: app, values: [rollout.scope: scopeValues], rollout: rollout, change: change))
+        do {
+            _ = try await store.commit(AppWrite(app: app, values: [rollout.scope: scopeValues], rollout: rollout, change: change))
+        } catch is RolloutConflict {
+            throw Self.rolloutChangedMeanwhile(app)
+        }
         await notifyChanged(app, scope: .app)
         logRollout(rollout, "rollout completed")
         return rollout
@@ -174,10 +178,15 @@ extension SettingsService {
         do {
             _ = try await store.commit(AppWrite(app: rollout.app, rollout: rollout, change: change))
         } catch is RolloutConflict {
-            throw ServiceError(409, "concurrent-write", "the rollout of \(rollout.app) was changed meanwhile; look at it again and retry")
+            throw Self.rolloutChangedMeanwhile(rollout.app)
         }
         await notifyChanged(rollout.app, scope: .app)
         logRollout(rollout, summary)
+    }
+
+    /// 409 `concurrent-write`: another writer changed the rollout between the read and the write.
+    private static func rolloutChangedMeanwhile(_ app: String) -> ServiceError {
+        ServiceError(409, "concurrent-write", "the rollout of \(app) was changed meanwhile; look at it again and retry")
     }
 
     private static func message(_ summary: String, note: String) -> String {
@@ -220,7 +229,19 @@ extension SettingsService {
                 }
                 return due
             }
-            result.append(due ? try await supervise(rollout) : rollout)
+            guard due else {
+                result.append(rollout)
+                continue
+            }
+            do {
+                result.append(try await supervise(rollout))
+            } catch {
+                // One app's trouble (its metadata unreadable, a conflict) holds up no other app.
+                logger.error(
+                    "rollout not looked at",
+                    metadata: ["event": "rollout", "app": "\(rollout.app)", "rollout": "\(rollout.id)", "error": "\(error)"])
+                result.append(rollout)
+            }
         }
         return result
     }
@@ -257,7 +278,9 @@ extension SettingsService {
     /// Where each admitted device of `rollout` stands with the staged values (see
     /// ``RolloutDeviceState``): it fetched them when the revision last served to it has their
     /// fingerprint, and then reported on that revision — the agent, and the app too when the
-    /// app acknowledges revisions (it has reported before). Disabled devices are left out.
+    /// app acknowledges revisions (it has reported before). A device whose own or group values
+    /// hide the patch counts as applied (the rollout changes nothing for it, and what it
+    /// reported before is not the rollout's doing). Disabled devices are left out.
     func deviceStates(of rollout: Rollout) async throws -> [RolloutDeviceState] {
         let app = rollout.app
         let metadata = try await metadata(app: app)
@@ -268,27 +291,35 @@ extension SettingsService {
         let (allDevices, allValues, served, reports) = try await (devices, values, revisions, history)
         var reportsByDevice: [String: [StatusReport]] = [:]
         for record in reports { reportsByDevice[record.deviceID, default: []].append(record.report) }
-        var sharedFingerprints: [[String]: UInt64] = [:]
+        var sharedFingerprints: [[String]: (staged: UInt64, stored: UInt64)] = [:]
         var states: [RolloutDeviceState] = []
         for device in allDevices where device.has(app: app) && !device.disabled && rollout.reaches(device) {
             let wave = rollout.wave(of: device)
             guard wave <= rollout.currentWave else { continue }
             let own = allValues[.device(device.id)] ?? [:]
             let groups = device.groups.sorted()
-            let fingerprint: UInt64
+            let fingerprints: (staged: UInt64, stored: UInt64)
             if own.isEmpty, let known = sharedFingerprints[groups] {
-                fingerprint = known
+                fingerprints = known
             } else {
                 var layers = ValueLayers(app: allValues[.app] ?? [:], device: own)
                 for group in device.groups { layers.groups[group] = allValues[.group(group)] }
-                let staged = rollout.staged(layers)
-                fingerprint = EffectiveSettings(
-                    metadata: metadata, app: staged.app, groups: staged.groups, device: staged.device, deviceID: device.id
-                ).fingerprint(schemaVersion: metadata.version)
-                if own.isEmpty { sharedFingerprints[groups] = fingerprint }
+                func fingerprint(_ layers: ValueLayers) -> UInt64 {
+                    EffectiveSettings(
+                        metadata: metadata, app: layers.app, groups: layers.groups, device: layers.device, deviceID: device.id
+                    )
+                    .fingerprint(schemaVersion: metadata.version)
+                }
+                fingerprints = (fingerprint(rollout.staged(layers)), fingerprint(layers))
+                if own.isEmpty { sharedFingerprints[groups] = fingerprints }
+            }
+            guard fingerprints.staged != fingerprints.stored else {
+                // Its own or its groups' values hide the patch: the rollout changes nothing for it.
+                states.append(RolloutDeviceState(device: device.id, wave: wave, outcome: .applied, detail: "not changed by the rollout"))
+                continue
             }
             let (outcome, detail) = Self.outcome(
-                served: served[device.id], stagedFingerprint: fingerprint, reports: reportsByDevice[device.id] ?? [])
+                served: served[device.id], stagedFingerprint: fingerprints.staged, reports: reportsByDevice[device.id] ?? [])
             states.append(RolloutDeviceState(device: device.id, wave: wave, outcome: outcome, detail: detail))
         }
         return states
@@ -342,11 +373,6 @@ extension SettingsService {
             reason: rollout.reason, actor: rollout.actor, message: rollout.message, progress: progress, devices: Array(notDone.prefix(50)))
     }
 
-    /// The app's active rollout (read from the store: not for the hot path, which keeps it with
-    /// the shared layers).
-    func activeRollout(app: String) async throws -> Rollout? {
-        try await store.activeRollout(app: app)
-    }
 }
 
 extension Rollout {

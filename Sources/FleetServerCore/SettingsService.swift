@@ -362,11 +362,10 @@ public final class SettingsService: Sendable {
         let shared = try await cache.sharedLayers(app: app, groups: device.groups) {
             let epoch = self.cache.epoch
             let metadata = try await self.metadata(app: app)
-            async let rollout = self.store.activeRollout(app: app)
             let layers = try await self.store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
             // The same read has this device's own values: kept, so they are not read again below.
             self.cache.fill(deviceValues: layers.device, app: app, deviceID: device.id, readAt: epoch)
-            return ServingCache.SharedLayers.Parts(metadata: metadata, app: layers.app, groups: layers.groups, rollout: try await rollout)
+            return ServingCache.SharedLayers.Parts(metadata: metadata, app: layers.app, groups: layers.groups, rollout: layers.rollout)
         }
         let variant = shared.variant(for: device)
         let own: JSONObject
@@ -411,8 +410,7 @@ public final class SettingsService: Sendable {
     /// (not from memory): what a device's write is checked against.
     private func current(app: String, device: Device) async throws -> (document: SettingsDocument, layers: ValueLayers) {
         let metadata = try await metadata(app: app)
-        let stored = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
-        let layers = try await store.activeRollout(app: app)?.layers(stored, for: device) ?? stored
+        let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id).served(to: device)
         let effective = EffectiveSettings(
             metadata: metadata, app: layers.app, groups: layers.groups, device: layers.device, deviceID: device.id)
         let state = try await revision(app: app, deviceID: device.id, fingerprint: effective.fingerprint(schemaVersion: metadata.version))
@@ -559,10 +557,12 @@ public final class SettingsService: Sendable {
                 }
                 return after[.device(device.id)] ?? [:]
             },
-            commit: { _, deviceValues in
+            commit: { state, deviceValues in
                 let change = ChangeRecord(
                     at: self.wallClock.secondsSinceEpoch(), actor: Self.deviceActor(device), kind: .values,
-                    scopes: [ChangeRecord.ScopeChange(scope: .device(device.id), patch: patch, after: deviceValues)])
+                    scopes: [
+                        ChangeRecord.ScopeChange(scope: .device(device.id), patch: patch, after: deviceValues, masking: state.metadata)
+                    ])
                 _ = try await self.store.commit(AppWrite(app: app, values: [.device(device.id): deviceValues], change: change))
                 await self.notifyChanged(app, scope: .device(device.id))
                 let updated = try await self.settings(app: app, device: device)

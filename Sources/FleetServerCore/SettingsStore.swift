@@ -43,7 +43,9 @@ public protocol SettingsStore: Sendable {
     /// The app's active rollout, if any (one indexed row: the serving path reads it).
     func activeRollout(app: String) async throws -> Rollout?
 
-    /// The values of the scopes one device sees, read in one transaction.
+    /// The values of the scopes one device sees, with the app's active rollout, read in one
+    /// transaction (a rollout completing writes its patch into the values as it ends: a reader
+    /// sees both before or both after).
     func valueLayers(app: String, groups: [String], deviceID: String) async throws -> ValueLayers
 
     /// The values at every scope of `app` (scopes without values are absent).
@@ -254,17 +256,26 @@ public struct DeviceSeen: Sendable, Hashable {
     }
 }
 
-/// What a device sees of an app's stored values: the app scope, its groups', its own.
+/// What a device sees of an app's stored values: the app scope, its groups', its own, and
+/// the app's active rollout (which may stage a patch over one of them).
 public struct ValueLayers: Sendable, Hashable {
     public var app: JSONObject
     /// By group name; groups without values are absent.
     public var groups: [String: JSONObject]
     public var device: JSONObject
+    /// The app's active rollout, when read with the values (``SettingsStore/valueLayers(app:groups:deviceID:)``).
+    public var rollout: Rollout?
 
-    public init(app: JSONObject = [:], groups: [String: JSONObject] = [:], device: JSONObject = [:]) {
+    public init(app: JSONObject = [:], groups: [String: JSONObject] = [:], device: JSONObject = [:], rollout: Rollout? = nil) {
         self.app = app
         self.groups = groups
         self.device = device
+        self.rollout = rollout
+    }
+
+    /// The layers `device` gets: with the rollout's patch when it admitted the device.
+    public func served(to device: Device) -> ValueLayers {
+        rollout?.layers(self, for: device) ?? self
     }
 }
 

@@ -236,8 +236,19 @@ public final class PostgresStore: SettingsStore {
     public func valueLayers(app: String, groups: [String], deviceID: String) async throws -> ValueLayers {
         let wanted = [Scope.app.description, Scope.device(deviceID).description] + groups.map { Scope.group($0).description }
         var layers = ValueLayers()
-        for row in try await rows(#"SELECT scope, "values" FROM scoped_values WHERE app = \#(app) AND scope = ANY(\#(wanted))"#) {
+        // One statement, one snapshot: the values and the active rollout (its row tagged by a
+        // scope no value has).
+        for row in try await rows(
+            #"""
+            SELECT scope, "values" FROM scoped_values WHERE app = \#(app) AND scope = ANY(\#(wanted))
+            UNION ALL SELECT '#rollout', document FROM rollouts WHERE app = \#(app) AND active
+            """#)
+        {
             let (scopeText, text) = try row.decode((String, String).self)
+            if scopeText == "#rollout" {
+                layers.rollout = try Rollout(storedText: text)
+                continue
+            }
             let values = try StoredText.object(text, what: "values of \(app) at \(scopeText)")
             switch Scope(parameter: scopeText) {
             case .app: layers.app = values

@@ -94,6 +94,7 @@ public final class SQLiteStore: SettingsStore {
                         started_at INTEGER NOT NULL, document TEXT NOT NULL);
                     CREATE UNIQUE INDEX rollouts_active ON rollouts (app) WHERE active = 1;
                     CREATE INDEX rollouts_app ON rollouts (app, started_at);
+                    CREATE INDEX status_history_app ON status_history (app);
                     """)
             // What is stored now becomes each app's first entry, so that a revert can go back to it.
             let now = try Int64.fetchOne(db, sql: "SELECT CAST(strftime('%s', 'now') AS INTEGER)") ?? 0
@@ -269,15 +270,17 @@ public final class SQLiteStore: SettingsStore {
     public func valueLayers(app: String, groups: [String], deviceID: String) async throws -> ValueLayers {
         let wanted = [Scope.app.description, Scope.device(deviceID).description] + groups.map { Scope.group($0).description }
         let placeholders = Array(repeating: "?", count: wanted.count).joined(separator: ", ")
-        let rows = try await read { db in
+        let (rows, rollout) = try await read { db in
             // The primary key (app, scope) answers this without reading other devices' rows.
-            try Row.fetchAll(
+            let rows = try Row.fetchAll(
                 db, sql: #"SELECT scope, "values" FROM scoped_values WHERE app = ? AND scope IN ("# + placeholders + ")",
                 arguments: StatementArguments([app] + wanted)
             )
             .map { ScopeRow(scope: $0["scope"], values: $0["values"]) }
+            let rollout = try String.fetchOne(db, sql: "SELECT document FROM rollouts WHERE app = ? AND active = 1", arguments: [app])
+            return (rows, rollout)
         }
-        var layers = ValueLayers()
+        var layers = ValueLayers(rollout: try rollout.map(Rollout.init(storedText:)))
         for row in rows {
             let values = try StoredText.object(row.values, what: "values of \(app) at \(row.scope)")
             switch Scope(parameter: row.scope) {

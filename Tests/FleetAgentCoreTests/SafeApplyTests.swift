@@ -210,6 +210,40 @@ struct SafeApplyTests {
         #expect(first.reports().last?.message == "exit 1")
     }
 
+    @Test("after a restart a revision that was waiting is fetched and checked again, even after an error outcome")
+    func waitingSurvivesRestart() {
+        var status = TestApp.settledStatus(7)
+        status.state = .error  // the last outcome: a rollback, say
+        status.latestRevision = 8
+        status.waitingRevision = 8
+        status.waitingReason = "outside the apply windows"
+        var run = MachineRun(TestApp.rules(applyWindows: ["Sat 00:00-24:00"]))
+        run.start(LoadedState(settings: TestApp.settings(7), source: .current, metadata: TestApp.metadata, status: status))
+        #expect(run.fetches().map(\.known) == [7])
+        #expect(run.machine.status.waitingRevision == nil)
+        run.deliverRevision(8)
+        #expect(run.machine.status.waitingRevision == 8)
+    }
+
+    @Test("a newer revision arriving while the lock is held for the one waiting lets go of the lock, then takes it for the newer")
+    func lockReleasedWhenReplaced() {
+        var run = MachineRun(TestApp.rules(applyWindows: ["Fri 09:00-10:00"]))
+        run.start(Self.settled())
+        run.deliverRevision(8)
+        #expect(run.machine.deferred != nil)
+        // The window opens while a long-poll is in flight: the lock is taken and the request cut short…
+        let opened = run.advance(by: .seconds(3600))
+        #expect(opened.contains(.takeUpdateLock) && opened.contains(.cancelRequest) && run.machine.holdsUpdateLock)
+        // …but the long-poll brings revision 9 first.
+        let answered = run.answer(.settingsAnswer(SettingsAnswer(document: TestApp.document(9))))
+        // Let go for 8, taken for 9, 9 written (no hook), let go again.
+        let locks = answered.filter { $0 == .releaseUpdateLock || $0 == .takeUpdateLock }
+        #expect(locks == [.releaseUpdateLock, .takeUpdateLock, .releaseUpdateLock])
+        #expect(Self.persists(run.actions) == [9])
+        #expect(!run.machine.holdsUpdateLock)
+        #expect(run.actions.filter { $0 == .takeUpdateLock }.count == run.actions.filter { $0 == .releaseUpdateLock }.count)
+    }
+
     @Test("after a restart the rolled-back revision stays decided on")
     func rollbackSurvivesRestart() {
         var status = TestApp.settledStatus(7)

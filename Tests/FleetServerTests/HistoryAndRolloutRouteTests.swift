@@ -308,6 +308,24 @@ struct HistoryAndRolloutRouteTests {
         }
     }
 
+    @Test("a device whose own values hide the staged setting counts as applied: the rollout changes nothing for it")
+    func hiddenByOwnValues() async throws {
+        try await TestFleetServer.with(store: .sqlite) { server in
+            try await server.putKioskMetadata(version: 1)
+            var devices = try await Self.threeDevices(server)
+            _ = try await server.admin.patchValues(app: "kiosk", scope: "device:\(devices[0].id)", patch: ["title": "Mine"])
+            try await devices[0].fetch()
+            try await devices[0].report(.error, "an old problem")
+            _ = try await server.admin.startRollout(
+                app: "kiosk", RolloutRequest(scope: "app", patch: ["title": "Staged"], waves: Self.groupWaves))
+            let started = try await server.admin.rollout(app: "kiosk")
+            #expect(started.progress.first == RolloutWaveProgress(wave: .group("w1"), devices: 1, applied: 1, failed: 0, waiting: 0))
+            try await server.service.superviseRollouts()
+            #expect(try await server.admin.rollout(app: "kiosk").currentWave == 1)
+            #expect(try await devices[0].fetch() == false)
+        }
+    }
+
     @Test("a device whose app acknowledges counts once its app reported too; an app's error fails it")
     func appAcknowledgements() async throws {
         try await TestFleetServer.with(store: .sqlite) { server in
