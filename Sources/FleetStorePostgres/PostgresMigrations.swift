@@ -58,7 +58,6 @@ enum PostgresMigrations {
                 started_at BIGINT NOT NULL, document TEXT NOT NULL);
             CREATE UNIQUE INDEX rollouts_active ON rollouts (app) WHERE active;
             CREATE INDEX rollouts_app ON rollouts (app, started_at);
-            CREATE INDEX status_history_app ON status_history (app);
             -- What is stored now becomes each app's first entry, so that a revert can go back to it.
             INSERT INTO history (app, number, at, actor, message, kind, scopes, metadata_version)
             SELECT m.app, 1, extract(epoch FROM now())::bigint, 'server', 'what was stored when the history began', 'initial',

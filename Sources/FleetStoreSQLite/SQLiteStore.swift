@@ -94,7 +94,6 @@ public final class SQLiteStore: SettingsStore {
                         started_at INTEGER NOT NULL, document TEXT NOT NULL);
                     CREATE UNIQUE INDEX rollouts_active ON rollouts (app) WHERE active = 1;
                     CREATE INDEX rollouts_app ON rollouts (app, started_at);
-                    CREATE INDEX status_history_app ON status_history (app);
                     """)
             // What is stored now becomes each app's first entry, so that a revert can go back to it.
             let now = try Int64.fetchOne(db, sql: "SELECT CAST(strftime('%s', 'now') AS INTEGER)") ?? 0

@@ -158,7 +158,7 @@ struct HistoryMigrationTests {
         // Back to v3, as a database written by the previous release.
         let pool = try DatabasePool(path: path)
         try await pool.write { db in
-            try db.execute(sql: "DROP TABLE history; DROP TABLE rollouts; DROP INDEX status_history_app")
+            try db.execute(sql: "DROP TABLE history; DROP TABLE rollouts")
             try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier LIKE 'v4:%'")
         }
         try pool.close()
@@ -178,7 +178,7 @@ struct HistoryMigrationTests {
         }
         let database = PostgresCluster.databaseName(url)
         _ = try await cluster.psql(
-            "DROP TABLE history; DROP TABLE rollouts; DROP INDEX status_history_app; DELETE FROM fleetset_migrations WHERE name LIKE 'v3:%'",
+            "DROP TABLE history; DROP TABLE rollouts; DELETE FROM fleetset_migrations WHERE name LIKE 'v3:%'",
             database: database)
         try await PostgresStore.with(location, logger: storeTestLogger) { store in try await Self.expectInitialEntry(store) }
     }
