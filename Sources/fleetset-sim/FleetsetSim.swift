@@ -25,7 +25,11 @@ struct FleetsetSim: AsyncParsableCommand {
     @Option(help: "How many devices.")
     var devices = 1000
 
-    @Option(help: "What to do: steady, app-change, group-change, churn, restart, failover (with --instances 2 or more) or rollout (a change staged in waves 1%, 10%, 50%, 100% that must pause at the third, where some devices report errors).")
+    @Option(
+        help: """
+            What to do: steady, app-change, group-change, churn, restart, failover (with --instances 2 or more) or rollout \
+            (a change staged in waves 1%, 10%, 50%, 100% that must pause at the third, where some devices report errors).
+            """)
     var scenario = "app-change"
 
     @Option(help: "The fleetset-server binary to start (default: the one next to fleetset-sim).")
