@@ -32,10 +32,18 @@ public enum ConsolePages {
             let states = RolloutState.allCases.map { state -> HTML in
                 "<td class=\"num\" data-state=\"\(state.rawValue)\">\(app.states[state] ?? 0)</td>"
             }
+            let rollout: HTML =
+                app.rollout.map { rollout -> HTML in
+                    """
+                    <tr class="rollout-row" data-rollout-app="\(app.app)"><td colspan="9">Rollout <a href="/console/apps/\(app.app)/history">\(rollout.id)</a> \
+                    <strong>\(rollout.phase.rawValue)</strong> at wave \(rollout.currentWave + 1) of \(rollout.waves.count) (\(rollout.waves[rollout.currentWave].description))\
+                    \(rollout.reason.isEmpty ? "" : ": \(rollout.reason)")</td></tr>
+                    """
+                } ?? .empty
             return """
                 <tr data-app="\(app.app)"><th scope="row"><a href="/console/apps/\(app.app)">\(app.app)</a>\(app.title.map { t -> HTML in "<br><span class=\"muted\">\(t)</span>" })</th>\
                 <td class="num">\(app.version)</td><td class="num" data-devices>\(app.devices)</td><td class="num" data-on-newest>\(app.onNewest)</td>\(HTML.joined(states))\
-                <td>\(rollupBar(app))</td></tr>
+                <td>\(rollupBar(app))</td></tr>\(rollout)
                 """
         }
         let table: HTML =
@@ -116,7 +124,10 @@ public enum ConsolePages {
     }
 
     static func appTabs(_ app: String, current: String) -> HTML {
-        let tabs = [("settings", "Settings", "/console/apps/\(app)"), ("metadata", "Metadata", "/console/apps/\(app)/metadata")]
+        let tabs = [
+            ("settings", "Settings", "/console/apps/\(app)"), ("metadata", "Metadata", "/console/apps/\(app)/metadata"),
+            ("history", "History and rollouts", "/console/apps/\(app)/history"),
+        ]
         let links = tabs.map { id, title, path -> HTML in
             "<li><a href=\"\(path)\"\(flag: "aria-current=\"page\"", id == current)>\(title)</a></li>"
         }

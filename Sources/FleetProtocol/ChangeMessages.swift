@@ -454,6 +454,18 @@ public struct HistoryRecord: Sendable, Hashable {
     }
 }
 
+extension HistoryRecord {
+    /// What the write changed, in one line: `metadata version 3`, or `app: title="Hi"; group:lobby: volume=3`
+    /// (values as the server sent them: secrets masked), `-` for none.
+    public var changeSummary: String {
+        if kind == "metadata", let metadataVersion { return "metadata version \(metadataVersion)" }
+        let parts = scopes.map { change in
+            "\(change.scope): " + change.patch.map { "\($0.key)=\($0.value.serialized(maximumLength: 60))" }.joined(separator: " ")
+        }
+        return parts.isEmpty ? "-" : parts.joined(separator: "; ")
+    }
+}
+
 /// `GET /v1/admin/apps/{app}/history`: the app's writes, oldest first.
 public struct HistoryList: Sendable, Hashable {
     public var app: String

@@ -95,6 +95,32 @@ struct ConsoleRoutes: Sendable {
                 try await uploadMetadata(app: try app(context), fields: fields, session: session)
             }
         }
+        on(.get, "console/apps/:app/history") { request, context in
+            try await signedIn(request) { session, _ in
+                let app = try app(context)
+                let notice = request.uri.queryParameters.get("done").map { ConsoleFrame.notice("The rollout is \($0).") }
+                return page(try await historyPage(app: app, csrf: sessions.csrfToken(for: session), notice: notice))
+            }
+        }
+        for action in ["resume", "abort"] {
+            on(.post, "console/apps/:app/rollout/\(action)") { request, context in
+                try await signedIn(request, form: true) { session, _ in
+                    let app = try app(context)
+                    do {
+                        let rollout =
+                            action == "resume"
+                            ? try await service.resumeRollout(app: app, actor: service.consoleActor)
+                            : try await service.abortRollout(app: app, actor: service.consoleActor)
+                        return redirect("/console/apps/\(app)/history?done=\(rollout.phase.rawValue)")
+                    } catch let error as ServiceError where error.status == 409 || error.code == "no-rollout" {
+                        return page(
+                            try await historyPage(
+                                app: app, csrf: sessions.csrfToken(for: session), notice: ConsoleFrame.notice(error.message, error: true)),
+                            status: .conflict)
+                    }
+                }
+            }
+        }
         on(.get, "console/devices") { request, _ in
             try await signedIn(request) { session, _ in
                 let parameters = request.uri.queryParameters
@@ -242,6 +268,22 @@ struct ConsoleRoutes: Sendable {
     }
 
     // MARK: - Pages
+
+    /// The app's history page: its rollout (active or latest, `nil` when it never had one)
+    /// and its newest 200 writes.
+    private func historyPage(app: String, csrf: String, notice: HTML?) async throws -> HTML {
+        let history = try await service.history(app: app, scope: nil, limit: Self.historyShown)
+        var rollout: RolloutView?
+        do {
+            rollout = try await service.rolloutStatus(app: app)
+        } catch let error as ServiceError where error.code == "no-rollout" {
+            rollout = nil
+        }
+        return ConsolePages.history(app: app, entries: history.entries, rollout: rollout, csrf: csrf, notice: notice)
+    }
+
+    /// How many history entries the console's history page shows (the newest).
+    static let historyShown = 200
 
     private func settingsPage(_ request: Request, app: String, session: ConsoleSessions.Session) async throws -> Response {
         let scope = request.uri.queryParameters.get("scope").map { String($0) } ?? "app"

@@ -39,6 +39,8 @@ public struct AppRollup: Sendable, Hashable {
     public let onNewest: Int
     /// Devices per ``RolloutState``.
     public let states: [RolloutState: Int]
+    /// The app's active rollout, if any.
+    public let rollout: Rollout?
 }
 
 /// The whole fleet at a glance: every app's roll-up and every device's standing per app.
@@ -131,7 +133,7 @@ extension SettingsService {
             rollups.append(
                 AppRollup(
                     app: entry.app, title: metadata.document["title"]?.stringValue, version: metadata.version, devices: members.count,
-                    onNewest: onNewest, states: states))
+                    onNewest: onNewest, states: states, rollout: rollout))
         }
         return FleetOverview(apps: rollups, devices: devices, standings: standings, metadata: metadataByApp)
     }

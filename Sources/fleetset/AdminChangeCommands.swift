@@ -108,23 +108,11 @@ struct AdminHistory: AsyncParsableCommand {
             var rows = [["REVISION", "WHEN", "WHO", "KIND", "CHANGE", "MESSAGE"]]
             for entry in history.entries {
                 rows.append([
-                    "\(entry.revision)", Timestamp.format(entry.at), entry.actor, entry.kind, HistoryText.change(entry), entry.message,
+                    "\(entry.revision)", Timestamp.format(entry.at), entry.actor, entry.kind, entry.changeSummary, entry.message,
                 ])
             }
             return Table.render(rows)
         }
-    }
-}
-
-/// What a history entry changed, in one line.
-enum HistoryText {
-    static func change(_ entry: HistoryRecord) -> String {
-        if let version = entry.metadataVersion, entry.kind == "metadata" { return "metadata version \(version)" }
-        let parts = entry.scopes.map { change in
-            "\(change.scope): "
-                + change.patch.map { key, value in "\(key)=\(value.serialized(maximumLength: 40))" }.joined(separator: " ")
-        }
-        return parts.isEmpty ? "-" : parts.joined(separator: "; ")
     }
 }
 

@@ -149,7 +149,7 @@ class Console:
     def run(self):
         steps = [self.sign_in, self.apps, self.change_setting, self.invalid_value, self.add_list_item,
                  self.reset_device_value, self.live_rollup, self.devices, self.metadata_preview, self.tokens,
-                 self.without_javascript, self.sign_out_and_replay]
+                 self.rollout, self.without_javascript, self.sign_out_and_replay]
         for step in steps:
             started = time.monotonic()
             try:
@@ -337,6 +337,41 @@ class Console:
               f"the recent reports should show the agent's and the app's reports: {reports!r}")
         check(len(self.finds("table.reports tbody tr")) >= 3, "several recent reports are listed")
         self.page("device")
+
+    def rollout(self):
+        # A change staged through the admin API; the device's app says no, so the rollout pauses.
+        staged = "https://media.example.com/from-the-browser-test"
+        request = urllib.request.Request(
+            self.base + "/v1/admin/apps/kiosk/rollouts", method="POST",
+            data=json.dumps({"scope": "app", "patch": {"mediaUrl": staged}, "waves": ["100%"],
+                             "message": "staged by the browser test"}).encode())
+        request.add_header("Authorization", f"Bearer {self.token}")
+        request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            check(answer.status == 201, f"the rollout should start: {answer.status}")
+        self.wait_for_settings("the staged media", lambda v: v.get("mediaUrl") == staged)
+        revision = self.settings()["revision"]
+        self.open("/console/apps/kiosk/history")
+        answer = subprocess.run(
+            [self.options.cli, "ack", "--app", "kiosk", "--revision", str(revision), "--state", "error",
+             "--message", "the player cannot show the browser test's media", "--config", self.options.agent_config],
+            capture_output=True, text=True, timeout=30)
+        check(answer.returncode == 0, f"fleetset ack failed: {answer.stderr}")
+        wait_until("the rollout to pause, shown without a reload",
+                   lambda: self.find("section.rollout").get_attribute("data-phase") == "paused", timeout=30)
+        box = self.find("section.rollout").text
+        check("the player cannot show the browser test's media" in box and self.options.device in box,
+              f"the paused rollout should name the device and what its app said: {box!r}")
+        history = self.find("table.history").text
+        check("staged by the browser test" in history and "rollout" in history, f"the history should list the rollout: {history!r}")
+        check("********" in history or "operatorPassword" not in history, "secrets are masked in the history")
+        self.page("history")
+        self.find('form[action$="/rollout/abort"] button').click()
+        wait_until("the aborted rollout", lambda: "The rollout is aborted." in self.find("main").text)
+        check(self.find("section.rollout").get_attribute("data-phase") == "aborted", "the rollout should be aborted")
+        self.wait_for_settings("the media before the rollout", lambda v: v.get("mediaUrl") != staged)
+        self.open("/console/apps")
+        check(not self.finds('tr[data-rollout-app="kiosk"]'), "the Apps page shows no rollout once it ended")
 
     def tokens(self):
         self.open("/console/tokens")

@@ -91,7 +91,7 @@ struct ConsoleBrowserTests {
         let pages = axe.objectValue?.keys ?? []
         #expect(
             Set(pages).isSuperset(of: [
-                "sign-in", "apps", "settings", "settings-error", "apps-live", "devices", "device", "metadata-preview", "tokens",
+                "sign-in", "apps", "settings", "settings-error", "apps-live", "devices", "device", "metadata-preview", "tokens", "history",
             ]),
             "pages checked: \(pages)")
         for page in pages {

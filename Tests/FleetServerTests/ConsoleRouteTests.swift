@@ -219,6 +219,48 @@ struct ConsoleRouteTests {
         }
     }
 
+    @Test("the history page: writes newest first, secrets masked; the rollout with its waves; abort and resume need the form's CSRF token")
+    func historyAndRollout() async throws {
+        try await Self.withVisitor { server, visitor in
+            try await server.putKioskMetadata()
+            let enrolled = try await server.enrollDevice(groups: ["w1"])
+            var device = PlayedDevice(id: enrolled.id, client: enrolled.client)
+            try await device.fetch()
+            _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["pin": "4711"], message: "a <new> pin")
+            _ = try await server.admin.startRollout(
+                app: "kiosk", RolloutRequest(scope: "app", patch: ["title": "Staged <b>"], waves: [.group("w1"), .everyone]))
+            try await device.fetch()
+            try await device.report(.error, "cannot show <it>")
+            try await server.service.superviseRollouts()
+            _ = try await visitor.signIn()
+            let path = "/console/apps/kiosk/history"
+            let page = String(decoding: try await visitor.request(.get, path).body, as: UTF8.self)
+            #expect(page.contains("data-phase=\"paused\""))
+            #expect(page.contains("cannot show &lt;it&gt;") && !page.contains("cannot show <it>"), "report messages are escaped")
+            #expect(page.contains("a &lt;new&gt; pin") && page.contains("pin=&quot;********&quot;") && !page.contains("4711"))
+            #expect(page.contains("Resume: accept this wave") && page.contains("Abort: every device back"))
+            let revisions = page.components(separatedBy: "<tr><td class=\"num\">").dropFirst().map { $0.prefix { $0.isNumber } }
+            #expect(revisions.first == "4" && revisions.last == "1", "newest first: \(revisions)")
+            let apps = String(decoding: try await visitor.request(.get, "/console/apps").body, as: UTF8.self)
+            #expect(apps.contains("data-rollout-app=\"kiosk\"") && apps.contains("<strong>paused</strong> at wave 1 of 2"))
+
+            let forged = try await visitor.request(.post, "/console/apps/kiosk/rollout/abort", form: [("csrf", "forged")])
+            #expect(forged.status == 403)
+            #expect(try await server.admin.rollout(app: "kiosk").phase == .paused)
+            let csrf = try await visitor.csrf(path)
+            let resumed = try await visitor.request(.post, "/console/apps/kiosk/rollout/resume", form: [("csrf", csrf)])
+            #expect(resumed.status == 303 && resumed.headers["Location"] == path + "?done=running")
+            let status = try await server.admin.rollout(app: "kiosk")
+            #expect(status.currentWave == 1 && status.actor == server.service.adminActor)
+            let aborted = try await visitor.request(.post, "/console/apps/kiosk/rollout/abort", form: [("csrf", csrf)])
+            #expect(aborted.status == 303 && aborted.headers["Location"] == path + "?done=aborted")
+            let history = try await server.admin.history(app: "kiosk").entries
+            #expect(history.last?.actor == server.service.consoleActor && history.last?.message.hasSuffix("aborted") == true)
+            let again = try await visitor.request(.post, "/console/apps/kiosk/rollout/resume", form: [("csrf", csrf)])
+            #expect(again.status == 409 && String(decoding: again.body, as: UTF8.self).contains("has no active rollout"))
+        }
+    }
+
     @Test("a form drawn before someone else changed the settings is refused with 409, not saved over their change")
     func staleForm() async throws {
         try await Self.withVisitor { server, visitor in
