@@ -53,9 +53,7 @@ public final class UpdateLock: Sendable {
         if held.withLock({ $0 }) != nil { return true }
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard descriptor >= 0 else { throw FileError(path: path, operation: "open") }
-        var result: Int32
-        repeat { result = flock(descriptor, operation) } while result != 0 && errno == EINTR
-        guard result == 0 else {
+        guard retryingOnInterrupt({ flock(descriptor, operation) }) == 0 else {
             let code = errno
             Glibc.close(descriptor)
             if code == EWOULDBLOCK { return false }

@@ -23,6 +23,12 @@ public enum SettingsValues {
         return .object(result)
     }
 
+    /// `values` with an RFC 7396 merge patch applied (a `null` removes the key).
+    public static func merged(_ values: JSONObject, _ patch: JSONObject) -> JSONObject {
+        guard case .object(let result) = mergePatch(.object(values), .object(patch)) else { return [:] }
+        return result
+    }
+
     /// The top-level keys whose values differ between `old` and `new` (added, removed or
     /// changed), sorted.
     public static func changedKeys(_ old: JSONObject, _ new: JSONObject) -> [String] {

@@ -93,10 +93,18 @@ public struct Rollout: Sendable, Hashable {
     public func staged(_ layers: ValueLayers) -> ValueLayers {
         var staged = layers
         switch scope {
-        case .app: staged.app = Self.merged(layers.app, patch)
-        case .group(let name): staged.groups[name] = Self.merged(layers.groups[name] ?? [:], patch)
+        case .app: staged.app = SettingsValues.merged(layers.app, patch)
+        case .group(let name): staged.groups[name] = SettingsValues.merged(layers.groups[name] ?? [:], patch)
         case .defaults, .device: break
         }
+        return staged
+    }
+
+    /// Every scope's values with the staged patch merged into the rollout's scope (what the
+    /// admitted devices see, and what completion stores).
+    public func staged(_ values: [Scope: JSONObject]) -> [Scope: JSONObject] {
+        var staged = values
+        staged[scope] = SettingsValues.merged(values[scope] ?? [:], patch)
         return staged
     }
 
@@ -119,11 +127,6 @@ public struct Rollout: Sendable, Hashable {
 
     /// The top-level settings the rollout changes.
     public var keys: Set<String> { Set(patch.keys) }
-
-    static func merged(_ values: JSONObject, _ patch: JSONObject) -> JSONObject {
-        guard case .object(let result) = SettingsValues.mergePatch(.object(values), .object(patch)) else { return [:] }
-        return result
-    }
 
     // MARK: - Stored form
 

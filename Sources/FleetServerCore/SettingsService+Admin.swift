@@ -146,7 +146,7 @@ extension SettingsService {
             check: { whole -> (values: JSONObject, rollout: Rollout?) in
                 let state = whole.values
                 var after = state.values
-                after[scope] = Self.merged(state.values[scope] ?? [:], patch)
+                after[scope] = SettingsValues.merged(state.values[scope] ?? [:], patch)
                 var findings = ValueAudit.newFindings(
                     metadata: state.metadata, before: state.values, after: after, audiences: state.audiences)
                 var rollout = whole.rollout
@@ -158,13 +158,9 @@ extension SettingsService {
                     }
                     // The devices already admitted get the rollout's patch over these values.
                     if let staged = rollout, staged.phase.isActive {
-                        func staging(_ values: [Scope: JSONObject]) -> [Scope: JSONObject] {
-                            var result = values
-                            result[staged.scope] = Self.merged(values[staged.scope] ?? [:], staged.patch)
-                            return result
-                        }
                         findings += ValueAudit.newFindings(
-                            metadata: state.metadata, before: staging(state.values), after: staging(after), audiences: state.audiences)
+                            metadata: state.metadata, before: staged.staged(state.values), after: staged.staged(after),
+                            audiences: state.audiences)
                     }
                 }
                 guard findings.isEmpty else {

@@ -142,12 +142,17 @@ extension SettingsService {
         let devices: Set<String>
     }
 
-    /// 409 `rollout-in-progress`: what the admin tried cannot be done while `rollout` runs.
-    static func rolloutInProgress(_ rollout: Rollout, doing what: String, keys: [String] = []) -> ServiceError {
+    /// 409 `rollout-in-progress`: what the admin tried cannot be done while `rollout` runs;
+    /// `what` can be done anyway with `--force` (`nil`: not at all, as a second rollout).
+    static func rolloutInProgress(_ rollout: Rollout, doing what: String?, keys: [String] = []) -> ServiceError {
         let which = keys.isEmpty ? "" : " of \(keys.joined(separator: ", "))"
+        let abort = "fleetset admin rollout abort \(rollout.app)"
+        let ways =
+            what.map { "wait for it to complete, abort it (\(abort)), or \($0) with --force" }
+            ?? "one rollout per app at a time: wait for it to complete, or abort it first (\(abort))"
         return ServiceError(
             409, "rollout-in-progress",
-            "rollout \(rollout.id) of \(rollout.app)\(which) is \(rollout.phase.rawValue) (wave \(rollout.currentWave + 1) of \(rollout.waves.count)); wait for it to complete, abort it (fleetset admin rollout abort \(rollout.app)), or \(what) with --force"
+            "rollout \(rollout.id) of \(rollout.app)\(which) is \(rollout.phase.rawValue) (wave \(rollout.currentWave + 1) of \(rollout.waves.count)); \(ways)"
         )
     }
 }

@@ -30,14 +30,9 @@ extension SettingsService {
                     rollout: try await self.store.activeRollout(app: app))
             },
             check: { state in
-                if let running = state.rollout {
-                    throw ServiceError(
-                        409, "rollout-in-progress",
-                        "rollout \(running.id) of \(app) is \(running.phase.rawValue) (wave \(running.currentWave + 1) of \(running.waves.count)); one rollout per app at a time: wait for it, or abort it first"
-                    )
-                }
+                if let running = state.rollout { throw Self.rolloutInProgress(running, doing: nil) }
                 var after = state.values.values
-                after[scope] = Self.merged(after[scope] ?? [:], request.patch)
+                after[scope] = SettingsValues.merged(after[scope] ?? [:], request.patch)
                 let findings = ValueAudit.newFindings(
                     metadata: state.values.metadata, before: state.values.values, after: after, audiences: state.values.audiences)
                 guard findings.isEmpty else {
@@ -139,8 +134,7 @@ extension SettingsService {
         let app = rollout.app
         let metadata = try await metadata(app: app)
         let values = try await store.allValues(app: app)
-        var after = values
-        after[rollout.scope] = Self.merged(values[rollout.scope] ?? [:], rollout.patch)
+        let after = rollout.staged(values)
         let findings = ValueAudit.newFindings(
             metadata: metadata, before: values, after: after, audiences: try await audiences(of: rollout.scope, app: app))
         guard findings.isEmpty else {

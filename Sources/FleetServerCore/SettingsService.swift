@@ -548,7 +548,7 @@ public final class SettingsService: Sendable {
                 var before: [Scope: JSONObject] = [.app: state.layers.app, .device(device.id): state.layers.device]
                 for (group, values) in state.layers.groups { before[.group(group)] = values }
                 var after = before
-                after[.device(device.id)] = Self.merged(before[.device(device.id)] ?? [:], patch)
+                after[.device(device.id)] = SettingsValues.merged(before[.device(device.id)] ?? [:], patch)
                 let findings = ValueAudit.newFindings(metadata: state.metadata, before: before, after: after, audiences: [.device(device)])
                 guard findings.isEmpty else {
                     throw ServiceError(
@@ -624,11 +624,5 @@ public final class SettingsService: Sendable {
         } catch {
             throw ServiceError.badRequest("\(error.location.displayText): \(error.message)")
         }
-    }
-
-    /// `values` with an RFC 7396 merge patch applied (a `null` removes the key).
-    static func merged(_ values: JSONObject, _ patch: JSONObject) -> JSONObject {
-        guard case .object(let result) = SettingsValues.mergePatch(.object(values), .object(patch)) else { return [:] }
-        return result
     }
 }

@@ -146,13 +146,7 @@ struct AdminRevert: AsyncParsableCommand {
     func run() async throws {
         let request = RevertRequest(to: to, scope: scope, message: message, force: force)
         let entry = try await server.withClient { try await $0.revert(app: app, request) }
-        server.output(entry.json) {
-            "\(app): revision \(entry.revision) has the values of revision \(to)\n"
-                + entry.scopes.map { change in
-                    "  \(change.scope): "
-                        + change.patch.map { "\($0.key)=\($0.value.serialized(maximumLength: 60))" }.joined(separator: " ")
-                }.joined(separator: "\n")
-        }
+        server.output(entry.json) { "\(app): revision \(entry.revision) has the values of revision \(to): \(entry.changeSummary)" }
     }
 }
 
@@ -162,39 +156,36 @@ struct AdminRollout: AsyncParsableCommand {
         commandName: "rollout", abstract: "Show, resume or abort an app's staged rollout.",
         subcommands: [Status.self, Resume.self, Abort.self])
 
-    struct Status: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show the app's active or latest rollout, wave by wave.")
+    /// The server and the app every rollout subcommand takes, and how each shows its answer.
+    struct Target: ParsableArguments {
         @OptionGroup var server: ServerOptions
         @Argument(help: "The app id.") var app: String
 
-        func run() async throws {
-            let view = try await server.withClient { try await $0.rollout(app: app) }
+        /// Sends `call` for the app and prints the rollout it answers.
+        func show(_ call: (FleetClient, String) async throws -> RolloutView) async throws {
+            let view = try await server.withClient { try await call($0, app) }
             server.output(view.json) { RolloutText.render(view) }
         }
+    }
+
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show the app's active or latest rollout, wave by wave.")
+        @OptionGroup var target: Target
+        func run() async throws { try await target.show { try await $0.rollout(app: $1) } }
     }
 
     struct Resume: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Resume a paused rollout: accept the current wave as it is and admit the next one.")
-        @OptionGroup var server: ServerOptions
-        @Argument(help: "The app id.") var app: String
-
-        func run() async throws {
-            let view = try await server.withClient { try await $0.resumeRollout(app: app) }
-            server.output(view.json) { RolloutText.render(view) }
-        }
+        @OptionGroup var target: Target
+        func run() async throws { try await target.show { try await $0.resumeRollout(app: $1) } }
     }
 
     struct Abort: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Abort the active rollout: every device returns to the previous values.")
-        @OptionGroup var server: ServerOptions
-        @Argument(help: "The app id.") var app: String
-
-        func run() async throws {
-            let view = try await server.withClient { try await $0.abortRollout(app: app) }
-            server.output(view.json) { RolloutText.render(view) }
-        }
+        @OptionGroup var target: Target
+        func run() async throws { try await target.show { try await $0.abortRollout(app: $1) } }
     }
 }
 
