@@ -105,6 +105,18 @@ let package = Package(
             dependencies: ["FleetJSON", "FleetSchema"],
             swiftSettings: fleetSwiftSettings
         ),
+        // The on-device settings editor as values: screens drawn from the layout, keys in,
+        // effects out (`fleetset edit` drives it on a terminal).
+        .target(
+            name: "FleetEditor",
+            dependencies: ["FleetJSON", "FleetMetadata", "FleetSchema"],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetEditorTests",
+            dependencies: ["FleetEditor", "FleetMetadata", "FleetJSON"],
+            swiftSettings: fleetSwiftSettings
+        ),
         .testTarget(
             name: "FleetMetadataTests",
             dependencies: ["FleetMetadata", "FleetSchema", "FleetJSON", "FleetIO"],
@@ -114,7 +126,7 @@ let package = Package(
             name: "fleetset",
             dependencies: [
                 "FleetJSON", "FleetSchema", "FleetSchemaFiles", "FleetMetadata", "FleetIO", "FleetProtocol", "FleetClient", "Curl",
-                "FleetDeviceState", "FleetDeviceFiles", "FleetSettings", "FleetVersion",
+                "FleetDeviceState", "FleetDeviceFiles", "FleetSettings", "FleetVersion", "FleetEditor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: fleetSwiftSettings
@@ -157,6 +169,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                // HMAC-SHA256 of the machine id: the device facts name a device without revealing it.
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: fleetSwiftSettings
         ),

@@ -3,6 +3,7 @@ import FleetAgentCore
 import FleetDeviceFiles
 import FleetDeviceState
 import FleetIO
+import FleetProtocol
 import FleetVersion
 import Logging
 import PosixThreads
@@ -31,6 +32,7 @@ public final class Agent: Service {
     private let wallClock: @Sendable () -> Int64
     private let makeRandom: @Sendable () -> any RandomNumberGenerator
     private let onReload: @Sendable (AgentConfiguration) -> Void
+    private let applyLogLevel: @Sendable (String) -> Void
     /// Whether the pages of start-up were handed back already (once per process).
     private let startupPagesReleased = Locked(false)
 
@@ -43,14 +45,18 @@ public final class Agent: Service {
     ///   - wallClock: seconds since the epoch, for what is recorded (never for a delay).
     ///   - makeRandom: the random source of each loop (jitter).
     ///   - onReload: called with each configuration SIGHUP re-read and accepted, before it is
-    ///     used (`fleetsetd` applies its `logLevel` there).
+    ///     used.
+    ///   - applyLogLevel: sets the level logged from now on: the configuration's, or the agent
+    ///     policy's when the file does not pin it (see ``SettledPolicy``).
     public init(
         configurationPath: String, configuration: AgentConfiguration, notifier: SystemdNotifier?, watchdogInterval: Duration?,
         logger: Logger, clock: any Clock<Duration> = ContinuousClock(),
         wallClock: @escaping @Sendable () -> Int64 = { Int64(time(nil)) },
         makeRandom: @escaping @Sendable () -> any RandomNumberGenerator = { SystemRandomNumberGenerator() },
-        onReload: @escaping @Sendable (AgentConfiguration) -> Void = { _ in }
+        onReload: @escaping @Sendable (AgentConfiguration) -> Void = { _ in },
+        applyLogLevel: @escaping @Sendable (String) -> Void = { _ in }
     ) {
+        self.applyLogLevel = applyLogLevel
         self.configurationPath = configurationPath
         self.initialConfiguration = configuration
         self.notifier = notifier
@@ -111,6 +117,8 @@ public final class Agent: Service {
                 do {
                     configuration = try AgentConfiguration.load(self.configurationPath)
                     self.onReload(configuration)
+                    // A pinned level applies at once; otherwise the new generation settles it with the server's.
+                    if configuration.pinnedPolicy.contains(.logLevel) { self.applyLogLevel(configuration.logLevel) }
                     self.logger.notice(
                         "configuration reloaded",
                         metadata: ["event": "reloaded", "apps": "\(configuration.apps.map(\.id).joined(separator: ","))"])
@@ -137,7 +145,8 @@ public final class Agent: Service {
         let inboxScanned = Promise<Void>()
         let environment = SyncEnvironment(
             configuration: configuration, http: http, credentials: credentials, inboxScanned: inboxScanned, board: board,
-            wallClock: wallClock, makeRandom: makeRandom, logger: logger)
+            wallClock: wallClock, makeRandom: makeRandom, logger: logger,
+            policy: PolicyKeeper(configuration: configuration, applyLogLevel: applyLogLevel, logger: logger), nudges: DeskNudges())
         let clock: any Clock<Duration> = self.clock  // a local, which the call below opens to its concrete type
         await runLoops(configuration, environment: environment, clock: clock)
         await http.shutdown()
@@ -159,6 +168,12 @@ public final class Agent: Service {
                     environment.credentials.fulfil(
                         DeviceCredentials(found, identityFile: configuration.layout.identityFile, logger: self.logger))
                 }
+            }
+            group.addTask {
+                await DeviceDesk(
+                    configuration: configuration, environment: environment, keeper: environment.policy, nudges: environment.nudges,
+                    clock: clock
+                ).run()
             }
             group.addTask {
                 await Inbox(

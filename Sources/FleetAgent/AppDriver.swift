@@ -27,6 +27,10 @@ struct SyncEnvironment: Sendable {
     /// Makes each loop's random source (jitter).
     let makeRandom: @Sendable () -> any RandomNumberGenerator
     let logger: Logger
+    /// The server's agent policy as held and settled.
+    let policy: PolicyKeeper
+    /// What the loops tell the device-wide work (a new policy tag, an app's facts).
+    let nudges: DeskNudges
 }
 
 /// One app's loop: performs the actions of its ``SyncMachine`` and hands back what happened.
@@ -70,11 +74,11 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
 
     /// The machine's rules for this app.
     var rules: SyncRules {
-        let configuration = environment.configuration
+        let tuning = environment.policy.tuning(for: app.id)
         return SyncRules(
-            app: app.id, longPollWait: configuration.longPollWait, pollInterval: configuration.pollInterval, jitter: configuration.jitter,
+            app: app.id, longPollWait: tuning.longPollWait, pollInterval: tuning.pollInterval, jitter: tuning.jitter,
             hasHook: hook != nil, expectAck: app.expectAck, ackTimeout: app.ackTimeout, applyWindows: app.applyWindows,
-            rollbackOnError: app.rollbackOnError)
+            rollbackOnError: app.rollbackOnError, reportDetail: tuning.reportDetail)
     }
 
     /// What the driver is waiting for, for the watchdog.
@@ -100,6 +104,7 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
         board.beginStep(app.id, limit: .seconds(60))
         var machine = Machine(rules: rules, random: environment.makeRandom())
         let (events, sink) = AsyncStream.makeStream(of: Machine.Event.self)
+        environment.policy.subscribe(app: app.id) { sink.yield(.retune($0)) }
         var iterator = events.makeAsyncIterator()
         var waits = Waits()
         var pending: [Machine.Event] = [.started(load())]
@@ -177,10 +182,16 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
             let delay = notBefore.map { max(.zero, clock.now.duration(to: $0)) } ?? .zero
             // The last repeat starts within FleetClient's bound: one request's limit after that.
             let limit = delay + FleetClient.repeatBound(repeats) + .seconds(Int64(wait) + 100)
-            start(limit, waits: &waits, sink: sink) { [app] client in
+            start(limit, waits: &waits, sink: sink) { [app, environment] client in
                 let answer = try await client.settingsAnswer(
-                    app: app.id, knownRevision: known, wait: wait, after: delay, repeatsWhileUnchanged: repeats)
-                return .settingsAnswer(SettingsAnswer(document: answer.document, rotationRequested: answer.tokenRotationRequested))
+                    app: app.id, knownRevision: known, wait: wait, after: delay, repeatsWhileUnchanged: repeats,
+                    policyTag: environment.policy.knownTag)
+                if let tag = answer.policyTag {
+                    environment.policy.hear(tag)
+                    environment.nudges.hear(policyTag: tag)
+                }
+                return .settingsAnswer(
+                    SettingsAnswer(document: answer.document, rotationRequested: answer.tokenRotationRequested, nextPoll: answer.nextPoll))
             }
         case .fetchMetadata(let etag):
             start(.seconds(100), waits: &waits, sink: sink) { [app] client in
@@ -314,6 +325,8 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
             }
         case .releaseUpdateLock:
             updateLock.release()
+        case .saveAppFacts(let patch):
+            saveAppFacts(patch)
         case .moveRequestAside(let path, let reason):
             do {
                 try InboxFolder.moveAside(path, reason: reason, now: environment.wallClock())
@@ -324,6 +337,28 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
             break
         }
         return nil
+    }
+
+    /// Merges `patch` into the app's own facts (`facts.json`) and has them reported. Facts past
+    /// the cap are refused whole, with a log line: the app's earlier facts stay.
+    private func saveAppFacts(_ patch: JSONObject) {
+        let path = layout.appFactsFile(app.id)
+        let merged = DeviceFacts.appFacts(path).map { JSONValue.object($0) } ?? [:]
+        guard case .object(let facts) = merged.applyingMergePatch(.object(patch)) else { return }
+        guard facts.count <= DeviceInfo.maximumAppFacts else {
+            logger.error(
+                "app facts refused: more than \(DeviceInfo.maximumAppFacts)",
+                metadata: ["event": "device-info", "facts": "\(patch.keys.sorted().joined(separator: ","))"])
+            return
+        }
+        do {
+            try FileSystem.writeAtomically(
+                Array((JSONValue.object(facts).serialized(.pretty) + "\n").utf8), to: path, mode: 0o640, group: app.readersGroup,
+                durable: true)
+            environment.nudges.factsChanged()
+        } catch {
+            logger.error("cannot save the app's facts", metadata: ["event": "disk-error", "error": "\(error)"])
+        }
     }
 
     private func failure(_ work: () throws(FileError) -> Void) -> String? {

@@ -26,6 +26,9 @@ public struct PollSchedule: Sendable, Equatable {
         case unchanged(elapsed: Duration)
         /// The server refused the long-poll's `wait` parameter (400).
         case longPollRefused
+        /// The server is busy and asked for the next request after this (`Fleetset-Next-Poll`):
+        /// that, plus up to `jitter`; not an early end of a long-poll.
+        case deferredByServer(Duration)
         /// A 200 carrying a revision the agent has decided on already (applied or refused): the
         /// server, or a proxy, ignored `If-None-Match` (and `wait`). It counts as unchanged, and
         /// the next request waits the timer's delay, so no server can make the agent spin.
@@ -37,9 +40,9 @@ public struct PollSchedule: Sendable, Equatable {
     /// Polls on the timer before long-polls are tried again.
     public static let fallbackPolls = 10
 
-    public let longPollWait: Int
-    public let pollInterval: Duration
-    public let jitter: Duration
+    public private(set) var longPollWait: Int
+    public private(set) var pollInterval: Duration
+    public private(set) var jitter: Duration
     private var earlyEnds = 0
     private var pollsLeftBeforeLongPoll = 0
 
@@ -78,7 +81,18 @@ public struct PollSchedule: Sendable, Equatable {
             return timerDelay(using: &random)
         case .repeated:
             return timerDelay(using: &random)
+        case .deferredByServer(let asked):
+            return asked + RetryBackoff.uniform(upTo: jitter, using: &random)
         }
+    }
+
+    /// Takes new values (the agent policy changed) from the next delay on; a fallback to
+    /// polling under way goes on.
+    public mutating func retune(longPollWait: Int, pollInterval: Duration, jitter: Duration) {
+        self.longPollWait = longPollWait
+        self.pollInterval = pollInterval
+        self.jitter = jitter
+        if longPollWait == 0 { pollsLeftBeforeLongPoll = 0 }
     }
 
     /// The most polls a plan of ``unchangedRepeatDelays(passing:using:)`` holds.

@@ -11,13 +11,28 @@ extension SyncMachine {
     /// Adds a report to the queue in memory.
     mutating func queue(_ report: StatusReport) {
         var report = report
-        if report.message.unicodeScalars.count > StatusReport.maximumMessageLength {
-            report.message =
-                String(String.UnicodeScalarView(report.message.unicodeScalars.prefix(StatusReport.maximumMessageLength - 1))) + "…"
-        }
+        report.message = Self.reportMessage(report.message, detail: reportDetail)
         reports.append(report)
         reportsVersion += 1
         statusCheckWanted = true
+    }
+
+    /// `message` as a report carries it: at most ``StatusReport/maximumMessageLength``
+    /// characters; for ``AgentPolicy/ReportDetail/brief``, its first line (the first problem)
+    /// and at most ``AgentPolicy/briefMessageLength``.
+    public static func reportMessage(_ message: String, detail: AgentPolicy.ReportDetail) -> String {
+        var text = Substring(message)
+        var limit = StatusReport.maximumMessageLength
+        var cut = false
+        if detail == .brief {
+            limit = AgentPolicy.briefMessageLength
+            if let end = text.firstIndex(where: { $0 == "\n" || $0 == ";" }) {
+                text = text[..<end]
+                cut = true
+            }
+        }
+        if text.unicodeScalars.count > limit { return String(String.UnicodeScalarView(text.unicodeScalars.prefix(limit - 1))) + "…" }
+        return cut ? String(text) + " …" : String(text)
     }
 
     /// Queues the report of an outcome. `status.json` records the outcome only once the report
@@ -255,6 +270,10 @@ extension SyncMachine {
                 taking = takeChange(delivery, values, now)
             case .request(.ack(let revision, let state, let message)):
                 taking = relayAck(delivery, revision: revision, state: state, message: message)
+            case .request(.facts(let facts)):
+                log(.info, "app facts set", event: "inbox", ["request": "facts", "facts": facts.keys.sorted().joined(separator: ",")])
+                actions.append(.saveAppFacts(facts))
+                taking = .taken(journal: false, reports: false)
             }
             switch taking {
             case .waiting:

@@ -101,7 +101,8 @@ extension SyncMachine {
             guard let document = answer.document else {
                 pollSucceeded()
                 let elapsed = fetch.startedAt.duration(to: now.instant)
-                nextFetchAt = now.instant.advanced(by: schedule.delay(after: .unchanged(elapsed: elapsed), using: &random))
+                let outcome: PollSchedule.Outcome = answer.nextPoll.map { .deferredByServer($0) } ?? .unchanged(elapsed: elapsed)
+                nextFetchAt = now.instant.advanced(by: schedule.delay(after: outcome, using: &random))
                 return
             }
             if document.revision == knownRevision {
@@ -111,7 +112,8 @@ extension SyncMachine {
                 nextFetchAt = now.instant.advanced(by: schedule.delay(after: .repeated, using: &random))
                 return
             }
-            nextFetchAt = now.instant.advanced(by: schedule.delay(after: .changed, using: &random))
+            let outcome: PollSchedule.Outcome = answer.nextPoll.map { .deferredByServer($0) } ?? .changed
+            nextFetchAt = now.instant.advanced(by: schedule.delay(after: outcome, using: &random))
             receive(document, now)
         case .refresh:
             guard let document = answer.document else { return }
@@ -256,7 +258,7 @@ extension SyncMachine {
             finish(settings, .succeeded, now)
             return
         }
-        let delay = RetryBackoff.uniform(upTo: rules.jitter, using: &random)
+        let delay = RetryBackoff.uniform(upTo: schedule.jitter, using: &random)
         slot = .hookDelay(settings, until: now.instant.advanced(by: delay))
     }
 
@@ -315,5 +317,18 @@ extension SyncMachine {
         transportError = nil
         log(.notice, "server reached again", event: "reconnected")
         actions.append(.showStatus(settings.map { "revision \($0.revision) \(status.state.rawValue)" } ?? "no settings yet"))
+    }
+
+    /// New polling and reporting values (``Event/retune(_:)``): from the next request and report
+    /// on; a request in flight ends as it was sent.
+    mutating func retune(_ tuning: PollTuning) {
+        schedule.retune(longPollWait: tuning.longPollWait, pollInterval: tuning.pollInterval, jitter: tuning.jitter)
+        reportDetail = tuning.reportDetail
+        log(
+            .info, "polling retuned", event: "policy",
+            [
+                "long_poll_wait": "\(tuning.longPollWait)", "poll_interval": "\(tuning.pollInterval)",
+                "jitter": "\(tuning.jitter)", "status_reports": tuning.reportDetail.rawValue,
+            ])
     }
 }

@@ -94,6 +94,9 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         case inboxRequests([InboxDelivery])
         /// The answer to ``Action/takeUpdateLock``: whether the agent holds the app's update lock now.
         case updateLock(taken: Bool)
+        /// The server's agent policy (with the device's own pins) changed how this app polls and
+        /// reports: used from the next request and report on.
+        case retune(PollTuning)
         /// The instant of the last ``Action/wake(at:)`` has come.
         case alarm
         /// Shutdown or reload: the machine stops; a hook cut short is finished at the next start.
@@ -137,6 +140,9 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         case takeUpdateLock
         /// Let go of the app's update lock.
         case releaseUpdateLock
+        /// Merge these facts (a `null` removes one) into the app's own device facts
+        /// (`facts.json`), and have the changed ones reported (a failure is only logged).
+        case saveAppFacts(JSONObject)
         /// Write the metadata (when given) and then the settings, each keeping its previous
         /// generation. Ends with ``Event/persisted(error:)``.
         case persist(DeviceSettings, metadata: [UInt8]?)
@@ -210,6 +216,8 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
 
     public let rules: SyncRules
     var random: any RandomNumberGenerator
+    /// How much each status report says (the agent policy's `statusReports`).
+    public internal(set) var reportDetail: AgentPolicy.ReportDetail
 
     // What the device holds.
 
@@ -328,6 +336,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         self.random = random
         status = AppStatus(app: rules.app)
         schedule = PollSchedule(longPollWait: rules.longPollWait, pollInterval: rules.pollInterval, jitter: rules.jitter)
+        reportDetail = rules.reportDetail
     }
 
     /// Takes one event at `now` and returns what to do, in order.
@@ -352,6 +361,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         case .statusWritten(let error): statusWritten(error, now)
         case .updateLock(let taken): updateLockAnswered(taken, now)
         case .inboxRequests(let deliveries): requestsArrived(deliveries, now)
+        case .retune(let tuning): retune(tuning)
         case .alarm: break
         case .stop:
             isStopped = true
@@ -607,6 +617,8 @@ public struct SyncRules: Sendable, Equatable {
     public var applyWindows: [ApplyWindow]
     /// Restore the previous generation when the hook fails or the app reports an error.
     public var rollbackOnError: Bool
+    /// How much each status report says, until a ``SyncMachine/Event/retune(_:)``.
+    public var reportDetail: AgentPolicy.ReportDetail
 
     /// The most 409 answers in a row before the loop backs off.
     public static let conflictLimit = 5
@@ -616,8 +628,9 @@ public struct SyncRules: Sendable, Equatable {
     public init(
         app: String, longPollWait: Int, pollInterval: Duration, jitter: Duration, hasHook: Bool = false, expectAck: Bool = false,
         ackTimeout: Duration = .seconds(60), syncNowInterval: Duration = SyncRules.defaultSyncNowInterval,
-        applyWindows: [ApplyWindow] = [], rollbackOnError: Bool = false
+        applyWindows: [ApplyWindow] = [], rollbackOnError: Bool = false, reportDetail: AgentPolicy.ReportDetail = .full
     ) {
+        self.reportDetail = reportDetail
         self.app = app
         self.longPollWait = longPollWait
         self.pollInterval = pollInterval
@@ -683,10 +696,29 @@ public struct SettingsAnswer: Sendable, Hashable {
     public var document: SettingsDocument?
     /// The admin asked the device to rotate its token.
     public var rotationRequested: Bool
+    /// The server is busy: the next request goes after this, not at once (`Fleetset-Next-Poll`).
+    public var nextPoll: Duration?
 
-    public init(document: SettingsDocument?, rotationRequested: Bool = false) {
+    public init(document: SettingsDocument?, rotationRequested: Bool = false, nextPoll: Duration? = nil) {
         self.document = document
         self.rotationRequested = rotationRequested
+        self.nextPoll = nextPoll
+    }
+}
+
+/// How one app polls and reports, as the agent policy and the device's own configuration
+/// settle it (``SyncMachine/Event/retune(_:)``).
+public struct PollTuning: Sendable, Hashable {
+    public var longPollWait: Int
+    public var pollInterval: Duration
+    public var jitter: Duration
+    public var reportDetail: AgentPolicy.ReportDetail
+
+    public init(longPollWait: Int, pollInterval: Duration, jitter: Duration, reportDetail: AgentPolicy.ReportDetail = .full) {
+        self.longPollWait = longPollWait
+        self.pollInterval = pollInterval
+        self.jitter = jitter
+        self.reportDetail = reportDetail
     }
 }
 

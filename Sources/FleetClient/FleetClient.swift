@@ -59,7 +59,23 @@ public struct FleetClient: Sendable {
         public var document: SettingsDocument?
         /// The admin asked the device to rotate its token (`Fleetset-Rotate-Token`).
         public var tokenRotationRequested: Bool
+        /// The tag of the device's agent policy, when it differs from the one sent
+        /// (`Fleetset-Policy`).
+        public var policyTag: String?
+        /// The server is busy: send the next request after this (`Fleetset-Next-Poll`).
+        public var nextPoll: Duration?
+
+        public init(document: SettingsDocument?, tokenRotationRequested: Bool = false, policyTag: String? = nil, nextPoll: Duration? = nil)
+        {
+            self.document = document
+            self.tokenRotationRequested = tokenRotationRequested
+            self.policyTag = policyTag
+            self.nextPoll = nextPoll
+        }
     }
+
+    /// The longest `Fleetset-Next-Poll` honoured: an hour.
+    public static let nextPollCap: Duration = .seconds(3600)
 
     /// As ``settings(app:knownRevision:wait:)``, with the server's requests of the device.
     ///
@@ -70,12 +86,14 @@ public struct FleetClient: Sendable {
     ///   - repeats: the waits of the polls that follow while the server answers `304` (see
     ///     ``HTTPClient/NotModifiedRepeats``); a `304` asking for a token rotation ends them,
     ///     and none starts later than ``repeatBound(_:)`` after the first request went out.
+    ///   - policyTag: the tag of the agent policy the device has (`nil`: do not ask).
     public func settingsAnswer(
         app: String, knownRevision: Int64? = nil, wait: Int = 0, after delay: Duration = .zero,
-        repeatsWhileUnchanged repeats: [Duration] = []
+        repeatsWhileUnchanged repeats: [Duration] = [], policyTag: String? = nil
     ) async throws -> SettingsAnswer {
         var headers: HTTPClient.Headers = [:]
         if let knownRevision { headers["If-None-Match"] = RevisionTag.etag(knownRevision) }
+        if let policyTag { headers[FleetHeader.policy] = policyTag }
         var limits: TransferLimits?
         if wait > 0 {
             // A held request transfers nothing for up to `wait` seconds: no low-speed limit, and a
@@ -88,13 +106,75 @@ public struct FleetClient: Sendable {
         let plan =
             repeats.isEmpty
             ? nil
-            : HTTPClient.NotModifiedRepeats(delays: repeats, unlessHeaders: [Self.rotateTokenHeader], within: Self.repeatBound(repeats))
+            : HTTPClient.NotModifiedRepeats(
+                delays: repeats, unlessHeaders: [FleetHeader.rotateToken, FleetHeader.policy, FleetHeader.nextPoll],
+                within: Self.repeatBound(repeats))
         let response = try await send(
             .get, "/v1/apps/\(app)/settings\(query)", headers: headers, limits: limits, startDelay: delay, repeats: plan,
             expect: [200, 304])
-        let rotation = response.headers[Self.rotateTokenHeader] == "requested"
-        guard response.status == 200 else { return SettingsAnswer(document: nil, tokenRotationRequested: rotation) }
-        return SettingsAnswer(document: try decode(response, SettingsDocument.init(json:)), tokenRotationRequested: rotation)
+        var answer = SettingsAnswer(
+            document: nil, tokenRotationRequested: response.headers[FleetHeader.rotateToken] == "requested",
+            policyTag: response.headers[FleetHeader.policy].flatMap(Self.policyTag),
+            nextPoll: response.headers[FleetHeader.nextPoll].flatMap(Self.nextPoll))
+        if response.status == 200 { answer.document = try decode(response, SettingsDocument.init(json:)) }
+        return answer
+    }
+
+    /// A policy tag as the server sends it: 1 to 16 hex digits (anything else is ignored).
+    static func policyTag(_ text: String) -> String? {
+        (1...16).contains(text.utf8.count) && text.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+            ? text : nil
+    }
+
+    /// `Fleetset-Next-Poll`: whole seconds, capped at ``nextPollCap`` (anything else is ignored).
+    static func nextPoll(_ text: String) -> Duration? {
+        guard !text.isEmpty, text.utf8.count <= 10, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let seconds = Int64(text) else {
+            return nil
+        }
+        return min(.seconds(seconds), nextPollCap)
+    }
+
+    /// The value at `keyPath` of the device's settings and their revision
+    /// (`GET /v1/apps/{app}/settings/{keyPath}`); `nil` when still at `knownRevision` (after up
+    /// to `wait` seconds).
+    public func settingValue(app: String, keyPath: JSONPointer, knownRevision: Int64? = nil, wait: Int = 0) async throws
+        -> (value: JSONValue, revision: Int64)?
+    {
+        var headers: HTTPClient.Headers = [:]
+        if let knownRevision { headers["If-None-Match"] = RevisionTag.etag(knownRevision) }
+        var limits: TransferLimits?
+        if wait > 0 {
+            limits = http.configuration.limits
+            limits?.timeout = .seconds(wait + 30)
+            limits?.lowSpeedLimit = nil
+        }
+        let response = try await send(
+            .get, "/v1/apps/\(app)/settings/" + Self.encodedKeyPath(keyPath) + (wait > 0 ? "?wait=\(wait)" : ""), headers: headers,
+            limits: limits, expect: [200, 304])
+        guard response.status == 200 else { return nil }
+        guard let revision = response.headers["ETag"].flatMap(RevisionTag.revision) else {
+            throw FleetClientError.badResponse("the server's answer has no revision ETag")
+        }
+        do {
+            return (try JSONParser.parse(response.body), revision)
+        } catch {
+            throw FleetClientError.badResponse("the server's answer is not JSON: \(error)")
+        }
+    }
+
+    /// What the server asks of this device's agent (`GET /v1/device/policy`) and its tag.
+    public func devicePolicy() async throws -> (policy: DevicePolicy, tag: String) {
+        let response = try await send(.get, "/v1/device/policy", expect: [200])
+        let policy = try decode(response, DevicePolicy.init(json:))
+        return (policy, policy.tag)
+    }
+
+    /// Reports the device's facts that changed (a merge patch of ``DeviceInfo``); returns them
+    /// as the server keeps them.
+    public func reportDeviceInfo(_ patch: JSONObject) async throws -> JSONObject {
+        let response = try await send(
+            .patch, "/v1/device/info", json: .object(patch), contentType: "application/merge-patch+json", expect: [200])
+        return try decode(response) { json throws(DocumentError) in try ObjectReader(json, allowed: ["info"]).values("info") }
     }
 
     /// How long after the first request the last repeat of `repeats` may start: their sum,
@@ -103,9 +183,6 @@ public struct FleetClient: Sendable {
     public static func repeatBound(_ repeats: [Duration]) -> Duration {
         repeats.reduce(.zero, +) + (repeats.last ?? .zero)
     }
-
-    /// The header by which the server asks the device to rotate its token.
-    static let rotateTokenHeader = "Fleetset-Rotate-Token"
 
     /// Sends a merge patch of writable settings based on `revision`; returns the new settings.
     public func patchSettings(app: String, patch: JSONObject, basedOn revision: Int64) async throws -> SettingsDocument {
@@ -179,6 +256,27 @@ public struct FleetClient: Sendable {
 
     /// Applies a merge patch (a `null` clears) to the values at `scope`; `message` says why, for
     /// the history; `force` writes settings a running rollout stages.
+    /// Sets (`value`) or removes (`nil`) the value at `keyPath` inside one setting at `scope`;
+    /// the server writes the whole setting. Returns the scope's values.
+    public func setValue(
+        app: String, scope: String, keyPath: JSONPointer, to value: JSONValue?, message: String = "", force: Bool = false
+    ) async throws -> ScopedValues {
+        let query = Self.query(["scope": scope, "message": message.isEmpty ? nil : message, "force": force ? "true" : nil])
+        let path = "/v1/admin/apps/\(app)/values/" + Self.encodedKeyPath(keyPath) + query
+        let response: HTTPClient.Response
+        if let value {
+            response = try await send(.put, path, json: value, expect: [200])
+        } else {
+            response = try await send(.delete, path, expect: [200])
+        }
+        return try decode(response, ScopedValues.init(json:))
+    }
+
+    /// A key path as URL path segments: each part escaped as in a JSON pointer, then percent-encoded.
+    static func encodedKeyPath(_ keyPath: JSONPointer) -> String {
+        keyPath.tokens.map { percentEncoded(JSONPointer.escape($0)) }.joined(separator: "/")
+    }
+
     public func patchValues(app: String, scope: String, patch: JSONObject, message: String = "", force: Bool = false) async throws
         -> ScopedValues
     {
@@ -212,8 +310,27 @@ public struct FleetClient: Sendable {
     }
 
     /// Every device with its apps, groups and state.
-    public func allDevices() async throws -> DeviceRecordList {
-        try decode(try await send(.get, "/v1/admin/devices", expect: [200]), DeviceRecordList.init(json:))
+    public func allDevices(where filters: [DeviceInfoFilter] = []) async throws -> DeviceRecordList {
+        let query = filters.isEmpty ? "" : "?" + filters.map { "where=" + Self.percentEncoded($0.description) }.joined(separator: "&")
+        return try decode(try await send(.get, "/v1/admin/devices" + query, expect: [200]), DeviceRecordList.init(json:))
+    }
+
+    /// What the server asks of one device's agent, app by app, and where each key was set.
+    public func devicePolicy(id: String) async throws -> DevicePolicy {
+        try decode(try await send(.get, "/v1/admin/devices/\(Self.percentEncoded(id))/policy", expect: [200]), DevicePolicy.init(json:))
+    }
+
+    /// Every scope's agent policy.
+    public func policies() async throws -> PolicyList {
+        try decode(try await send(.get, "/v1/admin/policies", expect: [200]), PolicyList.init(json:))
+    }
+
+    /// Changes the agent policy at `scope` by a merge patch (`null` removes a key); returns it.
+    public func patchPolicy(scope: PolicyScope, _ patch: JSONObject) async throws -> AgentPolicy {
+        let response = try await send(
+            .patch, "/v1/admin/policies/\(Self.percentEncoded(scope.description))", json: .object(patch),
+            contentType: "application/merge-patch+json", expect: [200])
+        return try decode(response) { json throws(DocumentError) in try AgentPolicy(json: json) }
     }
 
     /// One device.
@@ -280,20 +397,7 @@ public struct FleetClient: Sendable {
     }
 
     /// Percent-encodes everything but RFC 3986's unreserved characters.
-    static func percentEncoded(_ text: String) -> String {
-        var encoded = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                encoded.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let hex = Array("0123456789ABCDEF".unicodeScalars)
-                encoded += "%" + String(hex[Int(byte >> 4)]) + String(hex[Int(byte & 0xF)])
-            }
-        }
-        return encoded
-    }
+    static func percentEncoded(_ text: String) -> String { PercentEncoding.encoded(text) }
 }
 
 /// A server answer the client cannot use.

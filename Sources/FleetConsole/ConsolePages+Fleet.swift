@@ -208,8 +208,37 @@ extension ConsolePages {
     /// disable and delete buttons.
     public static func device(
         _ device: Device, standings: [String: DeviceAppStanding], explanations: [String: ScopeValuesExplanation],
-        recentReports: [StatusRecord], now: Int64, csrf: String, notice: HTML? = nil
+        recentReports: [StatusRecord], facts: StoredDeviceInfo? = nil, policy: DevicePolicy = DevicePolicy(), now: Int64, csrf: String,
+        notice: HTML? = nil
     ) -> HTML {
+        let factRows = DeviceInfo.facts(facts?.info ?? [:]).map { fact -> HTML in
+            "<tr><th scope=\"row\"><code>\(fact.name)</code></th><td>\(fact.value)</td></tr>"
+        }
+        let changed: HTML = facts.map { stored -> HTML in ", last changed \(ConsoleFrame.time(stored.updatedAt, now: now))" } ?? .empty
+        let factsHTML: HTML =
+            factRows.isEmpty
+            ? "<p>It has not reported its facts yet.</p>"
+            : """
+            <div class="table-wrap"><table class="facts-table"><caption>As it reported them\(changed)</caption>
+            <thead><tr><th scope="col">Fact</th><th scope="col">Value</th></tr></thead><tbody>\(HTML.joined(factRows))</tbody></table></div>
+            """
+        let policyRows = policy.apps.keys.sorted().flatMap { app -> [HTML] in
+            let resolved = policy.apps[app]!
+            return AgentPolicy.Key.allCases.compactMap { key -> HTML? in
+                guard let value = resolved.policy[key] else { return nil }
+                return """
+                    <tr><td>\(app)</td><th scope="row"><code>\(key.rawValue)</code></th><td>\(value.stringValue ?? value.serialized())</td>\
+                    <td>\(resolved.sources[key]?.description ?? "-")</td></tr>
+                    """
+            }
+        }
+        let policyHTML: HTML =
+            policyRows.isEmpty
+            ? "<p>No agent policy reaches it: its agent follows its own configuration file.</p>"
+            : """
+            <div class="table-wrap"><table class="policy"><caption>What the server asks of its agent (a key its configuration file sets wins)</caption>
+            <thead><tr><th scope="col">App</th><th scope="col">Key</th><th scope="col">Value</th><th scope="col">Set at</th></tr></thead><tbody>\(HTML.joined(policyRows))</tbody></table></div>
+            """
         let reportRows = recentReports.map { record -> HTML in
             let report = record.report
             return """
@@ -260,6 +289,8 @@ extension ConsolePages {
                 <dt>Last seen</dt><dd>\(ConsoleFrame.time(device.lastSeenAt, now: now))</dd>\
                 \(withoutMetadata.isEmpty ? .empty : "<dt>Apps without metadata yet</dt><dd>\(withoutMetadata.joined(separator: ", "))</dd>" as HTML)</dl>
                 <div data-live-region="device">\(HTML.joined(apps))
+                <section aria-labelledby="device-facts"><h2 id="device-facts">What it says of itself</h2>\(factsHTML)</section>
+                <section aria-labelledby="agent-policy"><h2 id="agent-policy">Agent policy</h2>\(policyHTML)</section>
                 <section aria-labelledby="recent-reports"><h2 id="recent-reports">Recent reports</h2>\(recent)</section></div>
                 <section class="danger-zone" aria-labelledby="manage"><h2 id="manage">Manage</h2>
                 <form method="post" action="/console/devices/\(device.id)/\(device.disabled ? "enable" : "disable")"><input type="hidden" name="csrf" value="\(csrf)">\

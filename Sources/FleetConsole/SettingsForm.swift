@@ -11,20 +11,7 @@ import FleetServerCore
 /// drawn (or `new`), which the script renumbers after reordering.
 public struct SettingsForm: Sendable {
     /// How a setting is edited.
-    enum Kind: Equatable {
-        case toggle
-        case choice(options: [JSONValue], titles: [String])
-        case integer
-        case number
-        case text
-        case secret
-        /// Anything else: its JSON in a text area.
-        case json
-        /// A setting that is or holds a secret the console cannot edit without showing it (a
-        /// secret that is not a plain string, a list or object with secrets inside): shown as
-        /// "set" or "not set", changed with `fleetset admin set`, never part of a patch.
-        case protected
-    }
+    typealias Kind = SettingControl
 
     public let view: ScopeValuesView
     /// Messages by the JSON pointer of the value they are about (`""`: the whole form).
@@ -192,47 +179,9 @@ public struct SettingsForm: Sendable {
 
     /// How the top-level setting `key` is edited: a plain-string secret is write-only; any other
     /// secret, and any setting with a secret inside, is protected.
-    static func kind(of key: String, in metadata: Metadata) -> Kind {
-        let schema = metadata.schemaDocument["properties"]?[key] ?? [:]
-        let secret = metadata.secretKeys.contains(key)
-        if secret {
-            return schema["type"] == .string("string") && schema["enum"] == nil ? .secret : .protected
-        }
-        return containsSecret(schema) ? .protected : kind(of: schema, secret: false)
-    }
+    static func kind(of key: String, in metadata: Metadata) -> Kind { SettingControl.of(key, in: metadata) }
 
-    /// Whether a subschema marks anything inside as `x-secret` (or refers elsewhere, where the
-    /// console cannot see: `$ref`, `$dynamicRef`).
-    static func containsSecret(_ schema: JSONValue) -> Bool {
-        switch schema {
-        case .object(let object):
-            if object["x-secret"] == .bool(true) || object["$ref"] != nil || object["$dynamicRef"] != nil { return true }
-            return object.contains { containsSecret($0.value) }
-        case .array(let items):
-            return items.contains(where: containsSecret)
-        default:
-            return false
-        }
-    }
-
-    /// How the setting `schema` describes is edited.
-    static func kind(of schema: JSONValue, secret: Bool) -> Kind {
-        if case .array(let options)? = schema["enum"] {
-            let titles = schema["x-enumTitles"]?.arrayValue?.compactMap(\.stringValue) ?? []
-            return .choice(options: options, titles: titles.count == options.count ? titles : options.map(Self.optionTitle))
-        }
-        switch schema["type"]?.stringValue {
-        case "boolean": return .toggle
-        case "integer": return .integer
-        case "number": return .number
-        case "string": return secret ? .secret : .text
-        default: return .json
-        }
-    }
-
-    private static func optionTitle(_ value: JSONValue) -> String {
-        value.stringValue ?? value.serialized()
-    }
+    static func kind(of schema: JSONValue, secret: Bool) -> Kind { SettingControl.of(schema: schema, secret: secret) }
 
     static func valueName(_ pointer: JSONPointer) -> String { "v:" + pointer.description }
     static func resetName(_ pointer: JSONPointer) -> String { "reset:" + pointer.description }

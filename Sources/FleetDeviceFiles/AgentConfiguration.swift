@@ -25,7 +25,13 @@ import Glibc
 /// | `longPollWait` | seconds | 55 | how long the server holds a request; 0 polls on the timer only |
 /// | `readyTimeout` | seconds | 60 | tell systemd "ready" after this even if an app has no settings yet |
 /// | `logLevel` | string | `info` | `trace`, `debug`, `info`, `notice`, `warning`, `error`, `critical`; a reload (SIGHUP) applies a change |
+/// | `statusReports` | string | `full` | `full`: reports carry every problem; `brief`: the first, at most 200 characters |
 /// | `apps` | array | required | the apps, see ``AppConfiguration`` |
+///
+/// `pollInterval`, `jitter`, `longPollWait`, `logLevel` and `statusReports` are also the agent
+/// policy's keys (``AgentPolicy``), which an admin may set from the server: a key this file
+/// sets is pinned and wins over the server's; a key it leaves out takes the server's value, or
+/// the default above (``pinnedPolicy``).
 ///
 /// Unknown keys and bad values are refused with the key's JSON pointer, so a typo such as
 /// `"polInterval"` never silently falls back to a default.
@@ -46,8 +52,12 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// The long-poll's wait in whole seconds; 0 turns long-polls off.
     public var longPollWait: Int
     public var readyTimeout: Duration
+    /// How much each status report says (``AgentPolicy/ReportDetail``).
+    public var statusReports: AgentPolicy.ReportDetail
     public var logLevel: String
     public var apps: [AppConfiguration]
+    /// The agent policy keys the file sets itself: these win over the server's policy.
+    public var pinnedPolicy: Set<AgentPolicy.Key> = []
 
     /// The levels `logLevel` accepts, lowest first.
     public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
@@ -64,6 +74,7 @@ public struct AgentConfiguration: Sendable, Equatable {
         public static let longPollWait = 55
         public static let readyTimeout: Duration = .seconds(60)
         public static let logLevel = "info"
+        public static let statusReports = AgentPolicy.ReportDetail.full
     }
 
     /// Creates a configuration with the documented defaults.
@@ -72,8 +83,11 @@ public struct AgentConfiguration: Sendable, Equatable {
         enrollmentTokenFile: String = Defaults.enrollmentTokenFile, stateDirectory: String = Defaults.stateDirectory,
         inboxDirectory: String = Defaults.inboxDirectory, allowInsecureHTTP: Bool = Defaults.allowInsecureHTTP,
         pollInterval: Duration = Defaults.pollInterval, jitter: Duration = Defaults.jitter, longPollWait: Int = Defaults.longPollWait,
-        readyTimeout: Duration = Defaults.readyTimeout, logLevel: String = Defaults.logLevel
+        readyTimeout: Duration = Defaults.readyTimeout, logLevel: String = Defaults.logLevel,
+        statusReports: AgentPolicy.ReportDetail = Defaults.statusReports, pinnedPolicy: Set<AgentPolicy.Key> = []
     ) {
+        self.statusReports = statusReports
+        self.pinnedPolicy = pinnedPolicy
         self.server = server
         self.apps = apps
         self.caFile = caFile
@@ -134,7 +148,7 @@ public struct AgentConfiguration: Sendable, Equatable {
 
     static let keys: Set<String> = [
         "server", "caFile", "clientCertificate", "clientKey", "enrollmentTokenFile", "stateDirectory", "inboxDirectory",
-        "allowInsecureHTTP", "pollInterval", "jitter", "longPollWait", "readyTimeout", "logLevel", "apps", "$comment",
+        "allowInsecureHTTP", "pollInterval", "jitter", "longPollWait", "readyTimeout", "logLevel", "statusReports", "apps", "$comment",
     ]
 
     /// Reads a configuration document; every problem names its key. Names of users and groups
@@ -172,6 +186,15 @@ public struct AgentConfiguration: Sendable, Equatable {
         jitter = try reader.seconds("jitter", in: 0...3600, default: Defaults.jitter)
         longPollWait = Int(try reader.integer("longPollWait", in: 0...300, default: Int64(Defaults.longPollWait)))
         readyTimeout = try reader.seconds("readyTimeout", in: 0...3600, default: Defaults.readyTimeout)
+        statusReports =
+            try reader.object["statusReports"].map { value throws(DocumentError) in
+                guard case .string(let text) = value, let detail = AgentPolicy.ReportDetail(rawValue: text) else {
+                    throw DocumentError(
+                        at: reader.location.appending("statusReports"),
+                        "must be one of \(AgentPolicy.ReportDetail.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", "))")
+                }
+                return detail
+            } ?? Defaults.statusReports
         logLevel = try reader.optionalString("logLevel", maximumLength: 16) ?? Defaults.logLevel
         guard Self.logLevels.contains(logLevel) else {
             throw DocumentError(
@@ -191,6 +214,7 @@ public struct AgentConfiguration: Sendable, Equatable {
             apps.append(app)
         }
         self.apps = apps
+        pinnedPolicy = Set(AgentPolicy.Key.allCases.filter { reader.object[$0.rawValue] != nil })
     }
 
     static func unknownKey(_ keys: Set<String>) -> String {

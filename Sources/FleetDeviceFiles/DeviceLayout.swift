@@ -49,6 +49,16 @@ public struct DeviceLayout: Sendable, Equatable {
     /// `changes.json`: the device's own changes, queued and ended (see ``ChangeJournal``).
     public func changesFile(_ app: String) -> String { appDirectory(app) + "/changes.json" }
 
+    /// `facts.json`: the app's own device facts (``FleetProtocol/DeviceInfo``, under `apps`).
+    public func appFactsFile(_ app: String) -> String { appDirectory(app) + "/facts.json" }
+
+    /// `device-info.json`: the device facts the server has taken, and for which device.
+    public var deviceInfoFile: String { stateDirectory + "/device-info.json" }
+
+    /// `policy.json`: the server's agent policy, its tag, and the policy as settled with the
+    /// configuration file's pins (what `fleetset status` shows).
+    public var policyFile: String { stateDirectory + "/policy.json" }
+
     /// The app's inbox folder.
     public func inboxDirectory(_ app: String) -> String { inboxDirectory + "/" + app }
 }

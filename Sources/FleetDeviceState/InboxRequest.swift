@@ -15,6 +15,7 @@ import FleetProtocol
 /// {"request": "set", "values": {"volume": 7, "kiosk.greeting": "Hello"}}
 /// {"request": "ack", "revision": 42, "state": "applied", "message": "reloaded"}
 /// {"request": "sync"}
+/// {"request": "facts", "facts": {"version": "2.3.1", "channel": null}}
 /// ```
 ///
 /// - `set` changes settings the device may change (`x-writable`): each value must fit the
@@ -22,6 +23,9 @@ import FleetProtocol
 /// - `ack` tells the server what the app made of a revision: `applied`, `error` or
 ///   `unsupported`, with an optional message (at most 4096 characters).
 /// - `sync` asks the agent to contact the server now for this app.
+/// - `facts` sets the app's own device facts (``FleetProtocol/DeviceInfo``, `apps.<app>.<name>`):
+///   names of `A-Z a-z 0-9 _ -`, string values of at most 256 characters, `null` removes one;
+///   at most 32 per app. They are shown to every admin: never put a secret in one.
 ///
 /// The agent removes a request once it has queued it durably or acted on it; one it refuses is
 /// moved to `refused/` beside a `.reason` file.
@@ -32,6 +36,8 @@ public enum InboxRequest: Sendable, Hashable {
     case set(JSONObject)
     /// The app's outcome for a revision.
     case ack(revision: Int64, state: StatusReport.State, message: String)
+    /// Set (`null`: remove) the app's own device facts.
+    case facts(JSONObject)
 
     /// The largest request file the agent reads.
     public static let maximumFileSize = 64 << 10
@@ -40,11 +46,12 @@ public enum InboxRequest: Sendable, Hashable {
     /// The longest setting key a `set` request may name, in characters.
     public static let maximumKeyLength = 1024
 
-    private enum Kind: String, CaseIterable { case set, ack, sync }
+    private enum Kind: String, CaseIterable { case set, ack, sync, facts }
 
     /// Reads a request.
     public init(json: JSONValue) throws(DocumentError) {
-        let kind = try ObjectReader(json, allowed: ["request", "values", "revision", "state", "message"]).oneOf("request", Kind.self)
+        let kind = try ObjectReader(json, allowed: ["request", "values", "revision", "state", "message", "facts"]).oneOf(
+            "request", Kind.self)
         switch kind {
         case .sync:
             _ = try ObjectReader(json, allowed: ["request"], unknownMember: "is not a member of a sync request")
@@ -59,6 +66,14 @@ public enum InboxRequest: Sendable, Hashable {
                 throw DocumentError(at: reader.location.appending("values"), "setting keys have 1 to \(Self.maximumKeyLength) characters")
             }
             self = .set(values)
+        case .facts:
+            let reader = try ObjectReader(json, allowed: ["request", "facts"], unknownMember: "is not a member of a facts request")
+            let facts = try reader.values("facts")
+            guard (1...DeviceInfo.maximumAppFacts).contains(facts.count) else {
+                throw DocumentError(at: reader.location.appending("facts"), "must name 1 to \(DeviceInfo.maximumAppFacts) facts")
+            }
+            try DeviceInfo.checkAppFacts(facts, at: reader.location.appending("facts"))
+            self = .facts(facts)
         case .ack:
             let reader = try ObjectReader(
                 json, allowed: ["request", "revision", "state", "message"], unknownMember: "is not a member of an ack request")
@@ -80,6 +95,7 @@ public enum InboxRequest: Sendable, Hashable {
         case .set(let values): ["request": "set", "values": .object(values)]
         case .ack(let revision, let state, let message):
             ["request": "ack", "revision": .number(.integer(revision)), "state": .string(state.rawValue), "message": .string(message)]
+        case .facts(let facts): ["request": "facts", "facts": .object(facts)]
         }
     }
 

@@ -11,16 +11,7 @@ public enum SettingsValues {
     /// An object patch sets each member, removing members whose patch value is `null`, and
     /// merges nested objects; any other patch replaces the target entirely.
     public static func mergePatch(_ target: JSONValue, _ patch: JSONValue) -> JSONValue {
-        guard case .object(let patchObject) = patch else { return patch }
-        var result = target.objectValue ?? JSONObject()
-        for (key, value) in patchObject {
-            if value == .null {
-                result[key] = nil
-            } else {
-                result[key] = mergePatch(result[key] ?? .null, value)
-            }
-        }
-        return .object(result)
+        target.applyingMergePatch(patch)
     }
 
     /// `values` with an RFC 7396 merge patch applied (a `null` removes the key).

@@ -232,8 +232,17 @@ public struct Explanation: Sendable, Hashable {
     public var servedRevision: Int64?
     public var values: JSONObject
     public var sources: [String: String]
+    /// The device's facts (``DeviceInfo``).
+    public var deviceInfo: JSONObject
+    /// What the server asks of the device's agent for this app, and where each key was set.
+    public var policy: DevicePolicy.AppPolicy
 
-    public init(app: String, device: String, schemaVersion: Int64, servedRevision: Int64?, values: JSONObject, sources: [String: String]) {
+    public init(
+        app: String, device: String, schemaVersion: Int64, servedRevision: Int64?, values: JSONObject, sources: [String: String],
+        deviceInfo: JSONObject = [:], policy: DevicePolicy.AppPolicy = DevicePolicy.AppPolicy()
+    ) {
+        self.deviceInfo = deviceInfo
+        self.policy = policy
         self.app = app
         self.device = device
         self.schemaVersion = schemaVersion
@@ -243,7 +252,8 @@ public struct Explanation: Sendable, Hashable {
     }
 
     public init(json: JSONValue) throws(DocumentError) {
-        let reader = try ObjectReader(json, allowed: ["app", "device", "schemaVersion", "servedRevision", "values", "sources"])
+        let reader = try ObjectReader(
+            json, allowed: ["app", "device", "schemaVersion", "servedRevision", "values", "sources", "deviceInfo", "policy"])
         app = try reader.string("app", maximumLength: 64)
         device = try reader.string("device", maximumLength: 128)
         schemaVersion = try reader.count("schemaVersion")
@@ -257,6 +267,11 @@ public struct Explanation: Sendable, Hashable {
             sources[key] = scope
         }
         self.sources = sources
+        deviceInfo = reader.object["deviceInfo"] == nil ? [:] : try reader.values("deviceInfo")
+        policy =
+            try reader.object["policy"].map { value throws(DocumentError) in
+                try DevicePolicy.AppPolicy(json: value, at: JSONPointer.root.appending("policy"))
+            } ?? DevicePolicy.AppPolicy()
     }
 
     public var json: JSONValue {
@@ -265,7 +280,8 @@ public struct Explanation: Sendable, Hashable {
         return [
             "app": .string(app), "device": .string(device), "schemaVersion": .number(.integer(schemaVersion)),
             "servedRevision": servedRevision.map { .number(.integer($0)) } ?? .null, "values": .object(values),
-            "sources": .object(sourceObject),
+            "sources": .object(sourceObject), "deviceInfo": .object(deviceInfo),
+            "policy": policy.json,
         ]
     }
 }

@@ -13,11 +13,17 @@ public struct DeviceRecord: Sendable, Hashable {
     public var lastSeenAt: Int64?
     /// The admin asked for a new token; the agent fetches one at its next request.
     public var tokenRotationRequested: Bool
+    /// What the device reported of itself (``DeviceInfo``); empty before its first report.
+    public var info: JSONObject
+    /// When its facts last changed.
+    public var infoUpdatedAt: Int64?
 
     public init(
         id: String, apps: [String], groups: [String], disabled: Bool, enrolledAt: Int64, lastSeenAt: Int64?,
-        tokenRotationRequested: Bool
+        tokenRotationRequested: Bool, info: JSONObject = [:], infoUpdatedAt: Int64? = nil
     ) {
+        self.info = info
+        self.infoUpdatedAt = infoUpdatedAt
         self.id = id
         self.apps = apps
         self.groups = groups
@@ -29,7 +35,8 @@ public struct DeviceRecord: Sendable, Hashable {
 
     public init(json: JSONValue, at location: JSONPointer = .root) throws(DocumentError) {
         let reader = try ObjectReader(
-            json, at: location, allowed: ["id", "apps", "groups", "disabled", "enrolledAt", "lastSeenAt", "tokenRotationRequested"])
+            json, at: location,
+            allowed: ["id", "apps", "groups", "disabled", "enrolledAt", "lastSeenAt", "tokenRotationRequested", "info", "infoUpdatedAt"])
         id = try reader.string("id", maximumLength: 128)
         apps = try reader.names("apps", maximumCount: 256, maximumLength: 64) ?? []
         groups = try reader.names("groups", maximumCount: 32) ?? []
@@ -37,6 +44,8 @@ public struct DeviceRecord: Sendable, Hashable {
         enrolledAt = try reader.timestamp("enrolledAt")
         lastSeenAt = try reader.nullableTimestamp("lastSeenAt")
         tokenRotationRequested = try reader.optionalBool("tokenRotationRequested") ?? false
+        info = reader.object["info"] == nil ? [:] : try reader.values("info")
+        infoUpdatedAt = reader.object["infoUpdatedAt"] == nil ? nil : try reader.nullableTimestamp("infoUpdatedAt")
     }
 
     public var json: JSONValue {
@@ -44,7 +53,8 @@ public struct DeviceRecord: Sendable, Hashable {
             "id": .string(id), "apps": .array(apps.map(JSONValue.string)), "groups": .array(groups.map(JSONValue.string)),
             "disabled": .bool(disabled), "enrolledAt": .string(Timestamp.format(enrolledAt)),
             "lastSeenAt": lastSeenAt.map { .string(Timestamp.format($0)) } ?? .null,
-            "tokenRotationRequested": .bool(tokenRotationRequested),
+            "tokenRotationRequested": .bool(tokenRotationRequested), "info": .object(info),
+            "infoUpdatedAt": infoUpdatedAt.map { .string(Timestamp.format($0)) } ?? .null,
         ]
     }
 }

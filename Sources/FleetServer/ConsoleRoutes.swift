@@ -408,7 +408,8 @@ struct ConsoleRoutes: Sendable {
         return page(
             ConsolePages.device(
                 device, standings: standings, explanations: explanations, recentReports: try await service.recentReports(deviceID: id),
-                now: service.now, csrf: sessions.csrfToken(for: session), notice: notice))
+                facts: try await service.deviceFacts(id: id), policy: try await service.devicePolicy(device), now: service.now,
+                csrf: sessions.csrfToken(for: session), notice: notice))
     }
 
     private func manageDevice(id: String, action: String, fields: FormFields, session: ConsoleSessions.Session) async throws -> Response {

@@ -16,7 +16,12 @@ struct Routes: Sendable {
     /// The largest enrollment request: 4 KiB (a token and a request id; anyone may send one).
     static let enrollLimit = 4 << 10
     /// Tells a device, in its settings and metadata answers, that the admin asked it to rotate its token.
-    static let rotateTokenHeader = HTTPField.Name("Fleetset-Rotate-Token")!
+    static let rotateTokenHeader = HTTPField.Name(FleetHeader.rotateToken)!
+    /// The tag of the device's agent policy: the one it has on requests, the one it should
+    /// have on answers (only when they differ).
+    static let policyHeader = HTTPField.Name(FleetHeader.policy)!
+    /// When a busy server asks the device to send its next request, in seconds.
+    static let nextPollHeader = HTTPField.Name(FleetHeader.nextPoll)!
     /// Names the client behind a trusted reverse proxy.
     static let forwardedForHeader = HTTPField.Name("X-Forwarded-For")!
     /// The largest metadata document accepted: 4 MiB.
@@ -83,28 +88,26 @@ struct Routes: Sendable {
         on(.get, "v1/apps/:app/settings") { request, context in
             let app = try app(context)
             let device = try SettingsService.requireDevice(try await authenticate(request, context), app: app)
-            let wait = try waitParameter(request)
-            let known = request.headers[.ifNoneMatch].flatMap(RevisionTag.revision)
-            let service = service
-            // Ends when the client goes away, and on a graceful shutdown (answered 304). A request
-            // without `wait` answers at once: it needs neither.
-            let answer =
-                wait == 0
-                ? try await service.longPoll(app: app, device: device, knownRevision: known, wait: .zero)
-                : try await whileOpen(context.channel, connections: connections, cancel: service.cancelLongPoll) { cancellation in
-                    try await withGracefulShutdownHandler {
-                        try await service.longPoll(
-                            app: app, device: device, knownRevision: known, wait: .seconds(wait), cancellation: cancellation)
-                    } onGracefulShutdown: {
-                        service.cancelLongPoll(cancellation)
-                    }
-                }
-            guard let settings = answer.settings else {
-                return withRotationRequest(
-                    Response(status: .notModified, headers: [.eTag: RevisionTag.etag(known ?? 0), .cacheControl: "no-store"]), answer.device
-                )
+            let (answer, unchanged) = try await settingsLongPoll(request, context, app: app, device: device)
+            guard let settings = answer.settings else { return unchanged }
+            return withDeviceHints(settingsResponse(settings.document, body: settings.body), answer, request)
+        }
+
+        // One value of the settings, at a key path (for devices that need only it): the same
+        // revision ETag, If-None-Match and wait as the whole document.
+        on(.get, "v1/apps/:app/settings/**") { request, context in
+            let app = try app(context)
+            let device = try SettingsService.requireDevice(try await authenticate(request, context), app: app)
+            let path = try keyPath(context)
+            let (answer, unchanged) = try await settingsLongPoll(request, context, app: app, device: device)
+            guard let document = answer.document else { return unchanged }
+            guard let value = JSONValue.object(document.values)[pointer: path] else {
+                throw ServiceError(404, "unknown-key", "revision \(document.revision) of \(app) has no value at \(path.keyPath)")
             }
-            return withRotationRequest(settingsResponse(settings.document, body: settings.body), answer.device)
+            var response = json(.ok, value)
+            response.headers[.eTag] = RevisionTag.etag(document.revision)
+            response.headers[.cacheControl] = "no-store"
+            return withDeviceHints(response, answer, request)
         }
 
         on(.patch, "v1/apps/:app/settings") { request, context in
@@ -129,6 +132,23 @@ struct Routes: Sendable {
             return Response(status: .accepted)
         }
 
+        // What the server asks of the calling device's agent; its ETag is the policy's tag.
+        on(.get, "v1/device/policy") { request, context in
+            let device = try SettingsService.requireDevice(try await authenticate(request, context))
+            let policy = try await service.devicePolicy(device)
+            var response = json(.ok, policy.json)
+            response.headers[.eTag] = "\"\(policy.tag)\""
+            response.headers[.cacheControl] = "no-store"
+            return response
+        }
+
+        // The calling device's facts: a merge patch of those that changed.
+        on(.patch, "v1/device/info") { request, context in
+            let device = try SettingsService.requireDevice(try await authenticate(request, context))
+            let patch = try await jsonBody(request, limit: DeviceInfo.maximumSize * 2, mediaType: "application/merge-patch+json")
+            return json(.ok, ["info": .object(try await service.patchDeviceInfo(device: device, patch: patch))])
+        }
+
         // A new token for the calling device; the old one works until the new one is used.
         on(.post, "v1/device/token") { request, context in
             let device = try SettingsService.requireDevice(try await authenticate(request, context))
@@ -137,7 +157,30 @@ struct Routes: Sendable {
 
         on(.get, "v1/admin/devices") { request, context in
             try SettingsService.requireAdmin(try await authenticate(request, context))
-            return json(.ok, try await service.allDevices().json)
+            let filters = try request.uri.queryParameters.getAll("where").map { text throws(ServiceError) in
+                guard let filter = DeviceInfoFilter(String(text)) else {
+                    throw ServiceError(400, "bad-parameter", "where must be FACT=VALUE or FACT!=VALUE, e.g. os.version=12")
+                }
+                return filter
+            }
+            return json(.ok, try await service.allDevices(matching: filters).json)
+        }
+
+        on(.get, "v1/admin/devices/:id/policy") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request, context))
+            return json(.ok, try await service.devicePolicy(id: context.parameters.get("id") ?? "").json)
+        }
+
+        on(.get, "v1/admin/policies") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request, context))
+            return json(.ok, try await service.policyList().json)
+        }
+
+        on(.patch, "v1/admin/policies/:scope") { request, context in
+            try SettingsService.requireAdmin(try await authenticate(request, context))
+            let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
+            let scope = PercentEncoding.decoded(context.parameters.get("scope") ?? "") ?? ""
+            return json(.ok, try await service.patchPolicy(scope: scope, patch: patch).json)
         }
 
         on(.get, "v1/admin/devices/:id") { request, context in
@@ -186,6 +229,22 @@ struct Routes: Sendable {
             let message = try messageParameter(request)
             let force = try booleanParameter(request, "force")
             return json(.ok, try await service.patchValues(app: app, scope: scope, patch: patch, message: message, force: force).json)
+        }
+
+        // One value inside a setting at a scope, by key path: set (PUT, the value as the body)
+        // or removed (DELETE); the service makes it a merge patch of the whole setting.
+        for method in [HTTPRequest.Method.put, .delete] {
+            on(method, "v1/admin/apps/:app/values/**") { request, context in
+                try SettingsService.requireAdmin(try await authenticate(request, context))
+                let app = try app(context)
+                // (Not a ternary: its `nil` would become JSON's null, which JSONValue takes as a literal.)
+                var value: JSONValue?
+                if method == .put { value = try await jsonBody(request, limit: Self.bodyLimit) }
+                let values = try await service.setValue(
+                    app: app, scope: request.uri.queryParameters.get("scope"), keyPath: try keyPath(context).keyPath, to: value,
+                    message: try messageParameter(request), force: try booleanParameter(request, "force"))
+                return json(.ok, values.json)
+            }
         }
 
         on(.get, "v1/admin/apps/:app/history") { request, context in
@@ -286,6 +345,16 @@ struct Routes: Sendable {
         context.parameters.get("app") ?? ""
     }
 
+    /// The key path the rest of the URL's path names (each segment percent-decoded; `~1` and
+    /// `~0` escapes as in a JSON pointer).
+    private func keyPath(_ context: FleetRequestContext) throws(ServiceError) -> JSONPointer {
+        let segments = context.parameters.getCatchAll().map { PercentEncoding.decoded($0) }
+        guard segments.allSatisfy({ $0 != nil }), let path = JSONPointer(segments: segments.compactMap(\.self)) else {
+            throw ServiceError(400, "bad-key-path", "a key path is percent-encoded segments, ~1 for a / and ~0 for a ~ inside a name")
+        }
+        return path
+    }
+
     private func waitParameter(_ request: Request) throws(ServiceError) -> Int {
         guard let text = request.uri.queryParameters.get("wait") else { return 0 }
         guard !text.isEmpty, text.utf8.count <= 3, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let seconds = Int(text),
@@ -359,6 +428,48 @@ struct Routes: Sendable {
         guard device.rotationRequested else { return response }
         var response = response
         response.headers[Self.rotateTokenHeader] = "requested"
+        return response
+    }
+
+    /// The long-poll of a settings request (`If-None-Match`, `Fleetset-Policy`, `wait`), and the
+    /// 304 to answer when it found the settings unchanged. A request with `wait` ends when the
+    /// client goes away, and on a graceful shutdown (304); one without answers at once: it needs
+    /// neither.
+    private func settingsLongPoll(
+        _ request: Request, _ context: FleetRequestContext, app: String, device: Device
+    ) async throws -> (answer: SettingsService.LongPollAnswer, unchanged: Response) {
+        let wait = try waitParameter(request)
+        let known = request.headers[.ifNoneMatch].flatMap(RevisionTag.revision)
+        let knownPolicy = request.headers[Self.policyHeader]
+        let service = service
+        let answer =
+            wait == 0
+            ? try await service.longPoll(app: app, device: device, knownRevision: known, knownPolicyTag: knownPolicy, wait: .zero)
+            : try await whileOpen(context.channel, connections: connections, cancel: service.cancelLongPoll) { cancellation in
+                try await withGracefulShutdownHandler {
+                    try await service.longPoll(
+                        app: app, device: device, knownRevision: known, knownPolicyTag: knownPolicy, wait: .seconds(wait),
+                        cancellation: cancellation)
+                } onGracefulShutdown: {
+                    service.cancelLongPoll(cancellation)
+                }
+            }
+        let unchanged = withDeviceHints(
+            Response(status: .notModified, headers: [.eTag: RevisionTag.etag(known ?? 0), .cacheControl: "no-store"]), answer, request)
+        return (answer, unchanged)
+    }
+
+    /// A settings answer with what the device should know besides: a token rotation the admin
+    /// asked for, its agent policy's tag when the request's differs, and when to poll next
+    /// when the server is busy.
+    private func withDeviceHints(_ response: Response, _ answer: SettingsService.LongPollAnswer, _ request: Request) -> Response {
+        var response = withRotationRequest(response, answer.device)
+        if (request.headers[Self.policyHeader] ?? "0") != answer.policyTag {
+            response.headers[Self.policyHeader] = answer.policyTag
+        }
+        if let nextPoll = answer.nextPoll {
+            response.headers[Self.nextPollHeader] = "\(max(1, nextPoll.components.seconds))"
+        }
         return response
     }
 

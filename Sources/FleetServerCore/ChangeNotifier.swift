@@ -1,3 +1,4 @@
+import FleetProtocol
 import PosixThreads
 
 /// Wakes long-polls when what their device sees may have changed, without polling the database,
@@ -39,6 +40,9 @@ public actor ChangeNotifier {
         case timedOut
         /// ``capacity`` long-polls are held already: the device should come back later.
         case shed
+        /// ``busyLimit`` long-polls are held already: the device is told when to poll next
+        /// instead of being held (see ``SettingsService/LongPollAnswer/nextPoll``).
+        case busy
     }
 
     private struct Waiter {
@@ -85,13 +89,22 @@ public actor ChangeNotifier {
     /// - Parameters:
     ///   - capacity: the most long-polls held at once (at least 1).
     ///   - cache: what the service keeps in memory (a new, empty one by default).
+    ///   - busyLimit: from how many long-polls held on the next is answered ``WaitOutcome/busy``
+    ///     (at most `capacity`; `.max`: never).
     ///   - onHeldCountChange: told the number of long-polls held whenever it changes (a gauge).
-    public init(capacity: Int = .max, cache: ServingCache = ServingCache(), onHeldCountChange: @escaping @Sendable (Int) -> Void = { _ in })
-    {
+    public init(
+        capacity: Int = .max, busyLimit: Int = .max, cache: ServingCache = ServingCache(),
+        onHeldCountChange: @escaping @Sendable (Int) -> Void = { _ in }
+    ) {
         self.capacity = max(1, capacity)
+        self.busyLimit = min(max(1, busyLimit), max(1, capacity))
         self.cache = cache
         self.onHeldCountChange = onHeldCountChange
     }
+
+    /// From this many long-polls held on, the next is not held but answered at once and told
+    /// when to poll next (``WaitOutcome/busy``): the gentle step before ``capacity``.
+    public let busyLimit: Int
 
     /// The number of long-polls held, over all apps.
     public var heldCount: Int { waiters.count }
@@ -144,6 +157,19 @@ public actor ChangeNotifier {
         lastWakeCount = wake(waitersByDevice[device] ?? [], with: .changed)
     }
 
+    /// Records a change of the agent policy at `scope` and wakes the long-polls of the devices
+    /// it reaches, so that each answers with the policy's new tag.
+    public func policyChanged(_ scope: PolicyScope) {
+        cache.invalidatePolicies()
+        let reached: [Int]
+        switch scope {
+        case .app(let app): reached = Array(waitersByApp[app] ?? [])
+        case .group(let name): reached = waiters.filter { $0.value.groups.contains(name) }.map(\.key)
+        case .device(let id): reached = Array(waitersByDevice[id] ?? [])
+        }
+        lastWakeCount = wake(reached, with: .changed)
+    }
+
     /// Records a change another server instance on the same database made (heard from the
     /// store): forgets what it may have made stale, revisions included (see
     /// ``ServingCache/invalidateElsewhere(app:scope:)``), and wakes the long-polls it reaches,
@@ -156,6 +182,8 @@ public actor ChangeNotifier {
             changed(app, scope: scope)
         case .device(let id):
             deviceChanged(id)
+        case .policy(let scope):
+            policyChanged(scope)
         case .unknown:
             cache.invalidateAll()
             everythingGeneration += 1
@@ -222,6 +250,9 @@ public actor ChangeNotifier {
                     _ = wake([older], with: .replaced)
                 } else if waiters.count >= capacity {
                     continuation.resume(returning: .shed)
+                    return
+                } else if waiters.count >= busyLimit {
+                    continuation.resume(returning: .busy)
                     return
                 }
                 waiters[id] = Waiter(

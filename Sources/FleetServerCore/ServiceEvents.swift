@@ -20,6 +20,8 @@ extension ServiceEvent {
         switch change {
         case .values(let app, let scope): self = .settingsChanged(app: app, scope: scope)
         case .device(let id): self = .deviceChanged(device: id)
+        case .policy(.device(let id)): self = .deviceChanged(device: id)
+        case .policy: self = .unknown
         case .unknown: self = .unknown
         }
     }

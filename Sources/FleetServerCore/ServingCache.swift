@@ -323,12 +323,40 @@ public final class ServingCache: Sendable {
 
     /// Forgets everything (changes made elsewhere may have been missed).
     public func invalidateAll() {
+        invalidatePolicies()
         state.withLock { state in
             let epoch = state.epoch + 1
             let revisionEpoch = state.revisionEpoch + 1
             state = State()
             state.epoch = epoch
             state.revisionEpoch = revisionEpoch
+        }
+    }
+
+    // MARK: - Agent policies
+
+    /// Every scope's agent policy, as last read, and the invalidations so far.
+    private let policyState = Locked<(policies: [PolicyScope: AgentPolicy]?, epoch: UInt64)>((nil, 0))
+
+    /// Every scope's agent policy, when read since the last change.
+    public var policies: [PolicyScope: AgentPolicy]? { policyState.withLock { $0.policies } }
+
+    /// Counts the changes of agent policies; read it before reading them from the store.
+    public var policyEpoch: UInt64 { policyState.withLock { $0.epoch } }
+
+    /// Keeps `policies`, read from the store when ``policyEpoch`` was `epoch`, unless a change
+    /// came since.
+    public func record(policies: [PolicyScope: AgentPolicy], readAt epoch: UInt64) {
+        policyState.withLock { state in
+            if state.epoch == epoch { state.policies = policies }
+        }
+    }
+
+    /// Forgets the agent policies: one changed.
+    public func invalidatePolicies() {
+        policyState.withLock { state in
+            state.policies = nil
+            state.epoch += 1
         }
     }
 

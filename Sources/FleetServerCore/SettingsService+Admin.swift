@@ -133,6 +133,62 @@ extension SettingsService {
         _ = try await metadata(app: app)  // 404 for an unknown app
         let scope = try await writableScope(parameter)
         guard case .object(let patch) = body else { throw ServiceError.badRequest("the merge patch must be a JSON object of settings") }
+        return try await writeValues(app: app, scope: scope, actor: actor, message: message, force: force) { _ in patch }
+    }
+
+    /// Sets (`value`) or removes (`nil`) the value at a key path inside one setting at a scope
+    /// (`PUT`/`DELETE /v1/admin/apps/{app}/values/{keyPath}`): a merge patch of the whole
+    /// top-level setting, made from what the scope holds, or, when it holds nothing for that
+    /// setting, from what its devices get from the wider scopes (the app's value or the
+    /// metadata's default; for a device, its groups too). Checked and recorded as any write.
+    ///
+    /// - Throws: 400 for a malformed key path or one that does not fit the value (an index out
+    ///   of range, a path through a string), 404 `unknown-key` for removing what is not there,
+    ///   and what ``patchValues(app:scope:patch:actor:message:force:)`` throws.
+    public func setValue(
+        app: String, scope parameter: String?, keyPath text: String, to value: JSONValue?, actor: String? = nil, message: String = "",
+        force: Bool = false
+    ) async throws -> ScopedValues {
+        _ = try await metadata(app: app)
+        let scope = try await writableScope(parameter)
+        guard let path = JSONPointer(keyPath: text), let key = path.topLevelKey else {
+            throw ServiceError.badParameter("a key path is the setting's name, then / and the parts inside it (~1 for a / in a name)")
+        }
+        return try await writeValues(app: app, scope: scope, actor: actor, message: message, force: force) { state in
+            let own = state.values[scope]?[key]
+            let base = own ?? Self.inheritedValue(key, at: scope, state)
+            guard path.tokens.count > 1 || value != nil || own != nil else {
+                throw ServiceError(404, "unknown-key", "\(scope) sets no \(key)")
+            }
+            if path.tokens.count == 1 { return [key: value ?? .null] }
+            do throws(KeyPathError) {
+                let new = try (base ?? .object([:])).setting(value, at: JSONPointer(tokens: Array(path.tokens.dropFirst())))
+                // The whole new setting, as a merge patch of what the scope holds (members gone: null).
+                return [key: JSONValue.mergePatch(from: own, to: new)]
+            } catch {
+                let status = value == nil ? 404 : 400
+                throw ServiceError(
+                    status, status == 404 ? "unknown-key" : "bad-key-path", "\(key)/\(error.location.keyPath): \(error.message)")
+            }
+        }
+    }
+
+    /// What the devices of `scope` get for `key` from the scopes wider than it.
+    private static func inheritedValue(_ key: String, at scope: Scope, _ state: ValuesWriteState) -> JSONValue? {
+        var groups: [String: JSONObject] = [:]
+        if case .device = scope, let device = state.audiences.first {
+            for group in device.groups { groups[group] = state.values[.group(group)] }
+        }
+        let app = scope == .app ? [:] : state.values[.app] ?? [:]
+        return EffectiveSettings(metadata: state.metadata, app: app, groups: groups, device: [:], deviceID: "").values[key]
+    }
+
+    /// Writes the merge patch `makePatch` makes from the app's values (read outside the write
+    /// section, checked again in it) at `scope`.
+    private func writeValues(
+        app: String, scope: Scope, actor: String?, message: String, force: Bool,
+        makePatch: @escaping @Sendable (ValuesWriteState) throws -> JSONObject
+    ) async throws -> ScopedValues {
         let actor = actor ?? adminActor
         // Validated outside the write section; written only if nothing checked has changed.
         return try await writes.checkedWrite(
@@ -143,8 +199,9 @@ extension SettingsService {
                         audiences: try await self.audiences(of: scope, app: app)),
                     rollout: try await self.store.activeRollout(app: app))
             },
-            check: { whole -> (values: JSONObject, rollout: Rollout?) in
+            check: { whole -> (values: JSONObject, rollout: Rollout?, patch: JSONObject) in
                 let state = whole.values
+                let patch = try makePatch(state)
                 var after = state.values
                 after[scope] = SettingsValues.merged(state.values[scope] ?? [:], patch)
                 var findings = ValueAudit.newFindings(
@@ -166,14 +223,14 @@ extension SettingsService {
                 guard findings.isEmpty else {
                     throw ServiceError(422, "invalid-values", "the change makes settings invalid", details: findings.map(\.detail))
                 }
-                return (after[scope] ?? [:], rollout == whole.rollout ? nil : rollout)
+                return (after[scope] ?? [:], rollout == whole.rollout ? nil : rollout, patch)
             },
             commit: { whole, checked in
                 let state = whole.values
                 let values = checked.values
                 let change = ChangeRecord(
                     at: self.wallClock.secondsSinceEpoch(), actor: actor, message: message, kind: .values,
-                    scopes: [ChangeRecord.ScopeChange(scope: scope, patch: patch, after: values, masking: state.metadata)])
+                    scopes: [ChangeRecord.ScopeChange(scope: scope, patch: checked.patch, after: values, masking: state.metadata)])
                 let number = try await self.store.commit(
                     AppWrite(app: app, values: [scope: values], rollout: checked.rollout, change: change))
                 await self.notifyChanged(app, scope: scope)
@@ -227,7 +284,8 @@ extension SettingsService {
         return Explanation(
             app: app, device: device.id, schemaVersion: Int64(metadata.version),
             servedRevision: try await store.revision(app: app, deviceID: device.id)?.revision, values: metadata.masked(effective.values),
-            sources: effective.sources.mapValues(\.description))
+            sources: effective.sources.mapValues(\.description), deviceInfo: try await store.deviceInfo(id: device.id)?.info ?? [:],
+            policy: try await devicePolicy(device).apps[app] ?? DevicePolicy.AppPolicy())
     }
 
     /// Makes an enrollment token for the apps and groups it names; only its hash is stored.
@@ -276,19 +334,6 @@ extension SettingsService {
 
     // MARK: - Devices
 
-    /// Every device, with its apps and groups, whether it is disabled, and when it was seen.
-    public func allDevices() async throws -> DeviceRecordList {
-        DeviceRecordList(devices: try await store.devices().map(Self.record))
-    }
-
-    /// One device.
-    ///
-    /// - Throws: 404 `unknown-device`.
-    public func device(id: String) async throws -> DeviceRecord {
-        guard let device = try await store.device(id: id) else { throw ServiceError.unknownDevice(id) }
-        return Self.record(device)
-    }
-
     /// Changes a device's apps or groups, disables or enables it, or asks it to rotate its
     /// token. Its waiting long-polls are woken to check it again at once: a disabled device's
     /// are answered 401, and those of an app taken away 404.
@@ -310,7 +355,7 @@ extension SettingsService {
         if let disabled = update.disabled { changed.append(disabled ? "disabled" : "enabled") }
         if update.rotateToken == true { changed.append("token rotation requested") }
         logger.notice("device changed", metadata: ["event": "device", "device": "\(id)", "change": "\(changed.joined(separator: " "))"])
-        return Self.record(device)
+        return Self.record(device, info: try await store.deviceInfo(id: id))
     }
 
     /// Deletes a device: its token stops working at once (waiting long-polls are answered 401),
@@ -322,12 +367,6 @@ extension SettingsService {
         guard try await store.deleteDevice(id: id) else { throw ServiceError.unknownDevice(id) }
         await notifyDeviceChanged(id)
         logger.notice("device deleted", metadata: ["event": "device-deleted", "device": "\(id)"])
-    }
-
-    private static func record(_ device: Device) -> DeviceRecord {
-        DeviceRecord(
-            id: device.id, apps: device.apps, groups: device.groups, disabled: device.disabled, enrolledAt: device.enrolledAt,
-            lastSeenAt: device.lastSeenAt, tokenRotationRequested: device.rotationRequested)
     }
 
     /// App ids as metadata has them; group names as scopes have them.

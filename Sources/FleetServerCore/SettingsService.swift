@@ -47,16 +47,25 @@ public final class SettingsService: Sendable {
     let rolloutLooks = Locked(RolloutLooks())
     /// When the last write woke long-polls (for ``ServerMetrics/longPollWoken(after:)``).
     private let lastNotified = Locked(ContinuousClock.now)
+    /// What a device whose long-poll finds the server busy (``ChangeNotifier/busyLimit``) is
+    /// told: poll again after this, spread.
+    let busyPollDelay: @Sendable () -> Duration
 
     /// - Parameters:
     ///   - adminTokenHash: ``Credentials/hash(_:)`` of the admin token.
     ///   - waitSpread: how long a long-poll asking for a wait really waits at most
     ///     (``spreadWait(_:fraction:)`` with a random fraction by default).
+    ///   - busyPollDelay: when a device whose long-poll finds the server busy should poll again
+    ///     (``busyPollDelay(_:fraction:)`` of ``defaultBusyPollInterval`` with a random fraction
+    ///     by default).
     ///   - writeLock: the lock shared with the other instances on the same database, if any
     ///     (their changes reach this one through ``ChangeNotifier/changedElsewhere(_:)``).
     public init(
         store: any SettingsStore, adminTokenHash: String, wallClock: any WallClock,
         waitSpread: @escaping @Sendable (Duration) -> Duration = { SettingsService.spreadWait($0, fraction: .random(in: 0..<1)) },
+        busyPollDelay: @escaping @Sendable () -> Duration = {
+            SettingsService.busyPollDelay(SettingsService.defaultBusyPollInterval, fraction: .random(in: 0..<1))
+        },
         notifier: ChangeNotifier = ChangeNotifier(), metrics: ServerMetrics = ServerMetrics(), writeLock: (any SharedWriteLock)? = nil,
         logger: Logger
     ) {
@@ -66,6 +75,7 @@ public final class SettingsService: Sendable {
         self.adminCredentialDigest = String(Credentials.shortDigest(adminTokenHash.utf8).prefix(8))
         self.wallClock = wallClock
         self.waitSpread = waitSpread
+        self.busyPollDelay = busyPollDelay
         self.notifier = notifier
         self.logger = logger
         self.revisionWrites = GroupCommit { try await store.advanceRevisions($0) }
@@ -429,19 +439,36 @@ public final class SettingsService: Sendable {
     }
 
     /// What a long-poll answers: the settings (`nil`: unchanged, 304) and the device as it is
-    /// at the answer, whose state (a token rotation the admin asked for meanwhile) goes with it.
+    /// at the answer, whose state (a token rotation the admin asked for meanwhile) goes with it,
+    /// the tag of its agent policy, and when to poll next if the server is busy.
     public struct LongPollAnswer: Sendable {
         /// The settings and the text of the answer's body; `nil`: unchanged.
         public var settings: ServedSettings?
         public var device: Device
+        /// ``DevicePolicy/tag`` of the device's agent policy (the `Fleetset-Policy` header).
+        public var policyTag: String
+        /// The server is busy: the device should send its next request after this, not at once
+        /// (the `Fleetset-Next-Poll` header, in seconds).
+        public var nextPoll: Duration?
 
         /// The settings document, `nil` when unchanged.
         public var document: SettingsDocument? { settings?.document }
 
-        public init(settings: ServedSettings?, device: Device) {
+        public init(settings: ServedSettings?, device: Device, policyTag: String = "0", nextPoll: Duration? = nil) {
             self.settings = settings
             self.device = device
+            self.policyTag = policyTag
+            self.nextPoll = nextPoll
         }
+    }
+
+    /// How long a busy server asks devices to wait before their next request: 120 s.
+    public static let defaultBusyPollInterval: Duration = .seconds(120)
+
+    /// `interval` spread over its second half by `fraction` (0 to 1), so that devices told at
+    /// the same moment do not all come back together.
+    public static func busyPollDelay(_ interval: Duration, fraction: Double) -> Duration {
+        interval / 2 + (interval / 2) * min(1, max(0, fraction))
     }
 
     /// As ``settings(app:device:knownRevision:wait:)``, with the device as it is at the answer.
@@ -450,11 +477,17 @@ public final class SettingsService: Sendable {
     ///
     /// - Parameter cancellation: ends the wait (304) when given to ``cancelLongPoll(_:)``: the
     ///   client went away, or the server is shutting down.
+    /// - Parameter knownPolicyTag: the tag of the agent policy the device has (its
+    ///   `Fleetset-Policy` header); when the device's policy has another, the answer comes at
+    ///   once (304 when the settings are unchanged), so that the device fetches it.
     public func longPoll(
-        app: String, device: Device, knownRevision: Int64?, wait: Duration, cancellation: WaitCancellation? = nil
+        app: String, device: Device, knownRevision: Int64?, knownPolicyTag: String? = nil, wait: Duration,
+        cancellation: WaitCancellation? = nil
     ) async throws -> LongPollAnswer {
         let spread = wait > .zero ? waitSpread(wait) : wait
-        return try await answerWhenChanged(app: app, device: device, knownRevision: knownRevision, wait: spread, cancellation: cancellation)
+        return try await answerWhenChanged(
+            app: app, device: device, knownRevision: knownRevision, knownPolicyTag: knownPolicyTag, wait: spread,
+            cancellation: cancellation)
     }
 
     /// Ends the long-poll `cancellation` was given to (at once if it has not begun waiting yet).
@@ -471,30 +504,38 @@ public final class SettingsService: Sendable {
     }
 
     private func answerWhenChanged(
-        app: String, device original: Device, knownRevision: Int64?, wait: Duration, cancellation: WaitCancellation?
+        app: String, device original: Device, knownRevision: Int64?, knownPolicyTag: String?, wait: Duration,
+        cancellation: WaitCancellation?
     ) async throws -> LongPollAnswer {
         let deadline = ContinuousClock.now.advanced(by: wait)
         var device = original
         var woken = false
+        var policyTag = try await devicePolicy(original).tag
+        // The policy the device should learn of: its own when it says, else the one at the start.
+        let knownPolicy = knownPolicyTag ?? policyTag
+        if policyTag != knownPolicy { return LongPollAnswer(settings: nil, device: device, policyTag: policyTag) }
         while true {
             // A request that will not wait (no `wait`) needs no generation: nothing can be missed.
             let generation = wait > .zero ? await notifier.generation(of: app, device: device.id) : .start
             if woken {
                 device = try await recheck(device, app: app)
-                if device.rotationRequested && !original.rotationRequested { return LongPollAnswer(settings: nil, device: device) }
+                policyTag = try await devicePolicy(device).tag
+                if device.rotationRequested && !original.rotationRequested || policyTag != knownPolicy {
+                    return LongPollAnswer(settings: nil, device: device, policyTag: policyTag)
+                }
             }
             let served = try await served(app: app, device: device)
             let document = served.document
             if document.revision != knownRevision {
                 if woken { metrics.longPollWoken(after: lastNotified.withLock { $0 }.duration(to: .now)) }
-                return LongPollAnswer(settings: served, device: device)
+                return LongPollAnswer(settings: served, device: device, policyTag: policyTag)
             }
             let remaining = ContinuousClock.now.duration(to: deadline)
             guard remaining > .zero, !Task.isCancelled, cancellation?.isCancelled != true else {
                 logger.trace(
                     "settings unchanged",
                     metadata: ["event": "not-modified", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
-                return LongPollAnswer(settings: nil, device: device)
+                return LongPollAnswer(settings: nil, device: device, policyTag: policyTag)
             }
             logger.debug(
                 "long-poll waiting",
@@ -508,7 +549,18 @@ public final class SettingsService: Sendable {
                     metadata: ["event": "shed", "app": "\(app)", "device": "\(device.id)", "held": "\(notifier.capacity)"])
                 throw ServiceError.overloaded(held: notifier.capacity)
             }
-            guard outcome == .changed else { return LongPollAnswer(settings: nil, device: device) }
+            if outcome == .busy {
+                metrics.longPollShed()
+                let nextPoll = busyPollDelay()
+                logger.info(
+                    "long-poll answered busy",
+                    metadata: [
+                        "event": "busy", "app": "\(app)", "device": "\(device.id)", "held": "\(notifier.busyLimit)",
+                        "next_poll_seconds": "\(nextPoll.components.seconds)",
+                    ])
+                return LongPollAnswer(settings: nil, device: device, policyTag: policyTag, nextPoll: nextPoll)
+            }
+            guard outcome == .changed else { return LongPollAnswer(settings: nil, device: device, policyTag: policyTag) }
             woken = true
         }
     }

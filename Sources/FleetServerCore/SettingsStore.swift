@@ -143,6 +143,26 @@ public protocol SettingsStore: Sendable {
     /// Every device, ordered by id.
     func devices() async throws -> [Device]
 
+    /// The facts the device reported (``DeviceInfo``) and when they last changed; `nil` before
+    /// its first report.
+    func deviceInfo(id: String) async throws -> StoredDeviceInfo?
+
+    /// Every device's facts, by device id.
+    func allDeviceInfo() async throws -> [String: StoredDeviceInfo]
+
+    /// Replaces the device's facts with `update` of them (empty when none yet), in one
+    /// transaction, recording `time` when they change. Returns the new facts, or `nil` when no
+    /// device has this id.
+    func updateDeviceInfo(
+        id: String, at time: Int64, _ update: @escaping @Sendable (JSONObject) throws -> JSONObject
+    ) async throws -> JSONObject?
+
+    /// Every scope's agent policy.
+    func agentPolicies() async throws -> [PolicyScope: AgentPolicy]
+
+    /// Replaces the agent policy at `scope` (an empty one removes it).
+    func setAgentPolicy(_ policy: AgentPolicy, scope: PolicyScope) async throws
+
     /// Everything stored, read in one transaction (for `fleetset-server migrate`).
     func snapshot() async throws -> StoreSnapshot
 
@@ -151,6 +171,17 @@ public protocol SettingsStore: Sendable {
     ///
     /// - Throws: ``StoreNotEmpty`` naming what it holds, writing nothing.
     func restore(_ snapshot: StoreSnapshot) async throws
+}
+
+/// A device's facts as stored: what it reported and when they last changed.
+public struct StoredDeviceInfo: Sendable, Hashable {
+    public var info: JSONObject
+    public var updatedAt: Int64
+
+    public init(info: JSONObject, updatedAt: Int64) {
+        self.info = info
+        self.updatedAt = updatedAt
+    }
 }
 
 /// ``SettingsStore/restore(_:)`` found a store that already holds a fleet.

@@ -21,6 +21,8 @@ public enum StoreChange: Sendable, Hashable {
     case values(app: String, scope: Scope)
     /// The device itself: disabled, deleted, its apps or groups changed, its token rotated.
     case device(String)
+    /// The agent policy at a scope.
+    case policy(PolicyScope)
     /// Changes may have been missed (the connection that hears them was lost and is back):
     /// forget everything kept in memory and let every long-poll check again.
     case unknown
@@ -93,6 +95,9 @@ public struct StoreSnapshot: Sendable, Hashable {
     public var reports: [Report] = []
     public var history: [HistoryEntry] = []
     public var rollouts: [Rollout] = []
+    /// Facts by device id.
+    public var deviceInfo: [String: StoredDeviceInfo] = [:]
+    public var policies: [PolicyScope: AgentPolicy] = [:]
 
     public init() {}
 
@@ -101,6 +106,7 @@ public struct StoreSnapshot: Sendable, Hashable {
         [
             "metadata": metadata.count, "values": values.count, "devices": devices.count, "enrollment tokens": enrollmentTokens.count,
             "revisions": revisions.count, "status reports": reports.count, "history entries": history.count, "rollouts": rollouts.count,
+            "device facts": deviceInfo.count, "agent policies": policies.count,
         ]
     }
 

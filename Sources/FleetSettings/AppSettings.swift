@@ -41,6 +41,13 @@ public struct AppSettings: Sendable, Hashable {
     /// The raw JSON value of `key`, `nil` when there is none.
     public subscript(key: String) -> JSONValue? { values[key] }
 
+    /// The value at a key path: `settings[keyPath: "playlist/0/content"]`, slash-separated with
+    /// JSON Pointer semantics (an array index, `~1` for a `/` inside a name, `~0` for a `~`; a
+    /// leading `/` is allowed). `nil` when nothing is there or the path is malformed.
+    public subscript(keyPath keyPath: String) -> JSONValue? {
+        JSONPointer(keyPath: keyPath).flatMap { JSONValue.object(values)[pointer: $0] }
+    }
+
     // MARK: - Typed accessors
 
     /// A string setting.

@@ -178,6 +178,24 @@ public struct FleetApp: Sendable, Hashable {
         try leave(.ack(revision: revision, state: protocolState, message: message))
     }
 
+    /// Sets the app's own facts about the device (its version, for one), which the agent
+    /// reports to the server as `apps.<app>.<name>` (see `FleetProtocol.DeviceInfo`); `nil`
+    /// removes one. Names have 1 to 64 characters of `A-Z a-z 0-9 _ -`, values at most 256
+    /// characters; an app has at most 32 facts. Every admin sees them: never put a secret in one.
+    ///
+    /// - Throws: ``FleetSettingsError/refused(app:problems:)`` naming each bad fact;
+    ///   ``FleetSettingsError/inbox(app:reason:)`` when the request cannot be left.
+    public func setDeviceInfo(_ facts: [String: String?]) throws(FleetSettingsError) {
+        var object = JSONObject()
+        for (name, value) in facts { object[name] = value.map(JSONValue.string) ?? .null }
+        do {
+            _ = try InboxRequest(json: ["request": "facts", "facts": .object(object)])
+        } catch {
+            throw FleetSettingsError.refused(app: id, problems: [error.description])
+        }
+        try leave(.facts(object))
+    }
+
     /// Asks the agent to contact the server for this app now.
     public func requestSync() throws(FleetSettingsError) {
         try leave(.sync)

@@ -39,6 +39,8 @@ public struct SimulatedDevice: Sendable {
         case settings(SettingsDocument)
         /// `304` after `elapsed`.
         case unchanged(elapsed: Duration)
+        /// `304` from a busy server asking for the next request after this (`Fleetset-Next-Poll`).
+        case deferred(nextPoll: Duration)
         /// The report was accepted.
         case reported
         /// The request failed; `retryAfter` is the server's `Retry-After`, if it sent one.
@@ -93,6 +95,9 @@ public struct SimulatedDevice: Sendable {
             backoff.reset()
             let delay = schedule.delay(after: .unchanged(elapsed: elapsed), using: &random)
             return send(settingsRequest, after: delay)
+        case .deferred(let nextPoll):
+            backoff.reset()
+            return send(settingsRequest, after: schedule.delay(after: .deferredByServer(nextPoll), using: &random))
         case .reported:
             backoff.reset()
             if writeBacksWanted > 0, let revision {

@@ -146,6 +146,10 @@ public final class SimulatedFleet: Sendable {
                 let started = ContinuousClock.now
                 let answer = try await client.settingsAnswer(app: app, knownRevision: known, wait: wait)
                 guard let document = answer.document else {
+                    if let nextPoll = answer.nextPoll {
+                        counters.count("settings 304 busy")
+                        return .deferred(nextPoll: nextPoll)
+                    }
                     counters.count("settings 304")
                     return .unchanged(elapsed: started.duration(to: .now))
                 }

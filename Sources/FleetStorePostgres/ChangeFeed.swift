@@ -1,4 +1,5 @@
 import FleetJSON
+import FleetProtocol
 import FleetServerCore
 import Logging
 import PostgresNIO
@@ -19,6 +20,8 @@ struct ChangeMessage: Sendable, Hashable {
             object["scope"] = .string(scope.description)
         case .device(let id):
             object["device"] = .string(id)
+        case .policy(let scope):
+            object["policy"] = .string(scope.description)
         case .unknown:
             object["unknown"] = .bool(true)
         }
@@ -39,6 +42,9 @@ struct ChangeMessage: Sendable, Hashable {
             change = .values(app: app, scope: scope)
         } else if case .string(let device)? = object["device"] {
             change = .device(device)
+        } else if case .string(let scopeText)? = object["policy"] {
+            guard let scope = PolicyScope(scopeText) else { return nil }
+            change = .policy(scope)
         } else if case .bool(true)? = object["unknown"] {
             change = .unknown
         } else {

@@ -1,3 +1,4 @@
+import FleetProtocol
 import NIOSSL
 import PostgresNIO
 
@@ -64,7 +65,7 @@ public struct PostgresLocation: Sendable, Hashable {
         if let question = rest.firstIndex(of: "?") {
             for pair in rest[rest.index(after: question)...].split(separator: "&") {
                 let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                guard parts.count == 2, let name = Self.percentDecoded(parts[0]), let value = Self.percentDecoded(parts[1]) else {
+                guard parts.count == 2, let name = PercentEncoding.decoded(parts[0]), let value = PercentEncoding.decoded(parts[1]) else {
                     throw PostgresLocationError("the database URL's option \"\(pair)\" is not NAME=VALUE")
                 }
                 options[name] = value
@@ -72,7 +73,7 @@ public struct PostgresLocation: Sendable, Hashable {
             rest = rest[..<question]
         }
         guard let slash = rest.firstIndex(of: "/") else { throw PostgresLocationError("the database URL names no database (…/DATABASE)") }
-        guard let database = Self.percentDecoded(rest[rest.index(after: slash)...]), !database.isEmpty else {
+        guard let database = PercentEncoding.decoded(rest[rest.index(after: slash)...]), !database.isEmpty else {
             throw PostgresLocationError("the database URL names no database (…/DATABASE)")
         }
         var authority = rest[..<slash]
@@ -82,10 +83,10 @@ public struct PostgresLocation: Sendable, Hashable {
             let credentials = authority[..<at]
             authority = authority[authority.index(after: at)...]
             if let colon = credentials.firstIndex(of: ":") {
-                user = Self.percentDecoded(credentials[..<colon]) ?? ""
-                password = Self.percentDecoded(credentials[credentials.index(after: colon)...])
+                user = PercentEncoding.decoded(credentials[..<colon]) ?? ""
+                password = PercentEncoding.decoded(credentials[credentials.index(after: colon)...])
             } else {
-                user = Self.percentDecoded(credentials) ?? ""
+                user = PercentEncoding.decoded(credentials) ?? ""
             }
         }
         guard !user.isEmpty else { throw PostgresLocationError("the database URL names no user (postgres://USER@HOST/DATABASE)") }
@@ -212,28 +213,6 @@ public struct PostgresLocation: Sendable, Hashable {
             || host.split(separator: ".", omittingEmptySubsequences: false).count == 4 && host.allSatisfy { $0.isNumber || $0 == "." }
     }
 
-    private static func percentDecoded(_ text: Substring) -> String? {
-        var bytes: [UInt8] = []
-        var iterator = text.utf8.makeIterator()
-        while let byte = iterator.next() {
-            guard byte == UInt8(ascii: "%") else {
-                bytes.append(byte)
-                continue
-            }
-            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
-            bytes.append(high << 4 | low)
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
 }
 
 /// A database URL fleetset cannot use; the message says what is wrong.

@@ -67,6 +67,14 @@ enum PostgresMigrations {
             FROM metadata m;
             """#
         ),
+        (
+            "v4: device facts, agent policies",
+            #"""
+            CREATE TABLE device_info (
+                device_id TEXT PRIMARY KEY REFERENCES devices(id) ON DELETE CASCADE, info TEXT NOT NULL, updated_at BIGINT NOT NULL);
+            CREATE TABLE agent_policies (scope TEXT PRIMARY KEY, policy TEXT NOT NULL);
+            """#
+        ),
     ]
 
     /// Applies the migrations not applied yet; returns the names of those it applied.

@@ -354,10 +354,93 @@ public final class PostgresStore: SettingsStore {
             try await connection.query("DELETE FROM status_reports WHERE device_id = \(id)", logger: self.logger)
             try await connection.query("DELETE FROM status_history WHERE device_id = \(id)", logger: self.logger)
             try await connection.query("DELETE FROM scoped_values WHERE scope = \(Scope.device(id).description)", logger: self.logger)
+            try await connection.query("DELETE FROM device_info WHERE device_id = \(id)", logger: self.logger)
+            try await connection.query(
+                "DELETE FROM agent_policies WHERE scope = \(PolicyScope.device(id).description)", logger: self.logger)
             let deleted = try await connection.query("DELETE FROM devices WHERE id = \(id) RETURNING id", logger: self.logger).collect()
             try await self.notify(.device(id), on: connection)
             return !deleted.isEmpty
         }
+    }
+
+    // MARK: - Device facts and agent policies
+
+    public func deviceInfo(id: String) async throws -> StoredDeviceInfo? {
+        try await rows("SELECT device_id, info, updated_at FROM device_info WHERE device_id = \(id)").first.map(Self.storedInfo)
+    }
+
+    public func allDeviceInfo() async throws -> [String: StoredDeviceInfo] {
+        var all: [String: StoredDeviceInfo] = [:]
+        for row in try await rows("SELECT device_id, info, updated_at FROM device_info") {
+            all[try row.decode((String, String, Int64).self).0] = try Self.storedInfo(row)
+        }
+        return all
+    }
+
+    private static func storedInfo(_ row: PostgresRow) throws -> StoredDeviceInfo {
+        let (id, text, updatedAt) = try row.decode((String, String, Int64).self)
+        return StoredDeviceInfo(info: try StoredText.object(text, what: "facts of device \(id)"), updatedAt: updatedAt)
+    }
+
+    public func updateDeviceInfo(
+        id: String, at time: Int64, _ update: @escaping @Sendable (JSONObject) throws -> JSONObject
+    ) async throws -> JSONObject? {
+        try await transaction { connection in
+            // The device's row, locked: two reports of one device apply one after the other.
+            guard
+                !(try await connection.query("SELECT id FROM devices WHERE id = \(id) FOR UPDATE", logger: self.logger).collect().isEmpty)
+            else { return nil }
+            let before = try await connection.query(
+                "SELECT device_id, info, updated_at FROM device_info WHERE device_id = \(id)", logger: self.logger
+            ).collect().first.map(Self.storedInfo)
+            let after = try update(before?.info ?? [:])
+            guard after != before?.info else { return after }
+            let text = JSONValue.object(after).serialized()
+            try await connection.query(
+                """
+                INSERT INTO device_info (device_id, info, updated_at) VALUES (\(id), \(text), \(time))
+                ON CONFLICT (device_id) DO UPDATE SET info = excluded.info, updated_at = excluded.updated_at
+                """, logger: self.logger)
+            return after
+        }
+    }
+
+    public func agentPolicies() async throws -> [PolicyScope: AgentPolicy] {
+        var policies: [PolicyScope: AgentPolicy] = [:]
+        for row in try await rows("SELECT scope, policy FROM agent_policies") {
+            let (scope, policy) = try Self.scopedPolicy(row)
+            policies[scope] = policy
+        }
+        return policies
+    }
+
+    private static func scopedPolicy(_ row: PostgresRow) throws -> (PolicyScope, AgentPolicy) {
+        let (text, policyText) = try row.decode((String, String).self)
+        guard let scope = PolicyScope(text), let policy = try? AgentPolicy(json: .object(StoredText.object(policyText, what: text))) else {
+            throw StoreCorruption(what: "agent policy at \(text)")
+        }
+        return (scope, policy)
+    }
+
+    public func setAgentPolicy(_ policy: AgentPolicy, scope: PolicyScope) async throws {
+        try await transaction { connection in
+            try await self.setAgentPolicy(policy, scope: scope, on: connection)
+            try await self.notify(.policy(scope), on: connection)
+        }
+    }
+
+    private func setAgentPolicy(_ policy: AgentPolicy, scope: PolicyScope, on connection: PostgresConnection) async throws {
+        let scopeText = scope.description
+        guard !policy.isEmpty else {
+            try await connection.query("DELETE FROM agent_policies WHERE scope = \(scopeText)", logger: logger)
+            return
+        }
+        let text = policy.json.serialized()
+        try await connection.query(
+            """
+            INSERT INTO agent_policies (scope, policy) VALUES (\(scopeText), \(text))
+            ON CONFLICT (scope) DO UPDATE SET policy = excluded.policy
+            """, logger: logger)
     }
 
     public func setPendingToken(deviceID: String, hash: String) async throws {
@@ -666,6 +749,13 @@ public final class PostgresStore: SettingsStore {
             snapshot.rollouts = try await connection.query("SELECT document FROM rollouts ORDER BY id", logger: self.logger).collect().map {
                 try Rollout(storedText: try $0.decode(String.self))
             }
+            for row in try await connection.query("SELECT device_id, info, updated_at FROM device_info", logger: self.logger).collect() {
+                snapshot.deviceInfo[try row.decode((String, String, Int64).self).0] = try Self.storedInfo(row)
+            }
+            for row in try await connection.query("SELECT scope, policy FROM agent_policies", logger: self.logger).collect() {
+                let (scope, policy) = try Self.scopedPolicy(row)
+                snapshot.policies[scope] = policy
+            }
             return snapshot
         }
     }
@@ -711,6 +801,13 @@ public final class PostgresStore: SettingsStore {
             }
             for entry in snapshot.history { try await self.insert(entry, on: connection) }
             for rollout in snapshot.rollouts { try await self.insert(rollout, on: connection) }
+            for (id, stored) in snapshot.deviceInfo {
+                let text = JSONValue.object(stored.info).serialized()
+                try await connection.query(
+                    "INSERT INTO device_info (device_id, info, updated_at) VALUES (\(id), \(text), \(stored.updatedAt))",
+                    logger: self.logger)
+            }
+            for (scope, policy) in snapshot.policies { try await self.setAgentPolicy(policy, scope: scope, on: connection) }
             try await self.notify(.unknown, on: connection)
         }
     }

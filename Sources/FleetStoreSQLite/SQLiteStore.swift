@@ -114,6 +114,15 @@ public final class SQLiteStore: SettingsStore {
                         metadataVersion: metadata.version), app: metadata.app, db)
             }
         }
+        migrator.registerMigration("v5: device facts, agent policies") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE device_info (
+                        device_id TEXT PRIMARY KEY REFERENCES devices(id) ON DELETE CASCADE, info TEXT NOT NULL,
+                        updated_at INTEGER NOT NULL);
+                    CREATE TABLE agent_policies (scope TEXT PRIMARY KEY, policy TEXT NOT NULL);
+                    """)
+        }
         return migrator
     }
 
@@ -378,9 +387,81 @@ public final class SQLiteStore: SettingsStore {
             try db.execute(sql: "DELETE FROM status_reports WHERE device_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM status_history WHERE device_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM scoped_values WHERE scope = ?", arguments: [Scope.device(id).description])
+            try db.execute(sql: "DELETE FROM device_info WHERE device_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM agent_policies WHERE scope = ?", arguments: [PolicyScope.device(id).description])
             try db.execute(sql: "DELETE FROM devices WHERE id = ?", arguments: [id])
             return db.changesCount > 0
         }
+    }
+
+    // MARK: - Device facts and agent policies
+
+    public func deviceInfo(id: String) async throws -> StoredDeviceInfo? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM device_info WHERE device_id = ?", arguments: [id]).map(Self.storedInfo)
+        }
+    }
+
+    public func allDeviceInfo() async throws -> [String: StoredDeviceInfo] {
+        try await read { db in try Self.allDeviceInfo(db) }
+    }
+
+    private static func allDeviceInfo(_ db: Database) throws -> [String: StoredDeviceInfo] {
+        var all: [String: StoredDeviceInfo] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT * FROM device_info") { all[row["device_id"]] = try storedInfo(row) }
+        return all
+    }
+
+    private static func storedInfo(_ row: Row) throws -> StoredDeviceInfo {
+        let id: String = row["device_id"]
+        return StoredDeviceInfo(info: try StoredText.object(row["info"], what: "facts of device \(id)"), updatedAt: row["updated_at"])
+    }
+
+    public func updateDeviceInfo(
+        id: String, at time: Int64, _ update: @escaping @Sendable (JSONObject) throws -> JSONObject
+    ) async throws -> JSONObject? {
+        try await durableWrite { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM devices WHERE id = ?", arguments: [id]) != nil else { return nil }
+            let before = try Row.fetchOne(db, sql: "SELECT * FROM device_info WHERE device_id = ?", arguments: [id]).map(Self.storedInfo)
+            let after = try update(before?.info ?? [:])
+            guard after != before?.info else { return after }
+            try db.execute(
+                sql: """
+                    INSERT INTO device_info (device_id, info, updated_at) VALUES (?, ?, ?)
+                    ON CONFLICT (device_id) DO UPDATE SET info = excluded.info, updated_at = excluded.updated_at
+                    """,
+                arguments: [id, JSONValue.object(after).serialized(), time])
+            return after
+        }
+    }
+
+    public func agentPolicies() async throws -> [PolicyScope: AgentPolicy] {
+        try await read { db in try Self.agentPolicies(db) }
+    }
+
+    private static func agentPolicies(_ db: Database) throws -> [PolicyScope: AgentPolicy] {
+        var policies: [PolicyScope: AgentPolicy] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT scope, policy FROM agent_policies") {
+            let text: String = row["scope"]
+            guard let scope = PolicyScope(text), let policy = try? AgentPolicy(json: .object(StoredText.object(row["policy"], what: text)))
+            else { throw StoreCorruption(what: "agent policy at \(text)") }
+            policies[scope] = policy
+        }
+        return policies
+    }
+
+    public func setAgentPolicy(_ policy: AgentPolicy, scope: PolicyScope) async throws {
+        try await durableWrite { db in try Self.setAgentPolicy(policy, scope: scope, db) }
+    }
+
+    private static func setAgentPolicy(_ policy: AgentPolicy, scope: PolicyScope, _ db: Database) throws {
+        guard !policy.isEmpty else {
+            try db.execute(sql: "DELETE FROM agent_policies WHERE scope = ?", arguments: [scope.description])
+            return
+        }
+        try db.execute(
+            sql: "INSERT INTO agent_policies (scope, policy) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET policy = excluded.policy",
+            arguments: [scope.description, policy.json.serialized()])
     }
 
     public func setPendingToken(deviceID: String, hash: String) async throws {
@@ -651,6 +732,8 @@ public final class SQLiteStore: SettingsStore {
             }
             snapshot.history = try Self.history(db, app: nil)
             snapshot.rollouts = try String.fetchAll(db, sql: "SELECT document FROM rollouts ORDER BY id").map(Rollout.init(storedText:))
+            snapshot.deviceInfo = try Self.allDeviceInfo(db)
+            snapshot.policies = try Self.agentPolicies(db)
             return snapshot
         }
     }
@@ -695,6 +778,12 @@ public final class SQLiteStore: SettingsStore {
                 snapshot.reports.map { StatusRecord(report: $0.report, app: $0.app, deviceID: $0.deviceID, time: $0.receivedAt) }, db)
             for entry in snapshot.history { try Self.insert(entry, db) }
             for rollout in snapshot.rollouts { try Self.insert(rollout, db) }
+            for (id, stored) in snapshot.deviceInfo {
+                try db.execute(
+                    sql: "INSERT INTO device_info (device_id, info, updated_at) VALUES (?, ?, ?)",
+                    arguments: [id, JSONValue.object(stored.info).serialized(), stored.updatedAt])
+            }
+            for (scope, policy) in snapshot.policies { try Self.setAgentPolicy(policy, scope: scope, db) }
         }
     }
 

@@ -86,6 +86,12 @@ struct Serve: AsyncParsableCommand {
     )
     var maxLongPolls: Int?
 
+    @Option(
+        help:
+            "Seconds a device is told to wait before its next request (spread over the second half) once nine tenths of --max-long-polls are held: the server answers new long-polls at once with Fleetset-Next-Poll rather than holding them. 0: hold until full, then answer 503."
+    )
+    var busyPollInterval: Int = 120
+
     @Flag(
         inversion: .prefixedNo,
         help: "Serve the admin console under /console/ (sign in with the admin token); --no-console leaves only the API.")
@@ -114,6 +120,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("\(name) must be a number of requests, 1 or more")
         }
         if let maxLongPolls, maxLongPolls < 1 { throw ValidationError("--max-long-polls must be 1 or more") }
+        if !(0...3600).contains(busyPollInterval) { throw ValidationError("--busy-poll-interval must be 0 to 3600 seconds") }
         if let databasePool, !(2...1000).contains(databasePool) {
             throw ValidationError("--database-pool must be a number of connections from 2 to 1000")
         }
@@ -187,10 +194,14 @@ struct Serve: AsyncParsableCommand {
     /// instance's long-polls and caches.
     private func serve(store: any SettingsStore, shared: PostgresStore?, databaseName: String, _ running: Running) async throws {
         let (logger, metrics) = (running.logger, running.metrics)
-        let notifier = ChangeNotifier(capacity: running.capacity, onHeldCountChange: { metrics.longPollsHeld($0) })
+        // Nine tenths held: new long-polls are told when to come back instead (0 turns it off).
+        let busyLimit = busyPollInterval > 0 ? max(1, running.capacity / 10 * 9) : .max
+        let notifier = ChangeNotifier(capacity: running.capacity, busyLimit: busyLimit, onHeldCountChange: { metrics.longPollsHeld($0) })
+        let busyInterval = Duration.seconds(busyPollInterval)
         let service = SettingsService(
-            store: store, adminTokenHash: running.adminTokenHash, wallClock: SystemWallClock(), notifier: notifier, metrics: metrics,
-            writeLock: shared?.writeLock, logger: logger)
+            store: store, adminTokenHash: running.adminTokenHash, wallClock: SystemWallClock(),
+            busyPollDelay: { SettingsService.busyPollDelay(busyInterval, fraction: .random(in: 0..<1)) }, notifier: notifier,
+            metrics: metrics, writeLock: shared?.writeLock, logger: logger)
         guard let (host, port) = Self.address(listen) else { throw ExitCode(2) }
         let tls = tlsCertificate.flatMap { certificate in tlsKey.map { (certificateFile: certificate, keyFile: $0) } }
         let systemd = running.systemd

@@ -64,6 +64,21 @@ struct ChangeOptions: ParsableArguments {
         return seconds
     }
 
+    /// Sets (`value`) or removes (`nil`) one value inside a setting by key path, at once (a key
+    /// path is never staged), and prints the scope's values.
+    func apply(_ value: JSONValue?, at keyPath: JSONPointer, to target: ScopeOptions, through server: ServerOptions) async throws {
+        guard rollout == nil else {
+            StandardError.write(
+                "fleetset admin: \(keyPath.keyPath) is inside \(keyPath.topLevelKey ?? "a setting"); a rollout stages whole settings: set \(keyPath.topLevelKey ?? "it") itself"
+            )
+            throw CLIExit.usageOrIO
+        }
+        let values = try await server.withClient {
+            try await $0.setValue(app: target.app, scope: target.scope, keyPath: keyPath, to: value, message: message, force: force)
+        }
+        server.output(values.json) { ScopedValuesText.render(values) }
+    }
+
     /// Sends `patch` to the scope (at once, or staged) and prints the outcome.
     func apply(_ patch: JSONObject, to target: ScopeOptions, through server: ServerOptions) async throws {
         guard let waves = rollout else {

@@ -27,8 +27,9 @@ struct AdminCommand: AsyncParsableCommand {
             written to a file of mode 0600.
             """,
         subcommands: [
-            AdminPutMetadata.self, AdminValues.self, AdminSet.self, AdminClear.self, AdminHistory.self, AdminRevert.self,
-            AdminRollout.self, AdminDevices.self, AdminExplain.self, AdminEnrollmentToken.self, AdminEnrollmentTokens.self,
+            AdminPutMetadata.self, AdminValues.self, AdminSet.self, AdminClear.self, AdminUnset.self, AdminHistory.self, AdminRevert.self,
+            AdminRollout.self, AdminDevices.self, AdminPolicy.self, AdminExplain.self, AdminEnrollmentToken.self,
+            AdminEnrollmentTokens.self,
         ]
     )
 }
@@ -171,7 +172,14 @@ struct AdminSet: AsyncParsableCommand {
             string otherwise: volume=5 sets a number, title=Hello a string. The server checks the \
             change against the metadata for every device it reaches before storing it.
 
-            With --rollout the change is staged: devices get it wave by wave, each wave once             the one before reported applied, and the rollout pauses when too many report errors             (--pause-on-errors) or a wave does not report in time (--wave-wait). See fleetset             admin rollout.
+            A KEY may be a key path into a setting (playlist/0/content=Hello, ~1 for a / in a name): \
+            the server writes the whole setting at the scope, starting from what the scope holds or \
+            what its devices get from the wider scopes. A key path is written at once, never staged.
+
+            With --rollout the change is staged: devices get it wave by wave, each wave once \
+            the one before reported applied, and the rollout pauses when too many report errors \
+            (--pause-on-errors) or a wave does not report in time (--wave-wait). See fleetset \
+            admin rollout.
             """)
 
     @OptionGroup var server: ServerOptions
@@ -183,10 +191,50 @@ struct AdminSet: AsyncParsableCommand {
 
     func run() async throws {
         var patch = JSONObject()
+        var insides: [(JSONPointer, JSONValue)] = []
         for assignment in assignments {
-            patch[assignment.key] = (try? JSONParser.parse(assignment.valueText)) ?? .string(assignment.valueText)
+            let value = (try? JSONParser.parse(assignment.valueText)) ?? .string(assignment.valueText)
+            if assignment.key.contains("/") {
+                guard let path = JSONPointer(keyPath: assignment.key) else {
+                    StandardError.write("fleetset admin set: \"\(assignment.key)\" is not a key path (~1 for a / in a name, ~0 for a ~)")
+                    throw CLIExit.usageOrIO
+                }
+                insides.append((path, value))
+            } else {
+                patch[assignment.key] = value
+            }
         }
-        try await change.apply(patch, to: target, through: server)
+        if !patch.isEmpty { try await change.apply(patch, to: target, through: server) }
+        for (path, value) in insides { try await change.apply(value, at: path, to: target, through: server) }
+    }
+}
+
+/// `fleetset admin unset --app A [--scope S] KEY_PATH…`.
+struct AdminUnset: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unset", abstract: "Remove values at a scope by key path: a setting (as clear does), or one value inside it.",
+        discussion: """
+            KEY_PATH is a setting's name, or a slash-separated path inside it: playlist/1 removes \
+            the second entry of the playlist, playlist/0/caption one member of the first. The \
+            server writes the whole setting at the scope, starting from what the scope holds, or \
+            from what its devices get from the wider scopes.
+            """)
+
+    @OptionGroup var server: ServerOptions
+    @OptionGroup var target: ScopeOptions
+    @OptionGroup var change: ChangeOptions
+
+    @Argument(help: "The key paths to remove.")
+    var keyPaths: [String]
+
+    func run() async throws {
+        for text in keyPaths {
+            guard let path = JSONPointer(keyPath: text) else {
+                StandardError.write("fleetset admin unset: \"\(text)\" is not a key path (~1 for a / in a name, ~0 for a ~)")
+                throw CLIExit.usageOrIO
+            }
+            try await change.apply(nil, at: path, to: target, through: server)
+        }
     }
 }
 
@@ -311,7 +359,20 @@ extension Explanation {
             rows.append([key, value.serialized(maximumLength: 60), sources[key] ?? "-"])
         }
         let served = servedRevision.map { "revision \($0) served" } ?? "nothing served yet"
-        return "\(device) · \(app) schema version \(schemaVersion) · \(served)\n" + Table.render(rows)
+        var text = "\(device) · \(app) schema version \(schemaVersion) · \(served)\n" + Table.render(rows)
+        if !policy.policy.isEmpty {
+            text += "\n\nAgent policy from the server (the device's configuration file may pin a key)\n"
+            text += Table.render(
+                [["KEY", "VALUE", "FROM"]]
+                    + AgentPolicy.Key.allCases.compactMap { key in
+                        policy.policy[key].map {
+                            [key.rawValue, $0.stringValue ?? $0.serialized(), policy.sources[key]?.description ?? "-"]
+                        }
+                    })
+        }
+        let facts = DeviceInfo.facts(deviceInfo)
+        if !facts.isEmpty { text += "\n\nDevice facts\n" + Table.render([["FACT", "VALUE"]] + facts.map { [$0.name, $0.value] }) }
+        return text
     }
 }
 

@@ -24,12 +24,25 @@ struct AdminDeviceList: AsyncParsableCommand {
     @Option(help: "Only this app's devices, with their status for it.")
     var app: String?
 
+    @Option(
+        name: .customLong("where"),
+        help: "Only devices whose fact matches: FACT=VALUE or FACT!=VALUE, e.g. os.version=12 (repeatable; all must match).")
+    var filters: [String] = []
+
+    func validate() throws {
+        for filter in filters where DeviceInfoFilter(filter) == nil {
+            throw ValidationError(
+                "--where \"\(filter)\" is not FACT=VALUE or FACT!=VALUE (facts: os.version, machine.hostname, apps.APP.NAME, …)")
+        }
+        if app != nil, !filters.isEmpty { throw ValidationError("--where lists every device; leave out --app") }
+    }
+
     func run() async throws {
         guard let app else {
-            let list = try await server.withClient { try await $0.allDevices() }
+            let list = try await server.withClient { try await $0.allDevices(where: filters.compactMap(DeviceInfoFilter.init)) }
             server.output(list.json) {
-                var rows = [["DEVICE", "APPS", "GROUPS", "STATE", "LAST SEEN"]]
-                for device in list.devices { rows.append(Self.row(device)) }
+                var rows = [["DEVICE", "APPS", "GROUPS", "STATE", "LAST SEEN", "SYSTEM"]]
+                for device in list.devices { rows.append(Self.row(device) + [DeviceInfo.summary(device.info)]) }
                 return Table.render(rows)
             }
             return
@@ -75,7 +88,14 @@ struct AdminDeviceShow: AsyncParsableCommand {
 
     func run() async throws {
         let record = try await server.withClient { try await $0.device(id: device) }
-        server.output(record.json) { Table.render([["DEVICE", "APPS", "GROUPS", "STATE", "LAST SEEN"], AdminDeviceList.row(record)]) }
+        server.output(record.json) {
+            let facts = DeviceInfo.facts(record.info)
+            let updated = record.infoUpdatedAt.map { " (reported \(Timestamp.format($0)))" } ?? ""
+            return Table.render([["DEVICE", "APPS", "GROUPS", "STATE", "LAST SEEN"], AdminDeviceList.row(record)]) + "\n\n"
+                + (facts.isEmpty
+                    ? "no facts reported yet"
+                    : "Facts\(updated)\n" + Table.render([["FACT", "VALUE"]] + facts.map { [$0.name, $0.value] }))
+        }
     }
 }
 

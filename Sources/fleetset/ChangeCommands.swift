@@ -17,7 +17,10 @@ struct SetCommand: AsyncParsableCommand {
         discussion: """
             Each VALUE is read by its setting's schema type: 7 is an integer for an integer setting \
             and the text "7" for a string one; true/false (yes/no, on/off) for booleans; JSON for \
-            arrays and objects. --stdin KEY reads KEY's value from standard input instead (for \
+            arrays and objects. A KEY may be a key path into a setting (playlist/0/content=Hello; \
+            ~1 for a / in a name): its VALUE is JSON when it parses, else text, and the whole \
+            setting is sent, checked against x-writable of the setting itself; --reset with a key \
+            path removes that value from it. --stdin KEY reads KEY's value from standard input instead (for \
             secrets: a command line is visible to every user in ps). --reset KEY removes the \
             device's own value, so the fleet's \
             applies again; KEY=null on a nullable setting does the same (a merge patch cannot \
@@ -64,7 +67,31 @@ struct SetCommand: AsyncParsableCommand {
         let (settings, metadata) = try device.settings(of: app, in: configuration)
         var values = JSONObject()
         var problems: [String] = []
+        /// A value inside a setting, by key path: the whole setting changes (later paths of the same
+        /// setting build on earlier ones).
+        var wholeValues = JSONObject()
+        func setInside(_ keyPath: String, _ value: JSONValue?) {
+            guard let path = JSONPointer(keyPath: keyPath), let key = path.topLevelKey else {
+                problems.append("\(keyPath) is not a key path (~1 for a / in a name, ~0 for a ~)")
+                return
+            }
+            do {
+                let current = wholeValues[key] ?? settings.values[key] ?? .object([:])
+                let new = try current.setting(value, at: JSONPointer(tokens: Array(path.tokens.dropFirst())))
+                wholeValues[key] = new
+                // The whole new setting as a merge patch that works whether or not the device holds
+                // its own value of it (members it no longer has: null).
+                values[key] = JSONValue.mergePatch(from: settings.values[key], to: new)
+            } catch {
+                problems.append("\(key)/\(error.description)")
+            }
+        }
         for assignment in assignments {
+            if assignment.key.contains("/") {
+                // Inside a setting: JSON when it parses, else text.
+                setInside(assignment.key, (try? JSONParser.parse(assignment.valueText)) ?? .string(assignment.valueText))
+                continue
+            }
             do {
                 values[assignment.key] = try metadata.parseValue(assignment.valueText, forKey: assignment.key)
             } catch {
@@ -78,7 +105,9 @@ struct SetCommand: AsyncParsableCommand {
                 problems.append(error.description)
             }
         }
-        for key in resets { values[key] = .null }
+        for key in resets {
+            if key.contains("/") { setInside(key, nil) } else { values[key] = .null }
+        }
         guard problems.isEmpty else {
             StandardError.write("fleetset set: refused: " + problems.joined(separator: "; "))
             throw CLIExit.invalidInput

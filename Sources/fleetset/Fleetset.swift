@@ -23,8 +23,10 @@ struct Fleetset: AsyncParsableCommand {
             """,
         version: FleetVersion.current,
         subcommands: [
-            GetCommand.self, ShowCommand.self, StatusCommand.self, SetCommand.self, AckCommand.self, WatchCommand.self, SyncCommand.self,
-            ExplainCommand.self, SchemaCommand.self, MetadataCommand.self, SettingsCommand.self, AdminCommand.self,
+            GetCommand.self, ShowCommand.self, StatusCommand.self, SetCommand.self, EditCommand.self, AckCommand.self, WatchCommand.self,
+            SyncCommand.self,
+            ExplainCommand.self, DeviceInfoCommand.self, SchemaCommand.self, MetadataCommand.self, SettingsCommand.self,
+            AdminCommand.self,
         ]
     )
 

@@ -10,7 +10,9 @@ struct GetCommand: ParsableCommand {
         commandName: "get",
         abstract: "Print one setting's value from the device's settings file.",
         discussion: """
-            KEY is a setting's name, or a JSON pointer into the settings (/rotation/0/url). A string \
+            KEY is a key path: a setting's name, or a slash-separated path into it \
+            (playlist/0/content; ~1 stands for a / inside a name, ~0 for a ~; a leading / is \
+            allowed, as in a JSON pointer). A string \
             prints as it is, anything else as JSON; --json prints JSON always. The values of \
             settings marked x-secret are never printed (apps read them from settings.json or with \
             FleetSettings). Exit status: 0 printed; 1 no such setting, a secret, or no settings yet; \
@@ -19,7 +21,7 @@ struct GetCommand: ParsableCommand {
 
     @OptionGroup var device: DeviceOptions
 
-    @Argument(help: "The setting's name, or a JSON pointer.")
+    @Argument(help: "The setting's name, or a key path into it (playlist/0/content).")
     var key: String
 
     @Flag(help: "Print the value as JSON (strings quoted).")
@@ -29,15 +31,9 @@ struct GetCommand: ParsableCommand {
         let configuration = try device.configuration()
         let app = try device.selectedApp(in: configuration)
         let (settings, metadata) = try device.settings(of: app, in: configuration)
-        let pointer: JSONPointer
-        if key.hasPrefix("/") {
-            guard let parsed = JSONPointer(key) else {
-                StandardError.write("fleetset get: \"\(key)\" is not a JSON pointer")
-                throw CLIExit.usageOrIO
-            }
-            pointer = parsed
-        } else {
-            pointer = JSONPointer(tokens: [key])
+        guard let pointer = JSONPointer(keyPath: key) else {
+            StandardError.write("fleetset get: \"\(key)\" is not a key path (~1 for a / in a name, ~0 for a ~)")
+            throw CLIExit.usageOrIO
         }
         guard !pointer.isRoot, let value = JSONValue.object(settings.values)[pointer: pointer] else {
             let known = settings.values.keys.joined(separator: ", ")

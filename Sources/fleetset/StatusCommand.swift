@@ -1,6 +1,7 @@
 import ArgumentParser
 import FleetDeviceFiles
 import FleetDeviceState
+import FleetIO
 import FleetJSON
 import FleetProtocol
 
@@ -43,6 +44,7 @@ struct StatusCommand: ParsableCommand {
                 print("\n\(status.app): revision \(waiting) waits: \(status.waitingReason ?? "-")")
             }
             for app in apps { printChanges(of: app.id, layout: configuration.layout) }
+            printPolicy(apps: apps.map(\.id), configuration: configuration)
         }
         guard statuses.allSatisfy({ $0.state == .applied }) else { throw CLIExit.invalidInput }
     }
@@ -75,6 +77,33 @@ struct StatusCommand: ParsableCommand {
             rows.append([outcome.id, outcome.keys.joined(separator: ","), outcome.state.rawValue, detail])
         }
         print("\n\(app): local changes")
+        print(Table.render(rows))
+    }
+
+    /// The agent policy as the agent settled it (`policy.json`): each key's value and where it
+    /// came from (pinned in the configuration file, the server's scope, or the default).
+    private func printPolicy(apps: [String], configuration: AgentConfiguration) {
+        guard let bytes = try? FileSystem.readFileIfPresent(configuration.layout.policyFile, maximumSize: 1 << 20),
+            case .object(let kept)? = try? JSONParser.parse(bytes), case .object(let settled)? = kept["settled"]
+        else {
+            let pinned = AgentPolicy.Key.allCases.filter(configuration.pinnedPolicy.contains).map(\.rawValue)
+            print(
+                "\nAgent policy: none from the server yet; "
+                    + (pinned.isEmpty
+                        ? "every key at its default" : "pinned in \(device.configurationPath): \(pinned.joined(separator: ", "))"))
+            return
+        }
+        func row(_ label: String, _ entry: JSONValue?) -> [String]? {
+            guard case .object(let entry)? = entry, let value = entry["value"] else { return nil }
+            return [label, value.stringValue ?? value.serialized(), entry["source"]?.stringValue ?? "-"]
+        }
+        var rows = [["KEY", "VALUE", "FROM"]]
+        if let logLevel = row("logLevel", settled["logLevel"]) { rows.append(logLevel) }
+        for app in apps {
+            guard case .object(let keys)? = settled["apps"]?[app] else { continue }
+            for key in AgentPolicy.Key.allCases { if let entry = row("\(app) \(key.rawValue)", keys[key.rawValue]) { rows.append(entry) } }
+        }
+        print("\nAgent policy (a key set in \(device.configurationPath) is pinned and wins over the server's)")
         print(Table.render(rows))
     }
 

@@ -99,7 +99,7 @@ struct Fleetsetd {
         let agent = Agent(
             configurationPath: configurationPath, configuration: configuration, notifier: SystemdNotifier.fromEnvironment(),
             watchdogInterval: SystemdNotifier.watchdogInterval(), logger: logger,
-            onReload: { levelSwitch.set(Logger.Level(rawValue: $0.logLevel) ?? .info) })
+            applyLogLevel: { levelSwitch.set(Logger.Level(rawValue: $0) ?? .info) })
         var quiet = Logger(label: "fleetsetd.lifecycle")
         quiet.logLevel = .warning
         let group = ServiceGroup(

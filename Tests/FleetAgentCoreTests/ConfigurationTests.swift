@@ -22,6 +22,21 @@ struct ConfigurationTests {
         #expect(configuration.apps[0].hookTimeout == .seconds(30) && configuration.apps[0].onChange.isEmpty)
     }
 
+    @Test("the agent policy keys the file sets are pinned; statusReports is full or brief")
+    func pinnedPolicy() throws {
+        #expect(try Self.parse(#"{"server": "https://f.example/", "apps": [{"id": "a"}]}"#).pinnedPolicy.isEmpty)
+        let pinned = try Self.parse(
+            #"{"server": "https://f.example/", "jitter": 0, "logLevel": "info", "statusReports": "brief", "apps": [{"id": "a"}]}"#)
+        #expect(pinned.pinnedPolicy == [.jitter, .logLevel, .statusReports])
+        #expect(pinned.statusReports == .brief)
+        do {
+            _ = try Self.parse(#"{"server": "https://f.example/", "statusReports": "chatty", "apps": [{"id": "a"}]}"#)
+            Issue.record("statusReports chatty was accepted")
+        } catch let error as DocumentError {
+            #expect(error.location.description == "/statusReports" && error.message.contains("\"brief\""))
+        }
+    }
+
     @Test("every key is read; fractions of seconds are kept")
     func everyKey() throws {
         let configuration = try Self.parse(
@@ -106,10 +121,12 @@ struct ConfigurationTests {
         #expect(configuration.apps.map(\.id) == ["kiosk", "signage"])
         #expect(configuration.apps[0].expectAck && configuration.apps[0].writers.groups.keys.sorted() == ["staff"])
         #expect(configuration.apps[1].rollbackOnError && configuration.apps[1].applyWindows.map(\.description) == ["daily 01:00-05:00"])
+        #expect(configuration.pinnedPolicy.isEmpty, "the example leaves the agent policy to the server")
         let readme = try String(contentsOf: repository.appendingPathComponent("Config/README.md"), encoding: .utf8)
         for key in [
             "server", "caFile", "clientCertificate", "clientKey", "enrollmentTokenFile", "stateDirectory", "inboxDirectory",
-            "allowInsecureHTTP", "pollInterval", "jitter", "longPollWait", "readyTimeout", "logLevel", "apps", "onChange", "hookTimeout",
+            "allowInsecureHTTP", "pollInterval", "jitter", "longPollWait", "readyTimeout", "logLevel", "statusReports", "apps", "onChange",
+            "hookTimeout",
             "readers", "writers", "expectAck", "ackTimeout", "rollbackOnError", "applyWindows",
         ] {
             #expect(readme.contains("`\(key)`"), "Config/README.md does not document \(key)")

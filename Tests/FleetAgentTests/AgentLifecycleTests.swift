@@ -196,7 +196,8 @@ struct AgentLifecycleTests {
         try await agent.waitForLog("event=restored")
         try await agent.waitForLog("event=sync-failed")
         // Queued: the error about the torn file, and the outcome of the restored revision.
-        let queued = try await fleet.waitForStatus("menu", agent: agent) { $0.pendingReports == 2 }
+        // (status.json is written once the event that logged the failure is handled: wait for it.)
+        let queued = try await fleet.waitForStatus("menu", agent: agent) { $0.pendingReports == 2 && $0.lastError != nil }
         #expect(queued.lastError?.contains("could not connect to 127.0.0.1") == true, "\(queued.lastError ?? "")")
         #expect(FileManager.default.fileExists(atPath: fleet.layout.reportsFile("menu")))
 

@@ -219,6 +219,26 @@ struct ConsoleRouteTests {
         }
     }
 
+    @Test("a device's page shows what it says of itself (escaped) and the agent policy with the scope of each key")
+    func deviceFactsAndPolicy() async throws {
+        try await Self.withVisitor { server, visitor in
+            try await server.putKioskMetadata()
+            let device = try await server.enrollDevice(groups: ["lobby"])
+            _ = try await visitor.signIn()
+            let page = "/console/devices/\(device.id)"
+            var html = String(decoding: try await visitor.request(.get, page).body, as: UTF8.self)
+            #expect(html.contains("It has not reported its facts yet.") && html.contains("No agent policy reaches it"))
+            _ = try await device.client.reportDeviceInfo([
+                "os": ["prettyName": "Debian <b>12</b>"], "apps": ["kiosk": ["version": "2.3.1"]],
+            ])
+            _ = try await server.admin.patchPolicy(scope: .group("lobby"), ["logLevel": "debug"])
+            html = String(decoding: try await visitor.request(.get, page).body, as: UTF8.self)
+            #expect(html.contains("<code>os.prettyName</code></th><td>Debian &lt;b&gt;12&lt;/b&gt;</td>"), "\(html)")
+            #expect(html.contains("<code>apps.kiosk.version</code></th><td>2.3.1</td>"))
+            #expect(html.contains("<code>logLevel</code></th><td>debug</td>") && html.contains("<td>group:lobby</td>"))
+        }
+    }
+
     @Test("the history page: writes newest first, secrets masked; the rollout with its waves; abort and resume need the form's CSRF token")
     func historyAndRollout() async throws {
         try await Self.withVisitor { server, visitor in

@@ -32,8 +32,9 @@ struct TwoInstancesTests {
                 #expect(answer.revision == revision + 1)
                 revision = answer.revision
             }
-            // A wake-up takes one NOTIFY round trip; the bound only catches a missed one (the wait is 60 s).
-            #expect(latencies.allSatisfy { $0 < .seconds(5) }, "wake-ups took \(latencies)")
+            // A wake-up takes one NOTIFY round trip (milliseconds alone; seconds while the whole suite
+            // loads both cores); the bound only catches a missed one (the wait is 60 s).
+            #expect(latencies.allSatisfy { $0 < .seconds(20) }, "wake-ups took \(latencies)")
         }
     }
 

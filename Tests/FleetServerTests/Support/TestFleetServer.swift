@@ -58,7 +58,7 @@ struct TestFleetServer: Sendable {
     /// afterwards. On PostgreSQL, the server's writes take the cross-instance write lock.
     static func with<T: Sendable>(
         store kind: StoreKind = .sqlite, readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(),
-        maxLongPolls: Int = .max, waitSpread: @escaping @Sendable (Duration) -> Duration = { $0 },
+        maxLongPolls: Int = .max, busyLimit: Int = .max, waitSpread: @escaping @Sendable (Duration) -> Duration = { $0 },
         _ body: (TestFleetServer) async throws -> T
     ) async throws -> T {
         let directory = try temporaryDirectory()
@@ -70,14 +70,14 @@ struct TestFleetServer: Sendable {
             let store = try SQLiteStore(path: directory + "/fleet.sqlite", onTransaction: onTransaction)
             return try await with(
                 store: store, writeLock: nil, storeCalls: storeCalls, directory: directory, readTimeout: readTimeout, limits: limits,
-                maxLongPolls: maxLongPolls, waitSpread: waitSpread, body)
+                maxLongPolls: maxLongPolls, busyLimit: busyLimit, waitSpread: waitSpread, body)
         case .postgres:
             let url = try await PostgresCluster.shared().makeDatabase()
             return try await PostgresStore.with(try PostgresLocation(url: url), logger: quietLogger, onTransaction: onTransaction) {
                 store in
                 try await with(
                     store: store, writeLock: store.writeLock, storeCalls: storeCalls, directory: directory, readTimeout: readTimeout,
-                    limits: limits, maxLongPolls: maxLongPolls, waitSpread: waitSpread, body)
+                    limits: limits, maxLongPolls: maxLongPolls, busyLimit: busyLimit, waitSpread: waitSpread, body)
             }
         }
     }
@@ -100,7 +100,7 @@ struct TestFleetServer: Sendable {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         return try await with(
             store: store, writeLock: store.writeLock, storeCalls: CapturedLog(), directory: directory, readTimeout: .seconds(30),
-            limits: .init(), maxLongPolls: .max, waitSpread: { $0 }
+            limits: .init(), maxLongPolls: .max, busyLimit: .max, waitSpread: { $0 }
         ) { server in
             let (listening, listeningContinuation) = AsyncStream<Void>.makeStream()
             let following = Task {
@@ -120,7 +120,7 @@ struct TestFleetServer: Sendable {
     /// Runs `body` against a server on `store`, which reports its calls to `storeCalls`.
     static func with<T: Sendable>(
         store: any SettingsStore, writeLock: (any SharedWriteLock)?, storeCalls: CapturedLog, directory: String, readTimeout: TimeAmount,
-        limits: RequestLimits.Configuration, maxLongPolls: Int, waitSpread: @escaping @Sendable (Duration) -> Duration,
+        limits: RequestLimits.Configuration, maxLongPolls: Int, busyLimit: Int, waitSpread: @escaping @Sendable (Duration) -> Duration,
         _ body: (TestFleetServer) async throws -> T
     ) async throws -> T {
         let clock = TestWallClock()
@@ -129,7 +129,7 @@ struct TestFleetServer: Sendable {
         logger.logLevel = .info
         let registry = PrometheusCollectorRegistry()
         let metrics = ServerMetrics(factory: PrometheusMetricsFactory.fleetset(registry: registry))
-        let notifier = ChangeNotifier(capacity: maxLongPolls, onHeldCountChange: { metrics.longPollsHeld($0) })
+        let notifier = ChangeNotifier(capacity: maxLongPolls, busyLimit: busyLimit, onHeldCountChange: { metrics.longPollsHeld($0) })
         let service = SettingsService(
             store: store, adminTokenHash: Credentials.hash(adminToken), wallClock: clock, waitSpread: waitSpread, notifier: notifier,
             metrics: metrics, writeLock: writeLock, logger: logger)

@@ -1,0 +1,148 @@
+import FleetJSON
+import FleetMetadata
+import FleetProtocol
+import Logging
+
+/// What a device says of itself (its facts) and what the server asks of its agent (the agent
+/// policy, and when to poll next while the server sheds load).
+extension SettingsService {
+    // MARK: - Device facts
+
+    /// Applies a device's report of its facts (`PATCH /v1/device/info`, a merge patch of the
+    /// facts that changed; see ``DeviceInfo``). Returns the facts as stored.
+    ///
+    /// - Throws: 400 naming the first fact that is unknown, of the wrong type, too long, or of
+    ///   an app the device is not given; 413 `too-many-facts` when the result would pass the caps.
+    public func patchDeviceInfo(device: Device, patch body: JSONValue) async throws -> JSONObject {
+        let patch: JSONObject
+        do {
+            patch = try DeviceInfo.checkPatch(body, apps: device.apps)
+        } catch {
+            throw ServiceError.badRequest("\(error.location.displayText): \(error.message)")
+        }
+        let stored: JSONObject?
+        do {
+            stored = try await store.updateDeviceInfo(id: device.id, at: wallClock.secondsSinceEpoch()) { info in
+                try DeviceInfo.applying(patch, to: info)
+            }
+        } catch let error as DocumentError {
+            throw ServiceError(413, "too-many-facts", "\(error.location.displayText): \(error.message)")
+        }
+        guard let stored else { throw ServiceError.unknownDevice(device.id) }
+        logger.info(
+            "device facts reported",
+            metadata: [
+                "event": "device-info", "device": "\(device.id)",
+                "facts": "\(DeviceInfo.facts(patch).map(\.name).joined(separator: ","))",
+            ])
+        events.publish(.deviceChanged(device: device.id))
+        return stored
+    }
+
+    /// The devices whose facts match every filter (all of them with none), each with its apps,
+    /// groups, facts, whether it is disabled, and when it was seen.
+    public func allDevices(matching filters: [DeviceInfoFilter] = []) async throws -> DeviceRecordList {
+        async let devices = store.devices()
+        async let facts = store.allDeviceInfo()
+        let (all, info) = try await (devices, facts)
+        return DeviceRecordList(
+            devices: all.compactMap { device in
+                let stored = info[device.id]
+                guard filters.allSatisfy({ $0.matches(stored?.info ?? [:]) }) else { return nil }
+                return Self.record(device, info: stored)
+            })
+    }
+
+    /// One device, with its facts.
+    ///
+    /// - Throws: 404 `unknown-device`.
+    public func device(id: String) async throws -> DeviceRecord {
+        guard let device = try await store.device(id: id) else { throw ServiceError.unknownDevice(id) }
+        return Self.record(device, info: try await store.deviceInfo(id: id))
+    }
+
+    /// The device's facts and when they last changed (`nil` before its first report).
+    public func deviceFacts(id: String) async throws -> StoredDeviceInfo? {
+        try await store.deviceInfo(id: id)
+    }
+
+    static func record(_ device: Device, info: StoredDeviceInfo?) -> DeviceRecord {
+        DeviceRecord(
+            id: device.id, apps: device.apps, groups: device.groups, disabled: device.disabled, enrolledAt: device.enrolledAt,
+            lastSeenAt: device.lastSeenAt, tokenRotationRequested: device.rotationRequested, info: info?.info ?? [:],
+            infoUpdatedAt: info?.updatedAt)
+    }
+
+    // MARK: - Agent policies
+
+    /// Every scope's agent policy, from memory once read (a change invalidates it, here and,
+    /// through the change feed, on the other instances).
+    func agentPolicies() async throws -> [PolicyScope: AgentPolicy] {
+        if let known = cache.policies { return known }
+        let epoch = cache.policyEpoch
+        let policies = try await store.agentPolicies()
+        cache.record(policies: policies, readAt: epoch)
+        return policies
+    }
+
+    /// What the server asks of `device`'s agent, for each of its apps.
+    public func devicePolicy(_ device: Device) async throws -> DevicePolicy {
+        DevicePolicy.resolve(apps: device.apps, groups: device.groups, deviceID: device.id, policies: try await agentPolicies())
+    }
+
+    /// The policy of the device with `id` (`GET /v1/admin/devices/{id}/policy`).
+    ///
+    /// - Throws: 404 `unknown-device`.
+    public func devicePolicy(id: String) async throws -> DevicePolicy {
+        guard let device = try await store.device(id: id) else { throw ServiceError.unknownDevice(id) }
+        return try await devicePolicy(device)
+    }
+
+    /// Every scope's policy, in scope order (`GET /v1/admin/policies`).
+    public func policyList() async throws -> PolicyList {
+        PolicyList(policies: try await agentPolicies().sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+    }
+
+    /// Changes the policy at the scope named `scopeText` by a merge patch (`null` removes a
+    /// key; a policy left empty is removed), and wakes the long-polls of the devices it reaches
+    /// so that each learns of it at once. Returns the scope's new policy.
+    ///
+    /// - Throws: 400 for a malformed scope or patch, 404 for a device that does not exist.
+    public func patchPolicy(scope scopeText: String, patch body: JSONValue) async throws -> AgentPolicy {
+        guard let scope = PolicyScope(scopeText) else {
+            throw ServiceError.badParameter("a policy scope is app:APP, group:NAME or device:ID")
+        }
+        switch scope {
+        case .app(let app) where !Metadata.isValidAppID(app):
+            throw ServiceError.badParameter("an app id has 1 to 64 characters of a-z 0-9 . _ -, starting with a letter or digit")
+        case .group(let name) where !Scope.isValidName(name):
+            throw ServiceError.badParameter("a group name has 1 to 128 characters and no control characters")
+        case .device(let id):
+            guard try await store.device(id: id) != nil else { throw ServiceError.unknownDevice(id) }
+        default:
+            break
+        }
+        guard case .object(let patch) = body else { throw ServiceError.badRequest("the policy patch must be a JSON object") }
+        let policy = try await writes.run {
+            var policy = try await self.store.agentPolicies()[scope] ?? AgentPolicy()
+            for (keyText, value) in patch {
+                guard let key = AgentPolicy.Key(rawValue: keyText) else {
+                    throw ServiceError.badRequest(
+                        "/\(keyText): is not a policy key (\(AgentPolicy.Key.allCases.map(\.rawValue).joined(separator: ", ")))")
+                }
+                do throws(DocumentError) {
+                    try policy.set(key, to: value, at: JSONPointer.root.appending(keyText))
+                } catch {
+                    throw ServiceError.badRequest("\(error.location.displayText): \(error.message)")
+                }
+            }
+            try await self.store.setAgentPolicy(policy, scope: scope)
+            return policy
+        }
+        await notifier.policyChanged(scope)
+        logger.notice(
+            "agent policy changed",
+            metadata: ["event": "policy", "scope": "\(scope)", "policy": "\(policy.isEmpty ? "(none)" : policy.summary)"])
+        return policy
+    }
+}

@@ -1,0 +1,119 @@
+import FleetClient
+import FleetDeviceFiles
+import FleetDeviceState
+import FleetJSON
+import FleetProtocol
+import FleetTestSupport
+import Foundation
+import Testing
+
+/// Waits, polling, until `condition` holds (for conditions that need the server).
+private func eventually(
+    timeout: Duration = .seconds(60), _ message: @autoclosure () -> String, _ condition: () async throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while !(try await condition()) {
+        guard ContinuousClock.now < deadline else { throw ProcessFailed(log: message()) }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+}
+
+@Suite("fleetsetd reports its device's facts and follows the server's agent policy")
+struct DeviceInfoAndPolicyTests {
+    @Test(
+        "the facts go at enrollment, an app's own through device-info set, then only what changed; nothing again after a restart")
+    func facts() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        var agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        let id = try fleet.identity().deviceId
+        var info = JSONObject()
+        try await eventually("no facts reached the server; agent log:\n\(agent.log)") {
+            info = try await fleet.admin.device(id: id).info
+            return info["agent"] != nil
+        }
+        // What the device is, as the system says.
+        let release = String(decoding: try Data(contentsOf: URL(fileURLWithPath: "/etc/os-release")), as: UTF8.self)
+        let versionID = release.split(separator: "\n").first { $0.hasPrefix("VERSION_ID=") }.map {
+            $0.dropFirst("VERSION_ID=".count).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        }
+        #expect(DeviceInfo.fact("os.version", in: info) == versionID)
+        let version = try String(contentsOfFile: "VERSION", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(DeviceInfo.fact("agent.version", in: info) == version)
+        var name = [CChar](repeating: 0, count: 256)
+        gethostname(&name, name.count)
+        #expect(DeviceInfo.fact("machine.hostname", in: info) == String(cString: name))
+        #expect(DeviceInfo.fact("kernel.release", in: info)?.isEmpty == false)
+        let machineID = try String(contentsOfFile: "/etc/machine-id", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let idHash = try #require(DeviceInfo.fact("machine.idHash", in: info))
+        #expect(idHash.count == 32 && idHash.allSatisfy(\.isHexDigit) && !machineID.contains(idHash) && idHash != machineID)
+        #expect(Int64(DeviceInfo.fact("storage.stateFree", in: info) ?? "") ?? 0 > 0)
+        #expect(DeviceInfo.fact("machine.bootTime", in: info).flatMap(Timestamp.parse) ?? 0 > 1_600_000_000)
+        #expect(fleet.server.log.components(separatedBy: "event=device-info").count - 1 == 1)
+
+        // An app's own facts: only they go.
+        let set = try await fleet.cli(["device-info", "set", "version=2.3.1", "player=mpv"])
+        #expect(set.status == 0, "\(set)")
+        try await eventually("the app's facts never arrived; agent log:\n\(agent.log)") {
+            DeviceInfo.fact("apps.kiosk.version", in: try await fleet.admin.device(id: id).info) == "2.3.1"
+        }
+        let reportLines = fleet.server.log.split(separator: "\n").filter { $0.contains("event=device-info") }
+        #expect(reportLines.count == 2)
+        #expect(reportLines.last?.contains("facts=apps.kiosk.player,apps.kiosk.version") == true, "\(reportLines)")
+        #expect(try await fleet.admin.allDevices(where: [DeviceInfoFilter("apps.kiosk.player=mpv")!]).devices.map(\.id) == [id])
+        let unset = try await fleet.cli(["device-info", "unset", "player"])
+        #expect(unset.status == 0)
+        try await eventually("the fact was never removed") {
+            DeviceInfo.fact("apps.kiosk.player", in: try await fleet.admin.device(id: id).info) == nil
+        }
+        let shown = try await fleet.cli(["device-info"])
+        #expect(shown.status == 0 && shown.standardOutput.contains("apps.kiosk.version") && shown.standardOutput.contains("os.version"))
+        // Refused before it reaches the inbox, with the reason.
+        let bad = try await fleet.cli(["device-info", "set", "bad.name=1"])
+        #expect(bad.status == 1 && bad.standardError.contains("bad.name"), "\(bad)")
+
+        // A restart reports nothing: the facts are the ones the server took.
+        agent.signal(SIGTERM)
+        #expect(await agent.waitForExit(timeout: .seconds(60)) == 0)
+        agent = try fleet.startAgent()
+        try await agent.waitForLog("event=device-info-unchanged")
+        #expect(fleet.server.log.split(separator: "\n").filter { $0.contains("event=device-info") }.count == 3)
+    }
+
+    @Test(
+        "a log level set for the group takes effect without a restart; the device's scope wins over it; a pinned key stays; status says where each came from; brief reports"
+    )
+    func policy() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let agent = try await fleet.launchAgent([["id": "kiosk", "expectAck": true]])
+        defer { agent.kill() }
+        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        let id = try fleet.identity().deviceId
+        #expect(agent.count("level=debug") == 0)
+
+        _ = try await fleet.admin.patchPolicy(scope: .app("kiosk"), ["logLevel": "debug", "jitter": 7, "statusReports": "brief"])
+        try await agent.waitForLog("log_level=debug")
+        try await fleet.set("kiosk", ["greeting": "policy"])
+        try await agent.waitForLog("level=debug")
+        let status = try await fleet.cli(["status"])
+        #expect(status.standardOutput.contains("logLevel             debug  server (app:kiosk)"), "\(status)")
+        #expect(status.standardOutput.contains("kiosk jitter         0      pinned in the configuration file"), "\(status)")
+        #expect(status.standardOutput.contains("kiosk statusReports  brief  server (app:kiosk)"), "\(status)")
+
+        // Brief reports: the app's two problems become the first.
+        let revision = try #require(fleet.settings("kiosk")).revision
+        let ack = try await fleet.cli(["ack", "--revision", "\(revision)", "--state", "error", "--message", "no codec; no screen"])
+        #expect(ack.status == 0, "\(ack)")
+        try await fleet.waitForStatusLine("kiosk", containing: ["state=error", "no codec …"], agent: agent)
+
+        // The device's own scope wins over the app's.
+        _ = try await fleet.admin.patchPolicy(scope: .device(id), ["logLevel": "warning"])
+        try await agent.waitForLog("log_level=warning")
+        let explained = try await fleet.admin.explain(app: "kiosk", deviceID: id)
+        #expect(explained.policy.sources[.logLevel] == .device(id))
+        #expect(explained.deviceInfo["os"] != nil)
+    }
+}

@@ -1,0 +1,69 @@
+import FleetClient
+import FleetDeviceFiles
+import FleetDeviceState
+import FleetJSON
+import FleetProtocol
+import FleetTestSupport
+import Foundation
+import Testing
+
+@Suite("Key paths on the device and from the admin CLI, with a real agent")
+struct KeyPathAgentTests {
+    /// `signage`: a writable `playlist`, a `display` that only admins change.
+    static let metadata: JSONValue = [
+        "app": "sign", "version": 1,
+        "schema": [
+            "type": "object", "additionalProperties": false,
+            "properties": [
+                "playlist": [
+                    "type": "array", "x-writable": true, "default": [["content": "intro.mp4", "seconds": 5]],
+                    "items": [
+                        "type": "object", "required": ["content"], "additionalProperties": false,
+                        "properties": ["content": ["type": "string"], "seconds": ["type": "integer", "minimum": 1]],
+                    ],
+                ],
+                "display": ["type": "object", "default": ["brightness": 80], "properties": ["brightness": ["type": "integer"]]],
+            ],
+        ],
+    ]
+
+    @Test(
+        "get reads by key path; set changes one value inside a writable setting (the whole setting goes, confirmed); a non-writable one is refused; admin set and unset by key path reach the device"
+    )
+    func keyPaths() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        _ = try await fleet.admin.putMetadata(app: "sign", document: Array(Self.metadata.serialized().utf8))
+        let agent = try await fleet.launchAgent([["id": "sign"]], storeMetadata: false)
+        defer { agent.kill() }
+        try await fleet.waitForSettings("sign", agent: agent) { _ in true }
+
+        let get = try await fleet.cli(["get", "playlist/0/content"])
+        #expect(get.status == 0 && get.standardOutput == "intro.mp4\n", "\(get)")
+        #expect(try await fleet.cli(["get", "playlist/0/seconds"]).standardOutput == "5\n")
+        let missing = try await fleet.cli(["get", "playlist/3/content"])
+        #expect(missing.status == 1 && missing.standardError.contains("no setting /playlist/3/content"), "\(missing)")
+
+        let set = try await fleet.cli(["set", "playlist/0/content=news.mp4", #"playlist/-={"content": "ad.mp4", "seconds": 8}"#, "--wait"])
+        #expect(set.status == 0, "\(set)")
+        let changed = try #require(fleet.settings("sign"))
+        #expect(changed.values["playlist"] == [["content": "news.mp4", "seconds": 5], ["content": "ad.mp4", "seconds": 8]])
+        let reset = try await fleet.cli(["set", "--reset", "playlist/1", "--wait"])
+        #expect(reset.status == 0, "\(reset)")
+        #expect(fleet.settings("sign")?.values["playlist"] == [["content": "news.mp4", "seconds": 5]])
+        let notWritable = try await fleet.cli(["set", "display/brightness=10"])
+        #expect(notWritable.status == 1 && notWritable.standardError.contains("display"), "\(notWritable)")
+        let invalid = try await fleet.cli(["set", "playlist/0/seconds=0"])
+        #expect(invalid.status == 1 && invalid.standardError.contains("/playlist/0/seconds"), "\(invalid)")
+
+        let common = ["--server", fleet.server.url, "--token-file", fleet.directory + "/admin.token"]
+        let admin = try await CLIRunner.run(["admin", "set", "--app", "sign", "display/brightness=40"] + common)
+        #expect(admin.status == 0, "\(admin)")
+        try await fleet.waitForSettings("sign", agent: agent) { $0.values["display"] == ["brightness": 40] }
+        let unset = try await CLIRunner.run(["admin", "unset", "--app", "sign", "display/brightness"] + common)
+        #expect(unset.status == 0, "\(unset)")
+        try await fleet.waitForSettings("sign", agent: agent) { $0.values["display"] == [:] }
+        let staged = try await CLIRunner.run(["admin", "set", "--app", "sign", "display/brightness=1", "--rollout", "50%,100%"] + common)
+        #expect(staged.status == 2 && staged.standardError.contains("a rollout stages whole settings"), "\(staged)")
+    }
+}

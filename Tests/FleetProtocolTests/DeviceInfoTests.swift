@@ -1,0 +1,107 @@
+import FleetJSON
+import FleetProtocol
+import Testing
+
+@Suite("Device facts and agent policies on the wire")
+struct DeviceInfoTests {
+    @Test("a device's patch: known groups and facts, strings (stateFree a count), its own apps only; each refusal at its pointer")
+    func patchChecks() throws {
+        let good: JSONValue = [
+            "os": ["id": "debian", "version": "12"], "storage": ["stateFree": 123], "machine": ["hostname": nil],
+            "apps": ["kiosk": ["version": "2.3.1", "build_id": nil]],
+        ]
+        #expect(try DeviceInfo.checkPatch(good, apps: ["kiosk"]) == good.objectValue)
+        #expect(try DeviceInfo.checkPatch(["apps": nil, "os": nil], apps: []) == ["apps": nil, "os": nil])
+        let refused: [(JSONValue, String)] = [
+            (["kernel": ["release": "6.1"], "firmware": ["x": "1"]], "/firmware"),
+            (["os": ["codename": "bookworm"]], "/os/codename"),
+            (["os": ["version": 12]], "/os/version"),
+            (["storage": ["stateFree": "lots"]], "/storage/stateFree"),
+            (["storage": ["stateFree": -1]], "/storage/stateFree"),
+            (["machine": ["hostname": .string(String(repeating: "h", count: 257))]], "/machine/hostname"),
+            (["apps": ["menu": ["version": "1"]]], "/apps/menu"),
+            (["apps": ["kiosk": ["bad.name": "1"]]], "/apps/kiosk/bad.name"),
+            (["apps": ["kiosk": ["version": ["nested": "no"]]]], "/apps/kiosk/version"),
+            ("facts", ""),
+        ]
+        for (patch, pointer) in refused {
+            #expect(throws: DocumentError.self, "\(patch)") { try DeviceInfo.checkPatch(patch, apps: ["kiosk"]) }
+            do {
+                _ = try DeviceInfo.checkPatch(patch, apps: ["kiosk"])
+            } catch {
+                #expect(error.location.description == pointer, "\(patch): \(error)")
+            }
+        }
+    }
+
+    @Test("applying a patch merges it, drops emptied groups, and refuses an app with more than 32 facts or facts past 16 KiB")
+    func applying() throws {
+        let stored: JSONObject = ["os": ["id": "debian"], "apps": ["kiosk": ["version": "1"]]]
+        #expect(try DeviceInfo.applying(["apps": ["kiosk": ["version": nil]]], to: stored) == ["os": ["id": "debian"]])
+        var many = JSONObject()
+        for index in 0...DeviceInfo.maximumAppFacts { many["f\(index)"] = "x" }
+        #expect(throws: DocumentError.self) { try DeviceInfo.applying(["apps": ["kiosk": .object(many)]], to: stored) }
+        var apps = JSONObject()
+        for app in 0..<3 {
+            var facts = JSONObject()
+            for index in 0..<DeviceInfo.maximumAppFacts { facts["f\(index)"] = .string(String(repeating: "v", count: 256)) }
+            apps["app\(app)"] = .object(facts)
+        }
+        #expect(throws: DocumentError.self) { try DeviceInfo.applying(["apps": .object(apps)], to: [:]) }
+    }
+
+    @Test("facts by dotted name, a one-line summary, and filters with = and != (a device without the fact matches only !=)")
+    func factsAndFilters() throws {
+        let info: JSONObject = [
+            "os": ["name": "Debian GNU/Linux", "version": "12"], "machine": ["arch": "aarch64"], "agent": ["version": "0.7.0"],
+            "storage": ["stateFree": 42], "apps": ["kiosk": ["version": "2.3.1"]],
+        ]
+        #expect(
+            DeviceInfo.facts(info).map(\.name) == [
+                "agent.version", "apps.kiosk.version", "machine.arch", "os.name", "os.version", "storage.stateFree",
+            ])
+        #expect(DeviceInfo.fact("storage.stateFree", in: info) == "42")
+        #expect(DeviceInfo.fact("os", in: info) == nil)
+        #expect(DeviceInfo.summary(info) == "Debian GNU/Linux 12, aarch64, agent 0.7.0")
+        #expect(try #require(DeviceInfoFilter("os.version=12")).matches(info))
+        #expect(try #require(DeviceInfoFilter("apps.kiosk.version!=2.3.1")).matches(info) == false)
+        #expect(try #require(DeviceInfoFilter("apps.menu.version!=1")).matches(info))
+        #expect(try #require(DeviceInfoFilter("apps.menu.version=1")).matches(info) == false)
+        #expect(try #require(DeviceInfoFilter("machine.hostname=")).matches(info) == false)
+        for bad in ["os.version", "=12", ".os=1", "os..version=1", "!=3"] { #expect(DeviceInfoFilter(bad) == nil, "\(bad)") }
+    }
+
+    @Test("an agent policy reads only its keys, each in range, at its pointer; it round-trips")
+    func agentPolicy() throws {
+        let policy = try AgentPolicy(json: [
+            "logLevel": "debug", "pollInterval": 120, "longPollWait": 0, "jitter": 3, "statusReports": "brief",
+        ])
+        #expect(try AgentPolicy(json: policy.json) == policy)
+        #expect(policy.summary == "logLevel=debug, pollInterval=120s, longPollWait=0s, jitter=3s, statusReports=brief")
+        for (bad, pointer) in [
+            (["logLevel": "loud"], "/logLevel"), (["pollInterval": 1], "/pollInterval"), (["longPollWait": 301], "/longPollWait"),
+            (["jitter": 1.5], "/jitter"), (["statusReports": "verbose"], "/statusReports"), (["poll": 1], "/poll"),
+        ] as [(JSONValue, String)] {
+            do {
+                _ = try AgentPolicy(json: bad)
+                Issue.record("accepted \(bad)")
+            } catch {
+                #expect(error.location.description == pointer)
+            }
+        }
+        #expect(PolicyScope("group:lobby") == .group("lobby"))
+        #expect(PolicyScope("device:d-1")?.description == "device:d-1")
+        for bad in ["lobby", "team:x", "app:", "group:a/b"] { #expect(PolicyScope(bad) == nil) }
+    }
+
+    @Test("percent-encoding round-trips every byte; a malformed escape is refused")
+    func percentEncoding() {
+        for text in ["group:lobby", "a b/c~d", "ünïcode", "100%"] {
+            #expect(PercentEncoding.decoded(PercentEncoding.encoded(text)) == text)
+        }
+        #expect(PercentEncoding.encoded("group:lobby") == "group%3Alobby")
+        #expect(PercentEncoding.decoded("%zz") == nil)
+        #expect(PercentEncoding.decoded("%4") == nil)
+        #expect(PercentEncoding.decoded("%FF") == nil, "not UTF-8")
+    }
+}

@@ -1,0 +1,102 @@
+import Curl
+import FleetClient
+import FleetJSON
+import FleetProtocol
+import FleetServerCore
+import FleetTestSupport
+import Testing
+
+@Suite("Key paths over HTTP")
+struct KeyPathRouteTests {
+    /// `signage`: a writable `playlist` of {content, seconds}, a `display` object with a `size/inch`.
+    static let metadata = """
+        {"app": "signage", "version": 1, "schema": {"type": "object", "additionalProperties": false, "properties": {
+          "playlist": {"type": "array", "x-writable": true, "default": [{"content": "intro.mp4", "seconds": 5}],
+            "items": {"type": "object", "required": ["content"], "additionalProperties": false,
+              "properties": {"content": {"type": "string"}, "seconds": {"type": "integer", "minimum": 1}}}},
+          "display": {"type": "object", "default": {"size/inch": 55, "brightness": 80},
+            "properties": {"size/inch": {"type": "integer"}, "brightness": {"type": "integer", "maximum": 100}}}}}}
+        """
+
+    static func path(_ text: String) -> JSONPointer { JSONPointer(keyPath: text)! }
+
+    @Test(
+        "a device reads one value by key path with the revision's ETag, 304 and wait; a missing one is 404", arguments: StoreKind.allCases)
+    func deviceReads(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
+            _ = try await server.admin.putMetadata(app: "signage", document: Array(Self.metadata.utf8))
+            let device = try await server.enrollDevice(apps: ["signage"])
+            let first = try #require(try await device.client.settingValue(app: "signage", keyPath: Self.path("playlist/0/content")))
+            #expect(first.value == "intro.mp4")
+            #expect(try await device.client.settingValue(app: "signage", keyPath: Self.path("display/size~1inch"))?.value == 55)
+            #expect(
+                try await device.client.settingValue(app: "signage", keyPath: Self.path("playlist"), knownRevision: first.revision) == nil)
+            let waiting = Task {
+                try await device.client.settingValue(
+                    app: "signage", keyPath: Self.path("playlist/0/content"), knownRevision: first.revision, wait: 30)
+            }
+            while await server.waiters(app: "signage") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            _ = try await server.admin.setValue(app: "signage", scope: "app", keyPath: Self.path("playlist/0/content"), to: "news.mp4")
+            let changed = try #require(try await waiting.value)
+            #expect(changed.value == "news.mp4" && changed.revision > first.revision)
+            let missing = await refusal { try await device.client.settingValue(app: "signage", keyPath: Self.path("playlist/5")) }
+            #expect(missing?.status == 404 && missing?.code == "unknown-key")
+            let raw = try await server.raw(.get, "/v1/apps/signage/settings/display/size%2Finch", token: device.token)
+            #expect(raw.status == 200 && String(decoding: raw.body, as: UTF8.self) == "55", "a %2F is part of the name")
+            let otherApp = try await server.raw(.get, "/v1/apps/kiosk/settings/volume", token: device.token)
+            #expect(otherApp.status == 404)
+        }
+    }
+
+    @Test(
+        "an admin sets and removes a value inside a setting: the whole setting is written at the scope, from what the scope holds or inherits",
+        arguments: StoreKind.allCases)
+    func adminWrites(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
+            _ = try await server.admin.putMetadata(app: "signage", document: Array(Self.metadata.utf8))
+            let device = try await server.enrollDevice(apps: ["signage"], groups: ["lobby"])
+            // The app scope holds no playlist: the default is the base.
+            let app = try await server.admin.setValue(
+                app: "signage", scope: "app", keyPath: Self.path("playlist/-"), to: ["content": "ad.mp4", "seconds": 8], message: "add")
+            #expect(app.values["playlist"] == [["content": "intro.mp4", "seconds": 5], ["content": "ad.mp4", "seconds": 8]])
+            // The group holds none either: it starts from the app's.
+            let group = try await server.admin.setValue(
+                app: "signage", scope: "group:lobby", keyPath: Self.path("playlist/0/seconds"), to: 3)
+            #expect(group.values["playlist"] == [["content": "intro.mp4", "seconds": 3], ["content": "ad.mp4", "seconds": 8]])
+            // The device starts from what its groups give it.
+            let own = try await server.admin.setValue(
+                app: "signage", scope: "device:\(device.id)", keyPath: Self.path("display/brightness"), to: 40)
+            #expect(own.values["display"] == ["size/inch": 55, "brightness": 40])
+            // A member removed from what the scope holds is gone (not merged back in).
+            let trimmed = try await server.admin.setValue(
+                app: "signage", scope: "device:\(device.id)", keyPath: Self.path("display/size~1inch"), to: nil)
+            #expect(trimmed.values["display"] == ["brightness": 40])
+            let removed = try await server.admin.setValue(app: "signage", scope: "group:lobby", keyPath: Self.path("playlist/1"), to: nil)
+            #expect(removed.values["playlist"] == [["content": "intro.mp4", "seconds": 3]])
+            let settings = try #require(try await device.client.settings(app: "signage"))
+            #expect(settings.values["playlist"] == [["content": "intro.mp4", "seconds": 3]])
+            #expect(settings.values["display"] == ["brightness": 40])
+            // Recorded as any write.
+            let history = try await server.admin.history(app: "signage")
+            #expect(history.entries.contains { $0.message == "add" })
+
+            // Refusals: checked as any write (422), a path that does not fit (400), nothing to remove (404).
+            let invalid = await refusal {
+                try await server.admin.setValue(app: "signage", scope: "app", keyPath: Self.path("display/brightness"), to: 101)
+            }
+            #expect(invalid?.status == 422)
+            let through = await refusal {
+                try await server.admin.setValue(app: "signage", scope: "app", keyPath: Self.path("playlist/0/content/x"), to: 1)
+            }
+            #expect(through?.status == 400 && through?.code == "bad-key-path")
+            let nothing = await refusal {
+                try await server.admin.setValue(app: "signage", scope: "app", keyPath: Self.path("display/contrast"), to: nil)
+            }
+            #expect(nothing?.status == 404 && nothing?.code == "unknown-key")
+            let topLevel = try await server.admin.setValue(app: "signage", scope: "group:lobby", keyPath: Self.path("playlist"), to: nil)
+            #expect(topLevel.values["playlist"] == nil, "a setting's own name clears it, as clear does")
+            let byDevice = try await server.raw(.delete, "/v1/admin/apps/signage/values/playlist?scope=app", token: device.token)
+            #expect(byDevice.status == 403)
+        }
+    }
+}
