@@ -102,9 +102,10 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
         let board = environment.board
         defer { board.endLoop(app.id) }
         board.beginStep(app.id, limit: .seconds(60))
-        var machine = Machine(rules: rules, random: environment.makeRandom())
         let (events, sink) = AsyncStream.makeStream(of: Machine.Event.self)
+        // Subscribed before the rules are read: a policy adopted in between is not missed.
         environment.policy.subscribe(app: app.id) { sink.yield(.retune($0)) }
+        var machine = Machine(rules: rules, random: environment.makeRandom())
         var iterator = events.makeAsyncIterator()
         var waits = Waits()
         var pending: [Machine.Event] = [.started(load())]

@@ -45,15 +45,32 @@ final class PolicyKeeper: Sendable {
         let settled = Self.settle(server, configuration)
         state = Locked(State(tag: tag, server: server, settled: settled))
         applyLogLevel(settled.logLevelName)
+        // What `fleetset status` shows follows the configuration read now (a reload's pins too).
+        keep(tag: tag, server: server, settled: settled)
+    }
+
+    /// The configuration file's own polling and reporting (defaults filled in).
+    private static func localTuning(_ configuration: AgentConfiguration) -> PollTuning {
+        PollTuning(
+            longPollWait: configuration.longPollWait, pollInterval: configuration.pollInterval, jitter: configuration.jitter,
+            reportDetail: configuration.statusReports)
     }
 
     private static func settle(_ server: DevicePolicy, _ configuration: AgentConfiguration) -> SettledPolicy {
         SettledPolicy.settle(
-            local: PollTuning(
-                longPollWait: configuration.longPollWait, pollInterval: configuration.pollInterval, jitter: configuration.jitter,
-                reportDetail: configuration.statusReports),
-            localLogLevel: configuration.logLevel, pinned: configuration.pinnedPolicy, server: server,
+            local: localTuning(configuration), localLogLevel: configuration.logLevel, pinned: configuration.pinnedPolicy, server: server,
             apps: configuration.apps.map(\.id))
+    }
+
+    /// Writes `policy.json`: the server's policy, its tag, and the policy as settled.
+    private func keep(tag: String, server: DevicePolicy, settled: SettledPolicy) {
+        do {
+            let kept: JSONValue = ["tag": .string(tag), "server": server.json, "settled": settled.json]
+            try FileSystem.writeAtomically(
+                Array((kept.serialized(.pretty) + "\n").utf8), to: configuration.layout.policyFile, mode: 0o644, group: nil, durable: false)
+        } catch {
+            logger.error("cannot keep the agent policy", metadata: ["event": "disk-error", "error": "\(error)"])
+        }
     }
 
     /// The tag of the policy held (`0`: none).
@@ -74,10 +91,7 @@ final class PolicyKeeper: Sendable {
 
     /// How `app` polls and reports now.
     func tuning(for app: String) -> PollTuning {
-        state.withLock { $0.settled.tuning(for: app) }
-            ?? PollTuning(
-                longPollWait: configuration.longPollWait, pollInterval: configuration.pollInterval, jitter: configuration.jitter,
-                reportDetail: configuration.statusReports)
+        state.withLock { $0.settled.tuning(for: app) } ?? Self.localTuning(configuration)
     }
 
     /// Calls `onChange` with `app`'s new tuning whenever a new policy changes it.
@@ -98,13 +112,7 @@ final class PolicyKeeper: Sendable {
             }
             return (state.settled, state.subscribers)
         }
-        do {
-            let kept: JSONValue = ["tag": .string(tag), "server": server.json, "settled": settled.json]
-            try FileSystem.writeAtomically(
-                Array((kept.serialized(.pretty) + "\n").utf8), to: configuration.layout.policyFile, mode: 0o644, group: nil, durable: false)
-        } catch {
-            logger.error("cannot keep the agent policy", metadata: ["event": "disk-error", "error": "\(error)"])
-        }
+        keep(tag: tag, server: server, settled: settled)
         guard settled != before else { return }
         logger.notice(
             "agent policy applied",
@@ -145,16 +153,19 @@ struct DeviceDesk<C: Clock>: Sendable where C.Duration == Duration {
         var backoff = RetryBackoff()
         var factsDue = true
         var firstLook = true
+        var wantedTag: String?
         while !Task.isCancelled {
             let nudged = nudges.take()
             if nudged.facts { factsDue = true }
+            if let tag = nudged.policyTag { wantedTag = tag }
             var delay = Self.factsInterval
             let client = credentials.client(http: environment.http, server: configuration.server)
             do {
-                if let wanted = nudged.policyTag, wanted != keeper.tag {
+                if let wanted = wantedTag, wanted != keeper.tag {
                     let (policy, tag) = try await client.devicePolicy()
                     keeper.adopt(policy, tag: tag)
                 }
+                wantedTag = nil
                 if factsDue {
                     let sent = try await reportFacts(client, deviceID: credentials.identity.deviceId)
                     if !sent {
@@ -175,8 +186,10 @@ struct DeviceDesk<C: Clock>: Sendable where C.Duration == Duration {
                 logger.warning(
                     "device request failed; retrying",
                     metadata: ["event": "device-desk", "error": "\(failure.summary)", "retry_in": "\(delay)"])
-                if let tag = nudged.policyTag { nudges.hear(policyTag: tag) }
-                if nudged.facts { factsDue = true }
+                // What failed stays wanted (wantedTag, factsDue) and is tried after the backoff:
+                // a nudge meanwhile does not cut the backoff short.
+                try? await clock.sleep(for: delay)
+                continue
             }
             await nudges.wait(upTo: delay, clock: clock)
             if !nudges.hasNews { factsDue = true }  // the timer, not a nudge: look at the facts again
@@ -190,12 +203,15 @@ struct DeviceDesk<C: Clock>: Sendable where C.Duration == Duration {
         let current = facts.read(stateDirectory: configuration.stateDirectory, layout: layout, apps: configuration.apps.map(\.id))
         let patch = DeviceInfoChanges.patch(reported: reported, current: current)
         guard !patch.isEmpty else { return false }
-        let taken = try await client.reportDeviceInfo(patch)
+        _ = try await client.reportDeviceInfo(patch)
         environment.logger.info(
             "device facts reported",
             metadata: ["event": "device-info", "facts": "\(DeviceInfo.facts(patch).map(\.name).joined(separator: ","))"])
+        // What was sent, not what the server kept: facts it drops (an app the device is not
+        // given) are then not sent again and again.
+        let sent = (try? DeviceInfo.applying(patch, to: reported)) ?? current
         do {
-            let kept: JSONValue = ["device": .string(deviceID), "info": .object(taken)]
+            let kept: JSONValue = ["device": .string(deviceID), "info": .object(sent)]
             try FileSystem.writeAtomically(
                 Array((kept.serialized(.pretty) + "\n").utf8), to: layout.deviceInfoFile, mode: 0o644, group: nil, durable: false)
         } catch {

@@ -74,6 +74,17 @@ public struct FleetClient: Sendable {
         }
     }
 
+    /// The limits of a request the server may hold for `wait` seconds: it transfers nothing that
+    /// long, so no low-speed limit, and a total timeout above the wait; the size cap stays the
+    /// client's. `nil` (the client's own) when it is not held.
+    private func longPollLimits(wait: Int) -> TransferLimits? {
+        guard wait > 0 else { return nil }
+        var limits = http.configuration.limits
+        limits.timeout = .seconds(wait + 30)
+        limits.lowSpeedLimit = nil
+        return limits
+    }
+
     /// The longest `Fleetset-Next-Poll` honoured: an hour.
     public static let nextPollCap: Duration = .seconds(3600)
 
@@ -94,14 +105,7 @@ public struct FleetClient: Sendable {
         var headers: HTTPClient.Headers = [:]
         if let knownRevision { headers["If-None-Match"] = RevisionTag.etag(knownRevision) }
         if let policyTag { headers[FleetHeader.policy] = policyTag }
-        var limits: TransferLimits?
-        if wait > 0 {
-            // A held request transfers nothing for up to `wait` seconds: no low-speed limit, and a
-            // total timeout above the wait; the size cap stays the client's.
-            limits = http.configuration.limits
-            limits?.timeout = .seconds(wait + 30)
-            limits?.lowSpeedLimit = nil
-        }
+        let limits = longPollLimits(wait: wait)
         let query = wait > 0 ? "?wait=\(wait)" : ""
         let plan =
             repeats.isEmpty
@@ -142,12 +146,7 @@ public struct FleetClient: Sendable {
     {
         var headers: HTTPClient.Headers = [:]
         if let knownRevision { headers["If-None-Match"] = RevisionTag.etag(knownRevision) }
-        var limits: TransferLimits?
-        if wait > 0 {
-            limits = http.configuration.limits
-            limits?.timeout = .seconds(wait + 30)
-            limits?.lowSpeedLimit = nil
-        }
+        let limits = longPollLimits(wait: wait)
         let response = try await send(
             .get, "/v1/apps/\(app)/settings/" + Self.encodedKeyPath(keyPath) + (wait > 0 ? "?wait=\(wait)" : ""), headers: headers,
             limits: limits, expect: [200, 304])
@@ -165,8 +164,10 @@ public struct FleetClient: Sendable {
     /// What the server asks of this device's agent (`GET /v1/device/policy`) and its tag.
     public func devicePolicy() async throws -> (policy: DevicePolicy, tag: String) {
         let response = try await send(.get, "/v1/device/policy", expect: [200])
-        let policy = try decode(response, DevicePolicy.init(json:))
-        return (policy, policy.tag)
+        // Keys a newer server knows and this agent does not are left out, not refused.
+        let policy = try decode(response) { json throws(DocumentError) in try DevicePolicy(json: json, ignoringUnknownKeys: true) }
+        let etag = response.headers["ETag"].map { String($0.filter { $0 != "\"" }) }
+        return (policy, etag.flatMap(Self.policyTag) ?? policy.tag)
     }
 
     /// Reports the device's facts that changed (a merge patch of ``DeviceInfo``); returns them
@@ -317,7 +318,9 @@ public struct FleetClient: Sendable {
 
     /// What the server asks of one device's agent, app by app, and where each key was set.
     public func devicePolicy(id: String) async throws -> DevicePolicy {
-        try decode(try await send(.get, "/v1/admin/devices/\(Self.percentEncoded(id))/policy", expect: [200]), DevicePolicy.init(json:))
+        try decode(
+            try await send(.get, "/v1/admin/devices/\(Self.percentEncoded(id))/policy", expect: [200]),
+            { json throws(DocumentError) in try DevicePolicy(json: json) })
     }
 
     /// Every scope's agent policy.

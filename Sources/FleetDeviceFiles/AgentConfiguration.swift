@@ -60,7 +60,7 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var pinnedPolicy: Set<AgentPolicy.Key> = []
 
     /// The levels `logLevel` accepts, lowest first.
-    public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+    public static let logLevels = AgentPolicy.logLevels
 
     /// The value of every key the file may leave out, written here once: the reader and the
     /// memberwise initializer both use it.

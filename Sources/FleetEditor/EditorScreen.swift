@@ -50,7 +50,7 @@ public enum EditorScreen {
             if case .list(let key, _, _) = screen { count = " (\(editor.value(at: key)?.arrayValue?.count ?? 0) items)" }
             return mark + title + count + " ..."
         case .listItem(let list, let index, _):
-            return mark + "\(index + 1). " + summary(editor.value(at: list.appending(index: index)))
+            return mark + "\(index + 1). " + summary(editor.value(at: list.appending(index: index)), schema: editor.itemSchema(of: list))
         case .addItem:
             return mark + "+ add an item (a)"
         case .field(let field):
@@ -88,11 +88,18 @@ public enum EditorScreen {
         }
     }
 
-    private static func summary(_ item: JSONValue?) -> String {
+    /// An item of a list in one line; members whose schema holds a secret read `********`.
+    private static func summary(_ item: JSONValue?, schema: JSONValue) -> String {
         guard let item else { return "" }
+        if SettingControl.containsSecret(schema), !(schema["properties"]?.objectValue.map { !$0.isEmpty } ?? false) { return "********" }
         if case .object(let members) = item {
-            return members.keys.sorted().map { key in "\(key): " + (members[key]?.stringValue ?? members[key]?.serialized() ?? "") }
-                .joined(separator: ", ")
+            return members.keys.sorted().map { key in
+                let memberSchema = schema["properties"]?[key] ?? [:]
+                let text =
+                    SettingControl.containsSecret(memberSchema) ? "********" : members[key]?.stringValue ?? members[key]?.serialized() ?? ""
+                return "\(key): " + text
+            }
+            .joined(separator: ", ")
         }
         return item.stringValue ?? item.serialized()
     }

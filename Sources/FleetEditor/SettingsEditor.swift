@@ -196,11 +196,23 @@ public struct SettingsEditor: Sendable {
 
     private func field(_ key: String, base: JSONPointer, schema: JSONValue) -> Field {
         let pointer = base.appending(key)
-        let control: SettingControl = base.isRoot ? SettingControl.of(key, in: metadata) : SettingControl.of(schema: schema, secret: false)
+        let control: SettingControl
+        if base.isRoot {
+            control = SettingControl.of(key, in: metadata)
+        } else if schema["x-secret"] == .bool(true) {
+            control = schema["type"] == .string("string") && schema["enum"] == nil ? .secret : .protected
+        } else {
+            control = SettingControl.containsSecret(schema) ? .protected : SettingControl.of(schema: schema, secret: false)
+        }
         let title = schema["title"]?.stringValue ?? ""
         return Field(
             pointer: pointer, label: title.isEmpty || title == key ? key : "\(title) [\(key)]", schema: schema, control: control,
-            editable: isWritable(pointer) && control != .protected && !(SettingControl.containsSecret(schema) && !base.isRoot))
+            editable: isWritable(pointer) && control != .protected)
+    }
+
+    /// The schema of each item of the list at `list`.
+    public func itemSchema(of list: JSONPointer) -> JSONValue {
+        properties[list.tokens.first ?? ""]?["items"] ?? [:]
     }
 
     /// Whether the device may change the setting `pointer` is inside.

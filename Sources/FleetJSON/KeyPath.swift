@@ -33,12 +33,23 @@ extension JSONPointer {
 
 /// Why a value cannot be set or removed at a key path.
 public struct KeyPathError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Why.
+    public enum Kind: Sendable, Hashable {
+        /// Nothing is where the path points (removing, or going through a missing element).
+        case missing
+        /// The path does not fit the value: through a value that is not an object or an array,
+        /// or an index that is not one.
+        case mismatch
+    }
+
     /// The part of the path where it failed.
     public let location: JSONPointer
+    public let kind: Kind
     public let message: String
 
-    public init(at location: JSONPointer, _ message: String) {
+    public init(at location: JSONPointer, _ kind: Kind, _ message: String) {
         self.location = location
+        self.kind = kind
         self.message = message
     }
 
@@ -55,7 +66,7 @@ extension JSONValue {
     ///   nor an array, names an index out of range, or removes what is not there.
     public func setting(_ newValue: JSONValue?, at path: JSONPointer) throws(KeyPathError) -> JSONValue {
         guard let result = try Self.setting(self, newValue, path.tokens[...], done: .root) else {
-            throw KeyPathError(at: .root, "the whole document cannot be removed")
+            throw KeyPathError(at: .root, .mismatch, "the whole document cannot be removed")
         }
         return result
     }
@@ -71,13 +82,13 @@ extension JSONValue {
         case .array(var elements):
             let index = token == "-" ? elements.count : JSONPointer.arrayIndex(token)
             guard let index, index <= elements.count else {
-                throw KeyPathError(at: location, "is not an index of the array (0 to \(elements.count), or - to append)")
+                throw KeyPathError(at: location, .mismatch, "is not an index of the array (0 to \(elements.count), or - to append)")
             }
             // (Not a ternary: its `nil` would become JSON's null, which JSONValue takes as a literal.)
             var existing: JSONValue?
             if index < elements.count { existing = elements[index] }
             if existing == nil, newValue == nil || !rest.isEmpty {
-                throw KeyPathError(at: location, "there is no element \(index)")
+                throw KeyPathError(at: location, .missing, "there is no element \(index)")
             }
             if let updated = try setting(existing, newValue, rest, done: location) {
                 if index < elements.count { elements[index] = updated } else { elements.append(updated) }
@@ -87,16 +98,19 @@ extension JSONValue {
             return .array(elements)
         case .object(var members):
             let existing = members[token]
-            if existing == nil, newValue == nil { throw KeyPathError(at: location, "there is no value here") }
+            if existing == nil, newValue == nil { throw KeyPathError(at: location, .missing, "there is no value here") }
             members[token] = try setting(existing, newValue, rest, done: location)
             return .object(members)
         case nil:
-            guard newValue != nil else { throw KeyPathError(at: location, "there is no value here") }
+            guard newValue != nil else { throw KeyPathError(at: location, .missing, "there is no value here") }
             var members = JSONObject()
             members[token] = try setting(nil, newValue, rest, done: location)
             return .object(members)
         case let value?:
-            throw KeyPathError(at: done, "is not an object or an array (it holds \(value.serialized(maximumLength: 40)))")
+            throw KeyPathError(
+                at: done, .mismatch,
+                "holds \(value.typeName == "integer" || value.typeName == "array" || value.typeName == "object" ? "an" : "a") \(value.typeName), not an object or an array"
+            )
         }
     }
 }

@@ -53,9 +53,14 @@ public struct AgentPolicy: Sendable, Hashable {
 
     /// Reads the wire form; unknown members and values out of range are refused, each at its
     /// pointer.
-    public init(json: JSONValue, at location: JSONPointer = .root) throws(DocumentError) {
+    ///
+    /// - Parameter ignoringUnknownKeys: leave out members this version does not know (an agent
+    ///   reading a newer server's policy) instead of refusing them.
+    public init(json: JSONValue, at location: JSONPointer = .root, ignoringUnknownKeys: Bool = false) throws(DocumentError) {
         self.init()
-        let reader = try ObjectReader(json, at: location, allowed: Set(Key.allCases.map(\.rawValue)))
+        let known = Set(Key.allCases.map(\.rawValue))
+        let present = Set(json.objectValue.map { Array($0.keys) } ?? [])
+        let reader = try ObjectReader(json, at: location, allowed: ignoringUnknownKeys ? known.union(present) : known)
         for key in Key.allCases {
             guard let value = reader.object[key.rawValue] else { continue }
             try set(key, to: value, at: location.appending(key.rawValue))
@@ -221,12 +226,15 @@ public struct DevicePolicy: Sendable, Hashable {
             self.sources = sources
         }
 
-        /// Reads `{"policy": {…}, "sources": {"logLevel": "group:lobby"}}`.
-        public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
+        /// Reads `{"policy": {…}, "sources": {"logLevel": "group:lobby"}}`; with
+        /// `ignoringUnknownKeys`, keys this version does not know are left out.
+        public init(json: JSONValue, at location: JSONPointer, ignoringUnknownKeys: Bool = false) throws(DocumentError) {
             let entry = try ObjectReader(json, at: location, allowed: ["policy", "sources"])
-            policy = try AgentPolicy(json: entry.object["policy"] ?? .null, at: location.appending("policy"))
+            policy = try AgentPolicy(
+                json: entry.object["policy"] ?? .null, at: location.appending("policy"), ignoringUnknownKeys: ignoringUnknownKeys)
             sources = [:]
             for (keyText, scopeValue) in try entry.values("sources") {
+                if ignoringUnknownKeys, AgentPolicy.Key(rawValue: keyText) == nil { continue }
                 guard let key = AgentPolicy.Key(rawValue: keyText), case .string(let text) = scopeValue, let scope = PolicyScope(text)
                 else {
                     throw DocumentError(at: location.appending("sources").appending(keyText), "must name a policy key and its scope")
@@ -272,11 +280,14 @@ public struct DevicePolicy: Sendable, Hashable {
         return result
     }
 
-    public init(json: JSONValue) throws(DocumentError) {
+    /// Reads the wire form; with `ignoringUnknownKeys` (an agent reading a newer server's
+    /// policy), policy keys this version does not know are left out.
+    public init(json: JSONValue, ignoringUnknownKeys: Bool = false) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["apps"])
         var apps: [String: AppPolicy] = [:]
         for (app, value) in try reader.values("apps") {
-            apps[app] = try AppPolicy(json: value, at: JSONPointer.root.appending("apps").appending(app))
+            apps[app] = try AppPolicy(
+                json: value, at: JSONPointer.root.appending("apps").appending(app), ignoringUnknownKeys: ignoringUnknownKeys)
         }
         self.apps = apps
     }

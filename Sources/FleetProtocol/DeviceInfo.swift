@@ -47,15 +47,17 @@ public enum DeviceInfo {
     }
 
     /// Checks a patch a device sends: known groups and facts of the right type, `null` to remove
-    /// one, and under `apps` only the apps in `apps` (the device's own).
+    /// one. Under `apps`, the facts of an app the device is not given (`apps`) are left out of
+    /// the patch returned, not refused: a stale app in the agent's configuration must not hold
+    /// back the device's other facts.
     ///
     /// - Throws: the first problem, at its JSON pointer.
     public static func checkPatch(_ patch: JSONValue, apps: [String]) throws(DocumentError) -> JSONObject {
-        guard case .object(let object) = patch else { throw DocumentError(at: .root, "must be an object of fact groups") }
+        guard case .object(var object) = patch else { throw DocumentError(at: .root, "must be an object of fact groups") }
         for (group, members) in object {
             let location = JSONPointer.root.appending(group)
             if group == "apps" {
-                if members != .null { try checkAppFacts(members, apps: apps, at: location) }
+                if members != .null { try checkAppFacts(members, at: location) }
                 continue
             }
             guard let names = systemFacts[group] else {
@@ -71,14 +73,35 @@ public enum DeviceInfo {
                 try checkValue(value, integer: integerFacts.contains("\(group).\(name)"), at: location.appending(name))
             }
         }
+        if case .object(var byApp)? = object["apps"] {
+            for (app, facts) in byApp where !apps.contains(app) {
+                if case .null = facts { continue }  // removing an app's facts is always allowed
+                byApp[app] = nil
+            }
+            object["apps"] = .object(byApp)
+        }
         return object
     }
 
-    private static func checkAppFacts(_ members: JSONValue, apps: [String], at location: JSONPointer) throws(DocumentError) {
+    /// `info` with only the facts of the apps in `apps` (a device whose apps changed keeps
+    /// the others stored, unseen).
+    public static func visible(_ info: JSONObject, apps: [String]) -> JSONObject {
+        guard case .object(let byApp)? = info["apps"] else { return info }
+        var visible = info
+        var kept = JSONObject()
+        for (app, facts) in byApp where apps.contains(app) { kept[app] = facts }
+        if kept.isEmpty {
+            visible["apps"] = nil
+        } else {
+            visible["apps"] = .object(kept)
+        }
+        return visible
+    }
+
+    private static func checkAppFacts(_ members: JSONValue, at location: JSONPointer) throws(DocumentError) {
         guard case .object(let byApp) = members else { throw DocumentError(at: location, "must be an object of apps") }
         for (app, facts) in byApp {
             let appLocation = location.appending(app)
-            guard apps.contains(app) else { throw DocumentError(at: appLocation, "is not an app of this device") }
             if facts == .null { continue }
             guard case .object(let named) = facts else { throw DocumentError(at: appLocation, "must be an object of facts") }
             try checkAppFacts(named, at: appLocation)
@@ -129,7 +152,11 @@ public enum DeviceInfo {
                         at: JSONPointer.root.appending("apps").appending(app), "may hold at most \(maximumAppFacts) facts, not \(count)")
                 }
             }
-            merged["apps"] = byApp.isEmpty ? nil : .object(byApp)
+            if byApp.isEmpty {
+                merged["apps"] = nil
+            } else {
+                merged["apps"] = .object(byApp)
+            }
         }
         let size = JSONValue.object(merged).serialized().utf8.count
         guard size <= maximumSize else {

@@ -69,6 +69,7 @@ public actor ChangeNotifier {
     private var generations: [String: UInt64] = [:]
     /// Counts the times everything may have changed (``StoreChange/unknown``).
     private var everythingGeneration: UInt64 = 0
+    private var policyGeneration: UInt64 = 0
     private var waiters: [Int: Waiter] = [:]
     private var waitersByApp: [String: Set<Int>] = [:]
     private var waitersByDevice: [String: Set<Int>] = [:]
@@ -115,9 +116,11 @@ public actor ChangeNotifier {
         public let device: UInt64
         /// The times changes made elsewhere may have been missed.
         public let everything: UInt64
+        /// The changes of agent policies (any scope: a device's policy comes from several).
+        public let policy: UInt64
 
         /// Before any change.
-        public static let start = Generation(app: 0, device: 0, everything: 0)
+        public static let start = Generation(app: 0, device: 0, everything: 0, policy: 0)
     }
 
     /// How many changes of `app` there have been (0 at start).
@@ -127,7 +130,9 @@ public actor ChangeNotifier {
 
     /// The changes of `app` and of `device` so far: read before computing the device's revision.
     public func generation(of app: String, device: String) -> Generation {
-        Generation(app: generations[app, default: 0], device: deviceGenerations[device, default: 0], everything: everythingGeneration)
+        Generation(
+            app: generations[app, default: 0], device: deviceGenerations[device, default: 0], everything: everythingGeneration,
+            policy: policyGeneration)
     }
 
     /// Records a write of `app` at `scope` and wakes the long-polls of the devices it reaches.
@@ -161,6 +166,8 @@ public actor ChangeNotifier {
     /// it reaches, so that each answers with the policy's new tag.
     public func policyChanged(_ scope: PolicyScope) {
         cache.invalidatePolicies()
+        // A long-poll between reading its generation and waiting sees this too.
+        policyGeneration += 1
         let reached: [Int]
         switch scope {
         case .app(let app): reached = Array(waitersByApp[app] ?? [])

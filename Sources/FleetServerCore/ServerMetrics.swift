@@ -21,6 +21,7 @@ public struct ServerMetrics: Sendable {
     private let heldGauge: Gauge
     private let wakeTimer: Timer
     private let shedCounter: Counter
+    private let busyCounter: Counter
     private let reportCounters: [StatusReport.State: Counter]
     private let transactionTimers: [String: Timer]
     private let requestCounters = Locked<[RequestKey: Counter]>([:])
@@ -30,6 +31,7 @@ public struct ServerMetrics: Sendable {
         heldGauge = Gauge(label: "fleetset_long_polls_held", factory: factory)
         wakeTimer = Timer(label: "fleetset_long_poll_wake_seconds", factory: factory)
         shedCounter = Counter(label: "fleetset_long_polls_shed_total", factory: factory)
+        busyCounter = Counter(label: "fleetset_long_polls_busy_total", factory: factory)
         var reports: [StatusReport.State: Counter] = [:]
         for state in StatusReport.State.allCases {
             reports[state] = Counter(label: "fleetset_status_reports_total", dimensions: [("state", state.rawValue)], factory: factory)
@@ -50,6 +52,9 @@ public struct ServerMetrics: Sendable {
 
     /// A long-poll was refused because the server holds its most.
     public func longPollShed() { shedCounter.increment() }
+
+    /// A long-poll was answered at once with when to poll next: the server is busy.
+    public func longPollBusy() { busyCounter.increment() }
 
     /// A status report arrived.
     public func statusReport(_ state: StatusReport.State) { reportCounters[state]?.increment() }

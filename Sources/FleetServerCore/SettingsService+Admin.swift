@@ -152,7 +152,8 @@ extension SettingsService {
         _ = try await metadata(app: app)
         let scope = try await writableScope(parameter)
         guard let path = JSONPointer(keyPath: text), let key = path.topLevelKey else {
-            throw ServiceError.badParameter("a key path is the setting's name, then / and the parts inside it (~1 for a / in a name)")
+            throw ServiceError(
+                400, "bad-key-path", "a key path is the setting's name, then / and the parts inside it (~1 for a / in a name)")
         }
         return try await writeValues(app: app, scope: scope, actor: actor, message: message, force: force) { state in
             let own = state.values[scope]?[key]
@@ -160,15 +161,16 @@ extension SettingsService {
             guard path.tokens.count > 1 || value != nil || own != nil else {
                 throw ServiceError(404, "unknown-key", "\(scope) sets no \(key)")
             }
-            if path.tokens.count == 1 { return [key: value ?? .null] }
+            // A whole setting: what the scope holds is replaced (members it no longer has: null).
+            if path.tokens.count == 1 { return [key: value.map { JSONValue.mergePatch(from: own, to: $0) } ?? .null] }
             do throws(KeyPathError) {
                 let new = try (base ?? .object([:])).setting(value, at: JSONPointer(tokens: Array(path.tokens.dropFirst())))
                 // The whole new setting, as a merge patch of what the scope holds (members gone: null).
                 return [key: JSONValue.mergePatch(from: own, to: new)]
             } catch {
-                let status = value == nil ? 404 : 400
+                let missing = error.kind == .missing
                 throw ServiceError(
-                    status, status == 404 ? "unknown-key" : "bad-key-path", "\(key)/\(error.location.keyPath): \(error.message)")
+                    missing ? 404 : 400, missing ? "unknown-key" : "bad-key-path", "\(key)/\(error.location.keyPath): \(error.message)")
             }
         }
     }
@@ -284,7 +286,8 @@ extension SettingsService {
         return Explanation(
             app: app, device: device.id, schemaVersion: Int64(metadata.version),
             servedRevision: try await store.revision(app: app, deviceID: device.id)?.revision, values: metadata.masked(effective.values),
-            sources: effective.sources.mapValues(\.description), deviceInfo: try await store.deviceInfo(id: device.id)?.info ?? [:],
+            sources: effective.sources.mapValues(\.description),
+            deviceInfo: DeviceInfo.visible(try await store.deviceInfo(id: device.id)?.info ?? [:], apps: device.apps),
             policy: try await devicePolicy(device).apps[app] ?? DevicePolicy.AppPolicy())
     }
 
@@ -365,6 +368,7 @@ extension SettingsService {
     /// - Throws: 404 `unknown-device`.
     public func deleteDevice(id: String) async throws {
         guard try await store.deleteDevice(id: id) else { throw ServiceError.unknownDevice(id) }
+        cache.invalidatePolicies()  // its device-scope policy went with it
         await notifyDeviceChanged(id)
         logger.notice("device deleted", metadata: ["event": "device-deleted", "device": "\(id)"])
     }

@@ -48,7 +48,8 @@ extension SettingsService {
         return DeviceRecordList(
             devices: all.compactMap { device in
                 let stored = info[device.id]
-                guard filters.allSatisfy({ $0.matches(stored?.info ?? [:]) }) else { return nil }
+                let facts = DeviceInfo.visible(stored?.info ?? [:], apps: device.apps)
+                guard filters.allSatisfy({ $0.matches(facts) }) else { return nil }
                 return Self.record(device, info: stored)
             })
     }
@@ -69,8 +70,8 @@ extension SettingsService {
     static func record(_ device: Device, info: StoredDeviceInfo?) -> DeviceRecord {
         DeviceRecord(
             id: device.id, apps: device.apps, groups: device.groups, disabled: device.disabled, enrolledAt: device.enrolledAt,
-            lastSeenAt: device.lastSeenAt, tokenRotationRequested: device.rotationRequested, info: info?.info ?? [:],
-            infoUpdatedAt: info?.updatedAt)
+            lastSeenAt: device.lastSeenAt, tokenRotationRequested: device.rotationRequested,
+            info: DeviceInfo.visible(info?.info ?? [:], apps: device.apps), infoUpdatedAt: info?.updatedAt)
     }
 
     // MARK: - Agent policies

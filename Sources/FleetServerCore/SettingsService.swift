@@ -510,19 +510,17 @@ public final class SettingsService: Sendable {
         let deadline = ContinuousClock.now.advanced(by: wait)
         var device = original
         var woken = false
-        var policyTag = try await devicePolicy(original).tag
         // The policy the device should learn of: its own when it says, else the one at the start.
-        let knownPolicy = knownPolicyTag ?? policyTag
-        if policyTag != knownPolicy { return LongPollAnswer(settings: nil, device: device, policyTag: policyTag) }
+        var knownPolicy = knownPolicyTag ?? ""
+        if knownPolicyTag == nil { knownPolicy = try await devicePolicy(original).tag }
         while true {
             // A request that will not wait (no `wait`) needs no generation: nothing can be missed.
             let generation = wait > .zero ? await notifier.generation(of: app, device: device.id) : .start
-            if woken {
-                device = try await recheck(device, app: app)
-                policyTag = try await devicePolicy(device).tag
-                if device.rotationRequested && !original.rotationRequested || policyTag != knownPolicy {
-                    return LongPollAnswer(settings: nil, device: device, policyTag: policyTag)
-                }
+            if woken { device = try await recheck(device, app: app) }
+            // Read after the generation: a policy change after this wakes the wait below.
+            let policyTag = try await devicePolicy(device).tag
+            if device.rotationRequested && !original.rotationRequested || policyTag != knownPolicy {
+                return LongPollAnswer(settings: nil, device: device, policyTag: policyTag)
             }
             let served = try await served(app: app, device: device)
             let document = served.document
@@ -550,7 +548,7 @@ public final class SettingsService: Sendable {
                 throw ServiceError.overloaded(held: notifier.capacity)
             }
             if outcome == .busy {
-                metrics.longPollShed()
+                metrics.longPollBusy()
                 let nextPoll = busyPollDelay()
                 logger.info(
                     "long-poll answered busy",

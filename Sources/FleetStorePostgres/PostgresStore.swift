@@ -764,6 +764,7 @@ public final class PostgresStore: SettingsStore {
         try await transaction { connection in
             for (table, what) in [
                 ("metadata", "metadata"), ("scoped_values", "values"), ("devices", "devices"), ("enrollment_tokens", "enrollment tokens"),
+                ("agent_policies", "agent policies"),
             ] {
                 let count =
                     try await connection.query("SELECT count(*) FROM \(unescaped: table)", logger: self.logger).collect()

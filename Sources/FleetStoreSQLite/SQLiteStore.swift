@@ -742,6 +742,7 @@ public final class SQLiteStore: SettingsStore {
         try await durableWrite { db in
             for (table, what) in [
                 ("metadata", "metadata"), ("scoped_values", "values"), ("devices", "devices"), ("enrollment_tokens", "enrollment tokens"),
+                ("agent_policies", "agent policies"),
             ] {
                 let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0
                 if count > 0 { throw StoreNotEmpty(holds: "\(count) \(what)") }

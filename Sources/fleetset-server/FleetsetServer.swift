@@ -195,7 +195,7 @@ struct Serve: AsyncParsableCommand {
     private func serve(store: any SettingsStore, shared: PostgresStore?, databaseName: String, _ running: Running) async throws {
         let (logger, metrics) = (running.logger, running.metrics)
         // Nine tenths held: new long-polls are told when to come back instead (0 turns it off).
-        let busyLimit = busyPollInterval > 0 ? max(1, running.capacity / 10 * 9) : .max
+        let busyLimit = busyPollInterval > 0 ? max(1, running.capacity - running.capacity / 10) : .max
         let notifier = ChangeNotifier(capacity: running.capacity, busyLimit: busyLimit, onHeldCountChange: { metrics.longPollsHeld($0) })
         let busyInterval = Duration.seconds(busyPollInterval)
         let service = SettingsService(

@@ -204,6 +204,12 @@ struct AdminSet: AsyncParsableCommand {
                 patch[assignment.key] = value
             }
         }
+        if !insides.isEmpty, change.rollout != nil {
+            StandardError.write(
+                "fleetset admin set: a rollout stages whole settings; set \(Set(insides.compactMap { $0.0.topLevelKey }).sorted().joined(separator: ", ")) itself, or leave out --rollout"
+            )
+            throw CLIExit.usageOrIO
+        }
         if !patch.isEmpty { try await change.apply(patch, to: target, through: server) }
         for (path, value) in insides { try await change.apply(value, at: path, to: target, through: server) }
     }

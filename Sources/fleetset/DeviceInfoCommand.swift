@@ -111,6 +111,6 @@ struct DeviceInfoUnset: ParsableCommand {
     }
 
     func run() throws {
-        try DeviceInfoSet.leave(Dictionary(uniqueKeysWithValues: names.map { ($0, String?.none) }), device)
+        try DeviceInfoSet.leave(Dictionary(names.map { ($0, String?.none) }, uniquingKeysWith: { first, _ in first }), device)
     }
 }

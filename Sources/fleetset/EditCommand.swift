@@ -57,7 +57,7 @@ struct EditCommand: AsyncParsableCommand {
         while true {
             let (width, height) = terminal.size
             terminal.draw(EditorScreen.render(editor, width: width, height: height))
-            let bytes = terminal.read(waitingUpTo: decoder.isHolding ? 50 : 1000)
+            guard let bytes = terminal.read(waitingUpTo: decoder.isHolding ? 50 : 1000) else { return }  // the terminal went away
             let keys = bytes.isEmpty ? decoder.flush() : decoder.keys(from: bytes)
             for key in keys {
                 switch editor.handle(key) {
@@ -129,6 +129,9 @@ final class RawTerminal {
     /// switches to the alternate screen with the cursor hidden.
     init() throws {
         guard tcgetattr(STDIN_FILENO, &saved) == 0 else { throw TerminalError(message: "cannot read the terminal's mode") }
+        savedTerminalMode = saved
+        // SIGTERM, SIGHUP, SIGQUIT: the terminal is given back before the process ends.
+        for number in [SIGTERM, SIGHUP, SIGQUIT] { signal(number, restoreTerminalAndExit) }
         var raw = saved
         cfmakeraw(&raw)
         raw.c_oflag |= tcflag_t(OPOST)  // keep \n → \r\n for drawing
@@ -154,13 +157,17 @@ final class RawTerminal {
         write("\u{1b}[H" + lines.map { $0 + "\u{1b}[K" }.joined(separator: "\r\n") + "\u{1b}[J")
     }
 
-    /// What the keyboard sent within `milliseconds` (empty: nothing).
-    func read(waitingUpTo milliseconds: Int32) -> [UInt8] {
+    /// What the keyboard sent within `milliseconds` (empty: nothing); `nil` once the terminal
+    /// is gone (end of input, a hang-up, an error).
+    func read(waitingUpTo milliseconds: Int32) -> [UInt8]? {
         var descriptor = pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0)
-        guard poll(&descriptor, 1, milliseconds) > 0 else { return [] }
+        let ready = poll(&descriptor, 1, milliseconds)
+        if ready < 0 { return errno == EINTR ? [] : nil }
+        guard ready > 0 else { return [] }
         var buffer = [UInt8](repeating: 0, count: 256)
         let count = Glibc.read(STDIN_FILENO, &buffer, buffer.count)
-        return count > 0 ? Array(buffer.prefix(count)) : []
+        if count < 0 { return errno == EINTR || errno == EAGAIN ? [] : nil }
+        return count == 0 ? nil : Array(buffer.prefix(count))
     }
 
     private func write(_ text: String) {
@@ -175,6 +182,18 @@ final class RawTerminal {
             offset += written
         }
     }
+}
+
+/// The terminal's mode before raw mode, for the signal handler (set once, before it is installed).
+nonisolated(unsafe) private var savedTerminalMode = termios()
+
+/// Restores the terminal's mode and screen, then ends the process (a signal handler: only
+/// async-signal-safe calls).
+private func restoreTerminalAndExit(_ number: Int32) {
+    let sequence: [UInt8] = Array("\u{1b}[?25h\u{1b}[?1049l".utf8)
+    _ = sequence.withUnsafeBytes { Glibc.write(STDOUT_FILENO, $0.baseAddress, $0.count) }
+    _ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &savedTerminalMode)
+    _exit(128 + number)
 }
 
 struct TerminalError: Error, CustomStringConvertible {

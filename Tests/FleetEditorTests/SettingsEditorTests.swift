@@ -25,6 +25,13 @@ struct SettingsEditorTests {
                             "items": ["type": "object", "properties": ["content": ["type": "string"]]],
                         ],
                         "unplaced": ["type": "integer", "default": 1],
+                        "accounts": [
+                            "type": "array", "x-writable": true, "default": [["user": "ops", "password": "hunter2"]],
+                            "items": [
+                                "type": "object",
+                                "properties": ["user": ["type": "string"], "password": ["type": "string", "x-secret": true]],
+                            ],
+                        ],
                     ],
                 ],
                 "layout": [
@@ -38,6 +45,7 @@ struct SettingsEditorTests {
                         "group": "Content",
                         "items": [["pane": "Media", "items": [["list": "playlist", "items": [["setting": "content"]]]]]],
                     ],
+                    ["group": "Access", "items": [["list": "accounts", "items": [["setting": "user"], ["setting": "password"]]]]],
                 ],
             ])
     }
@@ -138,6 +146,27 @@ struct SettingsEditorTests {
         #expect(editor.status == "Title [title] is read-only here: set by group:lobby")
         #expect(editor.handle(.character("q")) == nil && editor.status.contains("unsaved"))
         #expect(editor.handle(.character("q")) == .quit)
+    }
+
+    @Test("a secret inside a list's items is never drawn: not in the list, not in the item; it is typed hidden")
+    func nestedSecrets() throws {
+        var editor = try Self.editor()
+        for _ in 0..<20 {
+            if case .opens("accounts", _) = editor.rows[editor.cursor] { break }
+            _ = editor.handle(.down)
+        }
+        _ = editor.handle(.enter)
+        var text = Self.screen(editor)
+        #expect(text.contains("1. password: ********, user: ops") && !text.contains("hunter2"), "\(text)")
+        _ = editor.handle(.enter)
+        _ = editor.handle(.down)
+        text = Self.screen(editor)
+        #expect(text.contains("> password") && text.contains("********") && !text.contains("hunter2"), "\(text)")
+        _ = editor.handle(.enter)
+        for character in "s3cret" { _ = editor.handle(.character(character)) }
+        #expect(!Self.screen(editor).contains("s3cret"))
+        _ = editor.handle(.enter)
+        #expect(editor.value(at: JSONPointer(keyPath: "accounts/0/password")!) == "s3cret")
     }
 
     @Test("keys from the bytes a terminal sends, split across reads; a lone Esc once nothing follows")

@@ -65,7 +65,11 @@ struct KeyPathTests {
                 Issue.record("\(path) was accepted")
             } catch {
                 #expect(error.location.keyPath == location, "\(path): \(error)")
+                #expect(!error.message.contains("Lobby"), "a value is never quoted (it may be a secret): \(error)")
             }
+        }
+        #expect(throws: KeyPathError(at: JSONPointer(keyPath: "title")!, .mismatch, "holds a string, not an object or an array")) {
+            try Self.settings.setting("x", at: JSONPointer(keyPath: "title/first")!)
         }
     }
 }

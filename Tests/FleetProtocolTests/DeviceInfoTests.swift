@@ -12,6 +12,14 @@ struct DeviceInfoTests {
         ]
         #expect(try DeviceInfo.checkPatch(good, apps: ["kiosk"]) == good.objectValue)
         #expect(try DeviceInfo.checkPatch(["apps": nil, "os": nil], apps: []) == ["apps": nil, "os": nil])
+        // Another app's facts are dropped (a stale app must not hold back the rest); removing them is allowed.
+        #expect(
+            try DeviceInfo.checkPatch(["apps": ["menu": ["version": "1"], "old": nil], "os": ["id": "x"]], apps: ["kiosk"]) == [
+                "apps": ["old": nil], "os": ["id": "x"],
+            ])
+        #expect(
+            DeviceInfo.visible(["apps": ["menu": ["v": "1"], "kiosk": ["v": "2"]]], apps: ["kiosk"]) == ["apps": ["kiosk": ["v": "2"]]])
+        #expect(DeviceInfo.visible(["apps": ["menu": ["v": "1"]], "os": ["id": "x"]], apps: ["kiosk"]) == ["os": ["id": "x"]])
         let refused: [(JSONValue, String)] = [
             (["kernel": ["release": "6.1"], "firmware": ["x": "1"]], "/firmware"),
             (["os": ["codename": "bookworm"]], "/os/codename"),
@@ -19,7 +27,6 @@ struct DeviceInfoTests {
             (["storage": ["stateFree": "lots"]], "/storage/stateFree"),
             (["storage": ["stateFree": -1]], "/storage/stateFree"),
             (["machine": ["hostname": .string(String(repeating: "h", count: 257))]], "/machine/hostname"),
-            (["apps": ["menu": ["version": "1"]]], "/apps/menu"),
             (["apps": ["kiosk": ["bad.name": "1"]]], "/apps/kiosk/bad.name"),
             (["apps": ["kiosk": ["version": ["nested": "no"]]]], "/apps/kiosk/version"),
             ("facts", ""),
@@ -89,6 +96,16 @@ struct DeviceInfoTests {
                 #expect(error.location.description == pointer)
             }
         }
+        // An agent reading a newer server's policy leaves out the keys it does not know.
+        let newer: JSONValue = [
+            "apps": [
+                "kiosk": [
+                    "policy": ["logLevel": "debug", "uploadLogs": true], "sources": ["logLevel": "app:kiosk", "uploadLogs": "app:kiosk"],
+                ]
+            ]
+        ]
+        #expect(throws: DocumentError.self) { try DevicePolicy(json: newer) }
+        #expect(try DevicePolicy(json: newer, ignoringUnknownKeys: true).apps["kiosk"]?.policy == AgentPolicy(logLevel: "debug"))
         #expect(PolicyScope("group:lobby") == .group("lobby"))
         #expect(PolicyScope("device:d-1")?.description == "device:d-1")
         for bad in ["lobby", "team:x", "app:", "group:a/b"] { #expect(PolicyScope(bad) == nil) }

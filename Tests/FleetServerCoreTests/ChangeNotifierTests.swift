@@ -1,3 +1,4 @@
+import FleetProtocol
 import FleetServerCore
 import Testing
 
@@ -76,6 +77,34 @@ struct ChangeNotifierTests {
         await awaitWaiters(notifier, "kiosk", 1)
         await notifier.changed("kiosk", scope: .device("d-1"))
         #expect(await newer == .changed)
+    }
+
+    @Test("a policy change wakes the long-polls of its scope, and one whose generation predates it returns at once")
+    func policyChanges() async {
+        let notifier = ChangeNotifier()
+        let lobby = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: ["lobby"], after: .start) }
+        let other = Task { await notifier.waitForChange(of: "kiosk", device: "d-2", groups: [], after: .start) }
+        await awaitWaiters(notifier, "kiosk", 2)
+        let before = await notifier.generation(of: "kiosk", device: "d-3")
+        await notifier.policyChanged(.group("lobby"))
+        #expect(await lobby.value == .changed)
+        #expect(await notifier.waiterCount(of: "kiosk") == 1, "the device outside the group still waits")
+        // Read before the change, waiting after it: not missed.
+        #expect(await notifier.waitForChange(of: "kiosk", device: "d-3", groups: [], after: before) == .changed)
+        await notifier.policyChanged(.device("d-2"))
+        #expect(await other.value == .changed)
+    }
+
+    @Test("from its busy limit a long-poll is answered busy at once, before the capacity")
+    func busy() async {
+        let notifier = ChangeNotifier(capacity: 3, busyLimit: 1)
+        let first = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start) }
+        await awaitWaiters(notifier, "kiosk", 1)
+        #expect(await notifier.waitForChange(of: "kiosk", device: "d-2", groups: [], after: .start) == .busy)
+        await notifier.changed("kiosk", scope: .app)
+        #expect(await first.value == .changed)
+        let unlimited = ChangeNotifier(capacity: 10)
+        #expect(await unlimited.busyLimit == 10, "no busy limit: the capacity")
     }
 
     @Test("past its capacity a long-poll is shed at once; one replacing the same device's is not; a freed place is taken again")
