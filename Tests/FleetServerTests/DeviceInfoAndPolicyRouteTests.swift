@@ -63,7 +63,7 @@ struct DeviceInfoAndPolicyRouteTests {
             #expect(dropped["apps"] == nil && dropped["kernel"] == ["release": "6.1"])
             var many = JSONObject()
             for index in 0...DeviceInfo.maximumAppFacts { many["f\(index)"] = "x" }
-            let tooMany = try await refusal { try await kiosk.client.reportDeviceInfo(["apps": ["kiosk": .object(many)]]) }
+            let tooMany = await refusal { try await kiosk.client.reportDeviceInfo(["apps": ["kiosk": .object(many)]]) }
             #expect(tooMany?.status == 413)
             var afterKernel = after
             afterKernel["kernel"] = ["release": "6.1"]
@@ -124,11 +124,11 @@ struct DeviceInfoAndPolicyRouteTests {
             #expect(try await server.admin.policies().policies.count == 2)
 
             // Refusals.
-            let badValue = try await refusal { try await server.admin.patchPolicy(scope: .app("kiosk"), ["pollInterval": 1]) }
+            let badValue = await refusal { try await server.admin.patchPolicy(scope: .app("kiosk"), ["pollInterval": 1]) }
             #expect(badValue?.status == 400)
-            let badKey = try await refusal { try await server.admin.patchPolicy(scope: .app("kiosk"), ["loglevel": "debug"]) }
+            let badKey = await refusal { try await server.admin.patchPolicy(scope: .app("kiosk"), ["loglevel": "debug"]) }
             #expect(badKey?.status == 400)
-            let noDevice = try await refusal { try await server.admin.patchPolicy(scope: .device("d-none"), ["jitter": 1]) }
+            let noDevice = await refusal { try await server.admin.patchPolicy(scope: .device("d-none"), ["jitter": 1]) }
             #expect(noDevice?.status == 404)
             let badScope = try await server.raw(
                 .patch, "/v1/admin/policies/team%3Aa", token: TestFleetServer.adminToken, headers: Self.mergePatch, body: "{}")
