@@ -20,6 +20,7 @@ import urllib.request
 
 from axe_selenium_python import Axe
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -138,11 +139,25 @@ class Console:
         return self.find(f'.field[data-pointer="{pointer}"]')
 
     def save(self):
+        # The page the form is on: a second save on a page already showing "saved=1" must wait
+        # for the new page, not take the old one's notice (a race a loaded machine shows).
+        self.before_save = self.find("main")
         self.find('form[data-settings-form] button[type="submit"]').click()
 
     def wait_saved(self):
+        before = getattr(self, "before_save", None)
+        if before is not None:
+            wait_until("the page after the save", lambda: self.is_stale(before))
         wait_until("the saved notice", lambda: "saved=1" in self.driver.current_url
                    and "Saved." in self.find("main").text)
+
+    @staticmethod
+    def is_stale(element):
+        try:
+            element.is_enabled()
+            return False
+        except StaleElementReferenceException:
+            return True
 
     # MARK: - The steps
 
