@@ -470,11 +470,9 @@ struct RequestLimitTests {
     // The HTTP layer's timeouts, which no store call takes part in: SQLite only.
     @Test("a client that sends nothing, or trickles its request, is disconnected after the read timeout")
     func slowClients() async throws {
-        // 6 s: the steady client below sleeps 1.2 s between requests, and the margin must hold
-        // while the suite's other tests (a browser, PostgreSQL clusters, agents) keep both cores
-        // busy: with 3 s, a loaded full run saw the server's event loop come back from a stall
-        // and run the read-timeout check before reading a request that was waiting.
-        try await TestFleetServer.with(readTimeout: .seconds(6)) { server in
+        // 3 s: the steady client below sleeps 1.2 s between requests, and the margin must hold
+        // while the suite's other tests (a browser among them) keep both cores busy.
+        try await TestFleetServer.with(readTimeout: .seconds(3)) { server in
             // Raw sockets: libcurl would never send so slowly.
             let silent = try LoopbackSocket(port: server.port)
             let trickling = try LoopbackSocket(port: server.port)
@@ -484,12 +482,12 @@ struct RequestLimitTests {
                     trickleClosed = true
                     break
                 }
-                try await Task.sleep(for: .milliseconds(300))
+                try await Task.sleep(for: .milliseconds(150))
             }
             let silentClosed = await silent.waitForClose(timeout: .seconds(10))
             #expect(silentClosed)
             if !trickleClosed { trickleClosed = await trickling.waitForClose(timeout: .seconds(10)) }
-            // The trickle would take 10 s; the 6-s read timeout ended it first.
+            // The trickle would take 5 s; the 3-s read timeout ended it first.
             #expect(trickleClosed)
             // A client answered before its body came (401 first) that sends the body afterwards is
             // not held either: the body's end does not stop the clock the answer started.
@@ -508,12 +506,13 @@ struct RequestLimitTests {
             // Requests each in time, over more than the read timeout in all: every answer starts
             // the clock again, so the connection stays.
             let steady = try LoopbackSocket(port: server.port)
-            // (Gaps of 1.2 s, a fifth of the timeout; 6 of them outlast it.)
+            // (Gaps of 0.6 s, a fifth of the timeout, so that a loaded machine running the other
+            // tests at once does not stretch one past it; 6 of them outlast it.)
             for _ in 0..<6 {
                 #expect(steady.send(Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)))
                 let head = await steady.readResponseHead()
                 #expect(head?.hasPrefix("HTTP/1.1 200") == true)
-                try await Task.sleep(for: .milliseconds(1200))
+                try await Task.sleep(for: .milliseconds(600))
             }
             // ...and once it goes quiet, the timeout still ends it (the check that came early
             // and was set again for the later deadline fires).
