@@ -187,11 +187,12 @@ struct AgentSyncTests {
         if ProcessInfo.processInfo.environment["TSAN_OPTIONS"] != nil { otherWakes = otherWakes.dropLast() }
         let polls = proxy.settingsAnswers(304) - polled
         #expect(httpWakes >= polls, "the HTTP thread wakes for every poll")
-        // A thread that took part in the polls would wake at least once for each; the other
-        // threads together woke fewer times than there were polls, so none of them does (what
-        // remains is the runtime's own timers, more of them on a machine busy with other tests).
+        // A thread that took part in the polls would wake at least once for each: every other
+        // thread woke fewer times than there were polls, so none of them does. (What wakes them
+        // is the runtime's own timers, more of them on a machine busy with other tests: their
+        // sum, once asserted here, came to 21 for 20 polls under load.)
         #expect(
-            otherWakes.reduce(0, +) < polls,
+            (otherWakes.last ?? 0) < polls,
             "the agent's other threads woke for the 304s: \(otherWakes) for \(polls) polls, its HTTP thread \(httpWakes) times")
 
         let changesBefore = proxy.settingsAnswers(200)

@@ -44,6 +44,24 @@ final class LoopbackSocket: Sendable {
         await Self.onOwnThread { self.blockingReadResponseHead() }
     }
 
+    /// Sends `request` `count` times, each after the answer to the one before and a pause of
+    /// `gap`; the head of each answer (`nil` where none came). The whole exchange runs on a
+    /// thread of its own, so that its timing is the gap's and not that of a Swift concurrency
+    /// pool the suite's other tests keep busy: a test task resumed late would be a slow client.
+    func exchange(_ request: String, count: Int, gap: Duration) async -> [String?] {
+        await Self.onOwnThread {
+            var heads: [String?] = []
+            for index in 0..<count {
+                if index > 0 {
+                    let (seconds, attoseconds) = gap.components
+                    Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) / 1e18)
+                }
+                heads.append(self.send(Array(request.utf8)) ? self.blockingReadResponseHead() : nil)
+            }
+            return heads
+        }
+    }
+
     private static func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
             Thread.detachNewThread { continuation.resume(returning: body()) }
