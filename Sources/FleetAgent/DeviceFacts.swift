@@ -134,14 +134,3 @@ struct DeviceFacts {
             ? text : String(String.UnicodeScalarView(text.unicodeScalars.prefix(DeviceInfo.maximumFactLength)))
     }
 }
-
-extension StringProtocol {
-    /// Without the leading and trailing characters in `set`.
-    fileprivate func trimmingCharacters(in set: String) -> String {
-        let characters = Set(set)
-        guard let start = firstIndex(where: { !characters.contains($0) }), let end = lastIndex(where: { !characters.contains($0) }) else {
-            return ""
-        }
-        return String(self[start...end])
-    }
-}

@@ -189,14 +189,3 @@ public struct SettingsForm: Sendable {
     static func rowName(_ pointer: JSONPointer) -> String { "row:" + pointer.description }
     static func removeName(_ pointer: JSONPointer) -> String { "remove:" + pointer.description }
 }
-
-extension String {
-    /// The string without the given characters at either end.
-    func trimmingCharacters(in set: String) -> String {
-        let characters = Set(set)
-        var text = Substring(self)
-        while let first = text.first, characters.contains(first) { text = text.dropFirst() }
-        while let last = text.last, characters.contains(last) { text = text.dropLast() }
-        return String(text)
-    }
-}

@@ -335,11 +335,43 @@ public final class ServingCache: Sendable {
 
     // MARK: - Agent policies
 
+    /// What a device's policy tag depends on when no policy is set at the device's own scope:
+    /// its apps and its groups (sorted, without repeats).
+    public struct PolicyTagKey: Hashable, Sendable {
+        let apps: [String]
+        let groups: [String]
+
+        public init(apps: [String], groups: [String]) {
+            self.apps = apps
+            self.groups = ServingCache.key(app: "", groups: groups).groups
+        }
+    }
+
+    private struct PolicyState {
+        var policies: [PolicyScope: AgentPolicy]?
+        var epoch: UInt64 = 0
+        /// The tags resolved from ``policies`` (every settings answer carries one), forgotten
+        /// with them: at most one per combination of apps and groups in the fleet.
+        var tags: [PolicyTagKey: String] = [:]
+    }
+
     /// Every scope's agent policy, as last read, and the invalidations so far.
-    private let policyState = Locked<(policies: [PolicyScope: AgentPolicy]?, epoch: UInt64)>((nil, 0))
+    private let policyState = Locked(PolicyState())
 
     /// Every scope's agent policy, when read since the last change.
     public var policies: [PolicyScope: AgentPolicy]? { policyState.withLock { $0.policies } }
+
+    /// The policy tag of devices with `key` and no policy of their own, when resolved since
+    /// the last change.
+    public func policyTag(_ key: PolicyTagKey) -> String? { policyState.withLock { $0.tags[key] } }
+
+    /// Keeps the `tag` resolved for `key` from the policies as they were at `epoch`, unless a
+    /// change came since.
+    public func record(policyTag tag: String, for key: PolicyTagKey, readAt epoch: UInt64) {
+        policyState.withLock { state in
+            if state.epoch == epoch && state.policies != nil { state.tags[key] = tag }
+        }
+    }
 
     /// Counts the changes of agent policies; read it before reading them from the store.
     public var policyEpoch: UInt64 { policyState.withLock { $0.epoch } }
@@ -356,6 +388,7 @@ public final class ServingCache: Sendable {
     public func invalidatePolicies() {
         policyState.withLock { state in
             state.policies = nil
+            state.tags = [:]
             state.epoch += 1
         }
     }

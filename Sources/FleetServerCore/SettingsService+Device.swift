@@ -91,6 +91,22 @@ extension SettingsService {
         DevicePolicy.resolve(apps: device.apps, groups: device.groups, deviceID: device.id, policies: try await agentPolicies())
     }
 
+    /// The tag of `device`'s policy (``DevicePolicy/tag``), which every settings answer
+    /// carries: from memory for a device with no policy at its own scope (the tag then depends
+    /// only on its apps and groups, which many devices share), resolved anew for the others.
+    func devicePolicyTag(_ device: Device) async throws -> String {
+        let epoch = cache.policyEpoch
+        let policies = try await agentPolicies()
+        if policies.isEmpty { return "0" }
+        let resolve = { DevicePolicy.resolve(apps: device.apps, groups: device.groups, deviceID: device.id, policies: policies).tag }
+        if policies[.device(device.id)] != nil { return resolve() }
+        let key = ServingCache.PolicyTagKey(apps: device.apps, groups: device.groups)
+        if let known = cache.policyTag(key) { return known }
+        let tag = resolve()
+        cache.record(policyTag: tag, for: key, readAt: epoch)
+        return tag
+    }
+
     /// The policy of the device with `id` (`GET /v1/admin/devices/{id}/policy`).
     ///
     /// - Throws: 404 `unknown-device`.

@@ -512,13 +512,13 @@ public final class SettingsService: Sendable {
         var woken = false
         // The policy the device should learn of: its own when it says, else the one at the start.
         var knownPolicy = knownPolicyTag ?? ""
-        if knownPolicyTag == nil { knownPolicy = try await devicePolicy(original).tag }
+        if knownPolicyTag == nil { knownPolicy = try await devicePolicyTag(original) }
         while true {
             // A request that will not wait (no `wait`) needs no generation: nothing can be missed.
             let generation = wait > .zero ? await notifier.generation(of: app, device: device.id) : .start
             if woken { device = try await recheck(device, app: app) }
             // Read after the generation: a policy change after this wakes the wait below.
-            let policyTag = try await devicePolicy(device).tag
+            let policyTag = try await devicePolicyTag(device)
             if device.rotationRequested && !original.rotationRequested || policyTag != knownPolicy {
                 return LongPollAnswer(settings: nil, device: device, policyTag: policyTag)
             }

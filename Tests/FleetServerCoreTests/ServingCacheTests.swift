@@ -1,5 +1,6 @@
 import FleetJSON
 import FleetMetadata
+import FleetProtocol
 import FleetServerCore
 import PosixThreads
 import Testing
@@ -31,6 +32,30 @@ struct ServingCacheTests {
         cache.invalidate(app: "kiosk", scope: .app)
         cache.fill(deviceValues: ["volume": 3], app: "kiosk", deviceID: "d-1", readAt: before)
         #expect(cache.deviceValues(app: "kiosk", deviceID: "d-1") == nil)
+    }
+
+    @Test("policy tags are kept per apps and groups (in any order) until a policy changes; one resolved before a change is not kept")
+    func policyTags() {
+        let cache = ServingCache()
+        let key = ServingCache.PolicyTagKey(apps: ["kiosk"], groups: ["lobby", "east", "lobby"])
+        let epoch = cache.policyEpoch
+        cache.record(policyTag: "aaaa", for: key, readAt: epoch)
+        #expect(cache.policyTag(key) == nil, "no tag without the policies it was resolved from")
+        cache.record(policies: [.app("kiosk"): AgentPolicy(jitter: 5)], readAt: epoch)
+        cache.record(policyTag: "aaaa", for: key, readAt: epoch)
+        #expect(cache.policyTag(ServingCache.PolicyTagKey(apps: ["kiosk"], groups: ["east", "lobby"])) == "aaaa")
+        #expect(cache.policyTag(ServingCache.PolicyTagKey(apps: ["kiosk"], groups: ["east"])) == nil)
+        #expect(cache.policyTag(ServingCache.PolicyTagKey(apps: ["kiosk", "panel"], groups: ["east", "lobby"])) == nil)
+
+        cache.invalidatePolicies()
+        #expect(cache.policyTag(key) == nil)
+        cache.record(policies: [:], readAt: cache.policyEpoch)
+        cache.record(policyTag: "bbbb", for: key, readAt: epoch)
+        #expect(cache.policyTag(key) == nil, "resolved from the policies before the change")
+        cache.invalidateAll()
+        cache.record(policies: [:], readAt: cache.policyEpoch)
+        cache.record(policyTag: "cccc", for: key, readAt: cache.policyEpoch)
+        #expect(cache.policyTag(key) == "cccc")
     }
 
     func parts(_ app: JSONObject = [:]) -> ServingCache.SharedLayers.Parts {

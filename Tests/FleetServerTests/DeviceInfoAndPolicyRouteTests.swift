@@ -113,7 +113,23 @@ struct DeviceInfoAndPolicyRouteTests {
             let resolved = try #require(policy.apps["kiosk"])
             #expect(resolved.policy == AgentPolicy(logLevel: "notice", pollInterval: 120, statusReports: .brief))
             #expect(resolved.sources == [.logLevel: .app("kiosk"), .pollInterval: .group("lobby"), .statusReports: .group("lobby")])
+            // The tag a settings answer carries is the policy's as resolved now: the server keeps
+            // tags per apps and groups, and a policy at the device's own scope or a change of
+            // the device's groups must not get a kept one.
+            let twin = try await server.enrollDevice(groups: ["lobby"])
+            func answeredTag(_ client: FleetClient) async throws -> String? {
+                try await client.settingsAnswer(app: "kiosk", knownRevision: settings.revision, policyTag: "stale").policyTag
+            }
+            #expect(try await answeredTag(twin.client) == groupTag)
             _ = try await server.admin.patchPolicy(scope: .device(kiosk.id), ["pollInterval": 60])
+            let deviceTag = try await kiosk.client.devicePolicy().tag
+            #expect(deviceTag != groupTag)
+            #expect(try await answeredTag(kiosk.client) == deviceTag)
+            #expect(try await answeredTag(twin.client) == groupTag)
+            _ = try await server.admin.updateDevice(id: twin.id, DeviceUpdate(groups: []))
+            let appOnly = try await twin.client.devicePolicy().tag
+            #expect(appOnly == appTag)
+            #expect(try await answeredTag(twin.client) == appOnly)
             #expect(try await server.admin.devicePolicy(id: kiosk.id).apps["kiosk"]?.sources[.pollInterval] == .device(kiosk.id))
             #expect(try await server.admin.explain(app: "kiosk", deviceID: kiosk.id).policy.policy.pollInterval == 60)
             let list = try await server.admin.policies()
