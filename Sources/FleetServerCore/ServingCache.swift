@@ -336,16 +336,24 @@ public final class ServingCache: Sendable {
     // MARK: - Agent policies
 
     /// What a device's policy tag depends on when no policy is set at the device's own scope:
-    /// its apps and its groups (sorted, without repeats).
+    /// its apps and its groups (each sorted, without repeats: neither order counts).
     public struct PolicyTagKey: Hashable, Sendable {
         let apps: [String]
         let groups: [String]
 
         public init(apps: [String], groups: [String]) {
-            self.apps = apps
-            self.groups = ServingCache.key(app: "", groups: groups).groups
+            self.apps = Self.sortedSet(apps)
+            self.groups = Self.sortedSet(groups)
+        }
+
+        private static func sortedSet(_ names: [String]) -> [String] {
+            Array(Set(names)).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         }
     }
+
+    /// The most policy tags kept: one per combination of apps and groups, which a fleet has
+    /// far fewer of; past it (combinations left behind by regrouping) they are all forgotten.
+    public static let maximumPolicyTags = 10_000
 
     private struct PolicyState {
         var policies: [PolicyScope: AgentPolicy]?
@@ -361,15 +369,19 @@ public final class ServingCache: Sendable {
     /// Every scope's agent policy, when read since the last change.
     public var policies: [PolicyScope: AgentPolicy]? { policyState.withLock { $0.policies } }
 
-    /// The policy tag of devices with `key` and no policy of their own, when resolved since
-    /// the last change.
-    public func policyTag(_ key: PolicyTagKey) -> String? { policyState.withLock { $0.tags[key] } }
+    /// The policy tag of devices with `key` and no policy of their own, resolved from the
+    /// policies as they were at `epoch`, when that is still now.
+    public func policyTag(_ key: PolicyTagKey, at epoch: UInt64) -> String? {
+        policyState.withLock { $0.epoch == epoch ? $0.tags[key] : nil }
+    }
 
     /// Keeps the `tag` resolved for `key` from the policies as they were at `epoch`, unless a
     /// change came since.
     public func record(policyTag tag: String, for key: PolicyTagKey, readAt epoch: UInt64) {
         policyState.withLock { state in
-            if state.epoch == epoch && state.policies != nil { state.tags[key] = tag }
+            guard state.epoch == epoch && state.policies != nil else { return }
+            if state.tags.count >= Self.maximumPolicyTags { state.tags = [:] }
+            state.tags[key] = tag
         }
     }
 

@@ -95,13 +95,15 @@ extension SettingsService {
     /// carries: from memory for a device with no policy at its own scope (the tag then depends
     /// only on its apps and groups, which many devices share), resolved anew for the others.
     func devicePolicyTag(_ device: Device) async throws -> String {
+        // The policies, the device's own-scope check and the kept tag all of one epoch: a
+        // change meanwhile makes the lookup miss, and the tag is resolved from `policies`.
         let epoch = cache.policyEpoch
         let policies = try await agentPolicies()
         if policies.isEmpty { return "0" }
         let resolve = { DevicePolicy.resolve(apps: device.apps, groups: device.groups, deviceID: device.id, policies: policies).tag }
         if policies[.device(device.id)] != nil { return resolve() }
         let key = ServingCache.PolicyTagKey(apps: device.apps, groups: device.groups)
-        if let known = cache.policyTag(key) { return known }
+        if let known = cache.policyTag(key, at: epoch) { return known }
         let tag = resolve()
         cache.record(policyTag: tag, for: key, readAt: epoch)
         return tag

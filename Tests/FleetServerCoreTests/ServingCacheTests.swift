@@ -34,28 +34,48 @@ struct ServingCacheTests {
         #expect(cache.deviceValues(app: "kiosk", deviceID: "d-1") == nil)
     }
 
-    @Test("policy tags are kept per apps and groups (in any order) until a policy changes; one resolved before a change is not kept")
+    @Test(
+        "policy tags are kept per apps and groups (in any order) until a policy changes; one resolved before a change is neither kept nor found"
+    )
     func policyTags() {
         let cache = ServingCache()
-        let key = ServingCache.PolicyTagKey(apps: ["kiosk"], groups: ["lobby", "east", "lobby"])
+        let key = ServingCache.PolicyTagKey(apps: ["kiosk", "panel"], groups: ["lobby", "east", "lobby"])
         let epoch = cache.policyEpoch
         cache.record(policyTag: "aaaa", for: key, readAt: epoch)
-        #expect(cache.policyTag(key) == nil, "no tag without the policies it was resolved from")
+        #expect(cache.policyTag(key, at: epoch) == nil, "no tag without the policies it was resolved from")
         cache.record(policies: [.app("kiosk"): AgentPolicy(jitter: 5)], readAt: epoch)
         cache.record(policyTag: "aaaa", for: key, readAt: epoch)
-        #expect(cache.policyTag(ServingCache.PolicyTagKey(apps: ["kiosk"], groups: ["east", "lobby"])) == "aaaa")
-        #expect(cache.policyTag(ServingCache.PolicyTagKey(apps: ["kiosk"], groups: ["east"])) == nil)
-        #expect(cache.policyTag(ServingCache.PolicyTagKey(apps: ["kiosk", "panel"], groups: ["east", "lobby"])) == nil)
+        #expect(cache.policyTag(ServingCache.PolicyTagKey(apps: ["panel", "kiosk"], groups: ["east", "lobby"]), at: epoch) == "aaaa")
+        #expect(cache.policyTag(ServingCache.PolicyTagKey(apps: ["kiosk", "panel"], groups: ["east"]), at: epoch) == nil)
+        #expect(cache.policyTag(ServingCache.PolicyTagKey(apps: ["kiosk"], groups: ["east", "lobby"]), at: epoch) == nil)
 
         cache.invalidatePolicies()
-        #expect(cache.policyTag(key) == nil)
-        cache.record(policies: [:], readAt: cache.policyEpoch)
+        let changed = cache.policyEpoch
+        #expect(cache.policyTag(key, at: changed) == nil)
+        cache.record(policies: [:], readAt: changed)
         cache.record(policyTag: "bbbb", for: key, readAt: epoch)
-        #expect(cache.policyTag(key) == nil, "resolved from the policies before the change")
+        #expect(cache.policyTag(key, at: changed) == nil, "resolved from the policies before the change")
+        cache.record(policyTag: "cccc", for: key, readAt: changed)
+        #expect(cache.policyTag(key, at: changed) == "cccc")
+        #expect(cache.policyTag(key, at: epoch) == nil, "a request that read the policies before the change does not take it")
         cache.invalidateAll()
-        cache.record(policies: [:], readAt: cache.policyEpoch)
-        cache.record(policyTag: "cccc", for: key, readAt: cache.policyEpoch)
-        #expect(cache.policyTag(key) == "cccc")
+        #expect(cache.policyTag(key, at: cache.policyEpoch) == nil)
+    }
+
+    @Test("past the most policy tags kept, they are all forgotten and the newest is kept")
+    func policyTagBound() {
+        let cache = ServingCache()
+        let epoch = cache.policyEpoch
+        cache.record(policies: [.app("kiosk"): AgentPolicy(jitter: 5)], readAt: epoch)
+        for index in 0..<ServingCache.maximumPolicyTags {
+            cache.record(policyTag: "t\(index)", for: ServingCache.PolicyTagKey(apps: ["kiosk"], groups: ["g\(index)"]), readAt: epoch)
+        }
+        let first = ServingCache.PolicyTagKey(apps: ["kiosk"], groups: ["g0"])
+        #expect(cache.policyTag(first, at: epoch) == "t0")
+        let newest = ServingCache.PolicyTagKey(apps: ["kiosk"], groups: ["new"])
+        cache.record(policyTag: "n", for: newest, readAt: epoch)
+        #expect(cache.policyTag(first, at: epoch) == nil)
+        #expect(cache.policyTag(newest, at: epoch) == "n")
     }
 
     func parts(_ app: JSONObject = [:]) -> ServingCache.SharedLayers.Parts {
