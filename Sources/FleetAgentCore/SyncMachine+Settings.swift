@@ -98,6 +98,12 @@ extension SyncMachine {
             conflicts = 0
             defer { beginTurn(now) }
             pollOutcomePending = true
+            if let nextPoll = answer.nextPoll {
+                // Not a failure: the server sheds long-polls and says when to come back.
+                log(
+                    .info, "the server is busy; the next request waits as it asks", event: "server-busy",
+                    ["next_poll": nextPoll.secondsText])
+            }
             guard let document = answer.document else {
                 pollSucceeded()
                 let elapsed = fetch.startedAt.duration(to: now.instant)

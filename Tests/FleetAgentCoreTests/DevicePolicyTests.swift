@@ -146,6 +146,8 @@ struct SyncMachinePolicyTests {
             #expect(wait >= .seconds(90) && wait <= .seconds(95), "\(wait)")
             #expect(run.fetches().last?.wait == 55, "still long-polling")
         }
+        #expect(run.events().filter { $0 == "server-busy" }.count == PollSchedule.earlyEndLimit + 2, "one line per busy answer")
+        #expect(!run.events().contains("sync-failed"))
     }
 
     @Test("brief status reports carry the first problem only, at most 200 characters")

@@ -116,4 +116,46 @@ struct DeviceInfoAndPolicyTests {
         #expect(explained.policy.sources[.logLevel] == .device(id))
         #expect(explained.deviceInfo["os"] != nil)
     }
+
+    @Test(
+        "a busy server: the agent waits the next-poll delay it is told, as no failure, and long-polls again once the server has room; a change then reaches it"
+    )
+    func busyServer() async throws {
+        // At most 10 long-polls: from 9 held, a new one is answered at once with when to come
+        // back, 2 to 4 s here (the second half of --busy-poll-interval), so that the test sees
+        // the agent come back and be told again.
+        let fleet = try await Fleet.start(serverArguments: ["--max-long-polls", "10", "--busy-poll-interval", "4"])
+        defer { Task { await fleet.stop() } }
+        try await fleet.putMetadata(app: "kiosk")
+        let made = try await fleet.admin.makeEnrollmentToken(EnrollmentTokenRequest(apps: ["kiosk"], uses: 9))
+        var holders: [Task<Void, Never>] = []
+        defer { for holder in holders { holder.cancel() } }
+        for index in 0..<9 {
+            let anonymous = FleetClient(http: fleet.http, baseURL: fleet.server.url, token: nil)
+            let identity = try await anonymous.enroll(enrollmentToken: made.enrollmentToken, requestId: "busy-holder-\(index)-0000000000")
+            let holder = FleetClient(http: fleet.http, baseURL: fleet.server.url, token: identity.deviceToken)
+            let revision = try #require(try await holder.settings(app: "kiosk")).revision
+            holders.append(Task { _ = try? await holder.settingsAnswer(app: "kiosk", knownRevision: revision, wait: 240) })
+        }
+        try await eventually("the other devices' long-polls are not held") { try await fleet.heldLongPolls() == 9 }
+
+        let agent = try await fleet.launchAgent([["id": "kiosk"]], storeMetadata: false)
+        defer { agent.kill() }
+        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        // Told twice: it came back after the delay, not after a failure's backoff.
+        try await agent.waitForLog("event=server-busy", count: 2)
+        let delays = agent.log.split(separator: "\n").filter { $0.contains("event=server-busy") }.compactMap { line in
+            line.components(separatedBy: "next_poll=\"").dropFirst().first?.split(separator: " ").first.flatMap { Double($0) }
+        }
+        #expect(delays.count >= 2 && delays.allSatisfy { (2...4).contains($0) }, "\(delays)")
+        #expect(!agent.log.contains("event=sync-failed"), "\(agent.log)")
+        #expect(fleet.status("kiosk")?.state == .applied)
+        #expect(fleet.server.log.contains("event=busy"))
+
+        // Room again: the agent's next long-poll is held (the only one), and a change reaches it.
+        for holder in holders { holder.cancel() }
+        try await eventually("the agent's long-poll is not held; agent log:\n\(agent.log)") { try await fleet.heldLongPolls() == 1 }
+        try await fleet.set("kiosk", ["volume": 7])
+        try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["volume"] == 7 }
+    }
 }
