@@ -381,7 +381,7 @@ let package = Package(
         // Test support shared by the test targets that run the built binaries.
         .target(
             name: "FleetTestSupport",
-            dependencies: ["PosixThreads", "ChildProcess"],
+            dependencies: ["PosixThreads", "ChildProcess", "Curl"],
             path: "Tests/FleetTestSupport",
             swiftSettings: fleetSwiftSettings
         ),

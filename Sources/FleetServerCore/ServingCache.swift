@@ -342,12 +342,8 @@ public final class ServingCache: Sendable {
         let groups: [String]
 
         public init(apps: [String], groups: [String]) {
-            self.apps = Self.sortedSet(apps)
-            self.groups = Self.sortedSet(groups)
-        }
-
-        private static func sortedSet(_ names: [String]) -> [String] {
-            Array(Set(names)).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            self.apps = ServingCache.sortedNames(apps)
+            self.groups = ServingCache.sortedNames(groups)
         }
     }
 
@@ -409,6 +405,12 @@ public final class ServingCache: Sendable {
     public var deviceCount: Int { state.withLock { $0.devices.count } }
 
     static func key(app: String, groups: [String]) -> LayerKey {
-        LayerKey(app: app, groups: Array(Set(groups)).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        LayerKey(app: app, groups: sortedNames(groups))
+    }
+
+    /// `names` sorted by their UTF-8 bytes, without repeats: the form of the keys above, where
+    /// neither order nor repeats count.
+    static func sortedNames(_ names: [String]) -> [String] {
+        Array(Set(names)).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
     }
 }

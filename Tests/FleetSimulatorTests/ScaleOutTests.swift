@@ -54,7 +54,8 @@ struct ScaleOutTests {
         var held: [Int] = []
         let deadline = ContinuousClock.now + .seconds(30)
         repeat {
-            held = try await instances.asyncMap { instance in try await Self.longPollsHeld(instance, http: http, token: token) }
+            held = try await instances.asyncMap { instance in try await longPollsHeld(http: http, baseURL: instance.url, adminToken: token)
+            }
             if held.reduce(0, +) == Self.devices { break }
             try await Task.sleep(for: .milliseconds(100))
         } while ContinuousClock.now < deadline
@@ -71,18 +72,9 @@ struct ScaleOutTests {
         let back = try #require(failover.phases.first { $0.name == "back in long-poll" })
         #expect(failover.waiting == Self.devices, "\(failover.text)")
         print("scale-out: failover latency \(killed.latency), all back in long-poll after \(back.duration)")
-        #expect(try await Self.longPollsHeld(instances[1], http: http, token: token) == Self.devices)
+        #expect(try await longPollsHeld(http: http, baseURL: instances[1].url, adminToken: token) == Self.devices)
         await fleet.disconnectAll()
         await http.shutdown()
-    }
-
-    /// `fleetset_long_polls_held` of `instance`, from its `/metrics`.
-    static func longPollsHeld(_ instance: LaunchedServer, http: HTTPClient, token: String) async throws -> Int {
-        let response = try await http.execute(
-            HTTPClient.Request(method: .get, url: instance.url + "/metrics", headers: ["Authorization": "Bearer " + token]))
-        let text = response.bodyText
-        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("fleetset_long_polls_held ") })
-        return Int(Double(line.split(separator: " ")[1]) ?? -1)
     }
 }
 

@@ -123,14 +123,7 @@ final class Fleet: Sendable {
 
     /// The long-polls the server holds now (its `fleetset_long_polls_held` gauge).
     func heldLongPolls() async throws -> Int {
-        let response = try await http.execute(
-            HTTPClient.Request(url: server.url + "/metrics", headers: ["Authorization": "Bearer \(adminToken)"]))
-        let text = String(decoding: response.body, as: UTF8.self)
-        guard response.status == 200,
-            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("fleetset_long_polls_held ") }),
-            let value = line.split(separator: " ").last.flatMap({ Double($0) })
-        else { throw ProcessFailed(log: "no fleetset_long_polls_held in GET /metrics (\(response.status)):\n\(text)") }
-        return Int(value)
+        try await longPollsHeld(http: http, baseURL: server.url, adminToken: adminToken)
     }
 
     /// Sets values at app scope.
