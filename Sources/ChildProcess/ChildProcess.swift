@@ -47,18 +47,32 @@ public enum ChildProcess {
         public var succeeded: Bool { termination == .exited(0) && !timedOut && !cancelled }
     }
 
+    /// Where a child's standard error goes.
+    public enum ErrorOutput: Sendable, Equatable {
+        /// Into the same pipe as standard output: ``Result/output`` holds both.
+        case withOutput
+        /// To the end of this file (created 0600 when missing), so that ``Result/output`` holds
+        /// standard output alone and no warning of the child's can be taken for its answer.
+        case appending(to: String)
+    }
+
     /// Runs `arguments[0]` (an absolute path) with `arguments` as its argv.
     ///
     /// - Parameters:
     ///   - environment: `NAME=value` strings, the child's whole environment.
     ///   - timeout: when the child is stopped.
     ///   - outputLimit: how many bytes of output are kept (the last ones).
-    /// - Throws: ``SpawnError`` when the program cannot be started (missing, not executable).
+    ///   - directory: where the child starts; this process's own directory when `nil`. A child
+    ///     running as another user needs one it may enter.
+    ///   - errorOutput: where its standard error goes.
+    /// - Throws: ``SpawnError`` when the program cannot be started (missing, not executable, or
+    ///   `directory` cannot be entered).
     public static func run(
-        _ arguments: [String], environment: [String], timeout: Duration, outputLimit: Int = 2048
+        _ arguments: [String], environment: [String], timeout: Duration, outputLimit: Int = 2048, directory: String? = nil,
+        errorOutput: ErrorOutput = .withOutput
     ) async throws(SpawnError) -> Result {
         precondition(!arguments.isEmpty, "a command needs at least the program")
-        let child = try spawn(arguments, environment: environment)
+        let child = try spawn(arguments, environment: environment, directory: directory, errorOutput: errorOutput)
         let pid = child.pid
         let watch = ChildWatch(pid: pid, output: child.output, timeout: timeout, outputLimit: outputLimit)
         return await withTaskCancellationHandler {
@@ -76,7 +90,9 @@ public enum ChildProcess {
         let output: OwnedDescriptor
     }
 
-    private static func spawn(_ arguments: [String], environment: [String]) throws(SpawnError) -> Spawned {
+    private static func spawn(
+        _ arguments: [String], environment: [String], directory: String?, errorOutput: ErrorOutput
+    ) throws(SpawnError) -> Spawned {
         let pipe: PipeEnds
         do {
             pipe = try FileSystem.makePipe()
@@ -89,11 +105,15 @@ public enum ChildProcess {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, pipe.writer.raw, 1)
-        posix_spawn_file_actions_adddup2(&actions, pipe.writer.raw, 2)
+        switch errorOutput {
+        case .withOutput: posix_spawn_file_actions_adddup2(&actions, pipe.writer.raw, 2)
+        case .appending(let path): posix_spawn_file_actions_addopen(&actions, 2, path, O_WRONLY | O_APPEND | O_CREAT, 0o600)
+        }
         // Nothing else of this process reaches the child: no socket, no file it happens to have
         // open without close-on-exec, which a child that outlives the call (a daemon it starts)
         // would otherwise keep open.
         fleetset_spawn_close_from(&actions, 3)
+        if let directory { fleetset_spawn_chdir(&actions, directory) }
 
         let (pid, status) = spawnInOwnGroup(arguments, environment: environment, actions: &actions)
         // The parent's copy of the write end goes now, so that the read end sees the end of the

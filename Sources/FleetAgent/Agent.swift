@@ -141,6 +141,14 @@ public final class Agent: Service {
             logger.critical("cannot start the HTTP client; stopping", metadata: ["event": "fatal", "error": "\(error)"])
             throw AgentCannotRun(reason: "cannot start the HTTP client: \(error)")
         }
+        // The state directory before anything is kept in it (the policy is, at once): on a new
+        // device it does not exist yet (the package's tmpfiles make it; a hand-made setup may not).
+        // Its own modes as the packaged one's: 0755, so that each app's readers reach their folder.
+        do {
+            try FileSystem.makeDirectories(configuration.layout.appsDirectory, mode: 0o755)
+        } catch {
+            logger.error("cannot create the state directory", metadata: ["event": "disk-error", "error": "\(error)"])
+        }
         let credentials = Promise<DeviceCredentials>()
         let inboxScanned = Promise<Void>()
         let environment = SyncEnvironment(

@@ -209,6 +209,11 @@ public struct FleetClient: Sendable {
         return try decode(response, MetadataPutResult.init(json:))
     }
 
+    /// The app's metadata document as stored (admin side), as text.
+    public func storedMetadata(app: String) async throws -> [UInt8] {
+        try await send(.get, "/v1/admin/apps/\(app)/metadata", expect: [200]).body
+    }
+
     /// `?a=1&b=2` of the parameters that are not `nil`, percent-encoded, in key order.
     static func query(_ parameters: [String: String?]) -> String {
         let pairs = parameters.compactMap { key, value in value.map { (key, $0) } }.sorted { $0.0 < $1.0 }
@@ -223,7 +228,7 @@ public struct FleetClient: Sendable {
         return try decode(response, HistoryList.init(json:))
     }
 
-    /// Makes the values what they were after an earlier revision (a new revision).
+    /// Makes the values what they were after an earlier history entry (a new entry).
     public func revert(app: String, _ request: RevertRequest) async throws -> HistoryRecord {
         let response = try await send(.post, "/v1/admin/apps/\(app)/revert", json: request.json, expect: [201])
         return try decode(response) { json throws(DocumentError) in try HistoryRecord(json: json, at: .root) }

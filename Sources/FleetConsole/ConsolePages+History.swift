@@ -9,7 +9,7 @@ extension ConsolePages {
     public static func history(app: String, entries: [HistoryRecord], rollout: RolloutView?, csrf: String, notice: HTML? = nil) -> HTML {
         let rows = entries.reversed().map { entry -> HTML in
             """
-            <tr><td class="num">\(entry.revision)</td><td>\(Timestamp.format(entry.at))</td><td>\(entry.actor)</td><td>\(entry.kind)</td>\
+            <tr><td class="num">\(entry.entry)</td><td>\(Timestamp.format(entry.at))</td><td>\(entry.actor)</td><td>\(entry.kind)</td>\
             <td>\(entry.changeSummary)</td><td>\(entry.message)</td></tr>
             """
         }
@@ -18,7 +18,7 @@ extension ConsolePages {
             ? "<p>No writes yet.</p>"
             : """
             <div class="table-wrap"><table class="history"><caption class="visually-hidden">Writes of \(app)'s values and metadata, newest first</caption>
-            <thead><tr><th scope="col">Revision</th><th scope="col">When</th><th scope="col">Who</th><th scope="col">Kind</th><th scope="col">Change</th>\
+            <thead><tr><th scope="col">Entry</th><th scope="col">When</th><th scope="col">Who</th><th scope="col">Kind</th><th scope="col">Change</th>\
             <th scope="col">Message</th></tr></thead><tbody>\(HTML.joined(rows))</tbody></table></div>
             """
         return ConsoleFrame.page(
@@ -30,7 +30,7 @@ extension ConsolePages {
                 <div data-live-region="history">
                 \(rollout.map { rolloutBox($0, csrf: csrf) })
                 <h2>Writes</h2>
-                <p class="help">Every write of the app's values and metadata, secrets masked. To make the values what they were after a revision: <code>fleetset admin revert --app \(app) --to REVISION</code>.</p>
+                <p class="help">Every write of the app's values and metadata, secrets masked. Each write is an entry, numbered per app (not a device's revision). To make the values what they were after one: <code>fleetset admin revert --app \(app) --to ENTRY</code>.</p>
                 \(table)
                 </div>
                 """)

@@ -27,8 +27,11 @@ public struct DeviceLayout: Sendable, Equatable {
     /// gets the same device from the server.
     public var enrollmentRequestFile: String { stateDirectory + "/enrollment-request.json" }
 
+    /// The folder of every app's folder.
+    public var appsDirectory: String { stateDirectory + "/apps" }
+
     /// The folder of one app's files.
-    public func appDirectory(_ app: String) -> String { stateDirectory + "/apps/" + app }
+    public func appDirectory(_ app: String) -> String { appsDirectory + "/" + app }
 
     /// The settings file apps read, and the generation before it.
     public func settingsFile(_ app: String) -> GenerationFile {

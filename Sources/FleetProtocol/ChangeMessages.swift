@@ -408,8 +408,10 @@ public struct HistoryRecord: Sendable, Hashable {
         public var json: JSONValue { ["scope": .string(scope), "patch": .object(patch), "values": .object(values)] }
     }
 
-    /// The app's revision this write made (numbers grow by one per write, per app).
-    public var revision: Int64
+    /// The number of this write in the app's history (1, 2, 3, … per app). It is not a device's
+    /// revision: a device's `settings.json` counts the changes of the values that device gets,
+    /// and a write to another group or device, or of metadata, makes no revision of its own.
+    public var entry: Int64
     public var at: Int64
     /// Who wrote: `admin (token 1a2b3c4d)`, `console (token 1a2b3c4d)`, `device d-…`, `server`.
     public var actor: String
@@ -422,9 +424,9 @@ public struct HistoryRecord: Sendable, Hashable {
     public var metadataVersion: Int64?
 
     public init(
-        revision: Int64, at: Int64, actor: String, message: String, kind: String, scopes: [ScopeChange], metadataVersion: Int64?
+        entry: Int64, at: Int64, actor: String, message: String, kind: String, scopes: [ScopeChange], metadataVersion: Int64?
     ) {
-        self.revision = revision
+        self.entry = entry
         self.at = at
         self.actor = actor
         self.message = message
@@ -435,8 +437,10 @@ public struct HistoryRecord: Sendable, Hashable {
 
     public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
         let reader = try ObjectReader(
-            json, at: location, allowed: ["revision", "at", "actor", "message", "kind", "scopes", "metadataVersion"])
-        revision = try reader.count("revision")
+            json, at: location, allowed: ["entry", "revision", "at", "actor", "message", "kind", "scopes", "metadataVersion"])
+        // `revision`: the same number, as servers before `entry` named it.
+        let numberKey = reader.object["entry"] == nil && reader.object["revision"] != nil ? "revision" : "entry"
+        entry = try reader.count(numberKey)
         at = try reader.timestamp("at")
         actor = try reader.string("actor", maximumLength: 256)
         message = try reader.string("message")
@@ -447,7 +451,7 @@ public struct HistoryRecord: Sendable, Hashable {
 
     public var json: JSONValue {
         [
-            "revision": .number(.integer(revision)), "at": .string(Timestamp.format(at)), "actor": .string(actor),
+            "entry": .number(.integer(entry)), "at": .string(Timestamp.format(at)), "actor": .string(actor),
             "message": .string(message), "kind": .string(kind), "scopes": .array(scopes.map(\.json)),
             "metadataVersion": metadataVersion.map { .number(.integer($0)) } ?? .null,
         ]
@@ -485,7 +489,7 @@ public struct HistoryList: Sendable, Hashable {
     public var json: JSONValue { ["app": .string(app), "entries": .array(entries.map(\.json))] }
 }
 
-/// `POST /v1/admin/apps/{app}/revert`: make the values as they were after revision `to`.
+/// `POST /v1/admin/apps/{app}/revert`: make the values as they were after history entry `to`.
 public struct RevertRequest: Sendable, Hashable {
     public var to: Int64
     /// Only this scope (`app`, `group:NAME`, `device:ID`); `nil`: every scope.

@@ -42,7 +42,7 @@ extension SettingsService {
 
     static func record(_ entry: HistoryEntry, masking metadata: Metadata) -> HistoryRecord {
         HistoryRecord(
-            revision: entry.number, at: entry.change.at, actor: entry.change.actor, message: entry.change.message,
+            entry: entry.number, at: entry.change.at, actor: entry.change.actor, message: entry.change.message,
             kind: entry.change.kind.rawValue,
             scopes: entry.change.scopes.map {
                 let shown = $0.masked(by: metadata)
@@ -56,7 +56,7 @@ extension SettingsService {
     /// The values are checked against the current metadata as any write is; a metadata version
     /// stored since is not undone (its defaults apply).
     ///
-    /// - Throws: 400 for a malformed request or a revision the app's history does not have;
+    /// - Throws: 400 for a malformed request or an entry the app's history does not have;
     ///   404 for an unknown app; 409 `rollout-in-progress` while a rollout of the app runs
     ///   (unless forced: the rollout is then aborted); 409 `nothing-to-revert`; 422 when the old
     ///   values are not valid now.
@@ -78,7 +78,7 @@ extension SettingsService {
             check: { state -> [Scope: JSONObject] in
                 guard let last = state.history.last?.number, (1...last).contains(request.to) else {
                     throw ServiceError.badRequest(
-                        "/to: \(app) has no revision \(request.to); its history runs from 1 to \(state.history.last?.number ?? 0)")
+                        "/to: \(app) has no history entry \(request.to); its history runs from 1 to \(state.history.last?.number ?? 0)")
                 }
                 if let rollout = state.rollout, !request.force {
                     throw Self.rolloutInProgress(rollout, doing: "revert")
@@ -97,14 +97,14 @@ extension SettingsService {
                 guard !changed.isEmpty || state.rollout != nil else {
                     throw ServiceError(
                         409, "nothing-to-revert",
-                        "the values\(scopeOnly.map { " at \($0)" } ?? "") are already as they were after revision \(request.to)")
+                        "the values\(scopeOnly.map { " at \($0)" } ?? "") are already as they were after entry \(request.to)")
                 }
                 target = state.values.values.merging(changed) { $1 }
                 let findings = ValueAudit.newFindings(
                     metadata: state.values.metadata, before: state.values.values, after: target, audiences: state.values.audiences)
                 guard findings.isEmpty else {
                     throw ServiceError(
-                        422, "invalid-values", "the values of revision \(request.to) are not valid under the current metadata",
+                        422, "invalid-values", "the values of entry \(request.to) are not valid under the current metadata",
                         details: findings.map(\.detail))
                 }
                 return changed
@@ -117,8 +117,8 @@ extension SettingsService {
                         after: changed[scope] ?? [:], masking: state.values.metadata)
                 }
                 var aborted = state.rollout
-                aborted?.end(.aborted, at: now, reason: "aborted by a forced revert to revision \(request.to)")
-                let message = request.message.isEmpty ? "revert to revision \(request.to)" : request.message
+                aborted?.end(.aborted, at: now, reason: "aborted by a forced revert to entry \(request.to)")
+                let message = request.message.isEmpty ? "revert to entry \(request.to)" : request.message
                 let change = ChangeRecord(at: now, actor: actor, message: message, kind: .revert, scopes: scopes)
                 let number = try await self.store.commit(AppWrite(app: app, values: changed, rollout: aborted, change: change))
                 for scope in changed.keys { await self.notifyChanged(app, scope: scope) }
@@ -126,7 +126,7 @@ extension SettingsService {
                 self.logger.notice(
                     "values reverted",
                     metadata: [
-                        "event": "revert", "app": "\(app)", "to": "\(request.to)", "revision": "\(number)", "actor": "\(actor)",
+                        "event": "revert", "app": "\(app)", "to": "\(request.to)", "entry": "\(number)", "actor": "\(actor)",
                         "scopes": "\(scopes.map(\.scope.description).joined(separator: ","))",
                     ])
                 return HistoryEntry(app: app, number: number, change: change)

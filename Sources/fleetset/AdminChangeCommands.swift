@@ -101,8 +101,11 @@ struct AdminHistory: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "history", abstract: "List the writes of an app's values and metadata: who, when, why, and what changed.",
         discussion: """
-            Each write is a revision of the app (1, 2, 3, …); fleetset admin revert --to REVISION \
-            makes the values what they were after one. Secrets are shown as ********.
+            Each write is an ENTRY of the app's history, numbered 1, 2, 3, … per app; fleetset \
+            admin revert --to ENTRY makes the values what they were after one. An entry is not a \
+            device's revision: a device counts the changes of the values it gets (fleetset status, \
+            explain and the server log show those), and a write to other devices or of metadata \
+            makes none. Secrets are shown as ********.
             """)
 
     @OptionGroup var server: ServerOptions
@@ -120,10 +123,10 @@ struct AdminHistory: AsyncParsableCommand {
         let history = try await server.withClient { try await $0.history(app: app, scope: scope, limit: limit) }
         server.output(history.json) {
             guard !history.entries.isEmpty else { return "\(history.app): no writes yet" }
-            var rows = [["REVISION", "WHEN", "WHO", "KIND", "CHANGE", "MESSAGE"]]
+            var rows = [["ENTRY", "WHEN", "WHO", "KIND", "CHANGE", "MESSAGE"]]
             for entry in history.entries {
                 rows.append([
-                    "\(entry.revision)", Timestamp.format(entry.at), entry.actor, entry.kind, entry.changeSummary, entry.message,
+                    "\(entry.entry)", Timestamp.format(entry.at), entry.actor, entry.kind, entry.changeSummary, entry.message,
                 ])
             }
             return Table.render(rows)
@@ -131,12 +134,12 @@ struct AdminHistory: AsyncParsableCommand {
     }
 }
 
-/// `fleetset admin revert --app A --to REVISION [--scope S] [--message M] [--force]`.
+/// `fleetset admin revert --app A --to ENTRY [--scope S] [--message M] [--force]`.
 struct AdminRevert: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "revert", abstract: "Make an app's values what they were after an earlier revision (as a new revision).",
+        commandName: "revert", abstract: "Make an app's values what they were after an earlier history entry (as a new entry).",
         discussion: """
-            Every scope (or only --scope) gets the values it had after REVISION; history is never \
+            Every scope (or only --scope) gets the values it had after ENTRY; history is never \
             rewritten. The values are checked against the current metadata. While a rollout of \
             the app runs, --force is needed, and aborts it.
             """)
@@ -146,7 +149,7 @@ struct AdminRevert: AsyncParsableCommand {
     @Option(help: "The app id.")
     var app: String
 
-    @Option(help: "The revision whose values to restore (see fleetset admin history).")
+    @Option(help: ArgumentHelp("The history entry whose values to restore (see fleetset admin history).", valueName: "ENTRY"))
     var to: Int64
 
     @Option(help: "Only this scope: app, group:NAME or device:ID.")
@@ -161,7 +164,7 @@ struct AdminRevert: AsyncParsableCommand {
     func run() async throws {
         let request = RevertRequest(to: to, scope: scope, message: message, force: force)
         let entry = try await server.withClient { try await $0.revert(app: app, request) }
-        server.output(entry.json) { "\(app): revision \(entry.revision) has the values of revision \(to): \(entry.changeSummary)" }
+        server.output(entry.json) { "\(app): entry \(entry.entry) has the values of entry \(to): \(entry.changeSummary)" }
     }
 }
 

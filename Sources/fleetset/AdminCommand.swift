@@ -168,9 +168,9 @@ struct AdminSet: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "set", abstract: "Set values at a scope.",
         discussion: """
-            Each VALUE is read as JSON when it is JSON (5, true, "text", [1,2], {"a":1}) and as a \
-            string otherwise: volume=5 sets a number, title=Hello a string. The server checks the \
-            change against the metadata for every device it reaches before storing it.
+            \(ValueTyping.help) It is read as fleetset set reads it on a device, by the app's \
+            metadata as the server holds it. The server checks the change against the metadata \
+            for every device it reaches before storing it.
 
             A KEY may be a key path into a setting (playlist/0/content=Hello, ~1 for a / in a name): \
             the server writes the whole setting at the scope, starting from what the scope holds or \
@@ -190,19 +190,40 @@ struct AdminSet: AsyncParsableCommand {
     var assignments: [Assignment]
 
     func run() async throws {
+        let metadata: Metadata
+        let document = try await server.withClient { try await $0.storedMetadata(app: target.app) }
+        do {
+            metadata = try Metadata(json: document)
+        } catch {
+            StandardError.write("fleetset admin set: the stored metadata of \(target.app) cannot be read: \(error)")
+            throw CLIExit.usageOrIO
+        }
         var patch = JSONObject()
         var insides: [(JSONPointer, JSONValue)] = []
+        var problems: [String] = []
         for assignment in assignments {
-            let value = (try? JSONParser.parse(assignment.valueText)) ?? .string(assignment.valueText)
-            if assignment.key.contains("/") {
-                guard let path = JSONPointer(keyPath: assignment.key) else {
-                    StandardError.write("fleetset admin set: \"\(assignment.key)\" is not a key path (~1 for a / in a name, ~0 for a ~)")
-                    throw CLIExit.usageOrIO
-                }
+            guard
+                let path = assignment.key.contains("/") ? JSONPointer(keyPath: assignment.key) : JSONPointer.root.appending(assignment.key)
+            else {
+                StandardError.write("fleetset admin set: \"\(assignment.key)\" is not a key path (~1 for a / in a name, ~0 for a ~)")
+                throw CLIExit.usageOrIO
+            }
+            let value: JSONValue
+            do {
+                value = try metadata.readValue(assignment.valueText, at: path)
+            } catch {
+                problems.append(error.description)
+                continue
+            }
+            if path.tokens.count > 1 {
                 insides.append((path, value))
             } else {
                 patch[assignment.key] = value
             }
+        }
+        guard problems.isEmpty else {
+            StandardError.write("fleetset admin set: refused: " + problems.joined(separator: "; "))
+            throw CLIExit.invalidInput
         }
         if !insides.isEmpty, change.rollout != nil {
             StandardError.write(

@@ -15,12 +15,9 @@ struct SetCommand: AsyncParsableCommand {
         commandName: "set",
         abstract: "Change settings this device may change (x-writable), through the agent.",
         discussion: """
-            Each VALUE is read by its setting's schema type: 7 is an integer for an integer setting \
-            and the text "7" for a string one; true/false (yes/no, on/off) for booleans; JSON for \
-            arrays and objects. A KEY may be a key path into a setting (playlist/0/content=Hello; \
-            ~1 for a / in a name): its VALUE is JSON when it parses, else text, and the whole \
-            setting is sent, checked against x-writable of the setting itself; --reset with a key \
-            path removes that value from it. --stdin KEY reads KEY's value from standard input instead (for \
+            \(ValueTyping.help) A KEY may be a key path into a setting (playlist/0/content=Hello; \
+            ~1 for a / in a name): the whole setting is sent, checked against x-writable of the \
+            setting itself; --reset with a key path removes that value from it. --stdin KEY reads KEY's value from standard input instead (for \
             secrets: a command line is visible to every user in ps). --reset KEY removes the \
             device's own value, so the fleet's \
             applies again; KEY=null on a nullable setting does the same (a merge patch cannot \
@@ -88,8 +85,16 @@ struct SetCommand: AsyncParsableCommand {
         }
         for assignment in assignments {
             if assignment.key.contains("/") {
-                // Inside a setting: JSON when it parses, else text.
-                setInside(assignment.key, (try? JSONParser.parse(assignment.valueText)) ?? .string(assignment.valueText))
+                // Inside a setting: read by the schema of that place, as a whole setting is.
+                guard let path = JSONPointer(keyPath: assignment.key) else {
+                    problems.append("\(assignment.key) is not a key path (~1 for a / in a name, ~0 for a ~)")
+                    continue
+                }
+                do {
+                    setInside(assignment.key, try metadata.readValue(assignment.valueText, at: path))
+                } catch {
+                    problems.append(error.description)
+                }
                 continue
             }
             do {

@@ -217,4 +217,68 @@ struct LocalChangeTests {
             try metadata.parseValue("1", forKey: "nope")
         }
     }
+
+    /// Settings of every shape the reading rule looks at: an enum of strings that look like
+    /// numbers, an untyped enum, a `$ref`, lists and maps of typed values, a secret inside.
+    static let shapes: JSONValue = [
+        "app": "kiosk", "version": 1,
+        "schema": [
+            "type": "object",
+            "$defs": ["seconds": ["type": "integer", "minimum": 1]],
+            "properties": [
+                "duration": ["type": "string", "enum": ["1", "5", "10"]],
+                "mode": ["enum": ["2", "auto"]],
+                "level": ["enum": [1, 2, "max"]],
+                "title": ["type": "string"],
+                "anything": [:],
+                "delay": ["$ref": "#/$defs/seconds"],
+                "playlist": [
+                    "type": "array",
+                    "items": [
+                        "type": "object",
+                        "properties": [
+                            "content": ["type": "string"], "seconds": ["$ref": "#/$defs/seconds"], "muted": ["type": "boolean"],
+                        ],
+                    ],
+                ],
+                "pair": ["type": "array", "prefixItems": [["type": "string"], ["type": "integer"]]],
+                "labels": ["type": "object", "additionalProperties": ["type": "string"]],
+                "camera": ["type": "object", "properties": ["password": ["type": "integer", "x-secret": true]]],
+            ],
+        ],
+    ]
+
+    @Test("one reading for fleetset set and admin set: by the schema of the place, an enum's own values first; JSON quotes force text")
+    func readingByPlace() throws {
+        let metadata = try Metadata(Self.shapes)
+        func read(_ text: String, _ keyPath: String) throws -> JSONValue {
+            try metadata.readValue(text, at: try #require(JSONPointer(keyPath: keyPath)))
+        }
+        // The issue's case: an enum of strings that look like numbers takes the text.
+        #expect(try read("1", "duration") == "1")
+        #expect(try read("2", "mode") == "2" && (try read("auto", "mode")) == "auto")
+        #expect(try read("2", "level") == 2 && (try read("max", "level")) == "max")
+        // A JSON string in quotes is that string, whatever else it looks like.
+        #expect(try read(#""7""#, "title") == "7")
+        #expect(try read(#""true""#, "anything") == "true")
+        #expect(try read(#""he said \"hi\"""#, "title") == #"he said "hi""#)
+        // Text that only starts with a quote is text.
+        #expect(try read(#""open"#, "title") == #""open"#)
+        // No type: JSON when it is JSON, else text.
+        #expect(try read("[1,2]", "anything") == [1, 2] && (try read("hello", "anything")) == "hello")
+        // Inside settings, by key path: items, prefixItems, additionalProperties, $ref.
+        #expect(try read("8", "delay") == 8)
+        #expect(try read("8", "playlist/0/content") == "8")
+        #expect(try read("8", "playlist/-/seconds") == 8)
+        #expect(try read("on", "playlist/2/muted") == true)
+        #expect(try read("3", "pair/0") == "3" && (try read("3", "pair/1")) == 3)
+        #expect(try read("42", "labels/door") == "42")
+        #expect(throws: ChangeProblem(JSONPointer("/playlist/0/seconds")!, "must be an integer (got \"soon\")")) {
+            try read("soon", "playlist/0/seconds")
+        }
+        // A secret inside a setting is never quoted back.
+        let secret = #expect(throws: ChangeProblem.self) { try read("hunter2", "camera/password") }
+        #expect(secret?.description == "/camera/password: must be an integer")
+        #expect(throws: ChangeProblem(JSONPointer("/nope/1")!, "is not a setting of kiosk (schema version 1)")) { try read("1", "nope/1") }
+    }
 }

@@ -10,6 +10,35 @@ import Testing
 /// protocol, reloads, configuration errors, an offline start with a corrupt file, hooks.
 @Suite("fleetsetd lifecycle and failure paths")
 struct AgentLifecycleTests {
+    @Test("a new device's first start, enrollment and first apply log nothing above notice, from an empty state directory")
+    func quietFirstStart() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        #expect(!FileManager.default.fileExists(atPath: fleet.layout.stateDirectory), "the state directory exists before the agent")
+        let agent = try await fleet.launchAgent([["id": "door"], ["id": "kiosk"]])
+        defer { agent.kill() }
+        for app in ["door", "kiosk"] {
+            try await fleet.waitForStatusLine(app, containing: ["state=applied"], agent: agent)
+        }
+        try await agent.waitForLog("event=device-info")
+        // A change after the first one, and a restart: still nothing to worry anyone.
+        try await fleet.set("door", ["counter": 3])
+        let changed = try await fleet.waitForSettings("door", agent: agent) { $0.values["counter"] == 3 }
+        try await fleet.waitForStatusLine("door", containing: ["state=applied", "revision=\(changed.revision)"], agent: agent)
+        agent.signal(SIGTERM)
+        #expect(await agent.waitForExit(timeout: .seconds(60)) == 0)
+        let again = try fleet.startAgent()
+        defer { again.kill() }
+        try await again.waitForLog("event=ready")
+        for (name, log) in [("first start", agent.log), ("restart", again.log)] {
+            let loud = log.split(separator: "\n").filter { line in
+                ["level=warning", "level=error", "level=critical"].contains { line.contains($0) }
+            }
+            #expect(loud.isEmpty, "\(name) logged above notice:\n\(loud.joined(separator: "\n"))")
+            #expect(log.contains("level=notice"), "\(name): the agent logged nothing at notice:\n\(log)")
+        }
+    }
+
     @Test("a few seconds after READY the agent hands back the pages of its start-up, once, and goes on syncing")
     func startupPagesReleased() async throws {
         let fleet = try await Fleet.start()

@@ -23,6 +23,7 @@ struct KeyPathAgentTests {
                     ],
                 ],
                 "display": ["type": "object", "default": ["brightness": 80], "properties": ["brightness": ["type": "integer"]]],
+                "duration": ["type": "string", "enum": ["1", "5", "10"], "default": "5", "x-writable": true],
             ],
         ],
     ]
@@ -65,5 +66,20 @@ struct KeyPathAgentTests {
         try await fleet.waitForSettings("sign", agent: agent) { $0.values["display"] == [:] }
         let staged = try await CLIRunner.run(["admin", "set", "--app", "sign", "display/brightness=1", "--rollout", "50%,100%"] + common)
         #expect(staged.status == 2 && staged.standardError.contains("a rollout stages whole settings"), "\(staged)")
+
+        // One way to type a value on both sides: an enum of strings takes `1` as the text "1".
+        let onDevice = try await fleet.cli(["set", "duration=1", "--wait"])
+        #expect(onDevice.status == 0, "\(onDevice)")
+        #expect(fleet.settings("sign")?.values["duration"] == "1")
+        let fromAdmin = try await CLIRunner.run(["admin", "set", "--app", "sign", "--scope", "app", "duration=10"] + common)
+        #expect(fromAdmin.status == 0, "\(fromAdmin)")
+        #expect(try await fleet.admin.values(app: "sign", scope: "app").values["duration"] == "10")
+        // A value the place cannot take is refused before anything is sent, naming where, as on the device.
+        let wrongType = try await CLIRunner.run(["admin", "set", "--app", "sign", "display/brightness=bright"] + common)
+        #expect(
+            wrongType.status == 1 && wrongType.standardError.contains(#"/display/brightness: must be an integer (got "bright")"#),
+            "\(wrongType)")
+        let wrongOnDevice = try await fleet.cli(["set", "playlist/0/seconds=soon"])
+        #expect(wrongOnDevice.status == 1 && wrongOnDevice.standardError.contains(#"/playlist/0/seconds: must be an integer (got "soon")"#))
     }
 }

@@ -549,20 +549,18 @@ struct InboxStartTests {
 /// The inbox as apps that are not root use it, and what a local user may not do to it.
 @Suite("The inbox and other users")
 struct InboxUsersTests {
-    /// Runs `fleetset` as user nobody (65534) with `arguments`; `nil` when this machine cannot
-    /// (not root, no setpriv, or the binary out of nobody's reach), printing why.
+    /// Runs `fleetset` as user nobody (65534) with `arguments`, from a copy of the binary that
+    /// nobody may run (the build folder may sit under a private home) and in a working directory
+    /// nobody may enter; `nil` when this machine cannot (not root, no setpriv), printing why.
     static func runAsNobody(_ fleet: Fleet, _ arguments: [String]) async throws -> CLIRunner.Output? {
         guard geteuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else {
             print("InboxUsersTests: needs root and setpriv to act as another user; skipped")
             return nil
         }
-        let prefix = ["--reuid=65534", "--regid=65534", "--clear-groups", CLIRunner.binary]
-        let probe = try await CLIRunner.run(prefix + ["--help"], executable: "/usr/bin/setpriv")
-        guard probe.status == 0 else {
-            print("InboxUsersTests: user nobody cannot run \(CLIRunner.binary) here; skipped")
-            return nil
-        }
-        return try await CLIRunner.run(prefix + arguments + ["--config", fleet.configurationFile], executable: "/usr/bin/setpriv")
+        let binary = try CLIRunner.copyForOtherUsers(CLIRunner.binary)
+        return try await CLIRunner.run(
+            ["--reuid=65534", "--regid=65534", "--clear-groups", binary] + arguments + ["--config", fleet.configurationFile],
+            executable: "/usr/bin/setpriv", directory: "/")
     }
 
     @Test("an allowed writer who is not root: set --wait returns the applied revision; the same user unlisted is refused")

@@ -38,18 +38,52 @@ public enum CLIRunner {
     /// concurrency pool's few threads (two on a two-core machine) would stall every in-process
     /// server and proxy of the test process for as long as the command runs, and a command that
     /// needs one of them to answer (`fleetset set --wait` through a test's proxy) would never end.
-    public static func run(_ arguments: [String], executable: String = binary, input: String? = nil) async throws -> Output {
+    /// `directory` is where it starts (this process's own when `nil`): a program run as another
+    /// user needs one that user may enter.
+    public static func run(_ arguments: [String], executable: String = binary, input: String? = nil, directory: String? = nil) async throws
+        -> Output
+    {
         try await withCheckedThrowingContinuation { continuation in
             DetachedThread.start(named: "fleetset-test-run") {
-                continuation.resume(with: Result { try runSynchronously(arguments, executable: executable, input: input) })
+                continuation.resume(
+                    with: Result { try runSynchronously(arguments, executable: executable, input: input, directory: directory) })
             }
+        }
+    }
+
+    private static let copies = Locked<[String: String]>([:])
+
+    /// A copy of the program at `path` that every user may run: in a folder of its own under
+    /// the temporary directory (0755), made once per test process and program. A build folder
+    /// under a private home (0700, as `/root` and Debian's homes are) is out of other users'
+    /// reach, and so is every binary in it. The copies go when the process exits.
+    public static func copyForOtherUsers(_ path: String) throws -> String {
+        try copies.withLock { copies in
+            if let copy = copies[path] { return copy }
+            if copies.isEmpty {
+                atexit {
+                    for copy in CLIRunner.copies.withLock({ Array($0.values) }) {
+                        try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: copy).deletingLastPathComponent().path)
+                    }
+                }
+            }
+            let folder = try temporaryDirectory().path
+            let copy = folder + "/" + URL(fileURLWithPath: path).lastPathComponent
+            try FileManager.default.copyItem(atPath: path, toPath: copy)
+            guard chmod(folder, 0o755) == 0, chmod(copy, 0o755) == 0 else {
+                throw ProcessFailed(log: "cannot make \(copy) runnable by other users")
+            }
+            copies[path] = copy
+            return copy
         }
     }
 
     /// ``run(_:executable:input:)`` on the calling thread, for clean-up where nothing can be
     /// awaited (a `defer`). Never from a test's body: see ``run(_:executable:input:)``.
-    public static func runSynchronously(_ arguments: [String], executable: String = binary, input: String? = nil) throws -> Output {
-        let child = try SpawnedProcess(executable, arguments, input: input.map { Array($0.utf8) }, output: .pipe)
+    public static func runSynchronously(_ arguments: [String], executable: String = binary, input: String? = nil, directory: String? = nil)
+        throws -> Output
+    {
+        let child = try SpawnedProcess(executable, arguments, directory: directory, input: input.map { Array($0.utf8) }, output: .pipe)
         // Both pipes are drained at once: a command that fills one while the other is read
         // first would wait for ever.
         let errorText = Locked<[UInt8]>([])

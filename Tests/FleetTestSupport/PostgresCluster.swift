@@ -141,19 +141,30 @@ public final class PostgresCluster: Sendable {
         try await run(binaries + "/psql", ["-h", folder, "-p", "\(port)", "-U", user, "-d", database, "-XAtq", "-c", sql])
     }
 
-    /// Runs a PostgreSQL program, as `nobody` under root; its output.
+    /// Runs a PostgreSQL program, as `nobody` under root, in the cluster's folder; its output.
     @discardableResult
     private func run(_ program: String, _ arguments: [String]) async throws -> String {
-        try await Self.run(program, arguments)
+        try await Self.run(program, arguments, in: folder)
     }
 
+    private static let calls = Locked(0)
+
+    /// Runs `program` in `folder` (as `nobody` under root: the cluster's folder is one it may
+    /// enter, which the test process's own working directory, under a private home, need not
+    /// be); its standard output alone. Standard error goes to a file of its own in `folder`,
+    /// shown only when the program fails, so that no warning is ever taken for an answer.
     @discardableResult
-    private static func run(_ program: String, _ arguments: [String]) async throws -> String {
+    private static func run(_ program: String, _ arguments: [String], in folder: String) async throws -> String {
         let command = getuid() == 0 ? ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", program] : [program]
+        let errorFile = "\(folder)/stderr-\(calls.withLock { $0 += 1; return $0 }).log"
+        defer { unlink(errorFile) }
         let result = try await ChildProcess.run(
-            command + arguments, environment: ["PATH=/usr/bin:/bin", "LC_ALL=C"], timeout: .seconds(120), outputLimit: 1 << 20)
+            command + arguments, environment: ["PATH=/usr/bin:/bin", "LC_ALL=C"], timeout: .seconds(120), outputLimit: 1 << 20,
+            directory: folder, errorOutput: .appending(to: errorFile))
         guard result.succeeded else {
-            throw ProcessFailed(log: "\(program) \(arguments.joined(separator: " ")) failed (\(result.termination)):\n\(result.output)")
+            let errors = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
+            throw ProcessFailed(
+                log: "\(program) \(arguments.joined(separator: " ")) failed (\(result.termination)):\n\(result.output)\(errors)")
         }
         return result.output
     }
@@ -162,7 +173,8 @@ public final class PostgresCluster: Sendable {
     /// (no concurrency left to run on): `pg_ctl stop -m immediate` through `system(3)`.
     private static func stopBlocking(folder: String, pgctl: String) {
         let asNobody = getuid() == 0 ? "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups -- " : ""
-        _ = system("\(asNobody)\(pgctl) -D '\(folder)/data' -m immediate -w stop >/dev/null 2>&1; rm -rf '\(folder)'")
+        _ = system(
+            "cd '\(folder)' && \(asNobody)\(pgctl) -D '\(folder)/data' -m immediate -w stop >/dev/null 2>&1; cd /; rm -rf '\(folder)'")
     }
 
     /// Stops and removes the clusters of test processes that are gone.
@@ -175,7 +187,7 @@ public final class PostgresCluster: Sendable {
                 kill(owner, 0) != 0, errno == ESRCH
             else { continue }
             if let pgctl = findBinaries().map({ $0 + "/pg_ctl" }) {
-                _ = try? await run(pgctl, ["-D", folder + "/data", "-m", "immediate", "-w", "stop"])
+                _ = try? await run(pgctl, ["-D", folder + "/data", "-m", "immediate", "-w", "stop"], in: folder)
             }
             try? FileManager.default.removeItem(atPath: folder)
         }

@@ -12,3 +12,20 @@ public func longPollsHeld(http: HTTPClient, baseURL: String, adminToken: String)
     else { throw ProcessFailed(log: "no fleetset_long_polls_held in GET /metrics (\(response.status)):\n\(text)") }
     return Int(value)
 }
+
+/// Reads each server's `fleetset_long_polls_held` until their sum is `expected`, or `timeout`
+/// passes; the last readings, one per server. What a client knows (its long-poll was sent)
+/// runs ahead of what a server counts (the request read and registered), so a test compares
+/// the servers' own count only once it has had time to settle, never right after the client.
+public func longPollsHeld(
+    http: HTTPClient, baseURLs: [String], adminToken: String, reaching expected: Int, timeout: Duration = .seconds(30)
+) async throws -> [Int] {
+    let deadline = ContinuousClock.now + timeout
+    var held: [Int] = []
+    while true {
+        held = []
+        for baseURL in baseURLs { held.append(try await longPollsHeld(http: http, baseURL: baseURL, adminToken: adminToken)) }
+        if held.reduce(0, +) == expected || ContinuousClock.now >= deadline { return held }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+}
