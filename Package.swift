@@ -2,7 +2,7 @@
 //
 // fleetset — app settings for fleets of Linux devices.
 //
-// Targets are split by concern (see README.md, "Layout"):
+// Targets are split by concern (see docs/internals/layout.md):
 //   CCurl  – system-library module: libcurl's headers plus typed shims for its variadic calls.
 //   CEventPoll – system-library module: Linux's epoll and eventfd (the transfer thread's wait).
 //   Curl   – the only Swift code that touches libcurl: an async HTTP client on one curl_multi thread.
@@ -290,7 +290,7 @@ let package = Package(
             swiftSettings: fleetSwiftSettings
         ),
         // The fleet simulator: thousands of devices behaving as the agent does, with fleetset's own
-        // client, against a server it can start, kill and measure (README, "Fleet simulator").
+        // client, against a server it can start, kill and measure (docs/internals/simulator.md).
         .target(
             name: "FleetSimulator",
             dependencies: [

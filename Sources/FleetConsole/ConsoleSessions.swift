@@ -10,8 +10,9 @@ import PosixThreads
 /// without a session table, and a new admin token ends every session at once. Each session has
 /// its own CSRF token, the HMAC of its id under the same key, which every form carries.
 ///
-/// Signing out revokes the session id on this instance until it would have expired (see the
-/// README: with several instances, a copied cookie stays valid on the others until then).
+/// Signing out revokes the session id on this instance until it would have expired (see
+/// docs/admins/console.md, "Known gaps": with several instances, a copied cookie stays valid on
+/// the others until then).
 public final class ConsoleSessions: Sendable {
     /// One signed-in admin.
     public struct Session: Sendable, Hashable {

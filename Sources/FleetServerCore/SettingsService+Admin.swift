@@ -363,7 +363,7 @@ extension SettingsService {
 
     /// Deletes a device: its token stops working at once (waiting long-polls are answered 401),
     /// and its device-scope values, revisions and reports go. To bring it back, enroll it again
-    /// with a new enrollment token (see the README).
+    /// with a new enrollment token (see docs/operators/agent.md, "Re-enrolling a revoked device").
     ///
     /// - Throws: 404 `unknown-device`.
     public func deleteDevice(id: String) async throws {

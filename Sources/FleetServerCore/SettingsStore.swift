@@ -137,7 +137,7 @@ public protocol SettingsStore: Sendable {
     /// The recent status reports of every device for the app (see ``recentStatuses(deviceID:)``),
     /// in no particular order. A running rollout's look reads it; no index serves it (one on
     /// the app would cost every status report, the hot path, about a tenth more CPU at 5,000
-    /// devices: measured, README "Safe changes").
+    /// devices: measured, docs/measured.md, "Safe changes").
     func statusHistory(app: String) async throws -> [StatusRecord]
 
     /// Every device, ordered by id.

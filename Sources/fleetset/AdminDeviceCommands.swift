@@ -156,7 +156,10 @@ struct AdminDeviceDelete: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete",
         abstract: "Delete a device: its token stops working at once; its device-scope values and reports go.",
-        discussion: "To bring the device back, give it a new enrollment token and remove its identity.json (see the README).")
+        discussion: """
+            To bring the device back, give it a new enrollment token and remove its identity.json \
+            (see docs/operators/agent.md, "Re-enrolling a revoked device").
+            """)
 
     @OptionGroup var server: ServerOptions
 

@@ -107,7 +107,7 @@ struct LimitsTests {
             await servers.signals.waitForArrival(of: id)
             longPoll.cancel()
             let result = await longPoll.result
-            // Ended by the cancellation, not by a timeout (the latency is in the benchmark, README).
+            // Ended by the cancellation, not by a timeout (the latency is in the benchmark, docs/measured.md).
             #expect(throws: CancellationError.self) { try result.get() }
         }
     }

@@ -10,7 +10,7 @@ import Testing
 /// HAProxy, 300 simulated devices connected through it. It checks what scaling out promises
 /// (devices spread over both instances, a write through one reaches the devices the other
 /// holds, a killed instance's devices come back through the balancer and miss no write),
-/// never how fast; the figures are in the README and `docs/scaling.md`.
+/// never how fast; the figures are in `docs/measured.md` and `docs/scaling.md`.
 @Suite("Two instances behind HAProxy", .serialized)
 struct ScaleOutTests {
     static let devices = 300
