@@ -63,7 +63,11 @@ struct AgentSyncTests {
         #expect(
             status.status == 0 && status.lines.first?.hasPrefix("APP") == true
                 && Array(columns.prefix(3)) == ["lobby", "\(second.revision)", "applied"], "\(status)")
-        #expect(status.lines.contains { $0.hasPrefix("Agent policy: none from the server yet; pinned in ") && $0.hasSuffix(": jitter") })
+        // The server has set no policy: each key is the configuration's pin or the default.
+        #expect(status.lines.contains { $0.hasPrefix("Agent policy (a key set in ") }, "\(status)")
+        #expect(status.lines.contains { $0.hasPrefix("lobby jitter ") && $0.hasSuffix("pinned in the configuration file") }, "\(status)")
+        #expect(status.lines.contains { $0.hasPrefix("lobby pollInterval ") && $0.hasSuffix(" default") }, "\(status)")
+        #expect(!status.lines.contains { $0.contains("server (") }, "\(status)")
 
         // SIGTERM while the next long-poll is held by the server.
         try await fleet.server.running.waitForLog("event=long-poll app=lobby device=\(identity.deviceId) revision=\(second.revision)")
