@@ -51,8 +51,9 @@ public enum ChildProcess {
     public enum ErrorOutput: Sendable, Equatable {
         /// Into the same pipe as standard output: ``Result/output`` holds both.
         case withOutput
-        /// To the end of this file (created 0600 when missing), so that ``Result/output`` holds
-        /// standard output alone and no warning of the child's can be taken for its answer.
+        /// To the end of this file (an absolute path; created 0600 when missing, opened before
+        /// the child changes directory), so that ``Result/output`` holds standard output alone
+        /// and no warning of the child's can be taken for its answer.
         case appending(to: String)
     }
 

@@ -209,7 +209,7 @@ public struct FleetClient: Sendable {
         return try decode(response, MetadataPutResult.init(json:))
     }
 
-    /// The app's metadata document as stored (admin side), as text.
+    /// The bytes of the app's metadata document as stored (admin side).
     public func storedMetadata(app: String) async throws -> [UInt8] {
         try await send(.get, "/v1/admin/apps/\(app)/metadata", expect: [200]).body
     }

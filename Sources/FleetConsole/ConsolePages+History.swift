@@ -9,7 +9,7 @@ extension ConsolePages {
     public static func history(app: String, entries: [HistoryRecord], rollout: RolloutView?, csrf: String, notice: HTML? = nil) -> HTML {
         let rows = entries.reversed().map { entry -> HTML in
             """
-            <tr><td class="num">\(entry.entry)</td><td>\(Timestamp.format(entry.at))</td><td>\(entry.actor)</td><td>\(entry.kind)</td>\
+            <tr><td class="num">\(entry.number)</td><td>\(Timestamp.format(entry.at))</td><td>\(entry.actor)</td><td>\(entry.kind)</td>\
             <td>\(entry.changeSummary)</td><td>\(entry.message)</td></tr>
             """
         }

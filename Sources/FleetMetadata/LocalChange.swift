@@ -59,35 +59,72 @@ extension Metadata {
     /// path. It is read by the schema of that place:
     ///
     /// - text in JSON string quotes (`"7"`, `"true"`, `"[1]"`) is always that string: the escape
-    ///   for a string that looks like another type;
+    ///   for a string that looks like another type (refused where no string is allowed);
     /// - `null` is null where the schema allows null;
     /// - otherwise each type the schema allows is tried, every other type before `string`:
     ///   `7` is an integer for an integer setting and the text "7" for a string one (an enum of
     ///   strings included); `true`/`false` (also `yes`/`no`, `on`/`off`) for a boolean; JSON for
     ///   numbers, arrays and objects; any text for a string. With an `enum` or `const`, a
-    ///   reading among its values wins;
+    ///   reading among its values wins, one written exactly as listed before an alias (`yes`
+    ///   is the text "yes" when the enum lists it);
     /// - a place with no type (none written, or one the schema does not describe) takes JSON
     ///   when `text` is JSON, else the text.
     ///
     /// - Throws: ``ChangeProblem`` when the setting does not exist or the text is not of a type
-    ///   the place allows (never quoting the text of a secret).
+    ///   the place allows. The text is quoted back only where no secret can be
+    ///   (``isSecret(at:)``).
     public func readValue(_ text: String, at location: JSONPointer) throws(ChangeProblem) -> JSONValue {
         guard let key = location.tokens.first, schemaDocument["properties"]?[key] != nil else {
             throw ChangeProblem(location, "is not a setting of \(app) (schema version \(version))")
         }
-        if text.hasPrefix("\""), case .string(let quoted)? = try? JSONParser.parse(Array(text.utf8)) { return .string(quoted) }
         let place = SchemaPlace(in: schemaDocument, at: location)
-        let json = try? JSONParser.parse(Array(text.utf8))
         var types = place.types
+        let json = try? JSONParser.parse(Array(text.utf8))
+        if text.hasPrefix("\""), case .string(let quoted)? = json {
+            guard types.isEmpty || types.contains("string") else {
+                throw ChangeProblem(
+                    location, "must be \(Self.describe(types)); a value in double quotes is text (leave the quotes out)")
+            }
+            return .string(quoted)
+        }
         if types.contains("null"), text == "null" { return .null }
         types.removeAll { $0 == "null" }
         if types.isEmpty { return json ?? .string(text) }
-        // Every reading of a type other than "string" first; among them, one the enum lists.
+        // Every reading of a type other than "string" first.
         let readings = types.sorted { ($0 == "string" ? 1 : 0) < ($1 == "string" ? 1 : 0) }.compactMap { Self.read(text, as: $0) }
-        if let allowed = place.allowedValues, let listed = readings.first(where: allowed.contains) { return listed }
+        if let allowed = place.allowedValues {
+            // Among the values listed, one written as listed (its JSON, or the text itself) before
+            // one reached through an alias (yes, on, …).
+            let listed = readings.filter(allowed.contains)
+            if let exact = listed.first(where: { $0 == json || $0 == .string(text) }) ?? listed.first { return exact }
+        }
         if let first = readings.first { return first }
-        let shown = secretKeys.contains(key) || place.isSecret ? "" : " (got \(JSONValue.string(text).serialized()))"
-        throw ChangeProblem(location, "must be \(types.map(Self.typeDescription).joined(separator: " or "))\(shown)")
+        let shown = isSecret(at: location) ? "" : " (got \(JSONValue.string(text).serialized()))"
+        throw ChangeProblem(location, "must be \(Self.describe(types))\(shown)")
+    }
+
+    /// Whether a value at `location` is, or is inside, a secret: asked of the schema's own
+    /// conservative walk (``FleetSchema/JSONSchema/secretLocations(in:)``: every subschema that
+    /// could apply counts, `$ref`s, `allOf` and the rest included) for settings that hold a value
+    /// at that place.
+    public func isSecret(at location: JSONPointer) -> Bool {
+        if let key = location.tokens.first, secretKeys.contains(key) { return true }
+        var skeleton: JSONValue = .string("")
+        for token in location.tokens.reversed() {
+            if let index = KeyPathIndex(token), index.position <= 1_000 {
+                skeleton = .array(Array(repeating: .null, count: index.position) + [skeleton])
+            } else {
+                skeleton = .object([token: skeleton])
+            }
+        }
+        let inside = { (secret: JSONPointer) in
+            location.tokens.starts(with: secret.tokens) || secret.tokens.starts(with: location.tokens)
+        }
+        return schema.secretLocations(in: skeleton).contains(where: inside)
+    }
+
+    private static func describe(_ types: [String]) -> String {
+        types.filter { $0 != "null" }.map(Self.typeDescription).joined(separator: " or ")
     }
 
     private static func read(_ text: String, as type: String) -> JSONValue? {
@@ -136,26 +173,23 @@ extension ChangeProblem: Error {}
 
 /// What a schema says of one place in the settings (a setting, or a place inside one), found by
 /// following `properties`, `items`, `prefixItems`, `additionalProperties` and local `$ref`s from
-/// the root: the types it allows, its `enum` or `const`, and whether it is `x-secret`. A place
-/// the schema does not describe that plainly (`oneOf`, `if`, a remote `$ref`) allows any type.
+/// the root: the types it allows, and its `enum` or `const`. A place the schema does not
+/// describe that plainly (`oneOf`, `if`, `patternProperties`, a remote `$ref`) allows any type.
+/// (Whether a place is secret is the schema walk's to say: ``Metadata/isSecret(at:)``.)
 struct SchemaPlace {
     /// The JSON types allowed (`string`, `integer`, …), from `type` or else from the `enum` or
     /// `const` values; empty when nothing is said.
     var types: [String] = []
     /// The `enum` values (or the `const`), when the place has them.
     var allowedValues: [JSONValue]?
-    /// Whether the place or a place above it is `x-secret`.
-    var isSecret = false
 
     init(in root: JSONValue, at location: JSONPointer) {
         var schema: JSONValue? = root
         for token in location.tokens {
             guard let current = schema.map({ Self.resolved($0, in: root) }) else { break }
-            if current["x-secret"] == .bool(true) { isSecret = true }
             schema = Self.child(of: current, token)
         }
         guard let found = schema.map({ Self.resolved($0, in: root) }) else { return }
-        if found["x-secret"] == .bool(true) { isSecret = true }
         if case .array(let values)? = found["enum"] {
             allowedValues = values
         } else if let value = found["const"] {
@@ -171,22 +205,29 @@ struct SchemaPlace {
     /// The schema of member or item `token` inside `schema`, if the schema says.
     private static func child(of schema: JSONValue, _ token: String) -> JSONValue? {
         if let property = schema["properties"]?[token] { return property }
-        if let index = Int(token) ?? (token == "-" ? Int.max : nil) {
-            if case .array(let prefix)? = schema["prefixItems"], index < prefix.count { return prefix[index] }
+        if let index = KeyPathIndex(token) {
+            if case .array(let prefix)? = schema["prefixItems"], !index.isAppend, index.position < prefix.count {
+                return prefix[index.position]
+            }
             if case .object? = schema["items"] { return schema["items"] }
         }
+        // A name a pattern may cover: which schema applies is not plain to see.
+        if schema["patternProperties"] != nil { return nil }
         if case .object? = schema["additionalProperties"] { return schema["additionalProperties"] }
         return nil
     }
 
-    /// `schema` with a local `$ref` (`#/$defs/…`) followed, a few steps at most.
+    /// `schema` with a local `$ref` (`#/$defs/…`) followed, a few steps at most; a keyword
+    /// written beside the `$ref` wins over the target's.
     private static func resolved(_ schema: JSONValue, in root: JSONValue) -> JSONValue {
         var current = schema
         for _ in 0..<8 {
-            guard case .string(let reference)? = current["$ref"], reference.hasPrefix("#"),
-                let pointer = JSONPointer(String(reference.dropFirst())), let target = root[pointer: pointer]
+            guard case .object(var own) = current, case .string(let reference)? = own["$ref"], reference.hasPrefix("#"),
+                let pointer = JSONPointer(String(reference.dropFirst())), case .object(var target)? = root[pointer: pointer]
             else { return current }
-            current = target
+            own["$ref"] = nil
+            for (key, value) in own { target[key] = value }
+            current = .object(target)
         }
         return current
     }
@@ -207,5 +248,26 @@ struct SchemaPlace {
             if !types.contains(type) { types.append(type) }
         }
         return types
+    }
+}
+
+/// An array index in a key path: a non-negative decimal without leading zeros (`0`, `12`), or
+/// `-`, the place after the last item (JSON Pointer's meaning).
+struct KeyPathIndex {
+    /// The index; for `-`, 0.
+    let position: Int
+    /// Whether the token was `-`.
+    let isAppend: Bool
+
+    /// `nil` for a token that is no index (`-1`, `+1`, `01`, `x`).
+    init?(_ token: String) {
+        if token == "-" {
+            (position, isAppend) = (0, true)
+            return
+        }
+        guard let first = token.utf8.first, token.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+            first != UInt8(ascii: "0") || token.utf8.count == 1, let value = Int(token)
+        else { return nil }
+        (position, isAppend) = (value, false)
     }
 }

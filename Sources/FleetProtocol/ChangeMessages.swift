@@ -408,10 +408,13 @@ public struct HistoryRecord: Sendable, Hashable {
         public var json: JSONValue { ["scope": .string(scope), "patch": .object(patch), "values": .object(values)] }
     }
 
-    /// The number of this write in the app's history (1, 2, 3, … per app). It is not a device's
-    /// revision: a device's `settings.json` counts the changes of the values that device gets,
-    /// and a write to another group or device, or of metadata, makes no revision of its own.
-    public var entry: Int64
+    /// The number of this entry: the write's place in the app's history (1, 2, 3, … per app).
+    /// It is not a device's revision: a device's `settings.json` counts the changes of the
+    /// values that device gets, and a write to another group or device, or of metadata, makes
+    /// no revision of its own. On the wire it is the member `revision`, the name CLIs of 0.7.0
+    /// read (they refuse members they do not know); `entry` is read too, for the day it is
+    /// renamed there.
+    public var number: Int64
     public var at: Int64
     /// Who wrote: `admin (token 1a2b3c4d)`, `console (token 1a2b3c4d)`, `device d-…`, `server`.
     public var actor: String
@@ -424,9 +427,9 @@ public struct HistoryRecord: Sendable, Hashable {
     public var metadataVersion: Int64?
 
     public init(
-        entry: Int64, at: Int64, actor: String, message: String, kind: String, scopes: [ScopeChange], metadataVersion: Int64?
+        number: Int64, at: Int64, actor: String, message: String, kind: String, scopes: [ScopeChange], metadataVersion: Int64?
     ) {
-        self.entry = entry
+        self.number = number
         self.at = at
         self.actor = actor
         self.message = message
@@ -438,9 +441,7 @@ public struct HistoryRecord: Sendable, Hashable {
     public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
         let reader = try ObjectReader(
             json, at: location, allowed: ["entry", "revision", "at", "actor", "message", "kind", "scopes", "metadataVersion"])
-        // `revision`: the same number, as servers before `entry` named it.
-        let numberKey = reader.object["entry"] == nil && reader.object["revision"] != nil ? "revision" : "entry"
-        entry = try reader.count(numberKey)
+        number = try reader.count(reader.object["revision"] == nil && reader.object["entry"] != nil ? "entry" : "revision")
         at = try reader.timestamp("at")
         actor = try reader.string("actor", maximumLength: 256)
         message = try reader.string("message")
@@ -451,7 +452,7 @@ public struct HistoryRecord: Sendable, Hashable {
 
     public var json: JSONValue {
         [
-            "entry": .number(.integer(entry)), "at": .string(Timestamp.format(at)), "actor": .string(actor),
+            "revision": .number(.integer(number)), "at": .string(Timestamp.format(at)), "actor": .string(actor),
             "message": .string(message), "kind": .string(kind), "scopes": .array(scopes.map(\.json)),
             "metadataVersion": metadataVersion.map { .number(.integer($0)) } ?? .null,
         ]

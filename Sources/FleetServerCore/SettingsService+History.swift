@@ -42,7 +42,7 @@ extension SettingsService {
 
     static func record(_ entry: HistoryEntry, masking metadata: Metadata) -> HistoryRecord {
         HistoryRecord(
-            entry: entry.number, at: entry.change.at, actor: entry.change.actor, message: entry.change.message,
+            number: entry.number, at: entry.change.at, actor: entry.change.actor, message: entry.change.message,
             kind: entry.change.kind.rawValue,
             scopes: entry.change.scopes.map {
                 let shown = $0.masked(by: metadata)

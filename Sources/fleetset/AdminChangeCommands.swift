@@ -126,7 +126,7 @@ struct AdminHistory: AsyncParsableCommand {
             var rows = [["ENTRY", "WHEN", "WHO", "KIND", "CHANGE", "MESSAGE"]]
             for entry in history.entries {
                 rows.append([
-                    "\(entry.entry)", Timestamp.format(entry.at), entry.actor, entry.kind, entry.changeSummary, entry.message,
+                    "\(entry.number)", Timestamp.format(entry.at), entry.actor, entry.kind, entry.changeSummary, entry.message,
                 ])
             }
             return Table.render(rows)
@@ -164,7 +164,7 @@ struct AdminRevert: AsyncParsableCommand {
     func run() async throws {
         let request = RevertRequest(to: to, scope: scope, message: message, force: force)
         let entry = try await server.withClient { try await $0.revert(app: app, request) }
-        server.output(entry.json) { "\(app): entry \(entry.entry) has the values of entry \(to): \(entry.changeSummary)" }
+        server.output(entry.json) { "\(app): entry \(entry.number) has the values of entry \(to): \(entry.changeSummary)" }
     }
 }
 

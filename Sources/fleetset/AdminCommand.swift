@@ -190,6 +190,19 @@ struct AdminSet: AsyncParsableCommand {
     var assignments: [Assignment]
 
     func run() async throws {
+        let locations: [JSONPointer]
+        do {
+            locations = try assignments.map { assignment throws(KeyPath.Malformed) in try assignment.location() }
+        } catch {
+            StandardError.write("fleetset admin set: \(error)")
+            throw CLIExit.usageOrIO
+        }
+        if change.rollout != nil, case let insides = locations.filter({ $0.tokens.count > 1 }), !insides.isEmpty {
+            StandardError.write(
+                "fleetset admin set: a rollout stages whole settings; set \(Set(insides.compactMap(\.topLevelKey)).sorted().joined(separator: ", ")) itself, or leave out --rollout"
+            )
+            throw CLIExit.usageOrIO
+        }
         let metadata: Metadata
         let document = try await server.withClient { try await $0.storedMetadata(app: target.app) }
         do {
@@ -201,13 +214,7 @@ struct AdminSet: AsyncParsableCommand {
         var patch = JSONObject()
         var insides: [(JSONPointer, JSONValue)] = []
         var problems: [String] = []
-        for assignment in assignments {
-            guard
-                let path = assignment.key.contains("/") ? JSONPointer(keyPath: assignment.key) : JSONPointer.root.appending(assignment.key)
-            else {
-                StandardError.write("fleetset admin set: \"\(assignment.key)\" is not a key path (~1 for a / in a name, ~0 for a ~)")
-                throw CLIExit.usageOrIO
-            }
+        for (assignment, path) in zip(assignments, locations) {
             let value: JSONValue
             do {
                 value = try metadata.readValue(assignment.valueText, at: path)
@@ -224,12 +231,6 @@ struct AdminSet: AsyncParsableCommand {
         guard problems.isEmpty else {
             StandardError.write("fleetset admin set: refused: " + problems.joined(separator: "; "))
             throw CLIExit.invalidInput
-        }
-        if !insides.isEmpty, change.rollout != nil {
-            StandardError.write(
-                "fleetset admin set: a rollout stages whole settings; set \(Set(insides.compactMap { $0.0.topLevelKey }).sorted().joined(separator: ", ")) itself, or leave out --rollout"
-            )
-            throw CLIExit.usageOrIO
         }
         if !patch.isEmpty { try await change.apply(patch, to: target, through: server) }
         for (path, value) in insides { try await change.apply(value, at: path, to: target, through: server) }
@@ -257,7 +258,7 @@ struct AdminUnset: AsyncParsableCommand {
     func run() async throws {
         for text in keyPaths {
             guard let path = JSONPointer(keyPath: text) else {
-                StandardError.write("fleetset admin unset: \"\(text)\" is not a key path (~1 for a / in a name, ~0 for a ~)")
+                StandardError.write("fleetset admin unset: \(KeyPath.Malformed(text: text))")
                 throw CLIExit.usageOrIO
             }
             try await change.apply(nil, at: path, to: target, through: server)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FleetJSON
 
 /// One `KEY=VALUE` argument of `fleetset set` and `fleetset admin set`, split at the first `=`.
 /// Both read the value text the same way (``ValueTyping``): by the schema of the place it goes.
@@ -12,6 +13,27 @@ struct Assignment: Sendable, Equatable {
             throw ValidationError("\"\(argument)\" is not KEY=VALUE")
         }
         return Assignment(key: String(argument[..<equals]), valueText: String(argument[argument.index(after: equals)...]))
+    }
+
+    /// Where the KEY points: ``KeyPath/location(of:)``.
+    func location() throws(KeyPath.Malformed) -> JSONPointer { try KeyPath.location(of: key) }
+}
+
+/// The KEY of `get`, `set`, `admin set` and `admin unset`: a setting's name, or a key path into
+/// one (`playlist/0/content`, JSON Pointer without its leading slash: `~1` for a `/` in a name,
+/// `~0` for a `~`).
+enum KeyPath {
+    /// A KEY that is no key path, for every command's message alike.
+    struct Malformed: Error, CustomStringConvertible {
+        let text: String
+        var description: String { "\"\(text)\" is not a key path (~1 for a / in a name, ~0 for a ~)" }
+    }
+
+    /// The place `key` names: a setting when it has no `/` (taken as written), else the key path.
+    static func location(of key: String) throws(Malformed) -> JSONPointer {
+        guard key.contains("/") else { return JSONPointer.root.appending(key) }
+        guard let path = JSONPointer(keyPath: key) else { throw Malformed(text: key) }
+        return path
     }
 }
 

@@ -67,11 +67,8 @@ struct SetCommand: AsyncParsableCommand {
         /// A value inside a setting, by key path: the whole setting changes (later paths of the same
         /// setting build on earlier ones).
         var wholeValues = JSONObject()
-        func setInside(_ keyPath: String, _ value: JSONValue?) {
-            guard let path = JSONPointer(keyPath: keyPath), let key = path.topLevelKey else {
-                problems.append("\(keyPath) is not a key path (~1 for a / in a name, ~0 for a ~)")
-                return
-            }
+        func setInside(_ path: JSONPointer, _ value: JSONValue?) {
+            guard let key = path.topLevelKey else { return }
             do {
                 let current = wholeValues[key] ?? settings.values[key] ?? .object([:])
                 let new = try current.setting(value, at: JSONPointer(tokens: Array(path.tokens.dropFirst())))
@@ -84,23 +81,13 @@ struct SetCommand: AsyncParsableCommand {
             }
         }
         for assignment in assignments {
-            if assignment.key.contains("/") {
-                // Inside a setting: read by the schema of that place, as a whole setting is.
-                guard let path = JSONPointer(keyPath: assignment.key) else {
-                    problems.append("\(assignment.key) is not a key path (~1 for a / in a name, ~0 for a ~)")
-                    continue
-                }
-                do {
-                    setInside(assignment.key, try metadata.readValue(assignment.valueText, at: path))
-                } catch {
-                    problems.append(error.description)
-                }
-                continue
-            }
             do {
-                values[assignment.key] = try metadata.parseValue(assignment.valueText, forKey: assignment.key)
+                let path = try assignment.location()
+                let value = try metadata.readValue(assignment.valueText, at: path)
+                // Inside a setting, the whole setting changes; a setting itself, by its value.
+                if path.tokens.count > 1 { setInside(path, value) } else { values[assignment.key] = value }
             } catch {
-                problems.append(error.description)
+                problems.append("\(error)")  // a malformed key path, or a value the place cannot take
             }
         }
         if let key = standardInputKey {
@@ -111,7 +98,12 @@ struct SetCommand: AsyncParsableCommand {
             }
         }
         for key in resets {
-            if key.contains("/") { setInside(key, nil) } else { values[key] = .null }
+            do {
+                let path = try KeyPath.location(of: key)
+                if path.tokens.count > 1 { setInside(path, nil) } else { values[key] = .null }
+            } catch {
+                problems.append(error.description)
+            }
         }
         guard problems.isEmpty else {
             StandardError.write("fleetset set: refused: " + problems.joined(separator: "; "))

@@ -32,7 +32,7 @@ struct GetCommand: ParsableCommand {
         let app = try device.selectedApp(in: configuration)
         let (settings, metadata) = try device.settings(of: app, in: configuration)
         guard let pointer = JSONPointer(keyPath: key) else {
-            StandardError.write("fleetset get: \"\(key)\" is not a key path (~1 for a / in a name, ~0 for a ~)")
+            StandardError.write("fleetset get: \(KeyPath.Malformed(text: key))")
             throw CLIExit.usageOrIO
         }
         guard !pointer.isRoot, let value = JSONValue.object(settings.values)[pointer: pointer] else {

@@ -244,6 +244,9 @@ struct LocalChangeTests {
                 "pair": ["type": "array", "prefixItems": [["type": "string"], ["type": "integer"]]],
                 "labels": ["type": "object", "additionalProperties": ["type": "string"]],
                 "camera": ["type": "object", "properties": ["password": ["type": "integer", "x-secret": true]]],
+                "database": ["type": "object", "properties": ["pin": ["$ref": "#/$defs/seconds", "x-secret": true]]],
+                "answer": ["enum": [true, "yes"]],
+                "tags": ["type": "object", "patternProperties": ["^n": ["type": "integer"]], "additionalProperties": ["type": "string"]],
             ],
         ],
     ]
@@ -280,5 +283,19 @@ struct LocalChangeTests {
         let secret = #expect(throws: ChangeProblem.self) { try read("hunter2", "camera/password") }
         #expect(secret?.description == "/camera/password: must be an integer")
         #expect(throws: ChangeProblem(JSONPointer("/nope/1")!, "is not a setting of kiosk (schema version 1)")) { try read("1", "nope/1") }
+        // A secret through a $ref, x-secret beside it: the schema's own walk finds it.
+        let referenced = #expect(throws: ChangeProblem.self) { try read("hunter2", "database/pin") }
+        #expect(referenced?.description == "/database/pin: must be an integer")
+        #expect(metadata.isSecret(at: JSONPointer("/database/pin")!) && !metadata.isSecret(at: JSONPointer("/playlist/0/seconds")!))
+        // A value written as the enum lists it wins over an alias.
+        #expect(try read("yes", "answer") == "yes" && (try read("true", "answer")) == true)
+        // Quotes mean text: refused where the place takes none.
+        #expect(
+            throws: ChangeProblem(
+                JSONPointer("/delay")!, "must be an integer; a value in double quotes is text (leave the quotes out)")
+        ) { try read(#""8""#, "delay") }
+        // No index: negative, signed or with a leading zero (never a crash); a pattern may cover a name.
+        for index in ["-1", "+1", "01"] { #expect(try read("3", "pair/\(index)") == 3) }
+        #expect(try read("7", "tags/name") == 7 && (try read("7", "tags/other")) == 7)
     }
 }

@@ -27,9 +27,12 @@ struct AgentLifecycleTests {
         try await fleet.waitForStatusLine("door", containing: ["state=applied", "revision=\(changed.revision)"], agent: agent)
         agent.signal(SIGTERM)
         #expect(await agent.waitForExit(timeout: .seconds(60)) == 0)
+        let polls = fleet.server.running.count("event=long-poll app=door")
         let again = try fleet.startAgent()
         defer { again.kill() }
         try await again.waitForLog("event=ready")
+        // Back at work: its next long-poll is held by the server.
+        try await fleet.server.running.waitForLog("event=long-poll app=door", count: polls + 1)
         for (name, log) in [("first start", agent.log), ("restart", again.log)] {
             let loud = log.split(separator: "\n").filter { line in
                 ["level=warning", "level=error", "level=critical"].contains { line.contains($0) }

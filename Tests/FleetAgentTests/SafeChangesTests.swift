@@ -160,7 +160,7 @@ struct SafeChangesTests {
         ]
         let devices = try await Self.threeDevices(fleet, second: failing)
         defer { for device in devices { device.agent.kill() } }
-        let before = try await fleet.admin.history(app: "kiosk").entries.last?.entry ?? 0
+        let before = try await fleet.admin.history(app: "kiosk").entries.last?.number ?? 0
         let goodRevision = try #require(devices[1].settings()).revision
         let quietRevision = try #require(devices[2].settings()).revision
 

@@ -110,4 +110,17 @@ struct MessagesTests {
             #expect(RevisionTag.revision(bad) == nil, "\(bad)")
         }
     }
+
+    @Test("a history entry's number goes out as `revision`, which 0.7.0's CLIs read, and is read from `entry` too")
+    func historyEntryNumber() throws {
+        let record = HistoryRecord(
+            number: 4, at: 1_790_000_000, actor: "admin (token 7a2ecf77)", message: "", kind: "values",
+            scopes: [.init(scope: "app", patch: ["volume": 3], values: ["volume": 3])], metadataVersion: nil)
+        #expect(record.json["revision"] == 4 && record.json["entry"] == nil)
+        #expect(try HistoryRecord(json: record.json, at: .root) == record)
+        guard case .object(var renamed) = record.json else { throw DocumentError(at: .root, "not an object") }
+        renamed["entry"] = renamed["revision"]
+        renamed["revision"] = Optional<JSONValue>.none
+        #expect(try HistoryRecord(json: .object(renamed), at: .root).number == 4)
+    }
 }

@@ -63,7 +63,7 @@ struct HistoryAndRolloutRouteTests {
             _ = try await enrolled.client.patchSettings(app: "kiosk", patch: ["volume": 7], basedOn: try #require(device.document).revision)
 
             let history = try await server.admin.history(app: "kiosk")
-            #expect(history.entries.map(\.entry) == [1, 2, 3, 4])
+            #expect(history.entries.map(\.number) == [1, 2, 3, 4])
             #expect(history.entries.map(\.kind) == ["metadata", "values", "values", "values"])
             let admin = server.service.adminActor
             #expect(admin.hasPrefix("admin (token ") && !admin.contains(TestFleetServer.adminToken))
@@ -77,8 +77,8 @@ struct HistoryAndRolloutRouteTests {
             #expect(!history.json.serialized().contains("1234"))
 
             let lobby = try await server.admin.history(app: "kiosk", scope: "group:lobby")
-            #expect(lobby.entries.map(\.entry) == [3])
-            #expect(try await server.admin.history(app: "kiosk", limit: 2).entries.map(\.entry) == [3, 4])
+            #expect(lobby.entries.map(\.number) == [3])
+            #expect(try await server.admin.history(app: "kiosk", limit: 2).entries.map(\.number) == [3, 4])
             let badScope = await refusal { try await server.admin.history(app: "kiosk", scope: "nowhere") }
             #expect(badScope?.status == 400)
             let unknown = await refusal { try await server.admin.history(app: "nope") }
@@ -104,7 +104,7 @@ struct HistoryAndRolloutRouteTests {
             #expect(before.values["title"] == "B" && before.values["volume"] == 9 && before.values["night"] == true)
 
             let reverted = try await server.admin.revert(app: "kiosk", RevertRequest(to: 3, message: "B was wrong"))
-            #expect(reverted.entry == 7 && reverted.kind == "revert" && reverted.message == "B was wrong")
+            #expect(reverted.number == 7 && reverted.kind == "revert" && reverted.message == "B was wrong")
             #expect(
                 reverted.scopes == [
                     .init(scope: "app", patch: ["title": "A"], values: ["title": "A"]),
@@ -116,7 +116,7 @@ struct HistoryAndRolloutRouteTests {
             #expect(after.revision > before.revision)
             #expect(after.values["title"] == "A" && after.values["volume"] == 3 && after.values["night"] == false)
             // History is never rewritten.
-            #expect(try await server.admin.history(app: "kiosk").entries.map(\.entry) == Array(1...7))
+            #expect(try await server.admin.history(app: "kiosk").entries.map(\.number) == Array(1...7))
 
             let again = await refusal { try await server.admin.revert(app: "kiosk", RevertRequest(to: 3)) }
             #expect(again?.status == 409 && again?.code == "nothing-to-revert")

@@ -51,7 +51,7 @@ struct ScaleOutTests {
         for phase in change.phases { #expect(phase.missing == 0 && phase.errors.isEmpty, "\(change.text)") }
         // Every device is waiting again once it has the change (a device that got it moments ago
         // may be between its answer and its next long-poll: read until all are back, or 30 s).
-        let held = try await longPollsHeld(
+        let held = try await settledLongPollsHeld(
             http: http, baseURLs: instances.map(\.url), adminToken: token, reaching: Self.devices, timeout: .seconds(30))
         #expect(held.allSatisfy { $0 > Self.devices / 10 }, "long-polls held per instance: \(held)")
         #expect(held.reduce(0, +) == Self.devices, "long-polls held per instance: \(held)")
@@ -68,7 +68,7 @@ struct ScaleOutTests {
         print("scale-out: failover latency \(killed.latency), all back in long-poll after \(back.duration)")
         // The simulator's "back" is each device's request sent; the survivor's gauge counts it once
         // read and registered, which may come a moment later.
-        let survivor = try await longPollsHeld(http: http, baseURLs: [instances[1].url], adminToken: token, reaching: Self.devices)
+        let survivor = try await settledLongPollsHeld(http: http, baseURLs: [instances[1].url], adminToken: token, reaching: Self.devices)
         #expect(survivor == [Self.devices], "long-polls held by the surviving instance")
         await fleet.disconnectAll()
         await http.shutdown()

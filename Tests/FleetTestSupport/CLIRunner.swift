@@ -60,18 +60,23 @@ public enum CLIRunner {
     public static func copyForOtherUsers(_ path: String) throws -> String {
         try copies.withLock { copies in
             if let copy = copies[path] { return copy }
+            let folder = try temporaryDirectory().path
+            let copy = folder + "/" + URL(fileURLWithPath: path).lastPathComponent
+            do {
+                try FileManager.default.copyItem(atPath: path, toPath: copy)
+                guard chmod(folder, 0o755) == 0, chmod(copy, 0o755) == 0 else {
+                    throw ProcessFailed(log: "cannot make \(copy) runnable by other users")
+                }
+            } catch {
+                try? FileManager.default.removeItem(atPath: folder)
+                throw error
+            }
             if copies.isEmpty {
                 atexit {
                     for copy in CLIRunner.copies.withLock({ Array($0.values) }) {
                         try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: copy).deletingLastPathComponent().path)
                     }
                 }
-            }
-            let folder = try temporaryDirectory().path
-            let copy = folder + "/" + URL(fileURLWithPath: path).lastPathComponent
-            try FileManager.default.copyItem(atPath: path, toPath: copy)
-            guard chmod(folder, 0o755) == 0, chmod(copy, 0o755) == 0 else {
-                throw ProcessFailed(log: "cannot make \(copy) runnable by other users")
             }
             copies[path] = copy
             return copy

@@ -17,7 +17,7 @@ public func longPollsHeld(http: HTTPClient, baseURL: String, adminToken: String)
 /// passes; the last readings, one per server. What a client knows (its long-poll was sent)
 /// runs ahead of what a server counts (the request read and registered), so a test compares
 /// the servers' own count only once it has had time to settle, never right after the client.
-public func longPollsHeld(
+public func settledLongPollsHeld(
     http: HTTPClient, baseURLs: [String], adminToken: String, reaching expected: Int, timeout: Duration = .seconds(30)
 ) async throws -> [Int] {
     let deadline = ContinuousClock.now + timeout
