@@ -91,7 +91,7 @@ extension Metadata {
         types.removeAll { $0 == "null" }
         if types.isEmpty { return json ?? .string(text) }
         // Every reading of a type other than "string" first.
-        let readings = types.sorted { ($0 == "string" ? 1 : 0) < ($1 == "string" ? 1 : 0) }.compactMap { Self.read(text, as: $0) }
+        let readings = types.sorted { ($0 == "string" ? 1 : 0) < ($1 == "string" ? 1 : 0) }.compactMap { Self.read(text, json, as: $0) }
         if let allowed = place.allowedValues {
             // Among the values listed, one written as listed (its JSON, or the text itself) before
             // one reached through an alias (yes, on, …).
@@ -111,8 +111,8 @@ extension Metadata {
         if let key = location.tokens.first, secretKeys.contains(key) { return true }
         var skeleton: JSONValue = .string("")
         for token in location.tokens.reversed() {
-            if let index = KeyPathIndex(token), index.position <= 1_000 {
-                skeleton = .array(Array(repeating: .null, count: index.position) + [skeleton])
+            if let index = JSONPointer.arrayIndex(token) ?? (token == "-" ? 0 : nil), index <= 1_000 {
+                skeleton = .array(Array(repeating: .null, count: index) + [skeleton])
             } else {
                 skeleton = .object([token: skeleton])
             }
@@ -127,30 +127,22 @@ extension Metadata {
         types.filter { $0 != "null" }.map(Self.typeDescription).joined(separator: " or ")
     }
 
-    private static func read(_ text: String, as type: String) -> JSONValue? {
-        switch type {
-        case "string":
+    /// `text` read as a value of JSON type `type`; `json` is `text` parsed once as JSON (`nil`
+    /// when it is not JSON).
+    private static func read(_ text: String, _ json: JSONValue?, as type: String) -> JSONValue? {
+        switch (type, json) {
+        case ("string", _):
             return .string(text)
-        case "boolean":
+        case ("boolean", _):
             switch text.lowercased() {
             case "true", "yes", "on": return .bool(true)
             case "false", "no", "off": return .bool(false)
             default: return nil
             }
-        case "integer":
-            guard let value = try? JSONParser.parse(Array(text.utf8)), case .number(let number) = value, number.isInteger else {
-                return nil
-            }
-            return value
-        case "number":
-            guard let value = try? JSONParser.parse(Array(text.utf8)), case .number = value else { return nil }
-            return value
-        case "array":
-            guard let value = try? JSONParser.parse(Array(text.utf8)), case .array = value else { return nil }
-            return value
-        case "object":
-            guard let value = try? JSONParser.parse(Array(text.utf8)), case .object = value else { return nil }
-            return value
+        case ("integer", .number(let number)?):
+            return number.isInteger ? json : nil
+        case ("number", .number?), ("array", .array?), ("object", .object?):
+            return json
         default:
             return nil
         }
@@ -205,10 +197,9 @@ struct SchemaPlace {
     /// The schema of member or item `token` inside `schema`, if the schema says.
     private static func child(of schema: JSONValue, _ token: String) -> JSONValue? {
         if let property = schema["properties"]?[token] { return property }
-        if let index = KeyPathIndex(token) {
-            if case .array(let prefix)? = schema["prefixItems"], !index.isAppend, index.position < prefix.count {
-                return prefix[index.position]
-            }
+        let index = JSONPointer.arrayIndex(token)
+        if index != nil || token == "-" {
+            if let index, case .array(let prefix)? = schema["prefixItems"], index < prefix.count { return prefix[index] }
             if case .object? = schema["items"] { return schema["items"] }
         }
         // A name a pattern may cover: which schema applies is not plain to see.
@@ -248,26 +239,5 @@ struct SchemaPlace {
             if !types.contains(type) { types.append(type) }
         }
         return types
-    }
-}
-
-/// An array index in a key path: a non-negative decimal without leading zeros (`0`, `12`), or
-/// `-`, the place after the last item (JSON Pointer's meaning).
-struct KeyPathIndex {
-    /// The index; for `-`, 0.
-    let position: Int
-    /// Whether the token was `-`.
-    let isAppend: Bool
-
-    /// `nil` for a token that is no index (`-1`, `+1`, `01`, `x`).
-    init?(_ token: String) {
-        if token == "-" {
-            (position, isAppend) = (0, true)
-            return
-        }
-        guard let first = token.utf8.first, token.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
-            first != UInt8(ascii: "0") || token.utf8.count == 1, let value = Int(token)
-        else { return nil }
-        (position, isAppend) = (value, false)
     }
 }
