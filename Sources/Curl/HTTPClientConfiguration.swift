@@ -34,6 +34,7 @@ extension HTTPClient {
     /// | `limits` | ``TransferLimits`` | connect 10 s, total 60 s, 1 B/s over 30 s, 16 MiB |
     /// | `maxRedirects` | `Int` | 5, and only to the same scheme, host and port |
     /// | `userAgent` | `String` | `fleetset libcurl/<version>` |
+    /// | `sourceAddress` | `String?` | `nil`: the one the kernel picks |
     public struct Configuration: Sendable, Equatable {
         /// TLS trust, client identity and pinning.
         public var tls: TLSConfiguration
@@ -45,11 +46,15 @@ extension HTTPClient {
         public var maxRedirects: Int
         /// The `User-Agent` header, `nil` for `fleetset libcurl/<version>`.
         public var userAgent: String?
+        /// The local IP address connections are made from (`CURLOPT_INTERFACE` `host!ADDRESS`),
+        /// for a host with several; `nil`: the one the kernel picks for the route.
+        public var sourceAddress: String?
 
         public init(
             tls: TLSConfiguration = TLSConfiguration(), allowInsecureHTTP: Bool = false,
-            limits: TransferLimits = TransferLimits(), maxRedirects: Int = 5, userAgent: String? = nil
+            limits: TransferLimits = TransferLimits(), maxRedirects: Int = 5, userAgent: String? = nil, sourceAddress: String? = nil
         ) {
+            self.sourceAddress = sourceAddress
             self.tls = tls
             self.allowInsecureHTTP = allowInsecureHTTP
             self.limits = limits

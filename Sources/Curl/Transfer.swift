@@ -62,6 +62,7 @@ final class Transfer: @unchecked Sendable {
         try easy.set(CURLOPT_PIPEWAIT, url.scheme == "https")
         try configureTLS()
         try configureLimits()
+        if let sourceAddress = configuration.sourceAddress { try easy.set(CURLOPT_INTERFACE, "host!" + sourceAddress) }
         try easy.set(CURLOPT_TCP_KEEPALIVE, true)  // keep NAT state of long-polls alive
         try easy.set(CURLOPT_TCP_KEEPIDLE, 60)
         try easy.set(CURLOPT_TCP_KEEPINTVL, 30)

@@ -78,7 +78,7 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
         return SyncRules(
             app: app.id, longPollWait: tuning.longPollWait, pollInterval: tuning.pollInterval, jitter: tuning.jitter,
             hasHook: hook != nil, expectAck: app.expectAck, ackTimeout: app.ackTimeout, applyWindows: app.applyWindows,
-            rollbackOnError: app.rollbackOnError, reportDetail: tuning.reportDetail)
+            rollbackOnError: app.rollbackOnError, reportDetail: tuning.reportDetail, updateLockMaxHold: app.updateLockMaxHold)
     }
 
     /// What the driver is waiting for, for the watchdog.

@@ -33,15 +33,15 @@ struct DeviceFacts {
         let release = Self.osRelease(sources.osRelease.lazy.compactMap { try? FileSystem.readFile($0, maximumSize: 64 << 10) }.first ?? [])
         var os = JSONObject()
         for (fact, field) in [("id", "ID"), ("name", "NAME"), ("version", "VERSION_ID"), ("prettyName", "PRETTY_NAME")] {
-            if let value = release[field] { os[fact] = .string(Self.clipped(value)) }
+            if let value = release[field] { os[fact] = .string(DeviceInfo.reportable(value)) }
         }
         if !os.isEmpty { info["os"] = .object(os) }
         var names = utsname()
         var machine = JSONObject()
         if uname(&names) == 0 {
-            info["kernel"] = ["release": .string(Self.clipped(Self.field(&names.release)))]
-            machine["arch"] = .string(Self.clipped(Self.field(&names.machine)))
-            machine["hostname"] = .string(Self.clipped(Self.field(&names.nodename)))
+            info["kernel"] = ["release": .string(DeviceInfo.reportable(Self.field(&names.release)))]
+            machine["arch"] = .string(DeviceInfo.reportable(Self.field(&names.machine)))
+            machine["hostname"] = .string(DeviceInfo.reportable(Self.field(&names.nodename)))
         }
         if let id = try? FileSystem.readFile(sources.machineID, maximumSize: 4096) {
             let trimmed = String(decoding: id, as: UTF8.self).trimmingCharacters(in: " \n")
@@ -64,11 +64,14 @@ struct DeviceFacts {
         return info
     }
 
-    /// An app's own facts as saved in `facts.json`; `nil` when there are none or they cannot be read.
+    /// An app's own facts as saved in `facts.json`; `nil` when there are none or they cannot be
+    /// read. Each as ``DeviceInfo/reportable(_:)`` makes it (a file kept before the server
+    /// refused control characters may hold some).
     static func appFacts(_ path: String) -> JSONObject? {
         guard let bytes = try? FileSystem.readFileIfPresent(path, maximumSize: 64 << 10),
-            case .object(let facts)? = try? JSONParser.parse(bytes)
+            case .object(var facts)? = try? JSONParser.parse(bytes)
         else { return nil }
+        for (name, value) in facts { if case .string(let text) = value { facts[name] = .string(DeviceInfo.reportable(text)) } }
         return facts
     }
 
@@ -125,12 +128,5 @@ struct DeviceFacts {
         withUnsafeBytes(of: &value) { bytes in
             String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
         }
-    }
-
-    /// At most ``DeviceInfo/maximumFactLength`` characters: a fact the server refuses would
-    /// hold back every other.
-    private static func clipped(_ text: String) -> String {
-        text.unicodeScalars.count <= DeviceInfo.maximumFactLength
-            ? text : String(String.UnicodeScalarView(text.unicodeScalars.prefix(DeviceInfo.maximumFactLength)))
     }
 }

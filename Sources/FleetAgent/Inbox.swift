@@ -5,6 +5,7 @@ import FleetDeviceState
 import FleetIO
 import FleetJSON
 import Logging
+import PosixThreads
 
 #if canImport(Glibc)
 import Glibc
@@ -21,7 +22,10 @@ import Glibc
 /// `refused/` (checked to be the agent's own folder) with a `.reason` file beside it and
 /// logged, never silently dropped; an allowed writer's refused request is also recorded in
 /// `changes.json`. Each app's folder is sticky and writable by all (mode 1733, like a mail
-/// drop), so apps and the CLI can leave requests but not read or remove others'. The first scan
+/// drop), so apps and the CLI can leave requests but not read or remove others'. A user who
+/// floods an inbox is throttled (``RefusalThrottle``): beyond 20 refusals at once and one every
+/// 6 s, that user's refused files are removed without a line or a `.reason` each, and one
+/// `event=inbox-refused-quietly` warning a minute counts them. The first scan
 /// fulfils `scanned`, which the app loops wait for: requests left while the agent was down go
 /// before the first request to the server.
 struct Inbox<C: Clock>: Sendable where C.Duration == Duration {
@@ -34,6 +38,11 @@ struct Inbox<C: Clock>: Sendable where C.Duration == Duration {
     /// Seconds since the epoch, for the age of refused requests (kept across restarts).
     let wallClock: @Sendable () -> Int64
     let logger: Logger
+    /// Refusals handled one by one, per uid (shared with the task that writes the summaries).
+    let refusals = Locked(RefusalThrottle<C.Instant>())
+
+    /// How often the refusals counted quietly are summed up in one line per user.
+    static var refusalSummaryInterval: Duration { .seconds(60) }
 
     /// Runs until the task is cancelled.
     func run() async {
@@ -65,7 +74,11 @@ struct Inbox<C: Clock>: Sendable where C.Duration == Duration {
         scanned.fulfil(())
         let watched = directories
         let sweeper = Task { await sweepAbandonedFiles(watched) }
-        defer { sweeper.cancel() }
+        let summaries = Task { await summarizeQuietRefusals() }
+        defer {
+            sweeper.cancel()
+            summaries.cancel()
+        }
         await withTaskCancellationHandler {
             for await event in watcher.events {
                 switch event {
@@ -134,6 +147,24 @@ struct Inbox<C: Clock>: Sendable where C.Duration == Duration {
         }
     }
 
+    /// Every ``refusalSummaryInterval``: one warning per user whose refused files were removed
+    /// quietly since the last one. Runs until cancelled.
+    private func summarizeQuietRefusals() async {
+        while !Task.isCancelled {
+            try? await clock.sleep(for: Self.refusalSummaryInterval)
+            let now = clock.now
+            for (uid, count) in refusals.withLock({ $0.takeSummary(at: now) }) {
+                logger.warning(
+                    "inbox requests refused quietly",
+                    metadata: [
+                        "event": "inbox-refused-quietly", "uid": "\(uid)", "count": "\(count)",
+                        "reason":
+                            "this user left more bad requests than the agent handles one by one (20 at once, one every 6 s); removed without a .reason",
+                    ])
+            }
+        }
+    }
+
     /// Checks one request file and hands it to the app's loop, or moves it aside with the reason.
     private func take(_ name: String, in directory: String, app: AppConfiguration) {
         guard InboxRequest.isRequestName(name), let queue = queues[app.id] else { return }
@@ -150,6 +181,26 @@ struct Inbox<C: Clock>: Sendable where C.Duration == Duration {
             }
             queue.deliver(InboxDelivery(id: id, path: path, content: .request(request)))
         } catch {
+            if let owner = error.owner {
+                let now = clock.now
+                switch refusals.withLock({ $0.admit(owner, at: now) }) {
+                case .handle:
+                    break
+                case .quietFromNow:
+                    logger.warning(
+                        "inbox requests of one user refused quietly from now",
+                        metadata: [
+                            "event": "inbox-refused-quietly", "uid": "\(owner)", "app": "\(app.id)",
+                            "reason":
+                                "more bad requests than the agent handles one by one (20 at once, one every 6 s); a count follows every minute",
+                        ])
+                    try? FileSystem.removeFile(path)
+                    return
+                case .quiet:
+                    try? FileSystem.removeFile(path)  // counted for the summary line
+                    return
+                }
+            }
             refuse(name, in: directory, app: app.id, reason: error.description)
             if error.fromWriter { queue.deliver(InboxDelivery(id: id, path: nil, content: .refused(error.description))) }
         }
@@ -206,7 +257,7 @@ enum InboxFolder {
                 from: descriptor.raw, path: path, maximumSize: InboxRequest.maximumFileSize, sizeHint: Int(opened.st_size))
             return try InboxRequest(json: try JSONParser.parse(bytes))
         } catch {
-            throw InboxRefusal(description: "not a request: \(error)", fromWriter: true)
+            throw InboxRefusal(description: "not a request: \(error)", fromWriter: true, owner: opened.st_uid)
         }
     }
 
@@ -219,8 +270,8 @@ enum InboxFolder {
         return InboxRefusal(
             description: reason ?? "refused",
             fromWriter: RequestFileCheck.isAttributable(
-                kind: kind, links: Int(status.st_nlink), owner: status.st_uid, group: status.st_gid, writers: writers, agentUser: agentUser)
-        )
+                kind: kind, links: Int(status.st_nlink), owner: status.st_uid, group: status.st_gid, writers: writers, agentUser: agentUser),
+            owner: status.st_uid)
     }
 
     /// Makes sure the app's inbox is a folder of the agent's own with mode 1733, and that its
@@ -283,4 +334,7 @@ struct InboxRefusal: Error, CustomStringConvertible {
     /// Whether the file came from an allowed writer (only then is the refusal recorded in
     /// `changes.json`: others must not be able to push real outcomes out of it).
     let fromWriter: Bool
+    /// The uid owning the file (or the link), when it was looked at: whom the refusal counts
+    /// against for ``RefusalThrottle``.
+    var owner: UInt32? = nil
 }

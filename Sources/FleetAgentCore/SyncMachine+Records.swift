@@ -17,11 +17,13 @@ extension SyncMachine {
         statusCheckWanted = true
     }
 
-    /// `message` as a report carries it: at most ``StatusReport/maximumMessageLength``
-    /// characters; for ``AgentPolicy/ReportDetail/brief``, its first line (the first problem)
-    /// and at most ``AgentPolicy/briefMessageLength``.
+    /// `message` as a report carries it: every character the server refuses in a message (a
+    /// control character but `\n` and `\t`, a bidirectional control; a hook's output or an app's
+    /// acknowledgement may hold any) shown as its escape (``TerminalText``), then at most
+    /// ``StatusReport/maximumMessageLength`` characters; for ``AgentPolicy/ReportDetail/brief``,
+    /// its first line (the first problem) and at most ``AgentPolicy/briefMessageLength``.
     public static func reportMessage(_ message: String, detail: AgentPolicy.ReportDetail) -> String {
-        var text = Substring(message)
+        var text = Substring(TerminalText.escaped(message, keepingNewlinesAndTabs: true))
         var limit = StatusReport.maximumMessageLength
         var cut = false
         if detail == .brief {

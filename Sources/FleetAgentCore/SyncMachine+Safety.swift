@@ -10,7 +10,10 @@ import FleetProtocol
 ///   time; none: at any time), and only with the app's update lock taken (an app holding it is
 ///   busy). Otherwise it waits: `status.json` says why, the server gets one `pending` report
 ///   for it, and polling goes on (a newer revision replaces it). The window's opening is an
-///   alarm; the lock is tried again every ``updateLockRetry``.
+///   alarm; the lock is tried again every ``updateLockRetry``. An app that keeps the lock for
+///   ``SyncRules/updateLockMaxHold`` (default 1 h) from the first refusal has the revision
+///   applied anyway: a warning is logged (`event=update-lock-overridden`) and the `applied`
+///   report says why.
 /// - With `rollbackOnError`, a revision whose hook fails, or whose app reports `error` or
 ///   `unsupported`, is undone: the previous generation of `settings.json` is put back, its
 ///   hook runs again, and the revision is reported `error` with "rolled back to revision N".
@@ -29,6 +32,10 @@ extension SyncMachine {
         var awaitingLock = false
         /// The lock is taken: the revision is written as soon as nothing else is in flight.
         var lockHeld = false
+        /// When the app first refused the lock for this revision.
+        var lockRefusedSince: Instant?
+        /// The app held the lock past ``SyncRules/updateLockMaxHold``: written without it.
+        var lockOverridden = false
     }
 
     /// A rollback under way.
@@ -41,7 +48,9 @@ extension SyncMachine {
 
     /// Between a revision's arrival and its outcome: its checks, the update lock, writing it,
     /// its hook (`status.json` is written once it is decided).
-    var isApplying: Bool { slot.isApplying || deferred?.awaitingLock == true || deferred?.lockHeld == true }
+    var isApplying: Bool {
+        slot.isApplying || deferred?.awaitingLock == true || deferred?.lockHeld == true || deferred?.lockOverridden == true
+    }
 
     /// How often a lock the app holds is tried again.
     public static var updateLockRetry: Duration { .seconds(2) }
@@ -49,7 +58,9 @@ extension SyncMachine {
     /// A deferred revision's time has come: inside a window, try the lock; outside, wait for
     /// the next window.
     mutating func checkDeferredWhenDue(_ now: Moment) {
-        guard var deferred, !deferred.awaitingLock, !deferred.lockHeld, !slot.isApplying, rollback == nil else { return }
+        guard var deferred, !deferred.awaitingLock, !deferred.lockHeld, !deferred.lockOverridden, !slot.isApplying, rollback == nil else {
+            return
+        }
         guard now.instant >= deferred.checkAt else { return }
         guard rules.applyWindows.allowApplying(atLocal: now.local) else {
             let opens = rules.applyWindows.nextOpening(atOrAfterLocal: now.local)
@@ -80,14 +91,33 @@ extension SyncMachine {
             self.deferred = deferred
             return
         }
+        let since = deferred.lockRefusedSince ?? now.instant
+        deferred.lockRefusedSince = since
+        if since.duration(to: now.instant) >= rules.updateLockMaxHold {
+            deferred.lockOverridden = true
+            self.deferred = deferred
+            let held = Self.spoken(rules.updateLockMaxHold)
+            appliedWithoutLock =
+                "applied without the update lock: the app held updates.lock for over \(held) (updateLockMaxHold)"
+            log(
+                .warning, "applying without the update lock", event: "update-lock-overridden",
+                ["revision": "\(deferred.settings.revision)", "held_for": held])
+            return
+        }
         deferred.checkAt = now.instant.advanced(by: Self.updateLockRetry)
         self.deferred = deferred
         wait(deferred, reason: "the app holds its update lock (updates.lock); applying when it lets go", now)
     }
 
-    /// With the lock taken and nothing in flight, writes the deferred revision.
+    /// `1 h`, `90 s`: a duration as the log and reports say it.
+    static func spoken(_ duration: Duration) -> String {
+        let seconds = duration.components.seconds
+        return seconds % 3600 == 0 ? "\(seconds / 3600) h" : seconds % 60 == 0 ? "\(seconds / 60) min" : "\(seconds) s"
+    }
+
+    /// With the lock taken (or overridden) and nothing in flight, writes the deferred revision.
     mutating func applyDeferredWhenLocked(_ now: Moment) {
-        guard let deferred, deferred.lockHeld, slot.isFree else { return }
+        guard let deferred, deferred.lockHeld || deferred.lockOverridden, slot.isFree else { return }
         self.deferred = nil
         if status.waitingRevision != nil {
             status.waitingRevision = nil
@@ -103,6 +133,7 @@ extension SyncMachine {
     mutating func dropDeferred() {
         guard let deferred else { return }
         if deferred.lockHeld || deferred.awaitingLock { releaseUpdateLock() }
+        if deferred.lockOverridden { appliedWithoutLock = nil }
         self.deferred = nil
         if status.waitingRevision != nil {
             status.waitingRevision = nil
@@ -171,7 +202,7 @@ extension SyncMachine {
         guard let wanted = rollbackWanted, slot.isFree else { return }
         rollbackWanted = nil
         guard let settings, settings.revision == wanted.revision else { return }
-        if let deferred, deferred.lockHeld || deferred.awaitingLock {
+        if let deferred, deferred.lockHeld || deferred.awaitingLock || deferred.lockOverridden {
             // A newer revision is being applied: it replaces the one the app refused.
             log(
                 .notice, "no rollback: a newer revision is being applied", event: "rollback",

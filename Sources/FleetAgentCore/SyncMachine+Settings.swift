@@ -11,8 +11,14 @@ extension SyncMachine {
     mutating func start(_ loaded: LoadedState, _ now: Moment) {
         guard !started else { return }
         started = true
-        reports = loaded.reports
-        reportsOnDisk = loaded.reports
+        // Queued by an older agent, a message may hold what the server now refuses: escaped as a new one is.
+        reports = PendingReports(
+            loaded.reports.reports.map { report in
+                var sendable = report
+                sendable.message = Self.reportMessage(report.message, detail: .full)
+                return sendable
+            })
+        reportsOnDisk = reports
         if let problem = loaded.reportsProblem {
             log(.error, "queued reports unreadable; starting with none", event: "disk-error", ["error": problem])
         }
@@ -302,6 +308,8 @@ extension SyncMachine {
         }
         if state == .error, startRollback(from: applied, reason: "the hook failed: \(message)", now) { return }
         releaseUpdateLock()
+        if state == .applied, let reason = appliedWithoutLock { message = reason }
+        appliedWithoutLock = nil
         verdictError = state == .applied ? nil : message
         if state == .applied { awaitAck(for: applied.revision, now) } else { stopAwaitingAck() }
         status.revision = applied.revision

@@ -232,6 +232,9 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
     var pendingReported: Int64?
     /// The agent holds the app's update lock (from taking it until the outcome is recorded).
     public internal(set) var holdsUpdateLock = false
+    /// Why the revision being written goes without the update lock (the app held it past
+    /// ``SyncRules/updateLockMaxHold``): the message of its `applied` report.
+    var appliedWithoutLock: String?
     /// A rollback under way: the revision rolled back from and why; the previous generation's
     /// hook is running.
     var rollback: Rollback?
@@ -480,7 +483,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
             (rotationPending && (rotationNotBefore.map { now.instant >= $0 } ?? true)) || (!reports.isEmpty && !reportsDeferred)
             || nextChangeToSend(now) != nil
             || (syncNowAt.map { now.instant >= $0 } ?? false)
-            || deferred?.lockHeld == true || rollbackWanted != nil
+            || deferred?.lockHeld == true || deferred?.lockOverridden == true || rollbackWanted != nil
         guard urgent else { return }
         cancelRequested = true
         actions.append(.cancelRequest)
@@ -490,7 +493,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
     mutating func updateAlarm(_ now: Moment) {
         var candidates: [Instant] = []
         if let ackDeadline { candidates.append(ackDeadline) }
-        if let deferred, !deferred.awaitingLock, !deferred.lockHeld { candidates.append(deferred.checkAt) }
+        if let deferred, !deferred.awaitingLock, !deferred.lockHeld, !deferred.lockOverridden { candidates.append(deferred.checkAt) }
         switch slot {
         case .free where isOnline:
             if let holdUntil, holdUntil > now.instant {
@@ -619,6 +622,12 @@ public struct SyncRules: Sendable, Equatable {
     public var rollbackOnError: Bool
     /// How much each status report says, until a ``SyncMachine/Event/retune(_:)``.
     public var reportDetail: AgentPolicy.ReportDetail
+    /// The longest the app may keep a checked revision out by holding its update lock; after
+    /// it the revision is applied anyway and its report says why (a reader that never lets
+    /// go must not freeze the device's settings, secret rotations included).
+    public var updateLockMaxHold: Duration
+    /// The default of ``updateLockMaxHold``: one hour.
+    public static let defaultUpdateLockMaxHold: Duration = .seconds(3600)
 
     /// The most 409 answers in a row before the loop backs off.
     public static let conflictLimit = 5
@@ -628,9 +637,11 @@ public struct SyncRules: Sendable, Equatable {
     public init(
         app: String, longPollWait: Int, pollInterval: Duration, jitter: Duration, hasHook: Bool = false, expectAck: Bool = false,
         ackTimeout: Duration = .seconds(60), syncNowInterval: Duration = SyncRules.defaultSyncNowInterval,
-        applyWindows: [ApplyWindow] = [], rollbackOnError: Bool = false, reportDetail: AgentPolicy.ReportDetail = .full
+        applyWindows: [ApplyWindow] = [], rollbackOnError: Bool = false, reportDetail: AgentPolicy.ReportDetail = .full,
+        updateLockMaxHold: Duration = SyncRules.defaultUpdateLockMaxHold
     ) {
         self.reportDetail = reportDetail
+        self.updateLockMaxHold = updateLockMaxHold
         self.app = app
         self.longPollWait = longPollWait
         self.pollInterval = pollInterval

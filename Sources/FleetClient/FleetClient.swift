@@ -222,9 +222,11 @@ public struct FleetClient: Sendable {
     }
 
     /// The app's history, oldest first: of one scope, or the newest `limit` entries.
-    public func history(app: String, scope: String? = nil, limit: Int? = nil) async throws -> HistoryList {
+    public func history(app: String, scope: String? = nil, before: Int64? = nil, limit: Int? = nil) async throws -> HistoryList {
         let response = try await send(
-            .get, "/v1/admin/apps/\(app)/history" + Self.query(["scope": scope, "limit": limit.map(String.init)]), expect: [200])
+            .get,
+            "/v1/admin/apps/\(app)/history"
+                + Self.query(["scope": scope, "before": before.map { String($0) }, "limit": limit.map(String.init)]), expect: [200])
         return try decode(response, HistoryList.init(json:))
     }
 

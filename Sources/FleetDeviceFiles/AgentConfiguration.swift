@@ -113,13 +113,26 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// Reads and checks the file at `path`, then looks up the users and groups it names: two
     /// steps, ``init(json:)`` reads and ``resolvingAccounts(in:)`` looks up.
     ///
-    /// - Throws: ``ConfigurationError`` naming the file and, for a bad value, its JSON pointer.
-    public static func load(_ path: String, accounts: AccountDirectory = .system) throws(ConfigurationError) -> AgentConfiguration {
+    /// - Parameter owners: when given, the file is read only if it passes their rule (owned by
+    ///   root or their user, writable by no one else; ``TrustedOwners``), checked on the open
+    ///   file: for a privileged reader, since the file names the server that gets the device's
+    ///   token and the directories the reader acts on.
+    /// - Throws: ``ConfigurationError`` naming the file and, for a bad value, its JSON pointer;
+    ///   for a file that fails `owners`' rule, with ``ConfigurationError/untrusted`` set.
+    public static func load(
+        _ path: String, accounts: AccountDirectory = .system, trusting owners: TrustedOwners? = nil
+    ) throws(ConfigurationError) -> AgentConfiguration {
         let bytes: [UInt8]
         do {
-            bytes = try FileSystem.readFile(path, maximumSize: 1 << 20)
+            bytes = try FileSystem.readFile(path, maximumSize: 1 << 20, trusting: owners)
         } catch {
-            throw ConfigurationError(file: path, message: "\(error)")
+            switch error {
+            case .untrusted(let problem):
+                let message = "\(problem.detail): it must be owned by \(owners ?? TrustedOwners(user: nil)) and writable by no one else"
+                throw ConfigurationError(file: path, message: message, untrusted: problem)
+            case .unreadable(let error):
+                throw ConfigurationError(file: path, message: "\(error)")
+            }
         }
         let document: JSONValue
         do {
@@ -235,6 +248,7 @@ public struct AgentConfiguration: Sendable, Equatable {
 /// | `ackTimeout` | seconds | 60 | with `expectAck`: no acknowledgement in this time is reported as `unsupported` |
 /// | `rollbackOnError` | boolean | false | when the hook fails or the app reports an error, restore the previous settings, run the hook again, report `error` |
 /// | `applyWindows` | array of strings | none (any time) | when new settings may be applied, device local time: `"Mon-Fri 02:00-04:00"`, `"daily 22:00-06:00"` (see ``ApplyWindow``) |
+/// | `updateLockMaxHold` | seconds | 3600 | the longest the app may keep a revision out by holding `updates.lock`; then it is applied anyway and its `applied` report says why |
 public struct AppConfiguration: Sendable, Equatable {
     public var id: String
     /// The hook command, `[program, arguments…]`; empty for none.
@@ -257,6 +271,8 @@ public struct AppConfiguration: Sendable, Equatable {
     public var rollbackOnError: Bool
     /// When new settings may be applied; empty: at any time.
     public var applyWindows: [ApplyWindow]
+    /// The longest the app may hold its update lock against a checked revision.
+    public var updateLockMaxHold: Duration
 
     /// The value of every key an app's entry may leave out.
     public enum Defaults {
@@ -264,14 +280,17 @@ public struct AppConfiguration: Sendable, Equatable {
         public static let expectAck = false
         public static let ackTimeout: Duration = .seconds(60)
         public static let rollbackOnError = false
+        public static let updateLockMaxHold: Duration = .seconds(3600)
     }
 
     /// Creates an app entry (names not looked up yet).
     public init(
         id: String, onChange: [String] = [], hookTimeout: Duration = Defaults.hookTimeout, readers: String? = nil,
         writerNames: WriterNames = WriterNames(), expectAck: Bool = Defaults.expectAck, ackTimeout: Duration = Defaults.ackTimeout,
-        rollbackOnError: Bool = Defaults.rollbackOnError, applyWindows: [ApplyWindow] = []
+        rollbackOnError: Bool = Defaults.rollbackOnError, applyWindows: [ApplyWindow] = [],
+        updateLockMaxHold: Duration = Defaults.updateLockMaxHold
     ) {
+        self.updateLockMaxHold = updateLockMaxHold
         self.id = id
         self.onChange = onChange
         self.hookTimeout = hookTimeout
@@ -312,7 +331,8 @@ public struct AppConfiguration: Sendable, Equatable {
     }
 
     static let keys: Set<String> = [
-        "id", "onChange", "hookTimeout", "readers", "writers", "expectAck", "ackTimeout", "rollbackOnError", "applyWindows", "$comment",
+        "id", "onChange", "hookTimeout", "readers", "writers", "expectAck", "ackTimeout", "rollbackOnError", "applyWindows",
+        "updateLockMaxHold", "$comment",
     ]
 
     /// Reads an element of `apps`.
@@ -350,6 +370,7 @@ public struct AppConfiguration: Sendable, Equatable {
         expectAck = try reader.bool("expectAck", default: Defaults.expectAck)
         ackTimeout = try reader.seconds("ackTimeout", in: 1...86_400, default: Defaults.ackTimeout)
         rollbackOnError = try reader.bool("rollbackOnError", default: Defaults.rollbackOnError)
+        updateLockMaxHold = try reader.seconds("updateLockMaxHold", in: 60...604_800, default: Defaults.updateLockMaxHold)
         if reader.object["applyWindows"] != nil {
             applyWindows = try reader.array("applyWindows") { value, pointer throws(DocumentError) in
                 guard case .string(let text) = value, let window = ApplyWindow(text) else {
@@ -396,6 +417,9 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     public let file: String
     /// `/apps/0/hookTimeout: must be a number of seconds from 0.1 to 3600`.
     public let message: String
+    /// Why the file was not read, when it failed the owners' rule of
+    /// ``AgentConfiguration/load(_:accounts:trusting:)``.
+    public var untrusted: OwnershipProblem? = nil
 
     /// `fleetsetd.json: /pollInterval: must be …`.
     public var description: String { "\(file): \(message)" }

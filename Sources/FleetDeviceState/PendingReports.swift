@@ -36,7 +36,11 @@ public struct PendingReports: Sendable, Hashable {
         guard case .array(let list)? = reader.object["reports"] else { throw reader.missingOr("reports", "must be an array") }
         var reports: [StatusReport] = []
         for (index, element) in list.enumerated() {
-            reports.append(try StatusReport(json: element, at: JSONPointer.root.appending("reports").appending(index: index)))
+            // An agent from before the server refused control characters may have queued some;
+            // the agent escapes them before sending.
+            reports.append(
+                try StatusReport(
+                    json: element, at: JSONPointer.root.appending("reports").appending(index: index), acceptingAnyMessage: true))
         }
         self.init(reports)
     }

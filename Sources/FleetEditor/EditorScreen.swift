@@ -16,6 +16,9 @@ import FleetMetadata
 ///
 /// Plain text only (the cursor is `>`, the field being edited `*`), so it reads the same in any
 /// terminal, over SSH, and in `tmux capture-pane`. Secrets are never drawn: `********` when set.
+/// What the metadata, the values and the server say (titles, labels, `x-enumTitles`, messages)
+/// is shown through ``TerminalText/escaped(_:keepingNewlinesAndTabs:)``, a line at a time: no
+/// control character of theirs reaches the terminal, and each line is clipped by its shown width.
 public enum EditorScreen {
     /// The lines of the screen, each at most `width` characters; `height` lines in all.
     public static func render(_ editor: SettingsEditor, width: Int = 80, height: Int = 24) -> [String] {
@@ -37,7 +40,7 @@ public enum EditorScreen {
         lines.append(detail(editor))
         lines.append(editor.status)
         lines.append(help(editor))
-        return lines.map { clip($0, width) }
+        return lines.map { clip(TerminalText.escaped($0), width) }
     }
 
     private static func line(_ row: SettingsEditor.Row, selected: Bool, editor: SettingsEditor, width: Int) -> String {
@@ -60,12 +63,13 @@ public enum EditorScreen {
             } else {
                 typing = nil
             }
-            var value = typing ?? shown(field, editor.value(at: field.pointer))
+            // The label and the value are escaped before padding: the column is counted on what is drawn.
+            var value = TerminalText.escaped(typing ?? shown(field, editor.value(at: field.pointer)))
             if !field.editable {
                 value += "  (read-only" + (editor.sources[field.pointer.tokens.first ?? ""].map { ", from \($0)" } ?? "") + ")"
             }
             if editor.error(at: field.pointer) != nil { value += "  !" }
-            let label = (typing != nil ? "* " : mark) + field.label
+            let label = (typing != nil ? "* " : mark) + TerminalText.escaped(field.label)
             let column = max(34, min(44, width / 2))
             return label.count < column ? label + String(repeating: " ", count: column - label.count) + value : label + "  " + value
         }

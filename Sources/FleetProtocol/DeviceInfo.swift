@@ -47,7 +47,8 @@ public enum DeviceInfo {
     }
 
     /// Checks a patch a device sends: known groups and facts of the right type, `null` to remove
-    /// one. Under `apps`, the facts of an app the device is not given (`apps`) are left out of
+    /// one. A fact is one line shown to admins: it holds no control character (not even `\n` or
+    /// `\t`), DEL, C1 control or bidirectional control (``TerminalText``). Under `apps`, the facts of an app the device is not given (`apps`) are left out of
     /// the patch returned, not refused: a stale app in the agent's configuration must not hold
     /// back the device's other facts.
     ///
@@ -109,7 +110,7 @@ public enum DeviceInfo {
     }
 
     /// Checks one app's facts (or a patch of them): valid names, strings of at most
-    /// ``maximumFactLength`` characters, or `null`.
+    /// ``maximumFactLength`` characters without control characters, or `null`.
     public static func checkAppFacts(_ facts: JSONObject, at location: JSONPointer) throws(DocumentError) {
         for (name, value) in facts {
             guard isValidName(name) else {
@@ -127,6 +128,7 @@ public enum DeviceInfo {
             guard text.unicodeScalars.count <= maximumFactLength else {
                 throw DocumentError(at: location, "must be at most \(maximumFactLength) characters long")
             }
+            try TerminalText.check(text, at: location)
         case .number(let number) where integer:
             guard number.isInteger, let bytes = number.int64Value, bytes >= 0 else {
                 throw DocumentError(at: location, "must be a non-negative integer")
@@ -163,6 +165,15 @@ public enum DeviceInfo {
             throw DocumentError(at: .root, "the device's facts would take \(size) bytes, more than \(maximumSize)")
         }
         return merged
+    }
+
+    /// `text` as a device reports it as a fact: every character a server refuses in one shown as
+    /// its escape (``TerminalText/escaped(_:keepingNewlinesAndTabs:)``), then cut to
+    /// ``maximumFactLength`` characters: a fact the server refuses would hold back every other.
+    public static func reportable(_ text: String) -> String {
+        let shown = TerminalText.escaped(text)
+        guard shown.unicodeScalars.count > maximumFactLength else { return shown }
+        return String(String.UnicodeScalarView(shown.unicodeScalars.prefix(maximumFactLength)))
     }
 
     /// Every fact by its dotted name (`os.version`), sorted by name; integers in decimal.

@@ -96,13 +96,28 @@ public struct StatusReport: Sendable, Hashable {
 
     /// Reads the wire form; unknown members are refused, `message` is optional. Errors point
     /// below `location` (for a report inside another message).
-    public init(json: JSONValue, at location: JSONPointer = .root) throws(DocumentError) {
+    ///
+    /// The message is shown to admins on their terminals, so it may hold `\n` and `\t` but no
+    /// other control character, DEL, C1 control or bidirectional control (``TerminalText``):
+    /// `/message: contains a control character (U+001B) at offset 3`.
+    ///
+    /// - Parameter acceptingAnyMessage: take any message: for reports kept from before that
+    ///   rule (a server's answer, the agent's own queue), which are escaped when shown or sent.
+    public init(json: JSONValue, at location: JSONPointer = .root, acceptingAnyMessage: Bool = false) throws(DocumentError) {
         let reader = try ObjectReader(json, at: location, allowed: ["revision", "schemaVersion", "state", "message", "source"])
         revision = try reader.count("revision")
         schemaVersion = try reader.count("schemaVersion")
         state = try reader.oneOf("state", State.self)
         message = try reader.optionalString("message", maximumLength: Self.maximumMessageLength) ?? ""
+        if !acceptingAnyMessage { try Self.checkMessage(message, at: location.appending("message")) }
         source = try reader.oneOf("source", Source.self)
+    }
+
+    /// Refuses a message a server does not take: one holding a control character other than
+    /// `\n` and `\t`, DEL, a C1 control or a bidirectional control. (A report's message has
+    /// always been free text of several lines: agents send validation problems one per line.)
+    public static func checkMessage(_ message: String, at location: JSONPointer) throws(DocumentError) {
+        try TerminalText.check(message, at: location, allowingNewlinesAndTabs: true)
     }
 
     /// The wire form.

@@ -20,6 +20,8 @@ struct ConsoleRoutes: Sendable {
     static let cookieName = "fleetset_console"
     /// The largest form accepted: 4 MiB (a metadata document pasted whole).
     static let formLimit = 4 << 20
+    /// The largest sign-in form read.
+    static let signInFormLimit = 4 << 10
     /// Every console answer carries these: scripts and styles only from the console itself, no
     /// inline script or style, no framing, forms post only back here.
     static let securityHeaders: HTTPFields = [
@@ -43,7 +45,7 @@ struct ConsoleRoutes: Sendable {
     func define(_ on: (HTTPRequest.Method, String, @escaping Handler) -> Void) {
         on(.get, "console") { _, _ in redirect("/console/apps") }
         on(.get, "console/sign-in") { request, _ in
-            if session(request) != nil { return redirect("/console/apps") }
+            if try await session(request) != nil { return redirect("/console/apps") }
             return page(ConsolePages.signIn())
         }
         on(.post, "console/sign-in") { request, context in try await signIn(request, context) }
@@ -59,6 +61,7 @@ struct ConsoleRoutes: Sendable {
         on(.post, "console/sign-out") { request, _ in
             try await signedIn(request, form: true) { session, _ in
                 sessions.end(session, now: service.now)
+                try await service.endConsoleSession(id: session.id, expiresAt: session.expiresAt)
                 logger.notice("console sign-out", metadata: ["event": "console-sign-out", "session": "\(session.id)"])
                 var response = redirect("/console/sign-in")
                 response.headers[.setCookie] = cookie("", maxAge: 0, request: request)
@@ -175,14 +178,15 @@ struct ConsoleRoutes: Sendable {
     private func signIn(_ request: Request, _ context: FleetRequestContext) async throws -> Response {
         let client = limits.client(
             peer: context.remoteAddress?.ipAddress ?? "unknown", forwardedFor: request.headers[Routes.forwardedForHeader])
+        let fields: FormFields
         do {
             try limits.admit(client: client)
-            try limits.admitGuess(client: client)
             try checkOrigin(request)
+            // A sign-in form is a token and nothing else: a few KiB, not a settings form's MiBs.
+            fields = try await form(request, limit: Self.signInFormLimit)
         } catch {
             return page(ConsolePages.signIn(error: error.message), status: HTTPResponse.Status(code: error.status))
         }
-        let fields = try await form(request)
         // A token pasted with the file's newline, or with spaces around it, is the same token.
         var token = Substring(fields["token"] ?? "")
         while token.first?.isWhitespace == true { token = token.dropFirst() }
@@ -190,7 +194,7 @@ struct ConsoleRoutes: Sendable {
         guard service.isAdminToken(String(token)) else {
             logger.warning("console sign-in refused", metadata: ["event": "console-sign-in", "outcome": "refused", "client": "\(client)"])
             do {
-                try limits.recordFailure(client: client)
+                try limits.recordFailure(client: client, credential: String(token))
             } catch {
                 return page(ConsolePages.signIn(error: error.message), status: .tooManyRequests)
             }
@@ -208,9 +212,11 @@ struct ConsoleRoutes: Sendable {
         return "\(Self.cookieName)=\(value); Path=/console; Max-Age=\(maxAge); HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
     }
 
-    /// The session the request's cookie carries, if any is valid.
-    private func session(_ request: Request) -> ConsoleSessions.Session? {
-        sessionCookie(request).flatMap { sessions.session(cookie: $0, now: service.now) }
+    /// The session the request's cookie carries, if any is valid and was not signed out (here,
+    /// on another instance, or before a restart: the store keeps sign-outs).
+    private func session(_ request: Request) async throws -> ConsoleSessions.Session? {
+        guard let session = sessionCookie(request).flatMap({ sessions.session(cookie: $0, now: service.now) }) else { return nil }
+        return try await service.isConsoleSessionEnded(id: session.id) ? nil : session
     }
 
     /// The first valid session cookie of the request.
@@ -228,7 +234,7 @@ struct ConsoleRoutes: Sendable {
     private func signedIn(
         _ request: Request, form: Bool = false, _ body: (ConsoleSessions.Session, FormFields) async throws -> Response
     ) async throws -> Response {
-        guard let session = session(request) else {
+        guard let session = try await session(request) else {
             if form { return errorPage(ServiceError(403, "no-session", "Your session has ended; sign in again."), session: nil) }
             return redirect("/console/sign-in")
         }
@@ -257,12 +263,14 @@ struct ConsoleRoutes: Sendable {
         }
     }
 
-    private func form(_ request: Request) async throws -> FormFields {
+    private func form(_ request: Request, limit: Int = Self.formLimit) async throws(ServiceError) -> FormFields {
         let buffer: ByteBuffer
         do {
-            buffer = try await request.body.collect(upTo: Self.formLimit)
+            buffer = try await request.body.collect(upTo: limit)
         } catch is NIOTooManyBytesError {
-            throw ServiceError(413, "too-large", "The form is larger than \(Self.formLimit) bytes.")
+            throw ServiceError(413, "too-large", "The form is larger than \(limit) bytes.")
+        } catch {
+            throw ServiceError(400, "unreadable-form", "The form could not be read: the connection ended early.")
         }
         return FormFields(urlEncoded: buffer.readableBytesView)
     }
@@ -481,7 +489,9 @@ struct ConsoleRoutes: Sendable {
                 let ticks = Task {
                     while !Task.isCancelled {
                         try? await Task.sleep(for: .seconds(min(25, max(1, Double(session.expiresAt - service.now)))))
-                        guard sessions.session(cookie: cookie, now: service.now) != nil else {
+                        guard let current = sessions.session(cookie: cookie, now: service.now),
+                            (try? await service.isConsoleSessionEnded(id: current.id)) == false
+                        else {
                             continuation.finish()
                             return
                         }

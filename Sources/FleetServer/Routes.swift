@@ -67,12 +67,12 @@ struct Routes: Sendable {
         on(.post, "v1/enroll") { request, context in
             let client = client(request, context)
             try limits.admit(client: client)
-            try limits.admitGuess(client: client)
             let body = try await jsonBody(request, limit: Self.enrollLimit)
+            // The token is checked first: a valid one is never refused for others' guesses.
             do {
                 return json(.created, try await service.enroll(body).json)
             } catch let error as ServiceError where error.status == 401 {
-                try limits.recordFailure(client: client)
+                try limits.recordFailure(client: client, credential: body["enrollmentToken"]?.stringValue)
                 throw error
             }
         }
@@ -113,6 +113,7 @@ struct Routes: Sendable {
         on(.patch, "v1/apps/:app/settings") { request, context in
             let app = try app(context)
             let device = try SettingsService.requireDevice(try await authenticate(request, context), app: app)
+            try limits.admit(deviceWrite: device.id)
             let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
             let document = try await service.patchSettings(app: app, device: device, ifMatch: request.headers[.ifMatch], patch: patch)
             return settingsResponse(document)
@@ -145,6 +146,7 @@ struct Routes: Sendable {
         // The calling device's facts: a merge patch of those that changed.
         on(.patch, "v1/device/info") { request, context in
             let device = try SettingsService.requireDevice(try await authenticate(request, context))
+            try limits.admit(deviceWrite: device.id)
             let patch = try await jsonBody(request, limit: DeviceInfo.maximumSize * 2, mediaType: "application/merge-patch+json")
             return json(.ok, ["info": .object(try await service.patchDeviceInfo(device: device, patch: patch))])
         }
@@ -152,6 +154,7 @@ struct Routes: Sendable {
         // A new token for the calling device; the old one works until the new one is used.
         on(.post, "v1/device/token") { request, context in
             let device = try SettingsService.requireDevice(try await authenticate(request, context))
+            try limits.admit(deviceWrite: device.id)
             return json(.created, try await service.rotateToken(device: device).json)
         }
 
@@ -253,7 +256,14 @@ struct Routes: Sendable {
                 guard let limit = Int(text) else { throw ServiceError(400, "bad-parameter", "limit must be a positive number of entries") }
                 return limit
             }
-            let history = try await service.history(app: try app(context), scope: request.uri.queryParameters.get("scope"), limit: limit)
+            let before = try request.uri.queryParameters.get("before").map { text throws(ServiceError) in
+                guard let before = Int64(text) else {
+                    throw ServiceError(400, "bad-parameter", "before must be a history entry's number (the oldest one shown)")
+                }
+                return before
+            }
+            let history = try await service.history(
+                app: try app(context), scope: request.uri.queryParameters.get("scope"), before: before, limit: limit)
             return json(.ok, history.json)
         }
 
@@ -329,7 +339,7 @@ struct Routes: Sendable {
                 principal = try await service.authenticate(authorization: authorization)
             }
         } catch let error as ServiceError where error.status == 401 {
-            try limits.recordFailure(client: client)
+            try limits.recordFailure(client: client, credential: SettingsService.bearerToken(request.headers[.authorization]))
             throw error
         }
         if case .device(let device) = principal { try limits.admit(device: device.id) }
@@ -492,12 +502,23 @@ func json(_ status: HTTPResponse.Status, _ value: JSONValue) -> Response {
 
 /// Turns every refusal into an ``ErrorBody`` answer: a ``ServiceError`` as it is, Hummingbird's
 /// own errors (no such route, 404/405) with a code, anything else as 500 `internal`, logged
-/// with its detail (the answer does not carry it).
+/// with its detail (the answer does not carry it). Every answer, refusal or not, carries
+/// `X-Content-Type-Options: nosniff`: a browser never guesses HTML or script from a settings
+/// document a device or an admin wrote.
 struct ErrorBodyMiddleware: RouterMiddleware {
     let logger: Logger
     let routes: RouteTable
 
     func handle(_ request: Request, context: FleetRequestContext, next: (Request, FleetRequestContext) async throws -> Response)
+        async throws
+        -> Response
+    {
+        var response = try await answer(request, context: context, next: next)
+        response.headers[.xContentTypeOptions] = "nosniff"
+        return response
+    }
+
+    private func answer(_ request: Request, context: FleetRequestContext, next: (Request, FleetRequestContext) async throws -> Response)
         async throws
         -> Response
     {

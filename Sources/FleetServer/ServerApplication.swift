@@ -34,12 +34,19 @@ public struct ServerOptions: Sendable {
     public var console: Bool
     /// How often running rollouts are looked at (see `RolloutSupervisor`).
     public var rolloutCheckInterval: Duration
+    /// How much of each app's history is kept (see ``HistoryRetention``), applied at start and
+    /// then every ``historyPruneInterval``.
+    public var historyRetention: HistoryRetention
+    public var historyPruneInterval: Duration
 
     public init(
         host: String, port: Int, tls: (certificateFile: String, keyFile: String)? = nil, clientCAFile: String? = nil,
         readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(), metrics: PrometheusCollectorRegistry? = nil,
-        console: Bool = true, rolloutCheckInterval: Duration = .seconds(2)
+        console: Bool = true, rolloutCheckInterval: Duration = .seconds(2), historyRetention: HistoryRetention = .standard,
+        historyPruneInterval: Duration = .seconds(3600)
     ) {
+        self.historyRetention = historyRetention
+        self.historyPruneInterval = historyPruneInterval
         self.host = host
         self.port = port
         self.tls = tls
@@ -107,7 +114,11 @@ public enum FleetServerApplication {
             // and retried a second later.
             configuration: ApplicationConfiguration(
                 address: .hostname(options.host, port: options.port), serverName: "fleetset-server", backlog: Self.acceptBacklog),
-            services: [RolloutSupervisor(service: service, interval: options.rolloutCheckInterval, logger: logger)],
+            services: [
+                RolloutSupervisor(service: service, interval: options.rolloutCheckInterval, logger: logger),
+                HistoryPruner(
+                    service: service, retention: options.historyRetention, interval: options.historyPruneInterval, logger: logger),
+            ],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? options.port) },
             logger: logger)
     }

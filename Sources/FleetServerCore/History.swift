@@ -178,3 +178,113 @@ public enum AppHistory {
         return values.filter { !$0.value.isEmpty }
     }
 }
+
+/// Which part of an app's history a reader wants: the newest ``limit`` entries numbered below
+/// ``before``, of one ``scope`` only when it is given. Stores answer it with an indexed query,
+/// so a page costs the same whatever the history's length.
+public struct HistoryPage: Sendable, Hashable {
+    /// Only the entries that wrote this scope (each still whole: the caller trims it).
+    public var scope: Scope?
+    /// Only the entries numbered below this (`nil`: up to the newest).
+    public var before: Int64?
+    /// At most this many, the newest (`nil`: all).
+    public var limit: Int?
+
+    public init(scope: Scope? = nil, before: Int64? = nil, limit: Int? = nil) {
+        self.scope = scope
+        self.before = before
+        self.limit = limit
+    }
+
+    /// The whole history.
+    public static let all = HistoryPage()
+}
+
+/// What a revert to entry ``number`` reads of the history, and nothing more: for each scope the
+/// newest entry at or before it that wrote the scope.
+public struct HistoryBase: Sendable, Hashable {
+    /// The entry reverted to.
+    public var number: Int64
+    /// Whether the history keeps entry ``number``.
+    public var isKept: Bool
+    /// The app's newest entry (0: none).
+    public var newest: Int64
+    /// The oldest entry a revert can go back to: entries before it may have been removed by the
+    /// retention (``HistoryRetention``), so the values after them cannot be rebuilt. 1 when
+    /// nothing was ever removed.
+    public var floor: Int64
+    /// For each scope, the newest entry at or before ``number`` that wrote it, oldest first.
+    public var entries: [HistoryEntry]
+
+    public init(number: Int64, isKept: Bool, newest: Int64, floor: Int64, entries: [HistoryEntry]) {
+        self.number = number
+        self.isKept = isKept
+        self.newest = newest
+        self.floor = floor
+        self.entries = entries
+    }
+
+    /// The values of every scope after entry ``number`` (see ``AppHistory/values(after:in:)``).
+    public var values: [Scope: JSONObject] { AppHistory.values(after: number, in: entries) }
+}
+
+/// How much of each app's history the server keeps (`fleetset-server serve --history-keep`).
+///
+/// An entry goes when it is older than ``maximumAge`` or not among the app's newest
+/// ``maximumCount`` (either limit removes it), except: the app's newest entry (its number is
+/// never used again), and for each scope the newest entry at or before the cut, so that the
+/// values after every entry from the cut on can still be rebuilt and reverted to (the cut
+/// becomes the app's ``HistoryBase/floor``). The scopes of deleted devices keep nothing beyond
+/// the limits.
+public struct HistoryRetention: Sendable, Hashable {
+    /// Seconds; `nil`: no age limit.
+    public var maximumAge: Int64?
+    /// Entries per app; `nil`: no count limit.
+    public var maximumCount: Int?
+
+    public init(maximumAge: Int64? = nil, maximumCount: Int? = nil) {
+        self.maximumAge = maximumAge
+        self.maximumCount = maximumCount.map { max(1, $0) }
+    }
+
+    /// Keeps everything.
+    public static let everything = HistoryRetention()
+
+    /// The default: the newest 100,000 entries of each app, whatever their age. A fleet whose
+    /// admins and devices write a few times a day never reaches it; a device that writes
+    /// without end (a stolen token, at the write rate limit) fills it in under a week and no
+    /// more.
+    public static let standard = HistoryRetention(maximumCount: 100_000)
+
+    /// Reads `90d`, `100000`, or both as `90d,100000` (`keep-all`: no limit).
+    public init?(_ text: String) {
+        if text == "keep-all" {
+            self = .everything
+            return
+        }
+        var age: Int64?
+        var count: Int?
+        for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+            if part.hasSuffix("d"), let days = Int64(part.dropLast()), days >= 1, days <= 100_000, age == nil {
+                age = days * 86_400
+            } else if let number = Int(part), number >= 1, count == nil {
+                count = number
+            } else {
+                return nil
+            }
+        }
+        guard age != nil || count != nil else { return nil }
+        self.init(maximumAge: age, maximumCount: count)
+    }
+
+    /// The cut for an app whose newest entry is `newest`, given the newest entry written before
+    /// `now - maximumAge` (`oldEnough`): entries at or before it go (bar the exceptions above).
+    /// `nil`: nothing to remove.
+    public func cut(newest: Int64, newestOlderThanAge oldEnough: Int64?) -> Int64? {
+        var cut: Int64 = 0
+        if let maximumCount { cut = max(cut, newest - Int64(maximumCount)) }
+        if maximumAge != nil, let oldEnough { cut = max(cut, oldEnough) }
+        cut = min(cut, newest - 1)  // the newest entry always stays
+        return cut >= 1 ? cut : nil
+    }
+}

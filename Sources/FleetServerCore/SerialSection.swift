@@ -58,9 +58,24 @@ extension SerialSection {
         check: @Sendable (State) throws -> Checked,
         commit: @Sendable (State, Checked) async throws -> Result
     ) async throws -> Result {
+        let written = try await checkedWriteUnlessUnchanged(read: read, check: { state -> Checked? in try check(state) }, commit: commit)
+        guard let written else { preconditionFailure("a check that returns a value always writes") }
+        return written
+    }
+
+    /// ``checkedWrite(read:check:commit:)`` for a write that may change nothing: when `check`
+    /// returns `nil` (the state already is what the write asks for), the section is not
+    /// entered, nothing is committed and the answer is `nil`. A write that changes nothing then
+    /// costs a read, not the write lock (fleet-wide on PostgreSQL), a history entry and a
+    /// wake-up of every long-poll it concerns.
+    nonisolated public func checkedWriteUnlessUnchanged<State: Equatable & Sendable, Checked: Sendable, Result: Sendable>(
+        read: @Sendable () async throws -> State,
+        check: @Sendable (State) throws -> Checked?,
+        commit: @Sendable (State, Checked) async throws -> Result
+    ) async throws -> Result? {
         for _ in 0..<Self.checkAttempts {
             let state = try await read()
-            let checked = try check(state)
+            guard let checked = try check(state) else { return nil }
             let outcome: Result? = try await run {
                 guard try await read() == state else { return nil }
                 return try await commit(state, checked)

@@ -29,6 +29,7 @@ extension SettingsService {
             throw ServiceError(413, "too-many-facts", "\(error.location.displayText): \(error.message)")
         }
         guard let stored else { throw ServiceError.unknownDevice(device.id) }
+        guard !patch.isEmpty else { return stored }  // nothing reported: nothing to log or show
         logger.info(
             "device facts reported",
             metadata: [

@@ -15,10 +15,11 @@ extension SettingsService {
     static func deviceActor(_ device: Device) -> String { "device \(device.id)" }
 
     /// The app's history, oldest first, secrets masked; with `scope`, only the writes of that
-    /// scope; with `limit`, only the newest that many.
+    /// scope; with `before`, only the entries numbered below it (the next page back); with
+    /// `limit`, only the newest that many. The store reads just that page.
     ///
-    /// - Throws: 400 for a bad scope or limit, 404 for an unknown app.
-    public func history(app: String, scope parameter: String?, limit: Int?) async throws -> HistoryList {
+    /// - Throws: 400 for a bad scope, limit or `before`, 404 for an unknown app.
+    public func history(app: String, scope parameter: String?, before: Int64? = nil, limit: Int?) async throws -> HistoryList {
         let metadata = try await metadata(app: app)
         let scope = try parameter.map { text throws(ServiceError) in
             guard let scope = Scope(parameter: text), scope != .defaults else {
@@ -27,17 +28,26 @@ extension SettingsService {
             return scope
         }
         if let limit, limit < 1 { throw ServiceError.badParameter("limit must be a positive number of entries") }
-        var entries = try await store.history(app: app)
+        if let before, before < 1 { throw ServiceError.badParameter("before must be a history entry's number, 1 or more") }
+        var entries = try await store.history(app: app, page: HistoryPage(scope: scope, before: before, limit: limit))
         if let scope {
-            entries = entries.compactMap { entry in
-                guard entry.change.scopes.contains(where: { $0.scope == scope }) else { return nil }
-                var only = entry
-                only.change.scopes = entry.change.scopes.filter { $0.scope == scope }
-                return only
-            }
+            for index in entries.indices { entries[index].change.scopes.removeAll { $0.scope != scope } }
         }
-        if let limit { entries = Array(entries.suffix(limit)) }
         return HistoryList(app: app, entries: entries.map { Self.record($0, masking: metadata) })
+    }
+
+    /// Removes from every app's history what `retention` does not keep (see
+    /// ``HistoryRetention``); logs each app that lost entries. Returns how many went in all.
+    @discardableResult
+    public func pruneHistory(keeping retention: HistoryRetention) async throws -> Int {
+        var total = 0
+        for app in try await store.allMetadata().map(\.app) {
+            let removed = try await store.pruneHistory(app: app, keeping: retention, now: wallClock.secondsSinceEpoch())
+            guard removed > 0 else { continue }
+            total += removed
+            logger.notice("history pruned", metadata: ["event": "history-pruned", "app": "\(app)", "removed": "\(removed)"])
+        }
+        return total
     }
 
     static func record(_ entry: HistoryEntry, masking metadata: Metadata) -> HistoryRecord {
@@ -72,18 +82,24 @@ extension SettingsService {
                     values: ValuesWriteState(
                         metadata: try await self.metadata(app: app), values: try await self.store.allValues(app: app),
                         audiences: try await self.audiences(of: scopeOnly ?? .app, app: app)),
-                    history: try await self.store.history(app: app), rollout: try await self.store.activeRollout(app: app),
-                    devices: Set(try await self.store.devices().map(\.id)))
+                    history: try await self.store.historyBase(app: app, through: request.to),
+                    rollout: try await self.store.activeRollout(app: app), devices: Set(try await self.store.devices().map(\.id)))
             },
             check: { state -> [Scope: JSONObject] in
-                guard let last = state.history.last?.number, (1...last).contains(request.to) else {
+                let history = state.history
+                guard request.to >= 1, request.to <= history.newest else {
                     throw ServiceError.badRequest(
-                        "/to: \(app) has no history entry \(request.to); its history runs from 1 to \(state.history.last?.number ?? 0)")
+                        "/to: \(app) has no history entry \(request.to); its history runs from \(history.floor) to \(history.newest)")
+                }
+                guard request.to >= history.floor, history.isKept else {
+                    throw ServiceError.badRequest(
+                        "/to: entry \(request.to) of \(app) is older than the history the server keeps (--history-keep); a revert can go back to entry \(history.floor) at the earliest"
+                    )
                 }
                 if let rollout = state.rollout, !request.force {
                     throw Self.rolloutInProgress(rollout, doing: "revert")
                 }
-                var target = AppHistory.values(after: request.to, in: state.history)
+                var target = history.values
                 let scopes = Set(target.keys).union(state.values.values.keys).filter { scope in
                     if let scopeOnly { return scope == scopeOnly }
                     if case .device(let id) = scope { return state.devices.contains(id) }
@@ -137,7 +153,7 @@ extension SettingsService {
     /// What a revert is checked against.
     struct RevertState: Equatable, Sendable {
         let values: ValuesWriteState
-        let history: [HistoryEntry]
+        let history: HistoryBase
         let rollout: Rollout?
         let devices: Set<String>
     }

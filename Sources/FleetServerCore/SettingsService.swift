@@ -563,7 +563,9 @@ public final class SettingsService: Sendable {
         }
     }
 
-    /// Applies a device's merge patch of writable settings at device scope.
+    /// Applies a device's merge patch of writable settings at device scope. A patch that leaves
+    /// the device's values as they are (`{}`, or the values it already set) commits nothing:
+    /// no history entry, no wake-up; the answer is the current document.
     ///
     /// - Throws: 428 without `If-Match`, 400 for a malformed one or a body that is not an
     ///   object, 409 when it names a stale revision, 403 naming each key that is not
@@ -578,9 +580,9 @@ public final class SettingsService: Sendable {
         guard case .object(let patch) = body else { throw ServiceError.badRequest("the merge patch must be a JSON object of settings") }
         // Validation runs outside the write section, on a snapshot that the section checks is
         // still current before it writes (see SerialSection.checkedWrite).
-        return try await writes.checkedWrite(
+        let written = try await writes.checkedWriteUnlessUnchanged(
             read: { try await self.deviceWriteState(app: app, device: device) },
-            check: { state in
+            check: { state -> JSONObject? in
                 guard state.revision == expected else {
                     throw ServiceError(
                         409, "stale-revision",
@@ -599,6 +601,7 @@ public final class SettingsService: Sendable {
                 for (group, values) in state.layers.groups { before[.group(group)] = values }
                 var after = before
                 after[.device(device.id)] = SettingsValues.merged(before[.device(device.id)] ?? [:], patch)
+                if after[.device(device.id)] == before[.device(device.id)] { return nil }
                 let findings = ValueAudit.newFindings(metadata: state.metadata, before: before, after: after, audiences: [.device(device)])
                 guard findings.isEmpty else {
                     throw ServiceError(
@@ -624,6 +627,10 @@ public final class SettingsService: Sendable {
                     ])
                 return updated
             })
+        if let written { return written }
+        logger.debug(
+            "device write changed nothing", metadata: ["event": "device-write-unchanged", "app": "\(app)", "device": "\(device.id)"])
+        return try await settings(app: app, device: device)
     }
 
     /// What a device's write is checked against: its revision and value layers (equal states

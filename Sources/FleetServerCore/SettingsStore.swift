@@ -31,8 +31,23 @@ public protocol SettingsStore: Sendable {
     ///   an active one, or is known but stored with another version than the one before it.
     func commit(_ write: AppWrite) async throws -> Int64
 
-    /// The app's history, oldest first.
-    func history(app: String) async throws -> [HistoryEntry]
+    /// One page of the app's history, oldest first (see ``HistoryPage``). With a scope, the
+    /// entries that wrote it, each whole.
+    func history(app: String, page: HistoryPage) async throws -> [HistoryEntry]
+
+    /// What a revert to entry `number` needs (see ``HistoryBase``), in one transaction.
+    func historyBase(app: String, through number: Int64) async throws -> HistoryBase
+
+    /// Records that the console session `id` was signed out; it stays refused until
+    /// `expiresAt`, when its cookie expires anyway (rows past it are removed at `now`).
+    func endConsoleSession(id: String, expiresAt: Int64, now: Int64) async throws
+
+    /// Whether the console session `id` was signed out (on any instance, before any restart).
+    func isConsoleSessionEnded(id: String) async throws -> Bool
+
+    /// Removes the entries of `app` that `retention` does not keep at `now` (see
+    /// ``HistoryRetention``), and raises the app's floor to the cut. Returns how many went.
+    func pruneHistory(app: String, keeping retention: HistoryRetention, now: Int64) async throws -> Int
 
     /// The app's rollouts, newest first (active or not).
     func rollouts(app: String) async throws -> [Rollout]
@@ -463,5 +478,12 @@ public enum StoredText {
     public static func object(_ text: String, what: String) throws -> JSONObject {
         guard case .object(let object)? = try? JSONParser.parse(text) else { throw StoreCorruption(what: what) }
         return object
+    }
+}
+
+extension SettingsStore {
+    /// The app's whole history, oldest first.
+    public func history(app: String) async throws -> [HistoryEntry] {
+        try await history(app: app, page: .all)
     }
 }

@@ -94,6 +94,8 @@ public struct StoreSnapshot: Sendable, Hashable {
     public var revisions: [Revision] = []
     public var reports: [Report] = []
     public var history: [HistoryEntry] = []
+    /// Each app's history floor (see ``HistoryBase/floor``), for the apps whose history was pruned.
+    public var historyFloors: [String: Int64] = [:]
     public var rollouts: [Rollout] = []
     /// Facts by device id.
     public var deviceInfo: [String: StoredDeviceInfo] = [:]

@@ -33,9 +33,11 @@ struct ChangeMessage: Sendable, Hashable {
         self.change = change
     }
 
-    /// Reads a payload; `nil` for one fleetset did not send.
-    init?(payload: String) {
-        guard case .object(let object)? = try? JSONParser.parse(payload), case .string(let from)? = object["from"] else { return nil }
+    /// Reads a payload; `nil` for one fleetset did not send. `from`: the origin when the payload
+    /// does not name it (a row of the change feed, whose origin is a column of its own).
+    init?(payload: String, from origin: String? = nil) {
+        guard case .object(let object)? = try? JSONParser.parse(payload) else { return nil }
+        guard case .string(let from)? = object["from"] ?? origin.map(JSONValue.string) else { return nil }
         self.from = from
         if case .string(let app)? = object["app"], case .string(let scopeText)? = object["scope"] {
             guard let scope = scopeText == "defaults" ? .defaults : Scope(parameter: scopeText) else { return nil }
@@ -53,9 +55,77 @@ struct ChangeMessage: Sendable, Hashable {
     }
 }
 
+/// Which rows of the change feed an instance has seen: every id up to ``floor``, and those in
+/// ``seen`` above it. Ids are drawn when a row is inserted but become visible when its
+/// transaction commits, so a later id can show up first: a missing id is waited for (its
+/// transaction's own NOTIFY brings the reader back) for ``gapPatience``, then taken as rolled
+/// back. Pure: the caller gives the time.
+public struct ChangeFeedCursor<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration, Instant: Sendable {
+    /// How long a missing id is waited for.
+    public static var gapPatience: Duration { .seconds(10) }
+
+    /// Every id up to this one is settled (seen, or given up on).
+    public private(set) var floor: Int64
+    private var seen: Set<Int64> = []
+    private var gaps: [Int64: Instant] = [:]
+
+    public init(after floor: Int64) {
+        self.floor = floor
+    }
+
+    /// Takes the ids of rows read (those above ``floor``); returns the ones not seen before, in
+    /// order, and moves the floor up over what is settled at `now`.
+    public mutating func take(_ ids: [Int64], now: Instant) -> [Int64] {
+        var new: [Int64] = []
+        for id in ids.sorted() where id > floor && seen.insert(id).inserted {
+            new.append(id)
+            gaps[id] = nil
+        }
+        if let highest = seen.max() {
+            for id in (floor + 1)..<highest where !seen.contains(id) && gaps[id] == nil { gaps[id] = now }
+        }
+        while true {
+            let next = floor + 1
+            if seen.remove(next) != nil {
+                floor = next
+            } else if let since = gaps[next], since.duration(to: now) >= Self.gapPatience {
+                gaps[next] = nil
+                floor = next
+            } else {
+                break
+            }
+        }
+        return new
+    }
+}
+
 extension PostgresStore {
+    /// The changes recorded after row `id` of the feed, at most `limit`, oldest first, with
+    /// each row's id and whether this instance made it.
+    func feed(after id: Int64, limit: Int = 1000, on connection: PostgresConnection) async throws -> [(
+        id: Int64, change: StoreChange?, own: Bool
+    )] {
+        try await connection.query(
+            "SELECT id, origin, change FROM change_feed WHERE id > \(id) ORDER BY id LIMIT \(Int64(limit))", logger: logger
+        ).collect().map { row in
+            let (id, origin, text) = try row.decode((Int64, String, String).self)
+            return (id, ChangeMessage(payload: text, from: origin)?.change, origin == applicationName)
+        }
+    }
+
+    /// Removes the feed's rows older than an hour (an instance away longer starts over with
+    /// ``StoreChange/unknown`` anyway).
+    func pruneFeed(on connection: PostgresConnection) async throws {
+        try await connection.query("DELETE FROM change_feed WHERE at < extract(epoch FROM now())::bigint - 3600", logger: logger)
+    }
+
     /// Hears the changes the other instances on this database make, and hands each to `handle`,
     /// until the calling task is cancelled. Its own changes it skips.
+    ///
+    /// The changes are rows of `change_feed`, written by triggers in each writing transaction;
+    /// a notification on ``changeChannel`` (whatever it says, whoever sent it) only makes it
+    /// read the rows after the last it saw. So a role that may connect to the database and
+    /// sends notifications in a loop costs one indexed query each, never a flush of the caches.
     ///
     /// It listens on a connection of its own. When that connection is lost it connects again
     /// (waiting 0.1 s, doubling to 5 s), and since changes may have been missed meanwhile, each
@@ -67,6 +137,7 @@ extension PostgresStore {
     ) async {
         var delay = Duration.milliseconds(100)
         var connectionID = 0
+        let clock = ContinuousClock()
         while !Task.isCancelled {
             do {
                 connectionID += 1
@@ -75,17 +146,38 @@ extension PostgresStore {
                 defer { Task { try? await connection.close() } }
                 try await connection.listen(on: Self.changeChannel) { notifications in
                     delay = .milliseconds(100)
+                    // Where the feed stands now: what is there is covered by `unknown`. The newest
+                    // 100 ids are looked at one by one, so that a row of a transaction still
+                    // running (an id drawn earlier, committed later) is not skipped.
+                    let newest =
+                        try await connection.query("SELECT coalesce(max(id), 0) FROM change_feed", logger: logger).collect().first?
+                        .decode(Int64.self) ?? 0
+                    var cursor = ChangeFeedCursor<ContinuousClock.Instant>(after: max(0, newest - 100))
+                    _ = cursor.take(
+                        try await feed(after: max(0, newest - 100), on: connection).map(\.id).filter { $0 <= newest }, now: clock.now)
                     await handle(.unknown)
                     onListening()
-                    for try await notification in notifications {
-                        guard let message = ChangeMessage(payload: notification.payload) else {
-                            logger.warning(
-                                "change notification not understood",
-                                metadata: ["event": "change-feed", "payload": "\(notification.payload)"])
-                            continue
+                    var lastPruned = clock.now
+                    for try await _ in notifications {
+                        // Several notifications may wait: one read takes every row they announce.
+                        var rows = try await feed(after: cursor.floor, on: connection)
+                        while !rows.isEmpty {
+                            let byID = Dictionary(rows.map { ($0.id, $0) }) { first, _ in first }
+                            for id in cursor.take(rows.map(\.id), now: clock.now) {
+                                guard let row = byID[id], !row.own else { continue }
+                                guard let change = row.change else {
+                                    logger.warning("change feed row not understood", metadata: ["event": "change-feed", "id": "\(id)"])
+                                    continue
+                                }
+                                await handle(change)
+                            }
+                            guard rows.count == 1000, let last = rows.last?.id else { break }
+                            rows = try await feed(after: last, on: connection)
                         }
-                        guard message.from != instanceID else { continue }
-                        await handle(message.change)
+                        if lastPruned.duration(to: clock.now) > .seconds(600) {
+                            lastPruned = clock.now
+                            try await pruneFeed(on: connection)
+                        }
                     }
                 }
             } catch {

@@ -160,8 +160,15 @@ public struct PostgresLocation: Sendable, Hashable {
         }
     }
 
+    /// Whether the database is reached over TCP to a host other than the loopback interface
+    /// without TLS (what `serve` warns about).
+    public var isPlainOverNetwork: Bool {
+        guard case .tcp(let host, _) = endpoint, tls == .disabled else { return false }
+        return !["localhost", "127.0.0.1", "::1"].contains(host) && !host.hasPrefix("127.")
+    }
+
     /// postgres-nio's configuration of the pool.
-    func clientConfiguration() throws -> PostgresClient.Configuration {
+    func clientConfiguration(applicationName: String = "fleetset-server") throws -> PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         switch endpoint {
         case .tcp(let host, let port):
@@ -171,7 +178,7 @@ public struct PostgresLocation: Sendable, Hashable {
         }
         configuration.options.maximumConnections = poolSize
         configuration.options.minimumConnections = 0
-        configuration.options.additionalStartupParameters = [("application_name", "fleetset-server")]
+        configuration.options.additionalStartupParameters = [("application_name", applicationName)]
         return configuration
     }
 

@@ -75,6 +75,41 @@ enum PostgresMigrations {
             CREATE TABLE agent_policies (scope TEXT PRIMARY KEY, policy TEXT NOT NULL);
             """#
         ),
+        (
+            "v5: history paged and pruned (the scopes each entry wrote, each app's floor); ended console sessions",
+            #"""
+            CREATE TABLE history_scopes (app TEXT NOT NULL, scope TEXT NOT NULL, number BIGINT NOT NULL, PRIMARY KEY (app, scope, number));
+            CREATE INDEX history_scopes_number ON history_scopes (app, number);
+            INSERT INTO history_scopes (app, scope, number)
+                SELECT DISTINCT h.app, j->>'scope', h.number FROM history h, json_array_elements(h.scopes::json) j;
+            CREATE INDEX history_at ON history (app, at);
+            CREATE TABLE history_floor (app TEXT PRIMARY KEY, number BIGINT NOT NULL);
+            CREATE TABLE ended_console_sessions (id TEXT PRIMARY KEY, expires_at BIGINT NOT NULL);
+            """#
+        ),
+        (
+            "v6: the change feed as a table, the write lock's key of this database",
+            // One row per change, written by triggers in the writing transaction (whichever
+            // release of fleetset-server wrote it): instances read the rows after the last they
+            // saw, and take a NOTIFY on the channel only as a hint to do so. `origin` is the
+            // writing connection's application_name, which names the instance.
+            // (Statements are split at ";" before a line break: the function bodies keep theirs on one line.)
+            #"""
+            CREATE TABLE change_feed (id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, change TEXT NOT NULL, at BIGINT NOT NULL);
+            CREATE TABLE fleetset_keys (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
+            CREATE FUNCTION fleetset_feed(change json) RETURNS void LANGUAGE sql AS $f$ INSERT INTO change_feed (origin, change, at) VALUES (current_setting('application_name'), change::text, extract(epoch FROM now())::bigint) $f$;
+            CREATE FUNCTION fleetset_feed_values() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN IF TG_OP = 'DELETE' THEN PERFORM fleetset_feed(json_build_object('app', OLD.app, 'scope', OLD.scope)); ELSE PERFORM fleetset_feed(json_build_object('app', NEW.app, 'scope', NEW.scope)); END IF; RETURN NULL; END $f$;
+            CREATE FUNCTION fleetset_feed_metadata() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN PERFORM fleetset_feed(json_build_object('app', NEW.app, 'scope', 'defaults')); RETURN NULL; END $f$;
+            CREATE FUNCTION fleetset_feed_rollouts() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN PERFORM fleetset_feed(json_build_object('app', NEW.app, 'scope', 'app')); RETURN NULL; END $f$;
+            CREATE FUNCTION fleetset_feed_devices() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN IF TG_OP = 'DELETE' THEN PERFORM fleetset_feed(json_build_object('device', OLD.id)); ELSE PERFORM fleetset_feed(json_build_object('device', NEW.id)); END IF; RETURN NULL; END $f$;
+            CREATE FUNCTION fleetset_feed_policies() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN IF TG_OP = 'DELETE' THEN PERFORM fleetset_feed(json_build_object('policy', OLD.scope)); ELSE PERFORM fleetset_feed(json_build_object('policy', NEW.scope)); END IF; RETURN NULL; END $f$;
+            CREATE TRIGGER change_feed AFTER INSERT OR UPDATE OR DELETE ON scoped_values FOR EACH ROW EXECUTE FUNCTION fleetset_feed_values();
+            CREATE TRIGGER change_feed AFTER INSERT OR UPDATE ON metadata FOR EACH ROW EXECUTE FUNCTION fleetset_feed_metadata();
+            CREATE TRIGGER change_feed AFTER INSERT OR UPDATE ON rollouts FOR EACH ROW EXECUTE FUNCTION fleetset_feed_rollouts();
+            CREATE TRIGGER change_feed AFTER UPDATE OF token_hash, pending_token_hash, apps, "groups", disabled, rotation_requested OR DELETE ON devices FOR EACH ROW EXECUTE FUNCTION fleetset_feed_devices();
+            CREATE TRIGGER change_feed AFTER INSERT OR UPDATE OR DELETE ON agent_policies FOR EACH ROW EXECUTE FUNCTION fleetset_feed_policies();
+            """#
+        ),
     ]
 
     /// Applies the migrations not applied yet; returns the names of those it applied.

@@ -24,17 +24,26 @@ public final class PostgresStore: SettingsStore {
     let logger: Logger
     /// Names this instance in its notifications, so that it ignores its own.
     let instanceID: String
+    /// The `application_name` of this instance's connections (`fleetset-server <instanceID>`):
+    /// the change feed's triggers record it as each change's origin.
+    var applicationName: String { Self.applicationName(instanceID) }
+    /// The advisory lock key of writes on this database (see ``PostgresWriteLock``).
+    public let writeLockKey: Int64
     private let calls: StoreCalls
 
     private init(
-        client: PostgresClient, location: PostgresLocation, logger: Logger, onTransaction: (@Sendable (String, Duration) -> Void)?
+        client: PostgresClient, location: PostgresLocation, logger: Logger, instanceID: String, writeLockKey: Int64,
+        onTransaction: (@Sendable (String, Duration) -> Void)?
     ) {
         self.client = client
         self.location = location
         self.logger = logger
         self.calls = StoreCalls(onTransaction: onTransaction)
-        instanceID = (0..<4).map { _ in String(UInt32.random(in: .min ... .max), radix: 16) }.joined(separator: "-")
+        self.instanceID = instanceID
+        self.writeLockKey = writeLockKey
     }
+
+    static func applicationName(_ instanceID: String) -> String { "fleetset-server " + instanceID }
 
     /// Runs `body` with a store on the database at `location`: the connection pool runs while
     /// `body` does, and the schema is migrated before `body` starts.
@@ -54,18 +63,38 @@ public final class PostgresStore: SettingsStore {
         // verification is an error now, with its reason (the pool would retry it forever).
         let first = try await PostgresConnection.connect(configuration: try location.connectionConfiguration(), id: 0, logger: logger)
         try? await first.close()
-        let client = PostgresClient(configuration: try location.clientConfiguration(), backgroundLogger: logger)
+        let instanceID = (0..<4).map { _ in String(UInt32.random(in: .min ... .max), radix: 16) }.joined(separator: "-")
+        let client = PostgresClient(
+            configuration: try location.clientConfiguration(applicationName: applicationName(instanceID)), backgroundLogger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
-            let store = PostgresStore(client: client, location: location, logger: logger, onTransaction: onTransaction)
             try await PostgresMigrations.apply(on: client, logger: logger)
+            let store = PostgresStore(
+                client: client, location: location, logger: logger, instanceID: instanceID,
+                writeLockKey: try await Self.writeLockKey(client, logger: logger), onTransaction: onTransaction)
             return try await body(store)
         }
     }
 
+    /// This database's write lock key: a random number drawn by the first instance that ran
+    /// on it and kept in `fleetset_keys`, so that no fixed key in fleetset's source names the
+    /// lock. (Any role connected to the database sees a held advisory lock's key in `pg_locks`:
+    /// the protection is that no other role may connect, see `check-database`.)
+    private static func writeLockKey(_ client: PostgresClient, logger: Logger) async throws -> Int64 {
+        let drawn = Int64.random(in: 1 ... .max)
+        let rows = try await client.query(
+            """
+            WITH drawn AS (INSERT INTO fleetset_keys (name, value) VALUES ('write-lock', \(drawn)) ON CONFLICT (name) DO NOTHING RETURNING value)
+            SELECT value FROM drawn UNION ALL SELECT value FROM fleetset_keys WHERE name = 'write-lock'
+            """, logger: logger
+        ).collect()
+        guard let key = try rows.first?.decode(Int64.self) else { throw StoreCorruption(what: "the write lock's key in fleetset_keys") }
+        return key
+    }
+
     /// The lock that serialises checked writes across every instance on this database.
-    public var writeLock: any SharedWriteLock { PostgresWriteLock(client: client, logger: logger) }
+    public var writeLock: any SharedWriteLock { PostgresWriteLock(client: client, key: writeLockKey, logger: logger) }
 
     // MARK: - Metadata
 
@@ -166,6 +195,14 @@ public final class PostgresStore: SettingsStore {
             VALUES (\(entry.app), \(entry.number), \(change.at), \(change.actor), \(change.message), \(change.kind.rawValue),
                 \(change.scopesText), \(change.metadataVersion.map(Int64.init)))
             """, logger: logger)
+        let scopes = Array(Set(change.scopes.map(\.scope.description)))
+        if !scopes.isEmpty {
+            try await connection.query(
+                """
+                INSERT INTO history_scopes (app, scope, number)
+                SELECT \(entry.app), scope, \(entry.number) FROM unnest(\(scopes)::text[]) AS scope
+                """, logger: logger)
+        }
     }
 
     /// Inserts a new rollout or replaces the version before it.
@@ -199,8 +236,99 @@ public final class PostgresStore: SettingsStore {
     /// The columns ``historyEntry(_:)`` reads, in its order.
     private static let historyColumns = "app, number, at, actor, message, kind, scopes, metadata_version"
 
-    public func history(app: String) async throws -> [HistoryEntry] {
-        try await rows("SELECT \(unescaped: Self.historyColumns) FROM history WHERE app = \(app) ORDER BY number").map(Self.historyEntry)
+    public func history(app: String, page: HistoryPage) async throws -> [HistoryEntry] {
+        // Newest first through the primary key (or the scope's index), then turned around.
+        let before = page.before ?? .max
+        let limit = page.limit.map(Int64.init)  // NULL: no limit
+        let query: PostgresQuery =
+            if let scope = page.scope {
+                """
+                SELECT \(unescaped: Self.historyColumns.split(separator: ", ").map { "h." + $0 }.joined(separator: ", "))
+                FROM history_scopes s JOIN history h ON h.app = s.app AND h.number = s.number
+                WHERE s.app = \(app) AND s.scope = \(scope.description) AND s.number < \(before) ORDER BY s.number DESC LIMIT \(limit)
+                """
+            } else {
+                """
+                SELECT \(unescaped: Self.historyColumns) FROM history WHERE app = \(app) AND number < \(before)
+                ORDER BY number DESC LIMIT \(limit)
+                """
+            }
+        return try await rows(query).reversed().map(Self.historyEntry)
+    }
+
+    public func historyBase(app: String, through number: Int64) async throws -> HistoryBase {
+        try await transaction { connection in
+            try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: self.logger)
+            let entries = try await connection.query(
+                """
+                SELECT \(unescaped: Self.historyColumns) FROM history WHERE app = \(app) AND number IN (
+                    SELECT max(number) FROM history_scopes WHERE app = \(app) AND number <= \(number) GROUP BY scope)
+                ORDER BY number
+                """, logger: self.logger
+            ).collect().map(Self.historyEntry)
+            let row = try await connection.query(
+                """
+                SELECT EXISTS (SELECT 1 FROM history WHERE app = \(app) AND number = \(number)),
+                    coalesce((SELECT max(number) FROM history WHERE app = \(app)), 0),
+                    coalesce((SELECT number FROM history_floor WHERE app = \(app)), 1)
+                """, logger: self.logger
+            ).collect().first
+            guard let (isKept, newest, floor) = try row?.decode((Bool, Int64, Int64).self) else {
+                throw StoreCorruption(what: "history of \(app)")
+            }
+            return HistoryBase(number: number, isKept: isKept, newest: newest, floor: floor, entries: entries)
+        }
+    }
+
+    public func endConsoleSession(id: String, expiresAt: Int64, now: Int64) async throws {
+        try await transaction { connection in
+            try await connection.query("DELETE FROM ended_console_sessions WHERE expires_at <= \(now)", logger: self.logger)
+            try await connection.query(
+                """
+                INSERT INTO ended_console_sessions (id, expires_at) VALUES (\(id), \(expiresAt))
+                ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at
+                """, logger: self.logger)
+        }
+    }
+
+    public func isConsoleSessionEnded(id: String) async throws -> Bool {
+        !(try await rows("SELECT 1 FROM ended_console_sessions WHERE id = \(id)").isEmpty)
+    }
+
+    public func pruneHistory(app: String, keeping retention: HistoryRetention, now: Int64) async throws -> Int {
+        try await transaction { connection in
+            let newest =
+                try await connection.query("SELECT max(number) FROM history WHERE app = \(app)", logger: self.logger).collect().first
+                .flatMap { try $0.decode(Int64?.self) } ?? 0
+            var oldEnough: Int64?
+            if let age = retention.maximumAge {
+                oldEnough = try await connection.query(
+                    "SELECT max(number) FROM history WHERE app = \(app) AND at < \(now - age)", logger: self.logger
+                ).collect().first.flatMap { try $0.decode(Int64?.self) }
+            }
+            guard let cut = retention.cut(newest: newest, newestOlderThanAge: oldEnough) else { return 0 }
+            // Kept at or before the cut: each scope's newest entry, but none for a deleted device.
+            try await connection.query(
+                """
+                DELETE FROM history_scopes WHERE app = \(app) AND number <= \(cut) AND number NOT IN (
+                    SELECT max(number) FROM history_scopes WHERE app = \(app) AND number <= \(cut)
+                        AND (scope NOT LIKE 'device:%' OR substr(scope, 8) IN (SELECT id FROM devices))
+                    GROUP BY scope)
+                """, logger: self.logger)
+            let removed = try await connection.query(
+                """
+                DELETE FROM history WHERE app = \(app) AND number <= \(cut)
+                    AND number NOT IN (SELECT number FROM history_scopes WHERE app = \(app) AND number <= \(cut))
+                RETURNING 1
+                """, logger: self.logger
+            ).collect().count
+            try await connection.query(
+                """
+                INSERT INTO history_floor (app, number) VALUES (\(app), \(cut))
+                ON CONFLICT (app) DO UPDATE SET number = greatest(history_floor.number, excluded.number)
+                """, logger: self.logger)
+            return removed
+        }
     }
 
     private static func historyEntry(_ row: PostgresRow) throws -> HistoryEntry {
@@ -746,6 +874,10 @@ public final class PostgresStore: SettingsStore {
             snapshot.history = try await connection.query(
                 #"SELECT \#(unescaped: Self.historyColumns) FROM history ORDER BY app COLLATE "C", number"#, logger: self.logger
             ).collect().map(Self.historyEntry)
+            for row in try await connection.query("SELECT app, number FROM history_floor", logger: self.logger).collect() {
+                let (app, floor) = try row.decode((String, Int64).self)
+                snapshot.historyFloors[app] = floor
+            }
             snapshot.rollouts = try await connection.query("SELECT document FROM rollouts ORDER BY id", logger: self.logger).collect().map {
                 try Rollout(storedText: try $0.decode(String.self))
             }
@@ -801,6 +933,9 @@ public final class PostgresStore: SettingsStore {
                     logger: self.logger)
             }
             for entry in snapshot.history { try await self.insert(entry, on: connection) }
+            for (app, floor) in snapshot.historyFloors {
+                try await connection.query("INSERT INTO history_floor (app, number) VALUES (\(app), \(floor))", logger: self.logger)
+            }
             for rollout in snapshot.rollouts { try await self.insert(rollout, on: connection) }
             for (id, stored) in snapshot.deviceInfo {
                 let text = JSONValue.object(stored.info).serialized()
@@ -826,6 +961,12 @@ public final class PostgresStore: SettingsStore {
     /// Sends `change` to the other instances, on `connection` in its transaction (delivered when
     /// it commits, never when it rolls back).
     private func notify(_ change: StoreChange, on connection: PostgresConnection) async throws {
+        // Triggers write every change of a table to the feed; "forget everything" has no row of its own.
+        if change == .unknown {
+            try await connection.query(#"SELECT fleetset_feed('{"unknown": true}'::json)"#, logger: logger)
+        }
+        // The hint that makes the other instances read the feed now; the payload is what
+        // instances of the release before read instead of the feed (during a rolling upgrade).
         let payload = ChangeMessage(from: instanceID, change: change).payload
         try await connection.query("SELECT pg_notify(\(Self.changeChannel), \(payload))", logger: logger)
     }
@@ -904,5 +1045,38 @@ extension PostgresStore {
         if let message = error.serverInfo?[.message] { parts.append(message) }
         if let underlying = error.underlying { parts.append("\(underlying)") }
         return parts.joined(separator: ": ")
+    }
+}
+
+extension PostgresStore {
+    /// What other roles of the cluster may do on this database that they should not: `CONNECT`
+    /// (then they can send NOTIFY on ``changeChannel``, see advisory locks in `pg_locks` and
+    /// take them) or `TEMPORARY` granted to PUBLIC, as a new database has by default. Each
+    /// finding is one sentence; empty when there is none.
+    public func privilegeFindings() async throws -> [String] {
+        guard
+            let row = try await rows(
+                """
+                SELECT current_database(), has_database_privilege('public', current_database(), 'CONNECT'),
+                    has_database_privilege('public', current_database(), 'TEMPORARY')
+                """
+            ).first
+        else { return [] }
+        let (database, connect, temporary) = try row.decode((String, Bool, Bool).self)
+        var findings: [String] = []
+        if connect {
+            findings.append(
+                "PUBLIC may CONNECT to database \(database): any role of the cluster can connect, send NOTIFY on \(Self.changeChannel) and see and take fleetset's advisory locks"
+            )
+        }
+        if temporary { findings.append("PUBLIC may create TEMPORARY tables in database \(database)") }
+        return findings
+    }
+
+    /// The statements that take those privileges back (run them as the database's owner or a superuser).
+    public func privilegeFix() async throws -> String {
+        let name = try await rows("SELECT quote_ident(current_database()), quote_ident(current_user)").first?.decode((String, String).self)
+        let (database, user) = name ?? ("DATABASE", "USER")
+        return "REVOKE CONNECT, TEMPORARY ON DATABASE \(database) FROM PUBLIC; GRANT CONNECT ON DATABASE \(database) TO \(user);"
     }
 }

@@ -15,16 +15,15 @@ import PostgresNIO
 /// killed mid-write never leaves it held). Each instance still queues its own writers in its
 /// ``SerialSection`` first, so at most one connection per instance waits on the lock.
 struct PostgresWriteLock: SharedWriteLock {
-    /// The advisory lock key of writes: "fleets" and 2.
-    static let key: Int64 = 0x666c_6565_7473_0002
-
     let client: PostgresClient
+    /// The advisory lock key of writes, this database's own (``PostgresStore/writeLockKey``).
+    let key: Int64
     let logger: Logger
 
     func withLock<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
         try await client.withConnection { connection in
             try await connection.query("BEGIN", logger: logger)
-            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.key))", logger: logger)
+            try await connection.query("SELECT pg_advisory_xact_lock(\(key))", logger: logger)
             let outcome: Result<T, any Error>
             do {
                 outcome = .success(try await body())

@@ -3,6 +3,10 @@ import FleetProtocol
 import FleetServerCore
 import GRDB
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// ``SettingsStore`` on one SQLite file, through GRDB: WAL mode (readers never wait for the
 /// writer), schema migrations applied at open, one transaction per call.
 public final class SQLiteStore: SettingsStore {
@@ -21,6 +25,7 @@ public final class SQLiteStore: SettingsStore {
         path: String, onStatement: (@Sendable (String) -> Void)? = nil,
         onTransaction: (@Sendable (_ kind: String, _ duration: Duration) -> Void)? = nil
     ) throws {
+        try Self.createOwnerOnly(path)
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         configuration.prepareDatabase { db in
@@ -30,6 +35,18 @@ public final class SQLiteStore: SettingsStore {
         pool = try DatabasePool(path: path, configuration: configuration)
         self.calls = StoreCalls(onTransaction: onTransaction)
         try Self.migrator.migrate(pool)
+    }
+
+    /// Creates the database file readable by its owner only (0600) if it does not exist yet,
+    /// whatever the process's umask: it holds `x-secret` values, token hashes and the history.
+    /// SQLite gives its `-wal` and `-shm` files the database file's permissions.
+    static func createOwnerOnly(_ path: String) throws {
+        let descriptor = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        if descriptor >= 0 {
+            close(descriptor)
+        } else if errno != EEXIST {
+            throw DatabaseError(resultCode: .SQLITE_CANTOPEN, message: "cannot create \(path): \(String(cString: strerror(errno)))")
+        }
     }
 
     /// The schema, one migration per change; never edit a migration that has shipped.
@@ -108,10 +125,13 @@ public final class SQLiteStore: SettingsStore {
                     let values = try StoredText.object(row["values"], what: "values of \(metadata.app) at \(scopeText)")
                     return ChangeRecord.ScopeChange(scope: scope, patch: values, after: values)
                 }
-                _ = try Self.append(
-                    ChangeRecord(
-                        at: now, actor: "server", message: "what was stored when the history began", kind: .initial, scopes: scopes,
-                        metadataVersion: metadata.version), app: metadata.app, db)
+                // The history row alone: the tables of later migrations (history_scopes) are not there yet.
+                try Self.insertRow(
+                    HistoryEntry(
+                        app: metadata.app, number: 1,
+                        change: ChangeRecord(
+                            at: now, actor: "server", message: "what was stored when the history began", kind: .initial, scopes: scopes,
+                            metadataVersion: metadata.version)), db)
             }
         }
         migrator.registerMigration("v5: device facts, agent policies") { db in
@@ -121,6 +141,20 @@ public final class SQLiteStore: SettingsStore {
                         device_id TEXT PRIMARY KEY REFERENCES devices(id) ON DELETE CASCADE, info TEXT NOT NULL,
                         updated_at INTEGER NOT NULL);
                     CREATE TABLE agent_policies (scope TEXT PRIMARY KEY, policy TEXT NOT NULL);
+                    """)
+        }
+        migrator.registerMigration("v6: history paged and pruned (the scopes each entry wrote, each app's floor); ended console sessions") {
+            db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE history_scopes (
+                        app TEXT NOT NULL, scope TEXT NOT NULL, number INTEGER NOT NULL, PRIMARY KEY (app, scope, number));
+                    CREATE INDEX history_scopes_number ON history_scopes (app, number);
+                    INSERT OR IGNORE INTO history_scopes (app, scope, number)
+                        SELECT h.app, json_extract(j.value, '$.scope'), h.number FROM history h, json_each(h.scopes) j;
+                    CREATE INDEX history_at ON history (app, at);
+                    CREATE TABLE history_floor (app TEXT PRIMARY KEY, number INTEGER NOT NULL);
+                    CREATE TABLE ended_console_sessions (id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL);
                     """)
         }
         return migrator
@@ -198,6 +232,15 @@ public final class SQLiteStore: SettingsStore {
     }
 
     private static func insert(_ entry: HistoryEntry, _ db: Database) throws {
+        try insertRow(entry, db)
+        for scope in Set(entry.change.scopes.map(\.scope.description)) {
+            try db.execute(
+                sql: "INSERT INTO history_scopes (app, scope, number) VALUES (?, ?, ?)", arguments: [entry.app, scope, entry.number])
+        }
+    }
+
+    /// The entry's row in `history` (without the index of its scopes).
+    private static func insertRow(_ entry: HistoryEntry, _ db: Database) throws {
         let change = entry.change
         try db.execute(
             sql: "INSERT INTO history (app, number, at, actor, message, kind, scopes, metadata_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -231,8 +274,86 @@ public final class SQLiteStore: SettingsStore {
             ])
     }
 
-    public func history(app: String) async throws -> [HistoryEntry] {
-        try await read { db in try Self.history(db, app: app) }
+    public func history(app: String, page: HistoryPage) async throws -> [HistoryEntry] {
+        try await read { db in
+            // Newest first through the primary key (or the scope's index), then turned around.
+            let before = page.before ?? .max
+            let limit = page.limit ?? -1  // SQLite: no limit
+            let rows =
+                if let scope = page.scope {
+                    try Row.fetchAll(
+                        db,
+                        sql: """
+                            SELECT h.* FROM history_scopes s JOIN history h ON h.app = s.app AND h.number = s.number
+                            WHERE s.app = ? AND s.scope = ? AND s.number < ? ORDER BY s.number DESC LIMIT ?
+                            """, arguments: [app, scope.description, before, limit])
+                } else {
+                    try Row.fetchAll(
+                        db, sql: "SELECT * FROM history WHERE app = ? AND number < ? ORDER BY number DESC LIMIT ?",
+                        arguments: [app, before, limit])
+                }
+            return try Self.historyEntries(rows.reversed())
+        }
+    }
+
+    public func historyBase(app: String, through number: Int64) async throws -> HistoryBase {
+        try await read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM history WHERE app = ?1 AND number IN (
+                        SELECT max(number) FROM history_scopes WHERE app = ?1 AND number <= ?2 GROUP BY scope)
+                    ORDER BY number
+                    """, arguments: [app, number])
+            return HistoryBase(
+                number: number,
+                isKept: try Bool.fetchOne(db, sql: "SELECT 1 FROM history WHERE app = ? AND number = ?", arguments: [app, number]) ?? false,
+                newest: try Int64.fetchOne(db, sql: "SELECT max(number) FROM history WHERE app = ?", arguments: [app]) ?? 0,
+                floor: try Int64.fetchOne(db, sql: "SELECT number FROM history_floor WHERE app = ?", arguments: [app]) ?? 1,
+                entries: try Self.historyEntries(rows))
+        }
+    }
+
+    public func endConsoleSession(id: String, expiresAt: Int64, now: Int64) async throws {
+        try await durableWrite { db in
+            try db.execute(sql: "DELETE FROM ended_console_sessions WHERE expires_at <= ?", arguments: [now])
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO ended_console_sessions (id, expires_at) VALUES (?, ?)", arguments: [id, expiresAt])
+        }
+    }
+
+    public func isConsoleSessionEnded(id: String) async throws -> Bool {
+        try await read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM ended_console_sessions WHERE id = ?", arguments: [id]) ?? false }
+    }
+
+    public func pruneHistory(app: String, keeping retention: HistoryRetention, now: Int64) async throws -> Int {
+        try await durableWrite { db in
+            let newest = try Int64.fetchOne(db, sql: "SELECT max(number) FROM history WHERE app = ?", arguments: [app]) ?? 0
+            let oldEnough = try retention.maximumAge.flatMap { age in
+                try Int64.fetchOne(db, sql: "SELECT max(number) FROM history WHERE app = ? AND at < ?", arguments: [app, now - age])
+            }
+            guard let cut = retention.cut(newest: newest, newestOlderThanAge: oldEnough) else { return 0 }
+            // Kept at or before the cut: each scope's newest entry, but none for a deleted device.
+            try db.execute(
+                sql: """
+                    DELETE FROM history_scopes WHERE app = ?1 AND number <= ?2 AND number NOT IN (
+                        SELECT max(number) FROM history_scopes WHERE app = ?1 AND number <= ?2
+                            AND (scope NOT LIKE 'device:%' OR substr(scope, 8) IN (SELECT id FROM devices))
+                        GROUP BY scope)
+                    """, arguments: [app, cut])
+            try db.execute(
+                sql: """
+                    DELETE FROM history WHERE app = ?1 AND number <= ?2
+                        AND number NOT IN (SELECT number FROM history_scopes WHERE app = ?1 AND number <= ?2)
+                    """, arguments: [app, cut])
+            let removed = db.changesCount
+            try db.execute(
+                sql: """
+                    INSERT INTO history_floor (app, number) VALUES (?, ?)
+                    ON CONFLICT (app) DO UPDATE SET number = max(number, excluded.number)
+                    """, arguments: [app, cut])
+            return removed
+        }
     }
 
     private static func history(_ db: Database, app: String?) throws -> [HistoryEntry] {
@@ -242,7 +363,11 @@ public final class SQLiteStore: SettingsStore {
             } else {
                 try Row.fetchAll(db, sql: "SELECT * FROM history ORDER BY app, number")
             }
-        return try rows.map { row in
+        return try historyEntries(rows)
+    }
+
+    private static func historyEntries(_ rows: some Sequence<Row>) throws -> [HistoryEntry] {
+        try rows.map { row in
             let app: String = row["app"]
             let number: Int64 = row["number"]
             let what = "history entry \(number) of \(app)"
@@ -731,6 +856,9 @@ public final class SQLiteStore: SettingsStore {
                     app: row["app"], deviceID: stored.deviceID, report: stored.report, receivedAt: stored.receivedAt)
             }
             snapshot.history = try Self.history(db, app: nil)
+            for row in try Row.fetchAll(db, sql: "SELECT app, number FROM history_floor") {
+                snapshot.historyFloors[row["app"]] = row["number"]
+            }
             snapshot.rollouts = try String.fetchAll(db, sql: "SELECT document FROM rollouts ORDER BY id").map(Rollout.init(storedText:))
             snapshot.deviceInfo = try Self.allDeviceInfo(db)
             snapshot.policies = try Self.agentPolicies(db)
@@ -778,6 +906,9 @@ public final class SQLiteStore: SettingsStore {
             _ = try Self.recordStatuses(
                 snapshot.reports.map { StatusRecord(report: $0.report, app: $0.app, deviceID: $0.deviceID, time: $0.receivedAt) }, db)
             for entry in snapshot.history { try Self.insert(entry, db) }
+            for (app, floor) in snapshot.historyFloors {
+                try db.execute(sql: "INSERT INTO history_floor (app, number) VALUES (?, ?)", arguments: [app, floor])
+            }
             for rollout in snapshot.rollouts { try Self.insert(rollout, db) }
             for (id, stored) in snapshot.deviceInfo {
                 try db.execute(

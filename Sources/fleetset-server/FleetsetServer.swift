@@ -22,7 +22,7 @@ struct FleetsetServer: AsyncParsableCommand {
         commandName: "fleetset-server",
         abstract: "Serves fleetset's protocol v1: devices pull their settings, admins manage them.",
         version: FleetVersion.current,
-        subcommands: [Serve.self, Migrate.self],
+        subcommands: [Serve.self, Migrate.self, CheckDatabase.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -40,9 +40,13 @@ struct Serve: AsyncParsableCommand {
         help: """
             The SQLite database file (created, with its -wal and -shm files, if missing), or a PostgreSQL database: \
             postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=verify-full&sslrootcert=PATH&host=/SOCKET/FOLDER] \
-            (the password may come from PGPASSWORD instead). Several instances on one PostgreSQL database act as one server.
+            (the password comes from --database-password-file or PGPASSWORD, never the URL: a command line is visible to every user). \
+            Several instances on one PostgreSQL database act as one server.
             """)
     var database: String
+
+    @Option(help: "A file whose first line is the PostgreSQL password (readable by the server's user only, e.g. a systemd credential).")
+    var databasePasswordFile: String?
 
     @Option(help: "The most PostgreSQL connections this instance opens (default 20; the URL's pool_size says the same).")
     var databasePool: Int?
@@ -70,6 +74,12 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "Requests one device may send at once.")
     var deviceBurst: Double = 50
+
+    @Option(help: "Writes per second one device may send, sustained: settings write-backs, facts, token requests (beyond: 429).")
+    var deviceWriteRate: Double = 0.2
+
+    @Option(help: "Writes one device may send at once.")
+    var deviceWriteBurst: Double = 30
 
     @Option(help: "Requests per second one client address may send, sustained (all its devices together).")
     var addressRate: Double = 200
@@ -102,7 +112,16 @@ struct Serve: AsyncParsableCommand {
             "How often running rollouts are looked at, in seconds (0.1 to 60): a wave is admitted at most this long after its last report.")
     var rolloutCheckInterval: Double = 2
 
+    @Option(
+        help: ArgumentHelp(
+            "How much of each app's history to keep: 90d (by age), 100000 (by count), 90d,100000 (either limit removes), or keep-all. The newest entry of each scope always stays.",
+            valueName: "AGE,COUNT"))
+    var historyKeep: String = "100000"
+
     func validate() throws {
+        guard HistoryRetention(historyKeep) != nil else {
+            throw ValidationError("--history-keep must be DAYSd, a COUNT, both as DAYSd,COUNT (e.g. 365d,100000), or keep-all")
+        }
         guard (0.1...60).contains(rolloutCheckInterval) else {
             throw ValidationError("--rollout-check-interval must be a number of seconds from 0.1 to 60")
         }
@@ -119,6 +138,9 @@ struct Serve: AsyncParsableCommand {
         where !(value >= 1 && value.isFinite) {
             throw ValidationError("\(name) must be a number of requests, 1 or more")
         }
+        guard deviceWriteRate > 0 && deviceWriteRate.isFinite && deviceWriteBurst >= 1 && deviceWriteBurst.isFinite else {
+            throw ValidationError("--device-write-rate must be above 0 (e.g. 0.2: one write in 5 s) and --device-write-burst 1 or more")
+        }
         if let maxLongPolls, maxLongPolls < 1 { throw ValidationError("--max-long-polls must be 1 or more") }
         if !(0...3600).contains(busyPollInterval) { throw ValidationError("--busy-poll-interval must be 0 to 3600 seconds") }
         if let databasePool, !(2...1000).contains(databasePool) {
@@ -130,6 +152,7 @@ struct Serve: AsyncParsableCommand {
             } catch {
                 throw ValidationError("--database: \(error)")
             }
+            try DatabasePassword.refuseInURL(database, option: "--database")
         } else if databasePool != nil {
             throw ValidationError("--database-pool applies to a PostgreSQL database (postgres://…)")
         }
@@ -162,9 +185,23 @@ struct Serve: AsyncParsableCommand {
             let running = Running(
                 adminTokenHash: admin.tokenHash, capacity: capacity, registry: registry, metrics: metrics, logger: logger, systemd: systemd)
             if PostgresLocation.isPostgresURL(database) {
-                var location = try PostgresLocation(url: database, environmentPassword: getenv("PGPASSWORD").map { String(cString: $0) })
+                var location = try DatabasePassword.location(url: database, passwordFile: databasePasswordFile)
                 if let databasePool { location.poolSize = databasePool }
                 try await PostgresStore.with(location, logger: logger, onTransaction: onTransaction) { store in
+                    for finding in try await store.privilegeFindings() {
+                        logger.warning(
+                            "database privileges",
+                            metadata: ["event": "database-privileges", "finding": "\(finding)", "check": "fleetset-server check-database"])
+                    }
+                    if location.isPlainOverNetwork {
+                        logger.warning(
+                            "database connection not encrypted",
+                            metadata: [
+                                "event": "database-tls", "database": "\(location.redacted)",
+                                "advice":
+                                    "add sslmode=verify-full (and sslrootcert=PATH) to the URL: the password and every secret cross the network in the clear",
+                            ])
+                    }
                     try await serve(store: store, shared: store, databaseName: location.redacted, running)
                 }
             } else {
@@ -211,9 +248,11 @@ struct Serve: AsyncParsableCommand {
                 host: host, port: port, tls: tls, clientCAFile: clientCa,
                 limits: RequestLimits.Configuration(
                     perAddress: .init(rate: addressRate, burst: addressBurst), perDevice: .init(rate: deviceRate, burst: deviceBurst),
+                    perDeviceWrite: .init(rate: deviceWriteRate, burst: deviceWriteBurst),
                     trustedProxies: Set(trustedProxy)),
                 metrics: running.registry, console: console,
-                rolloutCheckInterval: .milliseconds(Int64((rolloutCheckInterval * 1000).rounded()))),
+                rolloutCheckInterval: .milliseconds(Int64((rolloutCheckInterval * 1000).rounded())),
+                historyRetention: HistoryRetention(historyKeep) ?? .standard),
             logger: logger,
             onServerRunning: { port in
                 logger.notice(
@@ -275,11 +314,15 @@ struct Migrate: AsyncParsableCommand {
     @Option(help: "The destination: postgres://… or sqlite:PATH")
     var to: String
 
+    @Option(help: "A file whose first line is the PostgreSQL password (PGPASSWORD works too; a password in a URL is refused).")
+    var databasePasswordFile: String?
+
     func validate() throws {
         for (name, value) in [("--from", from), ("--to", to)] {
             guard value.hasPrefix("sqlite:") || PostgresLocation.isPostgresURL(value) else {
                 throw ValidationError("\(name) must be sqlite:PATH or postgres://USER@HOST/DATABASE")
             }
+            try DatabasePassword.refuseInURL(value, option: name)
         }
         if from.hasPrefix("sqlite:"), access(String(from.dropFirst("sqlite:".count)), F_OK) != 0 {
             throw ValidationError("--from: no SQLite database at \(from.dropFirst("sqlite:".count))")
@@ -287,11 +330,12 @@ struct Migrate: AsyncParsableCommand {
     }
 
     func run() async throws {
+        umask(0o077)  // a SQLite destination holds every secret and token hash: owner-only files, as serve makes
         LoggingSystem.bootstrap { _ in LogfmtLogHandler(level: .warning, style: .timestamped) }
         let logger = Logger(label: "fleetset-server migrate")
         do {
-            let source = try await Self.withStore(from, logger: logger) { store in try await store.snapshot() }
-            let copied = try await Self.withStore(to, logger: logger) { store in
+            let source = try await withStore(from, logger: logger) { store in try await store.snapshot() }
+            let copied = try await withStore(to, logger: logger) { store in
                 try await store.restore(source)
                 return try await store.snapshot()
             }
@@ -313,11 +357,11 @@ struct Migrate: AsyncParsableCommand {
     }
 
     /// `body` with the store `text` names.
-    private static func withStore<T: Sendable>(_ text: String, logger: Logger, _ body: (any SettingsStore) async throws -> T) async throws
+    private func withStore<T: Sendable>(_ text: String, logger: Logger, _ body: (any SettingsStore) async throws -> T) async throws
         -> T
     {
         if PostgresLocation.isPostgresURL(text) {
-            let location = try PostgresLocation(url: text, environmentPassword: getenv("PGPASSWORD").map { String(cString: $0) })
+            let location = try DatabasePassword.location(url: text, passwordFile: databasePasswordFile)
             return try await PostgresStore.with(location, logger: logger) { store in try await body(store) }
         }
         return try await body(try SQLiteStore(path: String(text.dropFirst("sqlite:".count))))
@@ -326,5 +370,53 @@ struct Migrate: AsyncParsableCommand {
     /// The store's name without a password.
     private static func shown(_ text: String) -> String {
         PostgresLocation.isPostgresURL(text) ? ((try? PostgresLocation(url: text).redacted) ?? "the PostgreSQL database") : text
+    }
+}
+
+struct CheckDatabase: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-database",
+        abstract: "Check that no other role of the PostgreSQL cluster may use fleetset's database.",
+        discussion: """
+            A new PostgreSQL database lets every role CONNECT and create TEMPORARY tables (PUBLIC has \
+            both). A role that may connect can send notifications on fleetset's channel and see and \
+            take its advisory locks. Exits 1 with each finding and the statements that fix them, 0 \
+            when there is none. serve logs the same findings at start (event=database-privileges).
+            """)
+
+    @Option(help: "The PostgreSQL database: postgres://USER@HOST[:PORT]/DATABASE[?…] (no password: see serve --help).")
+    var database: String
+
+    @Option(help: "A file whose first line is the PostgreSQL password (PGPASSWORD works too).")
+    var databasePasswordFile: String?
+
+    func validate() throws {
+        guard PostgresLocation.isPostgresURL(database) else { throw ValidationError("--database must be postgres://USER@HOST/DATABASE") }
+        try DatabasePassword.refuseInURL(database, option: "--database")
+    }
+
+    func run() async throws {
+        LoggingSystem.bootstrap { _ in LogfmtLogHandler(level: .error, style: .timestamped) }
+        let logger = Logger(label: "fleetset-server check-database")
+        let location = try DatabasePassword.location(url: database, passwordFile: databasePasswordFile)
+        let (findings, fix): ([String], String)
+        do {
+            (findings, fix) = try await PostgresStore.with(location, logger: logger) { store in
+                (try await store.privilegeFindings(), try await store.privilegeFix())
+            }
+        } catch {
+            print("fleetset-server check-database: \(PostgresStore.describe(error))")
+            throw ExitCode(1)
+        }
+        if location.isPlainOverNetwork {
+            print("note: \(location.redacted) is reached over the network without TLS; add sslmode=verify-full")
+        }
+        guard !findings.isEmpty else {
+            print("\(location.redacted): no privileges of PUBLIC on the database")
+            return
+        }
+        for finding in findings { print("finding: \(finding)") }
+        print("fix (as the database's owner or a superuser): \(fix)")
+        throw ExitCode(1)
     }
 }

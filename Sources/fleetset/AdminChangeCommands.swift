@@ -119,10 +119,13 @@ struct AdminHistory: AsyncParsableCommand {
     @Option(help: "Only the newest N writes.")
     var limit: Int?
 
+    @Option(help: "Only entries numbered below ENTRY: the page before one shown (with --limit).")
+    var before: Int64?
+
     func run() async throws {
-        let history = try await server.withClient { try await $0.history(app: app, scope: scope, limit: limit) }
+        let history = try await server.withClient { try await $0.history(app: app, scope: scope, before: before, limit: limit) }
         server.output(history.json) {
-            guard !history.entries.isEmpty else { return "\(history.app): no writes yet" }
+            guard !history.entries.isEmpty else { return TerminalText.escaped("\(history.app): no writes yet") }
             var rows = [["ENTRY", "WHEN", "WHO", "KIND", "CHANGE", "MESSAGE"]]
             for entry in history.entries {
                 rows.append([
@@ -164,7 +167,9 @@ struct AdminRevert: AsyncParsableCommand {
     func run() async throws {
         let request = RevertRequest(to: to, scope: scope, message: message, force: force)
         let entry = try await server.withClient { try await $0.revert(app: app, request) }
-        server.output(entry.json) { "\(app): entry \(entry.number) has the values of entry \(to): \(entry.changeSummary)" }
+        server.output(entry.json) {
+            TerminalText.escaped("\(app): entry \(entry.number) has the values of entry \(to): \(entry.changeSummary)")
+        }
     }
 }
 
@@ -207,7 +212,9 @@ struct AdminRollout: AsyncParsableCommand {
     }
 }
 
-/// A rollout as text: its state, then a line per admitted wave, then the devices not done.
+/// A rollout as text: its state, then a line per admitted wave, then the devices not done. Each
+/// line is shown through ``TerminalText/escaped(_:keepingNewlinesAndTabs:)``: a device's report
+/// in it is one line, whatever it holds.
 enum RolloutText {
     static func render(_ view: RolloutView) -> String {
         let keys = view.patch.map { "\($0.key)=\($0.value.serialized(maximumLength: 40))" }.joined(separator: " ")
@@ -224,6 +231,6 @@ enum RolloutText {
         for device in view.devices {
             lines.append("    \(device.device) (wave \(device.wave + 1)): \(device.outcome.rawValue), \(device.detail)")
         }
-        return lines.joined(separator: "\n")
+        return lines.map { TerminalText.escaped($0) }.joined(separator: "\n")
     }
 }

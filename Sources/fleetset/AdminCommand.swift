@@ -81,9 +81,11 @@ struct ServerOptions: ParsableArguments {
         }
     }
 
-    /// Prints `value` as JSON when --json was given, else `text()`.
+    /// Prints `value` as JSON when --json was given, else `text()`. The text shows what came
+    /// from the server through ``TerminalText/escaped(_:keepingNewlinesAndTabs:)`` (tables do
+    /// it for their cells); the JSON has its control characters as `\u` escapes.
     func output(_ value: JSONValue, _ text: () -> String) {
-        print(json ? value.serialized(.pretty) : text())
+        print(json ? TerminalText.serialized(value, .pretty) : text())
     }
 }
 
@@ -135,8 +137,9 @@ struct AdminPutMetadata: AsyncParsableCommand {
         let bytes = moki ? Array(document.serialized(.pretty).utf8) : try FileSystem.readFile(file)
         let result = try await server.withClient { try await $0.putMetadata(app: appID, document: bytes, force: force, message: message) }
         server.output(result.json) {
-            "\(result.app): metadata version \(result.version) stored"
-                + (result.previousVersion.map { " (was \($0))" } ?? " (first version)")
+            TerminalText.escaped(
+                "\(result.app): metadata version \(result.version) stored"
+                    + (result.previousVersion.map { " (was \($0))" } ?? " (first version)"))
         }
     }
 }
@@ -350,8 +353,9 @@ struct AdminEnrollmentToken: AsyncParsableCommand {
         }
         server.output(shown) {
             let groups = made.groups.isEmpty ? "no group" : "group " + made.groups.joined(separator: ", ")
-            return
+            return TerminalText.escaped(
                 "enrollment token \(made.id) for \(made.uses) device(s) of \(made.apps.joined(separator: ", ")) in \(groups), valid until \(Timestamp.format(made.expiresAt)), written to \(out)"
+            )
         }
     }
 }
@@ -359,16 +363,19 @@ struct AdminEnrollmentToken: AsyncParsableCommand {
 /// Values of one scope as text: `kiosk at group:lobby` and a `key = value` line each.
 enum ScopedValuesText {
     static func render(_ values: ScopedValues) -> String {
-        var text = "\(values.app) at \(values.scope):"
+        var text = TerminalText.escaped("\(values.app) at \(values.scope):")
         if values.values.isEmpty { text += " no values" }
-        for (key, value) in values.values { text += "\n  \(key) = \(value.serialized(maximumLength: 200))" }
+        for (key, value) in values.values { text += "\n  " + TerminalText.escaped("\(key) = \(value.serialized(maximumLength: 200))") }
         return text
     }
 }
 
-/// Left-aligned columns separated by two spaces.
+/// Left-aligned columns separated by two spaces. Every cell is shown as
+/// ``TerminalText/escaped(_:keepingNewlinesAndTabs:)`` makes it (a line break in a cell as `\n`,
+/// an escape sequence as `\e…`), and the columns are padded by that width.
 enum Table {
     static func render(_ rows: [[String]]) -> String {
+        let rows = rows.map { $0.map { TerminalText.escaped($0) } }
         let columns = rows.map(\.count).max() ?? 0
         let widths = (0..<columns).map { column in rows.map { column < $0.count ? $0[column].count : 0 }.max() ?? 0 }
         return rows.map { row in
@@ -387,7 +394,7 @@ extension Explanation {
             rows.append([key, value.serialized(maximumLength: 60), sources[key] ?? "-"])
         }
         let served = servedRevision.map { "revision \($0) served" } ?? "nothing served yet"
-        var text = "\(device) · \(app) schema version \(schemaVersion) · \(served)\n" + Table.render(rows)
+        var text = TerminalText.escaped("\(device) · \(app) schema version \(schemaVersion) · \(served)") + "\n" + Table.render(rows)
         if !policy.policy.isEmpty {
             text += "\n\nAgent policy from the server (the device's configuration file may pin a key)\n"
             text += Table.render(
@@ -408,6 +415,7 @@ extension CLIExit {
     /// Writes a failed server request to standard error; returns exit 1 for the server's
     /// refusal, 2 for anything else (unreachable, TLS, a malformed answer).
     static func reportingServerFailure(_ error: any Error, as command: String) -> any Error {
+        // StandardError.write shows the server's words (its message, each detail) escaped.
         switch error {
         case let error as FleetClientError:
             StandardError.write("\(command): \(error)")

@@ -168,7 +168,7 @@ struct AdminDeviceDelete: AsyncParsableCommand {
 
     func run() async throws {
         try await server.withClient { try await $0.deleteDevice(id: device) }
-        server.output(["deleted": .string(device)]) { "deleted \(device)" }
+        server.output(["deleted": .string(device)]) { TerminalText.escaped("deleted \(device)") }
     }
 }
 
@@ -212,6 +212,6 @@ struct AdminEnrollmentTokenRevoke: AsyncParsableCommand {
 
     func run() async throws {
         try await server.withClient { try await $0.revokeEnrollmentToken(id: id) }
-        server.output(["revoked": .string(id)]) { "revoked \(id)" }
+        server.output(["revoked": .string(id)]) { TerminalText.escaped("revoked \(id)") }
     }
 }

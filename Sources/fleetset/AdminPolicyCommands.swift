@@ -55,7 +55,7 @@ struct AdminPolicyShow: AsyncParsableCommand {
                     rows.append([app, key.rawValue, value.stringValue ?? value.serialized(), resolved.sources[key]?.description ?? "-"])
                 }
             }
-            return rows.count == 1 ? "no agent policy reaches \(device)" : Table.render(rows)
+            return rows.count == 1 ? TerminalText.escaped("no agent policy reaches \(device)") : Table.render(rows)
         }
     }
 }
@@ -87,7 +87,7 @@ struct PolicyScopeOptions: ParsableArguments {
     func apply(_ patch: JSONObject, through server: ServerOptions) async throws {
         let scope = self.scope
         let policy = try await server.withClient { try await $0.patchPolicy(scope: scope, patch) }
-        server.output(policy.json) { "\(scope): \(policy.isEmpty ? "no policy" : policy.summary)" }
+        server.output(policy.json) { TerminalText.escaped("\(scope): \(policy.isEmpty ? "no policy" : policy.summary)") }
     }
 }
 

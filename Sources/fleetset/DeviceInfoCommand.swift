@@ -51,7 +51,7 @@ struct DeviceInfoShow: ParsableCommand {
             throw CLIExit.invalidInput
         }
         if json {
-            print(JSONValue.object(kept).serialized(.pretty))
+            print(TerminalText.serialized(.object(kept), .pretty))
             return
         }
         print(Table.render([["FACT", "VALUE"]] + DeviceInfo.facts(kept).map { [$0.name, $0.value] }))

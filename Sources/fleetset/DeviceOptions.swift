@@ -1,8 +1,13 @@
 import ArgumentParser
 import FleetDeviceFiles
 import FleetDeviceState
+import FleetIO
 import FleetMetadata
 import FleetSettings
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `--config` and `--app`, shared by the device-side commands: they find the agent's
 /// directories through the agent's own configuration file.
@@ -14,13 +19,30 @@ struct DeviceOptions: ParsableArguments {
     var app: String?
 
     /// The agent's configuration; an unusable one exits with 2.
+    ///
+    /// Run as root, only a file owned by root or the agent's user (`fleetset`) and writable by
+    /// no one else is used (``configurationOwners``): it names the server `explain` and `edit`
+    /// send the device's token to, and the directories every command reads and writes as root.
     func configuration() throws -> AgentConfiguration {
-        do {
-            return try AgentConfiguration.load(configurationPath)
+        let owners = geteuid() == 0 ? Self.configurationOwners : nil
+        do throws(ConfigurationError) {
+            return try AgentConfiguration.load(configurationPath, trusting: owners)
         } catch {
-            StandardError.write("fleetset: \(error)")
+            if let problem = error.untrusted, let owners {
+                StandardError.write(
+                    "fleetset: refusing \(configurationPath): it \(problem.detail); as root, fleetset uses only a "
+                        + "configuration owned by \(owners) and writable by no one else: the file names the server that gets this "
+                        + "device's token and the directories root reads and writes")
+            } else {
+                StandardError.write("fleetset: \(error)")
+            }
             throw CLIExit.usageOrIO
         }
+    }
+
+    /// Root and the agent's system user `fleetset` (root alone when there is no such user).
+    static var configurationOwners: TrustedOwners {
+        TrustedOwners(user: AccountLookup.userID(of: "fleetset"), userName: "fleetset")
     }
 
     /// The one app the command is about: `--app`, or the only one configured.

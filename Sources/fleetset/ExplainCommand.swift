@@ -50,6 +50,6 @@ struct ExplainCommand: AsyncParsableCommand {
         } catch {
             throw CLIExit.reportingServerFailure(error, as: "fleetset explain")
         }
-        print(json ? explanation.json.serialized(.pretty) : explanation.table)
+        print(json ? TerminalText.serialized(explanation.json, .pretty) : explanation.table)
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import FleetIO
+import FleetJSON
 import FleetVersion
 
 #if canImport(Glibc)
@@ -65,8 +66,12 @@ enum CLIExit {
 
 /// Writing to the standard streams without Foundation.
 enum StandardError {
+    /// Writes `text` and a line break. A diagnostic may quote what the server, a device or the
+    /// metadata said: it is shown through ``TerminalText/escaped(_:keepingNewlinesAndTabs:)``
+    /// (its own line breaks kept).
     static func write(_ text: String) {
-        let line = text.hasSuffix("\n") ? text : text + "\n"
+        let shown = TerminalText.escaped(text, keepingNewlinesAndTabs: true)
+        let line = shown.hasSuffix("\n") ? shown : shown + "\n"
         var bytes = Array(line.utf8)[...]
         while !bytes.isEmpty {
             let written = bytes.withUnsafeBytes { buffer in

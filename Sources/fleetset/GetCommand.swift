@@ -4,6 +4,10 @@ import FleetDeviceState
 import FleetJSON
 import FleetMetadata
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `fleetset get [--app ID] KEY [--json]`.
 struct GetCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -13,7 +17,8 @@ struct GetCommand: ParsableCommand {
             KEY is a key path: a setting's name, or a slash-separated path into it \
             (playlist/0/content; ~1 stands for a / inside a name, ~0 for a ~; a leading / is \
             allowed, as in a JSON pointer). A string \
-            prints as it is, anything else as JSON; --json prints JSON always. The values of \
+            prints as it is (to a terminal, its control characters but line breaks and tabs as \
+            escapes such as \\e), anything else as JSON; --json prints JSON always. The values of \
             settings marked x-secret are never printed (apps read them from settings.json or with \
             FleetSettings). Exit status: 0 printed; 1 no such setting, a secret, or no settings yet; \
             2 usage or an unreadable configuration.
@@ -49,9 +54,10 @@ struct GetCommand: ParsableCommand {
             throw CLIExit.invalidInput
         }
         if case .string(let text) = value, !json {
-            print(text)
+            // A script gets the value as it is; a person at a terminal never gets its escape sequences.
+            print(isatty(STDOUT_FILENO) == 1 ? TerminalText.escaped(text, keepingNewlinesAndTabs: true) : text)
         } else {
-            print(value.serialized(json ? .pretty : []))
+            print(TerminalText.serialized(value, json ? .pretty : []))
         }
     }
 }

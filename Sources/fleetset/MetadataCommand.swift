@@ -30,7 +30,7 @@ struct MetadataValidateCommand: ParsableCommand {
                 "\(file): valid metadata for \(metadata.app), version \(metadata.version), \(metadata.settingKeys.count) settings "
                     + "(\(metadata.writableKeys.count) writable, \(metadata.secretKeys.count) secret)")
         } catch {
-            for problem in error.problems { print("\(file): \(problem)") }
+            for problem in error.problems { print(TerminalText.escaped("\(file): \(problem)")) }
             throw CLIExit.invalidInput
         }
     }
@@ -70,7 +70,7 @@ struct MetadataImportMokiCommand: ParsableCommand {
     }
 
     func run() throws {
-        print(try converted().serialized(.pretty))
+        print(TerminalText.serialized(try converted(), .pretty))
     }
 
     /// The converted metadata document, checked; problems are printed and exit with 1.
@@ -81,10 +81,10 @@ struct MetadataImportMokiCommand: ParsableCommand {
             document = try MokiImport.convert(source, app: appID, writable: Set(writableKeys))
             _ = try Metadata(document)
         } catch let error as MokiImport.ImportError {
-            for problem in error.problems { print("\(file): \(problem)") }
+            for problem in error.problems { print(TerminalText.escaped("\(file): \(problem)")) }
             throw CLIExit.invalidInput
         } catch let error as MetadataError {
-            for problem in error.problems { print("\(file): converted metadata: \(problem)") }
+            for problem in error.problems { print(TerminalText.escaped("\(file): converted metadata: \(problem)")) }
             throw CLIExit.invalidInput
         }
         return document

@@ -36,21 +36,22 @@ struct SettingsValidateCommand: ParsableCommand {
         do {
             appMetadata = try Metadata(metadataDocument)
         } catch {
-            for problem in error.problems { print("\(metadata): \(problem)") }
+            for problem in error.problems { print(TerminalText.escaped("\(metadata): \(problem)")) }
             throw CLIExit.invalidInput
         }
         let document = try Inputs.json(settingsFile)
         var values = document
         if case .object(let object) = document, case .object? = object["values"], object["app"] != nil || object["revision"] != nil {
             if case .string(let app)? = object["app"], app != appMetadata.app {
-                print("\(settingsFile): /app: the settings are for \"\(app)\", the metadata for \"\(appMetadata.app)\"")
+                print(
+                    TerminalText.escaped("\(settingsFile): /app: the settings are for \"\(app)\", the metadata for \"\(appMetadata.app)\""))
                 throw CLIExit.invalidInput
             }
             values = object["values"] ?? .null
         }
         let errors = appMetadata.validate(values: values)
         guard errors.isEmpty else {
-            for error in errors { print("\(settingsFile): \(error)") }
+            for error in errors { print(TerminalText.escaped("\(settingsFile): \(error)")) }
             throw CLIExit.invalidInput
         }
         print("\(settingsFile): valid for \(appMetadata.app), version \(appMetadata.version)")

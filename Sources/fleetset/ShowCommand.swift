@@ -26,7 +26,9 @@ struct ShowCommand: ParsableCommand {
     }
 }
 
-/// Settings as text, arranged by the metadata's layout.
+/// Settings as text, arranged by the metadata's layout. Each line is shown through
+/// ``TerminalText/escaped(_:keepingNewlinesAndTabs:)``: titles, labels and values come from the
+/// metadata and the server.
 enum SettingsView {
     static func render(_ settings: DeviceSettings, metadata: Metadata) -> String {
         var lines = [
@@ -91,7 +93,7 @@ enum SettingsView {
             let depth = metadata.layout.isEmpty ? "" : "  "
             for key in rest { lines.append("\(depth)\(label(key, in: properties)): \(text(values[key]))") }
         }
-        return lines.joined(separator: "\n")
+        return lines.map { TerminalText.escaped($0) }.joined(separator: "\n")
     }
 
     private static func text(_ value: JSONValue?) -> String {

@@ -28,7 +28,7 @@ struct StatusCommand: ParsableCommand {
         let apps = try device.selectedApps(in: configuration)
         let statuses = apps.map { app in AppStatus.load(configuration.layout.statusFile(app.id)) ?? AppStatus(app: app.id) }
         if json {
-            print(JSONValue.array(statuses.map(\.json)).serialized(.pretty))
+            print(TerminalText.serialized(.array(statuses.map(\.json)), .pretty))
         } else {
             var rows = [["APP", "REVISION", "STATE", "LATEST", "LAST SYNC", "REPORTS", "CHANGES", "LAST ERROR"]]
             for status in statuses {
@@ -41,7 +41,7 @@ struct StatusCommand: ParsableCommand {
             print(Table.render(rows))
             for status in statuses {
                 guard let waiting = status.waitingRevision else { continue }
-                print("\n\(status.app): revision \(waiting) waits: \(status.waitingReason ?? "-")")
+                print("\n" + TerminalText.escaped("\(status.app): revision \(waiting) waits: \(status.waitingReason ?? "-")"))
             }
             for app in apps { printChanges(of: app.id, layout: configuration.layout) }
             printPolicy(apps: apps.map(\.id), configuration: configuration)
@@ -55,7 +55,7 @@ struct StatusCommand: ParsableCommand {
         do {
             journal = try ChangeJournal.load(layout.changesFile(app))
         } catch {
-            print("\n\(app): changes.json unreadable: \(error)")
+            print("\n" + TerminalText.escaped("\(app): changes.json unreadable: \(error)"))
             return
         }
         let recent = journal.ended.suffix(Self.recentOutcomes)

@@ -58,7 +58,7 @@ struct WatchCommand: AsyncParsableCommand {
     }
 
     static func printLine(_ line: JSONValue) {
-        print(line.serialized())
+        print(TerminalText.serialized(line))
         fflush(nil)
     }
 }

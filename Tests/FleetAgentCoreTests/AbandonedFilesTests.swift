@@ -32,3 +32,25 @@ struct AbandonedFilesTests {
         #expect(files.look(at: [".old": old], now: TestInstant.zero.advanced(by: .seconds(600))).isEmpty)
     }
 }
+
+@Suite("Inbox refusals of one user are throttled, per uid")
+struct RefusalThrottleTests {
+    @Test("20 at once, then one every 6 s per uid; the rest counted, each uid on its own; the count is taken once")
+    func throttled() {
+        var throttle = RefusalThrottle<TestInstant>(burst: 20, refill: .seconds(6))
+        let start = TestInstant.zero
+        let flood = (0..<100).map { _ in throttle.admit(65534, at: start) }
+        #expect(flood.prefix(20).allSatisfy { $0 == .handle })
+        #expect(flood[20] == .quietFromNow && flood.dropFirst(21).allSatisfy { $0 == .quiet })
+        // Another user is not affected by the first one's flood.
+        #expect(throttle.admit(1000, at: start) == .handle)
+        // 6 s later one more is handled in full; the next is quiet again.
+        #expect(throttle.admit(65534, at: start.advanced(by: .seconds(6))) == .handle)
+        #expect(throttle.admit(65534, at: start.advanced(by: .seconds(6))) == .quiet)
+        let summary = throttle.takeSummary(at: start.advanced(by: .seconds(60)))
+        #expect(summary.map(\.uid) == [65534] && summary.map(\.count) == [81])
+        #expect(throttle.takeSummary(at: start.advanced(by: .seconds(61))).isEmpty)
+        // After the summary, a quiet refusal says so again first.
+        #expect(throttle.admit(65534, at: start.advanced(by: .seconds(61))) == .handle)
+    }
+}

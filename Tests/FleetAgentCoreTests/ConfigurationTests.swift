@@ -90,8 +90,9 @@ struct ConfigurationTests {
             ),
             (
                 #"{"server": "https://x", "apps": [{"id": "a", "hookTimout": 3}]}"#,
-                "/apps/0/hookTimout: unknown key; the keys are ackTimeout, applyWindows, expectAck, hookTimeout, id, onChange, readers, rollbackOnError, writers"
+                "/apps/0/hookTimout: unknown key; the keys are ackTimeout, applyWindows, expectAck, hookTimeout, id, onChange, readers, rollbackOnError, updateLockMaxHold, writers"
             ),
+            (#"{"server": "https://x", "apps": [{"id": "a", "updateLockMaxHold": 5}]}"#, "/apps/0/updateLockMaxHold: must be"),
             (#"{"server": "https://x", "apps": {"id": "a"}}"#, "/apps: must be an array"),
             (
                 #"{"server": "https://x", "apps": [{"id": "a", "applyWindows": ["Mon 25:00-26:00"]}]}"#,

@@ -137,6 +137,30 @@ struct SafeApplyTests {
         #expect(hooked.contains(.releaseUpdateLock) && !run.machine.holdsUpdateLock)
     }
 
+    @Test(
+        "an app that never lets go of its update lock keeps a revision out for updateLockMaxHold, then it is applied and its report says why"
+    )
+    func updateLockMaxHold() {
+        var rules = TestApp.rules(jitter: .seconds(1))
+        rules.updateLockMaxHold = .seconds(60)
+        var run = MachineRun(rules)
+        run.appHoldsUpdateLock = true
+        run.start(Self.settled())
+        run.deliverRevision(8)
+        #expect(Self.persists(run.actions).isEmpty)
+        var written: [Int64] = []
+        for _ in 0..<29 { written += Self.persists(run.advance(by: SafeApplyMachine.updateLockRetry)) }
+        #expect(written.isEmpty, "58 s: the lock is still the app's to hold")
+        let overridden = run.advance(by: SafeApplyMachine.updateLockRetry)
+        #expect(run.events().contains("update-lock-overridden"))
+        let persisted = Self.persists(overridden + run.answer(.requestCancelled))
+        #expect(persisted == [8], "written without the lock after 60 s")
+        #expect(!run.machine.holdsUpdateLock)
+        let applied = run.reports().last { $0.revision == 8 }
+        #expect(applied?.state == .applied)
+        #expect(applied?.message == "applied without the update lock: the app held updates.lock for over 1 min (updateLockMaxHold)")
+    }
+
     @Test("rollbackOnError: a failed hook puts the previous generation back, runs its hook, reports error once; no loop")
     func rollbackOnHookFailure() {
         var run = MachineRun(TestApp.rules(jitter: .seconds(1), hasHook: true, rollbackOnError: true))

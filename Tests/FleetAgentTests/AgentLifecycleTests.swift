@@ -290,7 +290,7 @@ struct AgentLifecycleTests {
         // The secret appears nowhere (the server's line on its open-file limit has numbers
         // like 20000 of its own).
         let serverLines = fleet.server.log.split(separator: "\n").filter { !$0.contains("event=open-files") }
-        #expect(!serverLines.contains { $0.contains("0000") })
+        #expect(!serverLines.contains { $0.contains("0000") }, "\(serverLines.filter { $0.contains("0000") })")
         #expect(agent.isRunning)
         // The hung hook's process was stopped, not left behind.
         let leftovers = try await CLIRunner.run(["-c", "pgrep -f '^/bin/sleep 60$' || true"], executable: "/bin/sh")

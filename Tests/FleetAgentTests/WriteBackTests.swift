@@ -246,6 +246,39 @@ struct WriteBackTests {
         #expect(agent.isRunning)
     }
 
+    @Test("a local user flooding an inbox costs a line and a rename for the first 20 files only; the rest are removed and counted")
+    func inboxFlood() async throws {
+        guard geteuid() == 0 else {
+            print("inboxFlood: not root, so files of another owner cannot be made; RefusalThrottleTests cover the rule")
+            return
+        }
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        let first = try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        let inbox = fleet.layout.inboxDirectory("kiosk")
+        // 200 requests from uid 65534, who is not among the app's writers.
+        for index in 0..<200 {
+            let staging = inbox + "/.flood-\(index)"
+            try FileSystemWrite.text("{\"request\": \"sync\"}", to: staging, mode: 0o644)
+            #expect(chown(staging, 65534, 65534) == 0)
+            #expect(rename(staging, inbox + "/flood-\(index).json") == 0)
+        }
+        try await Waiting.until("the flood was not taken:\n\(agent.log)") {
+            ((try? FileManager.default.contentsOfDirectory(atPath: inbox)) ?? []).allSatisfy { !$0.hasPrefix("flood-") }
+        }
+        let handled = agent.count("event=inbox-refused ")
+        #expect((20...25).contains(handled), "\(handled) refusals logged one by one")
+        #expect(agent.count("event=inbox-refused-quietly") == 1)
+        let aside = try FileManager.default.contentsOfDirectory(atPath: inbox + "/refused").filter { $0.hasSuffix(".reason") }
+        #expect(aside.count == handled)
+        // Alive and syncing.
+        try await fleet.set("kiosk", ["volume": 3])
+        try await fleet.waitForSettings("kiosk", agent: agent) { $0.revision > first.revision && $0.values["volume"] == 3 }
+        #expect(agent.isRunning)
+    }
+
     @Test("an app's acknowledgement is relayed with source app: in the server's log and its device list")
     func appAcknowledgement() async throws {
         let fleet = try await Fleet.start()

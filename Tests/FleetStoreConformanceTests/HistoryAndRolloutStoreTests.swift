@@ -158,8 +158,11 @@ struct HistoryMigrationTests {
         // Back to v3, as a database written by the previous release.
         let pool = try DatabasePool(path: path)
         try await pool.write { db in
-            try db.execute(sql: "DROP TABLE history; DROP TABLE rollouts")
-            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier LIKE 'v4:%'")
+            try db.execute(
+                sql:
+                    "DROP TABLE history; DROP TABLE rollouts; DROP TABLE history_scopes; DROP TABLE history_floor; DROP TABLE ended_console_sessions"
+            )
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier LIKE 'v4:%' OR identifier LIKE 'v6:%'")
         }
         try pool.close()
         let upgraded = try SQLiteStore(path: path)
@@ -178,7 +181,7 @@ struct HistoryMigrationTests {
         }
         let database = PostgresCluster.databaseName(url)
         _ = try await cluster.psql(
-            "DROP TABLE history; DROP TABLE rollouts; DELETE FROM fleetset_migrations WHERE name LIKE 'v3:%'",
+            "DROP TABLE history; DROP TABLE rollouts; DROP TABLE history_scopes; DROP TABLE history_floor; DROP TABLE ended_console_sessions; DELETE FROM fleetset_migrations WHERE name LIKE 'v3:%' OR name LIKE 'v5:%'",
             database: database)
         try await PostgresStore.with(location, logger: storeTestLogger) { store in try await Self.expectInitialEntry(store) }
     }
@@ -193,8 +196,14 @@ struct HistoryMigrationTests {
             Dictionary(uniqueKeysWithValues: entry.change.scopes.map { ($0.scope, $0.after) }) == [
                 .app: ["volume": 3, "greeting": "hi"], .group("lobby"): ["volume": 9],
             ])
-        // A revert to it restores exactly those values.
+        // A revert to it restores exactly those values, read through the index of scopes the
+        // later migration built from the entries already there.
         #expect(AppHistory.values(after: 1, in: history) == [.app: ["volume": 3, "greeting": "hi"], .group("lobby"): ["volume": 9]])
+        #expect(
+            try await store.historyBase(app: "kiosk", through: 1).values == [
+                .app: ["volume": 3, "greeting": "hi"], .group("lobby"): ["volume": 9],
+            ])
+        #expect(try await store.history(app: "kiosk", page: .init(scope: .group("lobby"))).map(\.number) == [1])
         // The next write is revision 2.
         #expect(try await store.commit(AppWrite(app: "kiosk", change: ChangeRecord(at: 1, actor: "x", kind: .values))) == 2)
     }

@@ -22,7 +22,7 @@ struct PostgresInstancesTests {
             let connections = try await cluster.psql(
                 """
                 SELECT count(*) FILTER (WHERE s.ssl), count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
-                WHERE a.datname = '\(database)' AND a.application_name = 'fleetset-server'
+                WHERE a.datname = '\(database)' AND a.application_name LIKE 'fleetset-server %'
                 """)
             let counts = connections.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|")
             #expect(counts.count == 2 && counts[0] == counts[1] && counts[0] != "0", "TLS connections | all: \(connections)")

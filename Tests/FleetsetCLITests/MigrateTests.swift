@@ -74,6 +74,32 @@ struct MigrateTests {
             "\(status)")
     }
 
+    @Test("a SQLite destination is readable by its owner only, under a umask of 022 too (it holds every secret and token hash)")
+    func sqliteDestinationIsPrivate() async throws {
+        let directory = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try await ServerProcess.start(in: directory.path)
+        server.signal(SIGTERM)
+        await #expect(server.waitForExit() == 0)
+        let source = directory.appendingPathComponent("fleet.sqlite").path
+        let destination = directory.appendingPathComponent("copy.sqlite").path
+        // A shell sets the umask of the command alone: the test process's own is shared by every test.
+        let migrated = try await CLIRunner.run(
+            [
+                "-c", #"umask 022 && exec "$0" migrate --from "sqlite:$1" --to "sqlite:$2""#, CLIRunner.product("fleetset-server"), source,
+                destination,
+            ],
+            executable: "/bin/sh")
+        #expect(migrated.status == 0, "\(migrated)")
+        var modes: [String: mode_t] = [:]
+        for suffix in ["", "-wal", "-shm"] {
+            var status = stat()
+            if stat(destination + suffix, &status) == 0 { modes["copy.sqlite" + suffix] = status.st_mode & 0o777 }
+        }
+        #expect(modes["copy.sqlite"] != nil)
+        #expect(modes.values.allSatisfy { $0 == 0o600 }, "\(modes.mapValues { String($0, radix: 8) })")
+    }
+
     @Test("a PostgreSQL database that does not exist, or a certificate its CA did not sign: the server exits 1 saying which")
     func unreachableDatabase() async throws {
         let directory = try CLIRunner.temporaryDirectory()

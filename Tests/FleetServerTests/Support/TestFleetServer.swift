@@ -57,9 +57,9 @@ struct TestFleetServer: Sendable {
     /// Runs `body` against a fresh server on a fresh database of `store`'s kind and stops it
     /// afterwards. On PostgreSQL, the server's writes take the cross-instance write lock.
     static func with<T: Sendable>(
-        store kind: StoreKind = .sqlite, readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(),
-        maxLongPolls: Int = .max, busyLimit: Int = .max, waitSpread: @escaping @Sendable (Duration) -> Duration = { $0 },
-        _ body: (TestFleetServer) async throws -> T
+        store kind: StoreKind = .sqlite, host: String = "127.0.0.1", readTimeout: TimeAmount = .seconds(30),
+        limits: RequestLimits.Configuration = .init(), maxLongPolls: Int = .max, busyLimit: Int = .max,
+        waitSpread: @escaping @Sendable (Duration) -> Duration = { $0 }, _ body: (TestFleetServer) async throws -> T
     ) async throws -> T {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -69,14 +69,16 @@ struct TestFleetServer: Sendable {
         case .sqlite:
             let store = try SQLiteStore(path: directory + "/fleet.sqlite", onTransaction: onTransaction)
             return try await with(
-                store: store, writeLock: nil, storeCalls: storeCalls, directory: directory, readTimeout: readTimeout, limits: limits,
+                store: store, writeLock: nil, storeCalls: storeCalls, directory: directory, host: host, readTimeout: readTimeout,
+                limits: limits,
                 maxLongPolls: maxLongPolls, busyLimit: busyLimit, waitSpread: waitSpread, body)
         case .postgres:
             let url = try await PostgresCluster.shared().makeDatabase()
             return try await PostgresStore.with(try PostgresLocation(url: url), logger: quietLogger, onTransaction: onTransaction) {
                 store in
                 try await with(
-                    store: store, writeLock: store.writeLock, storeCalls: storeCalls, directory: directory, readTimeout: readTimeout,
+                    store: store, writeLock: store.writeLock, storeCalls: storeCalls, directory: directory, host: host,
+                    readTimeout: readTimeout,
                     limits: limits, maxLongPolls: maxLongPolls, busyLimit: busyLimit, waitSpread: waitSpread, body)
             }
         }
@@ -119,7 +121,8 @@ struct TestFleetServer: Sendable {
 
     /// Runs `body` against a server on `store`, which reports its calls to `storeCalls`.
     static func with<T: Sendable>(
-        store: any SettingsStore, writeLock: (any SharedWriteLock)?, storeCalls: CapturedLog, directory: String, readTimeout: TimeAmount,
+        store: any SettingsStore, writeLock: (any SharedWriteLock)?, storeCalls: CapturedLog, directory: String,
+        host: String = "127.0.0.1", readTimeout: TimeAmount,
         limits: RequestLimits.Configuration, maxLongPolls: Int, busyLimit: Int, waitSpread: @escaping @Sendable (Duration) -> Duration,
         _ body: (TestFleetServer) async throws -> T
     ) async throws -> T {
@@ -138,7 +141,7 @@ struct TestFleetServer: Sendable {
             service: service,
             // Rollouts move on when a test calls `superviseRollouts()`, not on a timer.
             options: ServerOptions(
-                host: "127.0.0.1", port: 0, readTimeout: readTimeout, limits: limits, metrics: registry,
+                host: host, port: 0, readTimeout: readTimeout, limits: limits, metrics: registry,
                 rolloutCheckInterval: .seconds(86_400)),
             logger: logger,
             onServerRunning: { port in
@@ -230,7 +233,8 @@ extension RequestLimits.Configuration {
     /// Limits no test run reaches: for tests of something else that send many bad requests (the
     /// OpenAPI contract's fuzzing).
     static let unreachable = RequestLimits.Configuration(
-        perAddress: .init(rate: 1e6, burst: 1e6), failures: .init(rate: 1e6, burst: 1e6), perDevice: .init(rate: 1e6, burst: 1e6))
+        perAddress: .init(rate: 1e6, burst: 1e6), failures: .init(rate: 1e6, burst: 1e6), perDevice: .init(rate: 1e6, burst: 1e6),
+        perDeviceWrite: .init(rate: 1e6, burst: 1e6))
 }
 
 /// A fresh enrollment request id.

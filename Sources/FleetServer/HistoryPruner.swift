@@ -1,0 +1,29 @@
+import FleetServerCore
+import Logging
+import ServiceLifecycle
+
+/// Applies the history retention (`--history-keep`) at start and then every ``interval``,
+/// while the server runs (see ``SettingsService/pruneHistory(keeping:)``).
+struct HistoryPruner: Service, CustomStringConvertible {
+    let service: SettingsService
+    let retention: HistoryRetention
+    let interval: Duration
+    let logger: Logger
+
+    /// How the service lifecycle names it in its debug lines.
+    var description: String { "HistoryPruner" }
+
+    func run() async throws {
+        guard retention != .everything else { return }
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    _ = try await service.pruneHistory(keeping: retention)
+                } catch {
+                    logger.error("history retention failed", metadata: ["event": "history-pruned", "error": "\(error)"])
+                }
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+import FleetJSON
+import FleetProtocol
+import FleetServerCore
+import FleetStorePostgres
+import FleetTestSupport
+import Foundation
+import PosixThreads
+import Testing
+
+/// What another role that may connect to fleetset's database can no longer do (issue 34): make
+/// every instance flush its caches with a forged notification, or stall every write by taking
+/// the write lock's fixed key. And what `check-database` looks at.
+@Suite("PostgreSQL: a neighbour on the database")
+struct PostgresNeighbourTests {
+    /// The key the write lock had before it was drawn per database ("fleets" and 2).
+    static let formerFixedKey: Int64 = 0x666c_6565_7473_0002
+
+    @Test("forged notifications cost a read of the feed, nothing more; changes written by an older release's instance are heard")
+    func forgedNotifications() async throws {
+        try await withTwoPostgresInstances { (first: PostgresStore, second: PostgresStore, url: String) async throws in
+            let heard = Locked<[StoreChange]>([])
+            let listening = LogCapture()
+            let cluster = try await PostgresCluster.shared()
+            let database = PostgresCluster.databaseName(url)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    await second.followChanges(onListening: { listening.append("listening\n") }) { change in
+                        heard.withLock { $0.append(change) }
+                    }
+                }
+                _ = try await listening.waitForLine(containing: "listening", timeout: .seconds(20))
+                // What any role that may connect can send, in a loop.
+                for _ in 0..<20 {
+                    try await cluster.psql(
+                        #"NOTIFY fleetset_changes, '{"from": "forged", "unknown": true}'; NOTIFY fleetset_changes, '{"from": "forged", "app": "kiosk", "scope": "app"}'"#,
+                        database: database)
+                }
+                // An instance of the release before writes values the old way: only its notification names them.
+                try await cluster.psql(
+                    """
+                    SET application_name = 'fleetset-server'; INSERT INTO scoped_values (app, scope, "values") VALUES ('kiosk', 'group:old', '{"volume": 1}');
+                    SELECT pg_notify('fleetset_changes', '{"from": "old-release", "app": "kiosk", "scope": "group:old"}')
+                    """, database: database)
+                // A real change of a current instance comes after all of them.
+                try await first.setValues(["volume": 4], app: "kiosk", scope: .group("lobby"))
+                try await Waiting.until(timeout: .seconds(20), "the real change was not heard") {
+                    heard.withLock { $0.contains(.values(app: "kiosk", scope: .group("lobby"))) }
+                }
+                group.cancelAll()
+            }
+            #expect(
+                heard.withLock { $0 } == [
+                    .unknown, .values(app: "kiosk", scope: .group("old")), .values(app: "kiosk", scope: .group("lobby")),
+                ])
+        }
+    }
+
+    @Test("the write lock's key is the database's own: a neighbour holding the former fixed key does not stall writes")
+    func writeLockKey() async throws {
+        try await withTwoPostgresInstances { (first: PostgresStore, second: PostgresStore, url: String) async throws in
+            #expect(first.writeLockKey == second.writeLockKey, "two instances on one database share the key")
+            #expect(first.writeLockKey != Self.formerFixedKey)
+            let cluster = try await PostgresCluster.shared()
+            let database = PostgresCluster.databaseName(url)
+            let neighbour = Task {
+                try await cluster.psql("SELECT pg_advisory_lock(\(Self.formerFixedKey)); SELECT pg_sleep(60)", database: database)
+            }
+            defer { neighbour.cancel() }
+            var held = false
+            for _ in 0..<200 where !held {
+                let count = try await cluster.psql(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = \(Self.formerFixedKey & 0xffff_ffff)",
+                    database: database)
+                held = count.trimmingCharacters(in: .whitespacesAndNewlines) == "1"
+                if !held { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            try #require(held, "the neighbour did not take the lock")
+            let wrote = try await first.writeLock.withLock {
+                try await first.setValues(["volume": 2], app: "kiosk", scope: .app)
+                return true
+            }
+            #expect(wrote)
+            let sleeping = try await cluster.psql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(database)' AND query LIKE '%pg_sleep(60)%' AND state = 'active' AND pid <> pg_backend_pid()",
+                database: database)
+            #expect(
+                sleeping.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "the write went while the neighbour still held its lock")
+            try await cluster.psql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(database)' AND query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()",
+                database: database)
+            _ = try? await neighbour.value
+        }
+    }
+
+    @Test("the privileges PUBLIC has on a new database are found; revoked, none are")
+    func privileges() async throws {
+        let cluster = try await PostgresCluster.shared()
+        let url = try await cluster.makeDatabase()
+        let database = PostgresCluster.databaseName(url)
+        try await PostgresStore.with(try PostgresLocation(url: url), logger: storeTestLogger) { store in
+            let findings = try await store.privilegeFindings()
+            #expect(findings.count == 2 && findings[0].contains("PUBLIC may CONNECT") && findings[1].contains("TEMPORARY"), "\(findings)")
+            let fix = try await store.privilegeFix()
+            #expect(fix.hasPrefix("REVOKE CONNECT, TEMPORARY ON DATABASE \(database) FROM PUBLIC;"))
+            try await cluster.psql(fix, database: database)
+            #expect(try await store.privilegeFindings().isEmpty)
+        }
+    }
+}
+
+@Suite("The change feed's cursor: ids that commit out of order")
+struct ChangeFeedCursorTests {
+    @Test("a later id seen first is taken; the missing one is taken when it commits; one never committed is given up after 10 s")
+    func outOfOrder() {
+        var cursor = ChangeFeedCursor<ContinuousClock.Instant>(after: 10)
+        let start = ContinuousClock.Instant.now
+        #expect(cursor.take([11, 13], now: start) == [11, 13])
+        #expect(cursor.floor == 11, "12 is missing: its transaction may still commit")
+        #expect(cursor.take([13], now: start.advanced(by: .seconds(1))).isEmpty, "read again after the floor, 13 is not new")
+        #expect(cursor.take([12, 13, 14], now: start.advanced(by: .seconds(2))) == [12, 14])
+        #expect(cursor.floor == 14)
+        #expect(cursor.take([16], now: start.advanced(by: .seconds(3))) == [16])
+        #expect(cursor.floor == 14)
+        #expect(cursor.take([], now: start.advanced(by: .seconds(12))).isEmpty)
+        #expect(cursor.floor == 14, "15 has waited 9 s")
+        #expect(cursor.take([], now: start.advanced(by: .seconds(13))).isEmpty)
+        #expect(cursor.floor == 16, "15 rolled back: given up after 10 s")
+        #expect(cursor.take([9, 10, 16], now: start.advanced(by: .seconds(14))).isEmpty)
+    }
+}
