@@ -341,7 +341,7 @@ let package = Package(
         .target(
             name: "FleetStorePostgres",
             dependencies: [
-                "FleetServerCore", "FleetJSON", "FleetProtocol",
+                "FleetServerCore", "FleetJSON", "FleetProtocol", "PosixThreads",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),

@@ -93,6 +93,7 @@ struct FixedClock: WallClock {
 
 let devices = Int(CommandLine.arguments.dropFirst().first ?? "") ?? 1000
 let directory = NSTemporaryDirectory() + "fleetset-security-bench-\(getpid())"
+try? FileManager.default.removeItem(atPath: directory)  // a crashed run's, whose pid this one got again
 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
 let store = try SQLiteStore(path: directory + "/fleet.sqlite")
 let notifier = ChangeNotifier()

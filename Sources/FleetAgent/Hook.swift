@@ -36,7 +36,7 @@ struct Hook: Sendable {
     /// Runs the command for `settings` (written to `settingsFile`); `secrets` (the text of every
     /// scalar inside a secret) are redacted from its output before it is cut to size.
     func run(for settings: DeviceSettings, settingsFile: String, secrets: [String]) async -> HookOutcome {
-        if let refusal = Self.refusal(of: command[0], trusting: .rootAndEffectiveUser()) { return .failed(refusal) }
+        if let refusal = Self.refusal(of: command, trusting: .rootAndEffectiveUser()) { return .failed(refusal) }
         let environment = Self.environment(for: settings, settingsFile: settingsFile, locale: Self.agentLocale)
         let result: ChildProcess.Result
         do {
@@ -65,6 +65,20 @@ struct Hook: Sendable {
 
     /// The `PATH` a hook gets.
     static let path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+    /// Why `command` must not run with the agent's rights, `nil` when it may: its program, and
+    /// every argument that is an absolute path to an existing regular file (a script given to an
+    /// interpreter, `["/bin/sh", "/opt/kiosk/reload.sh"]`), each checked as a program is.
+    static func refusal(of command: [String], trusting owners: TrustedOwners) -> String? {
+        guard let program = command.first else { return nil }
+        if let refusal = refusal(of: program, trusting: owners) { return refusal }
+        for argument in command.dropFirst() where argument.hasPrefix("/") {
+            var status = stat()
+            guard stat(argument, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { continue }
+            if let refusal = refusal(of: argument, trusting: owners) { return refusal }
+        }
+        return nil
+    }
 
     /// Why `program` must not run with the agent's rights, `nil` when it may. A program that
     /// cannot be found is reported as a failed start is (`hook failed: cannot run …: No such

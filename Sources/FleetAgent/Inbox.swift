@@ -195,15 +195,23 @@ struct Inbox<C: Clock>: Sendable where C.Duration == Duration {
                                 "more bad requests than the agent handles one by one (20 at once, one every 6 s); a count follows every minute",
                         ])
                     try? FileSystem.removeFile(path)
+                    deliverRefusal(error, id: id, to: queue)
                     return
                 case .quiet:
                     try? FileSystem.removeFile(path)  // counted for the summary line
+                    deliverRefusal(error, id: id, to: queue)
                     return
                 }
             }
             refuse(name, in: directory, app: app.id, reason: error.description)
-            if error.fromWriter { queue.deliver(InboxDelivery(id: id, path: nil, content: .refused(error.description))) }
+            deliverRefusal(error, id: id, to: queue)
         }
+    }
+
+    /// An allowed writer's refused request is recorded in `changes.json` (`fleetset set --wait`
+    /// and the library see why), throttled or not; a stranger's never is.
+    private func deliverRefusal(_ error: InboxRefusal, id: String, to queue: InboxQueue) {
+        if error.fromWriter { queue.deliver(InboxDelivery(id: id, path: nil, content: .refused(error.description))) }
     }
 
     private func refuse(_ name: String, in directory: String, app: String, reason: String) {

@@ -32,8 +32,6 @@ extension SyncMachine {
         var awaitingLock = false
         /// The lock is taken: the revision is written as soon as nothing else is in flight.
         var lockHeld = false
-        /// When the app first refused the lock for this revision.
-        var lockRefusedSince: Instant?
         /// The app held the lock past ``SyncRules/updateLockMaxHold``: written without it.
         var lockOverridden = false
     }
@@ -66,6 +64,7 @@ extension SyncMachine {
             let opens = rules.applyWindows.nextOpening(atOrAfterLocal: now.local)
             deferred.checkAt = now.instant.advanced(by: .seconds(opens - now.local))
             self.deferred = deferred
+            updateLockRefusedSince = nil  // not trying now: the app may hold its lock as it likes
             let windows = rules.applyWindows.map(\.description).joined(separator: ", ")
             wait(
                 deferred,
@@ -86,19 +85,22 @@ extension SyncMachine {
         }
         deferred.awaitingLock = false
         if taken {
+            updateLockRefusedSince = nil
             holdsUpdateLock = true
             deferred.lockHeld = true
             self.deferred = deferred
             return
         }
-        let since = deferred.lockRefusedSince ?? now.instant
-        deferred.lockRefusedSince = since
+        let since = updateLockRefusedSince ?? now.instant
+        updateLockRefusedSince = since
         if since.duration(to: now.instant) >= rules.updateLockMaxHold {
             deferred.lockOverridden = true
             self.deferred = deferred
             let held = Self.spoken(rules.updateLockMaxHold)
-            appliedWithoutLock =
+            appliedWithoutLock = (
+                deferred.settings.revision,
                 "applied without the update lock: the app held updates.lock for over \(held) (updateLockMaxHold)"
+            )
             log(
                 .warning, "applying without the update lock", event: "update-lock-overridden",
                 ["revision": "\(deferred.settings.revision)", "held_for": held])
@@ -133,7 +135,7 @@ extension SyncMachine {
     mutating func dropDeferred() {
         guard let deferred else { return }
         if deferred.lockHeld || deferred.awaitingLock { releaseUpdateLock() }
-        if deferred.lockOverridden { appliedWithoutLock = nil }
+        updateLockRefusedSince = nil
         self.deferred = nil
         if status.waitingRevision != nil {
             status.waitingRevision = nil

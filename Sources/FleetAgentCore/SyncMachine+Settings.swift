@@ -221,8 +221,11 @@ extension SyncMachine {
             guard case .success(let newMetadata) = candidate else { return }
             let received = DeviceSettings(document, syncedAt: now.wall)
             let metadataBytes = metadata?.version != newMetadata.version ? fetchedMetadata?.bytes : nil
-            // Applied when allowed: inside an apply window, with the app's update lock taken.
+            // Applied when allowed: inside an apply window, with the app's update lock taken. A
+            // newer revision replacing one that waits for the lock waits as long in all.
+            let refusedSince = updateLockRefusedSince
             dropDeferred()
+            updateLockRefusedSince = refusedSince
             knownRevision = document.revision
             deferred = DeferredApply(settings: received, metadata: newMetadata, metadataBytes: metadataBytes, checkAt: now.instant)
         }
@@ -308,7 +311,7 @@ extension SyncMachine {
         }
         if state == .error, startRollback(from: applied, reason: "the hook failed: \(message)", now) { return }
         releaseUpdateLock()
-        if state == .applied, let reason = appliedWithoutLock { message = reason }
+        if state == .applied, let without = appliedWithoutLock, without.revision == applied.revision { message = without.reason }
         appliedWithoutLock = nil
         verdictError = state == .applied ? nil : message
         if state == .applied { awaitAck(for: applied.revision, now) } else { stopAwaitingAck() }

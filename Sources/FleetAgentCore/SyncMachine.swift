@@ -232,9 +232,13 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
     var pendingReported: Int64?
     /// The agent holds the app's update lock (from taking it until the outcome is recorded).
     public internal(set) var holdsUpdateLock = false
-    /// Why the revision being written goes without the update lock (the app held it past
-    /// ``SyncRules/updateLockMaxHold``): the message of its `applied` report.
-    var appliedWithoutLock: String?
+    /// The revision being written without the update lock (the app held it past
+    /// ``SyncRules/updateLockMaxHold``), and why: the message of its `applied` report.
+    var appliedWithoutLock: (revision: Int64, reason: String)?
+    /// Since when the app has refused the update lock, try after try, whichever revisions
+    /// waited meanwhile (a newer revision does not start the count again); reset when the lock
+    /// is taken or the wait is for an apply window. Monotonic, so an agent restart starts it again.
+    var updateLockRefusedSince: Instant?
     /// A rollback under way: the revision rolled back from and why; the previous generation's
     /// hook is running.
     var rollback: Rollback?

@@ -16,15 +16,22 @@ public enum AdminTokenFile {
         public let description: String
     }
 
+    /// Tokens shorter than this are accepted but logged as weak: failed sign-ins and API calls
+    /// slow an address down and answer 429, but a right guess always gets in (a valid credential
+    /// is never refused for others' failures), so the token's length is what stops guessing.
+    /// Generated tokens have 47 characters (`fsa_` and 32 random bytes).
+    public static let recommendedLength = 32
+
     /// The hash of the admin token in `path`, creating the file (mode 0600, a fresh `fsa_`
-    /// token) when it does not exist. Returns whether it was created.
-    public static func loadOrCreate(_ path: String) throws -> (tokenHash: String, created: Bool) {
+    /// token) when it does not exist. Returns whether it was created, and whether the token is
+    /// shorter than ``recommendedLength``.
+    public static func loadOrCreate(_ path: String) throws -> (tokenHash: String, created: Bool, weak: Bool) {
         var info = stat()
         if stat(path, &info) != 0 {
             guard errno == ENOENT else { throw FileError(path: path, operation: "stat", code: errno) }
             let token = Credentials.generate(.admin)
             try FileSystem.writeAtomically(Array((token + "\n").utf8), to: path, mode: 0o600)
-            return (Credentials.hash(token), true)
+            return (Credentials.hash(token), true, false)
         }
         guard info.st_mode & 0o077 == 0 else {
             throw Problem(
@@ -36,6 +43,6 @@ public enum AdminTokenFile {
         guard token.utf8.count >= 16, !token.contains(" ") else {
             throw Problem(description: "the admin token file \(path) must hold a token of at least 16 characters on its first line")
         }
-        return (Credentials.hash(token), false)
+        return (Credentials.hash(token), false, token.utf8.count < recommendedLength)
     }
 }

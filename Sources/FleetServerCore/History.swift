@@ -277,14 +277,35 @@ public struct HistoryRetention: Sendable, Hashable {
         self.init(maximumAge: age, maximumCount: count)
     }
 
+    /// How many entries one pass removes at most (one transaction each): the first pass over a
+    /// long history (after an upgrade) must not hold the database for minutes.
+    public static let batch: Int64 = 10_000
+
     /// The cut for an app whose newest entry is `newest`, given the newest entry written before
-    /// `now - maximumAge` (`oldEnough`): entries at or before it go (bar the exceptions above).
-    /// `nil`: nothing to remove.
-    public func cut(newest: Int64, newestOlderThanAge oldEnough: Int64?) -> Int64? {
+    /// `now - maximumAge` (`oldEnough`), and where the last pass left the floor: entries at or
+    /// before it go (bar the exceptions above). At most ``batch`` past `floor`; `finished`
+    /// says whether that reached the whole cut. `nil`: nothing to remove.
+    public func cut(newest: Int64, newestOlderThanAge oldEnough: Int64?, floor: Int64 = 0) -> (cut: Int64, finished: Bool)? {
         var cut: Int64 = 0
         if let maximumCount { cut = max(cut, newest - Int64(maximumCount)) }
         if maximumAge != nil, let oldEnough { cut = max(cut, oldEnough) }
         cut = min(cut, newest - 1)  // the newest entry always stays
-        return cut >= 1 ? cut : nil
+        guard cut >= 1, cut > floor else { return nil }
+        let step = min(cut, floor + Self.batch)
+        return (step, step == cut)
+    }
+}
+
+/// What one pass of ``SettingsStore/pruneHistory(app:keeping:now:)`` did.
+public struct HistoryPruning: Sendable, Hashable {
+    /// The entries removed.
+    public var removed: Int
+    /// Whether the retention is met; `false`: a pass stopped at ``HistoryRetention/batch`` and
+    /// another is due.
+    public var finished: Bool
+
+    public init(removed: Int, finished: Bool) {
+        self.removed = removed
+        self.finished = finished
     }
 }

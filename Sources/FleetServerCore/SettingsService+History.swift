@@ -42,7 +42,12 @@ extension SettingsService {
     public func pruneHistory(keeping retention: HistoryRetention) async throws -> Int {
         var total = 0
         for app in try await store.allMetadata().map(\.app) {
-            let removed = try await store.pruneHistory(app: app, keeping: retention, now: wallClock.secondsSinceEpoch())
+            var removed = 0
+            var pass = HistoryPruning(removed: 0, finished: false)
+            while !pass.finished && !Task.isCancelled {
+                pass = try await store.pruneHistory(app: app, keeping: retention, now: wallClock.secondsSinceEpoch())
+                removed += pass.removed
+            }
             guard removed > 0 else { continue }
             total += removed
             logger.notice("history pruned", metadata: ["event": "history-pruned", "app": "\(app)", "removed": "\(removed)"])
@@ -91,7 +96,9 @@ extension SettingsService {
                     throw ServiceError.badRequest(
                         "/to: \(app) has no history entry \(request.to); its history runs from \(history.floor) to \(history.newest)")
                 }
-                guard request.to >= history.floor, history.isKept else {
+                // From the floor on the values can be rebuilt (each scope's base is kept), even
+                // where the floor's own entry went.
+                guard request.to >= history.floor else {
                     throw ServiceError.badRequest(
                         "/to: entry \(request.to) of \(app) is older than the history the server keeps (--history-keep); a revert can go back to entry \(history.floor) at the earliest"
                     )

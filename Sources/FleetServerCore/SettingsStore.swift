@@ -46,8 +46,9 @@ public protocol SettingsStore: Sendable {
     func isConsoleSessionEnded(id: String) async throws -> Bool
 
     /// Removes the entries of `app` that `retention` does not keep at `now` (see
-    /// ``HistoryRetention``), and raises the app's floor to the cut. Returns how many went.
-    func pruneHistory(app: String, keeping retention: HistoryRetention, now: Int64) async throws -> Int
+    /// ``HistoryRetention``), at most ``HistoryRetention/batch`` past the floor in one
+    /// transaction, and raises the app's floor to the cut.
+    func pruneHistory(app: String, keeping retention: HistoryRetention, now: Int64) async throws -> HistoryPruning
 
     /// The app's rollouts, newest first (active or not).
     func rollouts(app: String) async throws -> [Rollout]

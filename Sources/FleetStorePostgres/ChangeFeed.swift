@@ -56,10 +56,12 @@ struct ChangeMessage: Sendable, Hashable {
 }
 
 /// Which rows of the change feed an instance has seen: every id up to ``floor``, and those in
-/// ``seen`` above it. Ids are drawn when a row is inserted but become visible when its
+/// `seen` above it. Ids are drawn when a row is inserted but become visible when its
 /// transaction commits, so a later id can show up first: a missing id is waited for (its
-/// transaction's own NOTIFY brings the reader back) for ``gapPatience``, then taken as rolled
-/// back. Pure: the caller gives the time.
+/// transaction's own NOTIFY brings the reader back) for ``gapPatience``, then given up on, and
+/// the reader is told (``Taken/gaveUp``): the row may still commit later than that (a stalled
+/// commit), so the instance forgets what it kept rather than risk missing it. Pure: the caller
+/// gives the time.
 public struct ChangeFeedCursor<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration, Instant: Sendable {
     /// How long a missing id is waited for.
     public static var gapPatience: Duration { .seconds(10) }
@@ -73,10 +75,31 @@ public struct ChangeFeedCursor<Instant: InstantProtocol>: Sendable where Instant
         self.floor = floor
     }
 
-    /// Takes the ids of rows read (those above ``floor``); returns the ones not seen before, in
-    /// order, and moves the floor up over what is settled at `now`.
-    public mutating func take(_ ids: [Int64], now: Instant) -> [Int64] {
+    /// What ``take(_:now:)`` found.
+    public struct Taken: Sendable, Hashable {
+        /// The ids not seen before, in order.
+        public var new: [Int64]
+        /// Whether a missing id was given up on.
+        public var gaveUp: Bool
+
+        public init(new: [Int64], gaveUp: Bool) {
+            self.new = new
+            self.gaveUp = gaveUp
+        }
+    }
+
+    /// The highest id seen (``floor`` when none above it).
+    public var highest: Int64 { seen.max() ?? floor }
+
+    /// The ids missing between ``floor`` and ``highest``: the rows to read again besides those
+    /// above ``highest``.
+    public var missing: [Int64] { gaps.keys.sorted() }
+
+    /// Takes the ids of rows read; returns the ones not seen before, in order, and moves the
+    /// floor up over what is settled at `now`.
+    public mutating func take(_ ids: [Int64], now: Instant) -> Taken {
         var new: [Int64] = []
+        var gaveUp = false
         for id in ids.sorted() where id > floor && seen.insert(id).inserted {
             new.append(id)
             gaps[id] = nil
@@ -91,22 +114,24 @@ public struct ChangeFeedCursor<Instant: InstantProtocol>: Sendable where Instant
             } else if let since = gaps[next], since.duration(to: now) >= Self.gapPatience {
                 gaps[next] = nil
                 floor = next
+                gaveUp = true
             } else {
                 break
             }
         }
-        return new
+        return Taken(new: new, gaveUp: gaveUp)
     }
 }
 
 extension PostgresStore {
-    /// The changes recorded after row `id` of the feed, at most `limit`, oldest first, with
-    /// each row's id and whether this instance made it.
-    func feed(after id: Int64, limit: Int = 1000, on connection: PostgresConnection) async throws -> [(
+    /// The changes recorded after row `id` of the feed (and those of the ids in `missing`), at
+    /// most `limit`, oldest first, with each row's id and whether this instance made it.
+    func feed(after id: Int64, missing: [Int64] = [], limit: Int = 1000, on connection: PostgresConnection) async throws -> [(
         id: Int64, change: StoreChange?, own: Bool
     )] {
         try await connection.query(
-            "SELECT id, origin, change FROM change_feed WHERE id > \(id) ORDER BY id LIMIT \(Int64(limit))", logger: logger
+            "SELECT id, origin, change FROM change_feed WHERE id > \(id) OR id = ANY(\(missing)) ORDER BY id LIMIT \(Int64(limit))",
+            logger: logger
         ).collect().map { row in
             let (id, origin, text) = try row.decode((Int64, String, String).self)
             return (id, ChangeMessage(payload: text, from: origin)?.change, origin == applicationName)
@@ -159,11 +184,15 @@ extension PostgresStore {
                     onListening()
                     var lastPruned = clock.now
                     for try await _ in notifications {
-                        // Several notifications may wait: one read takes every row they announce.
-                        var rows = try await feed(after: cursor.floor, on: connection)
+                        // The rows after the highest seen, and the missing ones below it: a
+                        // notification (forged or not) costs one indexed read of what is new.
+                        var rows = try await feed(after: cursor.highest, missing: cursor.missing, on: connection)
+                        let read = !rows.isEmpty
                         while !rows.isEmpty {
                             let byID = Dictionary(rows.map { ($0.id, $0) }) { first, _ in first }
-                            for id in cursor.take(rows.map(\.id), now: clock.now) {
+                            let taken = cursor.take(rows.map(\.id), now: clock.now)
+                            if taken.gaveUp { await handle(.unknown) }
+                            for id in taken.new {
                                 guard let row = byID[id], !row.own else { continue }
                                 guard let change = row.change else {
                                     logger.warning("change feed row not understood", metadata: ["event": "change-feed", "id": "\(id)"])
@@ -174,6 +203,8 @@ extension PostgresStore {
                             guard rows.count == 1000, let last = rows.last?.id else { break }
                             rows = try await feed(after: last, on: connection)
                         }
+                        // A gap given up on while nothing new came is noticed here.
+                        if !read, cursor.take([], now: clock.now).gaveUp { await handle(.unknown) }
                         if lastPruned.duration(to: clock.now) > .seconds(600) {
                             lastPruned = clock.now
                             try await pruneFeed(on: connection)

@@ -88,15 +88,21 @@ enum PostgresMigrations {
             """#
         ),
         (
-            "v6: the change feed as a table, the write lock's key of this database",
+            "v6: the change feed as a table, the write lock's key of this database, the history's scopes indexed by a trigger",
             // One row per change, written by triggers in the writing transaction (whichever
             // release of fleetset-server wrote it): instances read the rows after the last they
             // saw, and take a NOTIFY on the channel only as a hint to do so. `origin` is the
-            // writing connection's application_name, which names the instance.
+            // writing connection's application_name, which names the instance. The key is drawn
+            // here, under the migration lock, so instances starting together agree on it. The
+            // history's scopes are indexed by a trigger too, so that entries an instance of the
+            // release before writes during a rolling upgrade are paged, reverted to and kept.
             // (Statements are split at ";" before a line break: the function bodies keep theirs on one line.)
             #"""
             CREATE TABLE change_feed (id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, change TEXT NOT NULL, at BIGINT NOT NULL);
             CREATE TABLE fleetset_keys (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
+            INSERT INTO fleetset_keys (name, value) VALUES ('write-lock', 1 + floor(random() * 9.0e18)::bigint);
+            CREATE FUNCTION fleetset_index_history() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN INSERT INTO history_scopes (app, scope, number) SELECT DISTINCT NEW.app, j->>'scope', NEW.number FROM json_array_elements(NEW.scopes::json) j ON CONFLICT DO NOTHING; RETURN NULL; END $f$;
+            CREATE TRIGGER history_scopes AFTER INSERT ON history FOR EACH ROW EXECUTE FUNCTION fleetset_index_history();
             CREATE FUNCTION fleetset_feed(change json) RETURNS void LANGUAGE sql AS $f$ INSERT INTO change_feed (origin, change, at) VALUES (current_setting('application_name'), change::text, extract(epoch FROM now())::bigint) $f$;
             CREATE FUNCTION fleetset_feed_values() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN IF TG_OP = 'DELETE' THEN PERFORM fleetset_feed(json_build_object('app', OLD.app, 'scope', OLD.scope)); ELSE PERFORM fleetset_feed(json_build_object('app', NEW.app, 'scope', NEW.scope)); END IF; RETURN NULL; END $f$;
             CREATE FUNCTION fleetset_feed_metadata() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN PERFORM fleetset_feed(json_build_object('app', NEW.app, 'scope', 'defaults')); RETURN NULL; END $f$;

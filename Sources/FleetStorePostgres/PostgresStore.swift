@@ -29,6 +29,8 @@ public final class PostgresStore: SettingsStore {
     var applicationName: String { Self.applicationName(instanceID) }
     /// The advisory lock key of writes on this database (see ``PostgresWriteLock``).
     public let writeLockKey: Int64
+    /// Whether instances of the release before (which lock a fixed key) are connected now.
+    let olderInstances: OlderInstances
     private let calls: StoreCalls
 
     private init(
@@ -41,6 +43,7 @@ public final class PostgresStore: SettingsStore {
         self.calls = StoreCalls(onTransaction: onTransaction)
         self.instanceID = instanceID
         self.writeLockKey = writeLockKey
+        self.olderInstances = OlderInstances(client: client, logger: logger)
     }
 
     static func applicationName(_ instanceID: String) -> String { "fleetset-server " + instanceID }
@@ -77,24 +80,21 @@ public final class PostgresStore: SettingsStore {
         }
     }
 
-    /// This database's write lock key: a random number drawn by the first instance that ran
-    /// on it and kept in `fleetset_keys`, so that no fixed key in fleetset's source names the
-    /// lock. (Any role connected to the database sees a held advisory lock's key in `pg_locks`:
-    /// the protection is that no other role may connect, see `check-database`.)
+    /// This database's write lock key: a random number drawn by the migration that made
+    /// `fleetset_keys` (under the migration lock, so instances starting together read the same),
+    /// so that no fixed key in fleetset's source names the lock. (Any role connected to the
+    /// database sees a held advisory lock's key in `pg_locks`: the protection is that no other
+    /// role may connect, see `check-database`.)
     private static func writeLockKey(_ client: PostgresClient, logger: Logger) async throws -> Int64 {
-        let drawn = Int64.random(in: 1 ... .max)
-        let rows = try await client.query(
-            """
-            WITH drawn AS (INSERT INTO fleetset_keys (name, value) VALUES ('write-lock', \(drawn)) ON CONFLICT (name) DO NOTHING RETURNING value)
-            SELECT value FROM drawn UNION ALL SELECT value FROM fleetset_keys WHERE name = 'write-lock'
-            """, logger: logger
-        ).collect()
+        let rows = try await client.query("SELECT value FROM fleetset_keys WHERE name = 'write-lock'", logger: logger).collect()
         guard let key = try rows.first?.decode(Int64.self) else { throw StoreCorruption(what: "the write lock's key in fleetset_keys") }
         return key
     }
 
     /// The lock that serialises checked writes across every instance on this database.
-    public var writeLock: any SharedWriteLock { PostgresWriteLock(client: client, key: writeLockKey, logger: logger) }
+    public var writeLock: any SharedWriteLock {
+        PostgresWriteLock(client: client, key: writeLockKey, olderInstances: olderInstances, logger: logger)
+    }
 
     // MARK: - Metadata
 
@@ -195,14 +195,7 @@ public final class PostgresStore: SettingsStore {
             VALUES (\(entry.app), \(entry.number), \(change.at), \(change.actor), \(change.message), \(change.kind.rawValue),
                 \(change.scopesText), \(change.metadataVersion.map(Int64.init)))
             """, logger: logger)
-        let scopes = Array(Set(change.scopes.map(\.scope.description)))
-        if !scopes.isEmpty {
-            try await connection.query(
-                """
-                INSERT INTO history_scopes (app, scope, number)
-                SELECT \(entry.app), scope, \(entry.number) FROM unnest(\(scopes)::text[]) AS scope
-                """, logger: logger)
-        }
+        // history_scopes: filled by the trigger on history (migration v6).
     }
 
     /// Inserts a new rollout or replaces the version before it.
@@ -295,7 +288,7 @@ public final class PostgresStore: SettingsStore {
         !(try await rows("SELECT 1 FROM ended_console_sessions WHERE id = \(id)").isEmpty)
     }
 
-    public func pruneHistory(app: String, keeping retention: HistoryRetention, now: Int64) async throws -> Int {
+    public func pruneHistory(app: String, keeping retention: HistoryRetention, now: Int64) async throws -> HistoryPruning {
         try await transaction { connection in
             let newest =
                 try await connection.query("SELECT max(number) FROM history WHERE app = \(app)", logger: self.logger).collect().first
@@ -306,7 +299,12 @@ public final class PostgresStore: SettingsStore {
                     "SELECT max(number) FROM history WHERE app = \(app) AND at < \(now - age)", logger: self.logger
                 ).collect().first.flatMap { try $0.decode(Int64?.self) }
             }
-            guard let cut = retention.cut(newest: newest, newestOlderThanAge: oldEnough) else { return 0 }
+            let floor =
+                try await connection.query("SELECT number FROM history_floor WHERE app = \(app)", logger: self.logger).collect().first?
+                .decode(Int64.self) ?? 0
+            guard let (cut, finished) = retention.cut(newest: newest, newestOlderThanAge: oldEnough, floor: floor) else {
+                return HistoryPruning(removed: 0, finished: true)
+            }
             // Kept at or before the cut: each scope's newest entry, but none for a deleted device.
             try await connection.query(
                 """
@@ -327,7 +325,7 @@ public final class PostgresStore: SettingsStore {
                 INSERT INTO history_floor (app, number) VALUES (\(app), \(cut))
                 ON CONFLICT (app) DO UPDATE SET number = greatest(history_floor.number, excluded.number)
                 """, logger: self.logger)
-            return removed
+            return HistoryPruning(removed: removed, finished: finished)
         }
     }
 
@@ -1052,31 +1050,47 @@ extension PostgresStore {
     /// What other roles of the cluster may do on this database that they should not: `CONNECT`
     /// (then they can send NOTIFY on ``changeChannel``, see advisory locks in `pg_locks` and
     /// take them) or `TEMPORARY` granted to PUBLIC, as a new database has by default. Each
-    /// finding is one sentence; empty when there is none.
-    public func privilegeFindings() async throws -> [String] {
+    /// finding is one sentence (empty when there is none), with the statements that take them
+    /// back (run as the database's owner or a superuser).
+    public func privileges() async throws -> (findings: [String], fix: String) {
+        try await Self.privileges { try await self.rows($0) }
+    }
+
+    /// ``privileges()`` of the database at `location`, on one connection of its own: nothing is
+    /// migrated or written (`fleetset-server check-database`).
+    public static func privileges(at location: PostgresLocation, logger: Logger) async throws -> (findings: [String], fix: String) {
+        let connection = try await PostgresConnection.connect(configuration: try location.connectionConfiguration(), id: 1, logger: logger)
+        do {
+            let found = try await privileges { try await connection.query($0, logger: logger).collect() }
+            try? await connection.close()
+            return found
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    private static func privileges(_ rows: (PostgresQuery) async throws -> [PostgresRow]) async throws -> (findings: [String], fix: String)
+    {
         guard
             let row = try await rows(
                 """
                 SELECT current_database(), has_database_privilege('public', current_database(), 'CONNECT'),
-                    has_database_privilege('public', current_database(), 'TEMPORARY')
+                    has_database_privilege('public', current_database(), 'TEMPORARY'), quote_ident(current_database()), quote_ident(current_user)
                 """
             ).first
-        else { return [] }
-        let (database, connect, temporary) = try row.decode((String, Bool, Bool).self)
+        else { return ([], "") }
+        let (database, connect, temporary, quotedDatabase, quotedUser) = try row.decode((String, Bool, Bool, String, String).self)
         var findings: [String] = []
         if connect {
             findings.append(
-                "PUBLIC may CONNECT to database \(database): any role of the cluster can connect, send NOTIFY on \(Self.changeChannel) and see and take fleetset's advisory locks"
+                "PUBLIC may CONNECT to database \(database): any role of the cluster can connect, send NOTIFY on \(changeChannel) and see and take fleetset's advisory locks"
             )
         }
         if temporary { findings.append("PUBLIC may create TEMPORARY tables in database \(database)") }
-        return findings
-    }
-
-    /// The statements that take those privileges back (run them as the database's owner or a superuser).
-    public func privilegeFix() async throws -> String {
-        let name = try await rows("SELECT quote_ident(current_database()), quote_ident(current_user)").first?.decode((String, String).self)
-        let (database, user) = name ?? ("DATABASE", "USER")
-        return "REVOKE CONNECT, TEMPORARY ON DATABASE \(database) FROM PUBLIC; GRANT CONNECT ON DATABASE \(database) TO \(user);"
+        return (
+            findings,
+            "REVOKE CONNECT, TEMPORARY ON DATABASE \(quotedDatabase) FROM PUBLIC; GRANT CONNECT ON DATABASE \(quotedDatabase) TO \(quotedUser);"
+        )
     }
 }

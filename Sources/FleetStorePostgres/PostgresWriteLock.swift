@@ -1,5 +1,6 @@
 import FleetServerCore
 import Logging
+import PosixThreads
 import PostgresNIO
 
 /// The write lock of all instances on one database: a transaction on a connection of the pool
@@ -15,14 +16,23 @@ import PostgresNIO
 /// killed mid-write never leaves it held). Each instance still queues its own writers in its
 /// ``SerialSection`` first, so at most one connection per instance waits on the lock.
 struct PostgresWriteLock: SharedWriteLock {
+    /// The key instances of the release before lock (`"fleets"` and 2): taken first, as well,
+    /// while one of them is connected (a rolling upgrade), so that their writes and this
+    /// instance's still go one at a time.
+    static let formerKey: Int64 = 0x666c_6565_7473_0002
+
     let client: PostgresClient
     /// The advisory lock key of writes, this database's own (``PostgresStore/writeLockKey``).
     let key: Int64
+    let olderInstances: OlderInstances
     let logger: Logger
 
     func withLock<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
         try await client.withConnection { connection in
             try await connection.query("BEGIN", logger: logger)
+            if try await olderInstances.areConnected() {
+                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.formerKey))", logger: logger)
+            }
             try await connection.query("SELECT pg_advisory_xact_lock(\(key))", logger: logger)
             let outcome: Result<T, any Error>
             do {
@@ -37,5 +47,33 @@ struct PostgresWriteLock: SharedWriteLock {
             if !connection.isClosed { _ = try? await connection.query("COMMIT", logger: logger) }
             return try outcome.get()
         }
+    }
+}
+
+/// Whether instances of the release before this one are connected to the database: their
+/// connections' `application_name` is `fleetset-server` alone (this release's add the instance
+/// id). Looked up at most every 10 s.
+final class OlderInstances: Sendable {
+    private let client: PostgresClient
+    private let logger: Logger
+    private let known = Locked<(connected: Bool, at: ContinuousClock.Instant)?>(nil)
+    private let clock = ContinuousClock()
+
+    init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    func areConnected() async throws -> Bool {
+        let now = clock.now
+        if let known = known.withLock({ $0 }), known.at.duration(to: now) < .seconds(10) { return known.connected }
+        let rows = try await client.query(
+            """
+            SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'fleetset-server')
+            """, logger: logger
+        ).collect()
+        let connected = try rows.first?.decode(Bool.self) ?? false
+        known.withLock { $0 = (connected, now) }
+        return connected
     }
 }

@@ -326,13 +326,16 @@ public final class SQLiteStore: SettingsStore {
         try await read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM ended_console_sessions WHERE id = ?", arguments: [id]) ?? false }
     }
 
-    public func pruneHistory(app: String, keeping retention: HistoryRetention, now: Int64) async throws -> Int {
+    public func pruneHistory(app: String, keeping retention: HistoryRetention, now: Int64) async throws -> HistoryPruning {
         try await durableWrite { db in
             let newest = try Int64.fetchOne(db, sql: "SELECT max(number) FROM history WHERE app = ?", arguments: [app]) ?? 0
+            let floor = try Int64.fetchOne(db, sql: "SELECT number FROM history_floor WHERE app = ?", arguments: [app]) ?? 0
             let oldEnough = try retention.maximumAge.flatMap { age in
                 try Int64.fetchOne(db, sql: "SELECT max(number) FROM history WHERE app = ? AND at < ?", arguments: [app, now - age])
             }
-            guard let cut = retention.cut(newest: newest, newestOlderThanAge: oldEnough) else { return 0 }
+            guard let (cut, finished) = retention.cut(newest: newest, newestOlderThanAge: oldEnough, floor: floor) else {
+                return HistoryPruning(removed: 0, finished: true)
+            }
             // Kept at or before the cut: each scope's newest entry, but none for a deleted device.
             try db.execute(
                 sql: """
@@ -352,7 +355,7 @@ public final class SQLiteStore: SettingsStore {
                     INSERT INTO history_floor (app, number) VALUES (?, ?)
                     ON CONFLICT (app) DO UPDATE SET number = max(number, excluded.number)
                     """, arguments: [app, cut])
-            return removed
+            return HistoryPruning(removed: removed, finished: finished)
         }
     }
 

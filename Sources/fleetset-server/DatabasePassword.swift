@@ -28,21 +28,22 @@ enum DatabasePassword {
         return location
     }
 
-    /// The first line of `file`, which no one but its owner (and group) may write, and no one
-    /// else may read.
+    /// The first line of `file`, which no one but its owner may write and no one outside its
+    /// group may read (checked on the opened file: what is checked is what is read).
     static func read(_ file: String) throws -> String {
-        var status = stat()
-        guard stat(file, &status) == 0 else {
-            throw ValidationError("--database-password-file: cannot read \(file): \(String(cString: strerror(errno)))")
-        }
-        guard status.st_mode & 0o007 == 0 else {
-            throw ValidationError(
-                "--database-password-file: \(file) has mode \(String(status.st_mode & 0o777, radix: 8)), readable by every user; chmod 0600 or 0640 it"
-            )
-        }
         let bytes: [UInt8]
         do {
-            bytes = try FileSystem.readFile(file, maximumSize: 4096)
+            let descriptor = try FileSystem.openForReading(file)
+            var status = stat()
+            guard fstat(descriptor.raw, &status) == 0 else { throw FileError(path: file, operation: "stat") }
+            guard status.st_mode & 0o027 == 0 else {
+                throw ValidationError(
+                    "--database-password-file: \(file) has mode \(String(status.st_mode & 0o777, radix: 8)): others may read it or its group may change it; chmod 0600 or 0640 it"
+                )
+            }
+            bytes = try FileSystem.readAll(from: descriptor.raw, path: file, maximumSize: 4096, sizeHint: Int(status.st_size))
+        } catch let error as ValidationError {
+            throw error
         } catch {
             throw ValidationError("--database-password-file: cannot read \(file): \(error)")
         }

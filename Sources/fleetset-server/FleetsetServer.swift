@@ -170,6 +170,15 @@ struct Serve: AsyncParsableCommand {
             logger.notice(
                 admin.created ? "admin token created" : "admin token loaded",
                 metadata: ["event": "admin-token", "file": "\(adminTokenFile)"])
+            if admin.weak {
+                logger.warning(
+                    "admin token is short",
+                    metadata: [
+                        "event": "admin-token-weak", "file": "\(adminTokenFile)",
+                        "advice":
+                            "use \(AdminTokenFile.recommendedLength) characters or more (delete the file to have a fresh one made): the rate limits slow guessing, the token's length is what stops it",
+                    ])
+            }
             let files = OpenFileLimit.raiseToHard()
             let capacity = maxLongPolls ?? files.map { OpenFileLimit.longPollCapacity(openFiles: $0.current) } ?? 1000
             logger.notice(
@@ -188,7 +197,7 @@ struct Serve: AsyncParsableCommand {
                 var location = try DatabasePassword.location(url: database, passwordFile: databasePasswordFile)
                 if let databasePool { location.poolSize = databasePool }
                 try await PostgresStore.with(location, logger: logger, onTransaction: onTransaction) { store in
-                    for finding in try await store.privilegeFindings() {
+                    for finding in try await store.privileges().findings {
                         logger.warning(
                             "database privileges",
                             metadata: ["event": "database-privileges", "finding": "\(finding)", "check": "fleetset-server check-database"])
@@ -401,9 +410,7 @@ struct CheckDatabase: AsyncParsableCommand {
         let location = try DatabasePassword.location(url: database, passwordFile: databasePasswordFile)
         let (findings, fix): ([String], String)
         do {
-            (findings, fix) = try await PostgresStore.with(location, logger: logger) { store in
-                (try await store.privilegeFindings(), try await store.privilegeFix())
-            }
+            (findings, fix) = try await PostgresStore.privileges(at: location, logger: logger)
         } catch {
             print("fleetset-server check-database: \(PostgresStore.describe(error))")
             throw ExitCode(1)

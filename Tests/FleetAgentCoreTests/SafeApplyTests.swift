@@ -149,14 +149,17 @@ struct SafeApplyTests {
         run.deliverRevision(8)
         #expect(Self.persists(run.actions).isEmpty)
         var written: [Int64] = []
-        for _ in 0..<29 { written += Self.persists(run.advance(by: SafeApplyMachine.updateLockRetry)) }
+        for _ in 0..<15 { written += Self.persists(run.advance(by: SafeApplyMachine.updateLockRetry)) }
+        // A newer revision replaces the one waiting: the app's hold is counted from its first refusal still.
+        run.deliverRevision(9)
+        for _ in 0..<14 { written += Self.persists(run.advance(by: SafeApplyMachine.updateLockRetry)) }
         #expect(written.isEmpty, "58 s: the lock is still the app's to hold")
         let overridden = run.advance(by: SafeApplyMachine.updateLockRetry)
         #expect(run.events().contains("update-lock-overridden"))
         let persisted = Self.persists(overridden + run.answer(.requestCancelled))
-        #expect(persisted == [8], "written without the lock after 60 s")
+        #expect(persisted == [9], "written without the lock 60 s after the first refusal")
         #expect(!run.machine.holdsUpdateLock)
-        let applied = run.reports().last { $0.revision == 8 }
+        let applied = run.reports().last { $0.revision == 9 }
         #expect(applied?.state == .applied)
         #expect(applied?.message == "applied without the update lock: the app held updates.lock for over 1 min (updateLockMaxHold)")
     }

@@ -1,4 +1,5 @@
 import FleetDeviceState
+import FleetIO
 import FleetJSON
 import FleetTestSupport
 import Foundation
@@ -92,6 +93,25 @@ struct HookTrustTests {
         }
         #expect(unexpected.isEmpty, "\(unexpected.sorted())")
         #expect(agent.isRunning)
+    }
+
+    @Test("a script given to an interpreter is checked as the program is; arguments that are not files are not")
+    func scriptArguments() throws {
+        let directory = try CLIRunner.temporaryDirectory().path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try Self.chmod(directory, 0o755)
+        let shared = directory + "/shared", trusted = directory + "/trusted"
+        for folder in [shared, trusted] { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        try Self.chmod(shared, 0o777)
+        try Self.chmod(trusted, 0o755)
+        for script in [shared + "/reload.sh", trusted + "/reload.sh"] {
+            try Data("#!/bin/sh\n".utf8).write(to: URL(fileURLWithPath: script))
+            try Self.chmod(script, 0o644)
+        }
+        let owners = TrustedOwners.rootAndEffectiveUser()
+        let refused = Hook.refusal(of: ["/bin/sh", shared + "/reload.sh"], trusting: owners)
+        #expect(refused?.hasPrefix("hook \(shared)/reload.sh: \(shared) is writable by") == true, "\(refused ?? "run")")
+        #expect(Hook.refusal(of: ["/bin/sh", trusted + "/reload.sh", "--now", "/no/such/file"], trusting: owners) == nil)
     }
 
     @Test("the hook's environment: PATH, the agent's LANG and LC_* only, and the FLEETSET_* variables")

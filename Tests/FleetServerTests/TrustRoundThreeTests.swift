@@ -227,6 +227,16 @@ struct TrustRoundThreeTests {
             let reverted = try await server.admin.revert(app: "kiosk", RevertRequest(to: 7))
             #expect(reverted.number == 12)
             #expect(try await server.admin.values(app: "kiosk", scope: "app").values["volume"] == 5)
+            // A cut at an entry that wrote no values (metadata, 13): it goes, and a revert to it
+            // still rebuilds the values after it from the bases kept.
+            try await server.putKioskMetadata(version: 2)  // 13
+            _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["volume": 1])  // 14
+            #expect(try await server.service.pruneHistory(keeping: .init(maximumCount: 1)) == 6)
+            #expect(try await server.admin.history(app: "kiosk").entries.map(\.number) == [12, 14])
+            #expect(try await server.admin.revert(app: "kiosk", RevertRequest(to: 13)).number == 15)
+            #expect(try await server.admin.values(app: "kiosk", scope: "app").values["volume"] == 5)
+            let beforeFloor = await refusal { try await server.admin.revert(app: "kiosk", RevertRequest(to: 12)) }
+            #expect(beforeFloor?.status == 400 && beforeFloor?.description.contains("entry 13 at the earliest") == true)
         }
     }
 

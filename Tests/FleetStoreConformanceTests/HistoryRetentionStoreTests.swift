@@ -16,6 +16,25 @@ struct HistoryRetentionStoreTests {
             change: ChangeRecord(at: at, actor: "admin", kind: .values, scopes: [.init(scope: scope, patch: values, after: values)]))
     }
 
+    @Test("the cut: either limit removes; the newest entry stays; a pass goes at most 10,000 entries past the floor")
+    func cuts() {
+        let keepOne = HistoryRetention(maximumCount: 1)
+        #expect(keepOne.cut(newest: 25_000, newestOlderThanAge: nil)! == (10_000, false))
+        #expect(keepOne.cut(newest: 25_000, newestOlderThanAge: nil, floor: 10_000)! == (20_000, false))
+        #expect(keepOne.cut(newest: 25_000, newestOlderThanAge: nil, floor: 20_000)! == (24_999, true))
+        #expect(keepOne.cut(newest: 25_000, newestOlderThanAge: nil, floor: 24_999) == nil)
+        let both = HistoryRetention(maximumAge: 86_400, maximumCount: 100)
+        #expect(both.cut(newest: 150, newestOlderThanAge: 120, floor: 0)! == (120, true), "age removes more than count here")
+        #expect(both.cut(newest: 150, newestOlderThanAge: 10, floor: 0)! == (50, true), "count removes more than age here")
+        #expect(HistoryRetention(maximumAge: 1).cut(newest: 7, newestOlderThanAge: 7)! == (6, true), "the newest stays")
+        #expect(HistoryRetention.everything.cut(newest: 1_000_000, newestOlderThanAge: 999_999) == nil)
+        #expect(HistoryRetention("365d,100000") == HistoryRetention(maximumAge: 365 * 86_400, maximumCount: 100_000))
+        #expect(HistoryRetention("keep-all") == .everything)
+        for bad in ["", "0", "-5", "30", "d", "30x", "1d,2d", "5,6", "365d,"] where bad != "30" {
+            #expect(HistoryRetention(bad) == nil, "\(bad)")
+        }
+    }
+
     @Test("a page is the newest LIMIT entries below BEFORE, of one scope when asked, oldest first", arguments: StoreKind.allCases)
     func pages(kind: StoreKind) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
@@ -51,22 +70,22 @@ struct HistoryRetentionStoreTests {
             #expect(base.values == [.app: ["a": 5], .device("d-live"): ["b": 2], .device("d-gone"): ["c": 3]])
 
             // Nothing to remove yet.
-            #expect(try await store.pruneHistory(app: "kiosk", keeping: .init(maximumCount: 20), now: 2_000) == 0)
+            #expect(try await store.pruneHistory(app: "kiosk", keeping: .init(maximumCount: 20), now: 2_000).removed == 0)
             // The newest 3 (9, 10, 11) stay; at or before the cut (8): each live scope's newest entry (app: 8, d-live: 2).
-            #expect(try await store.pruneHistory(app: "kiosk", keeping: .init(maximumCount: 3), now: 2_000) == 6)
+            #expect(try await store.pruneHistory(app: "kiosk", keeping: .init(maximumCount: 3), now: 2_000).removed == 6)
             #expect(try await store.history(app: "kiosk").map(\.number) == [2, 8, 9, 10, 11])
             base = try await store.historyBase(app: "kiosk", through: 8)
             #expect(base.floor == 8 && base.isKept && base.values == [.app: ["a": 8], .device("d-live"): ["b": 2]])
             #expect(try await store.historyBase(app: "kiosk", through: 5).isKept == false)
             // By age: everything written before 1 050 goes but the bases and the newest entry; the floor only rises.
-            #expect(try await store.pruneHistory(app: "kiosk", keeping: .init(maximumAge: 1_000), now: 2_050) == 2)
+            #expect(try await store.pruneHistory(app: "kiosk", keeping: .init(maximumAge: 1_000), now: 2_050).removed == 2)
             #expect(try await store.history(app: "kiosk").map(\.number) == [2, 10, 11])
             #expect(try await store.historyBase(app: "kiosk", through: 10).floor == 10)
-            #expect(try await store.pruneHistory(app: "kiosk", keeping: .init(maximumCount: 50), now: 2_050) == 0)
+            #expect(try await store.pruneHistory(app: "kiosk", keeping: .init(maximumCount: 50), now: 2_050).removed == 0)
             #expect(try await store.historyBase(app: "kiosk", through: 11).floor == 10)
             // Everything old: the newest entry always stays (its number is never given again), with each scope's base.
             #expect(try await store.commit(Self.write(.app, "a", 12, at: 1_200)) == 12)
-            #expect(try await store.pruneHistory(app: "kiosk", keeping: .init(maximumAge: 1), now: 1_000_000) == 1)
+            #expect(try await store.pruneHistory(app: "kiosk", keeping: .init(maximumAge: 1), now: 1_000_000).removed == 1)
             #expect(try await store.history(app: "kiosk").map(\.number) == [10, 11, 12])
             #expect(try await store.commit(Self.write(.app, "a", 13, at: 1_300)) == 13)
             // A copy of the store keeps the floor.

@@ -100,6 +100,41 @@ struct MigrateTests {
         #expect(modes.values.allSatisfy { $0 == 0o600 }, "\(modes.mapValues { String($0, radix: 8) })")
     }
 
+    @Test("a PostgreSQL password is refused on the command line, read from a file only the server may read, and never logged")
+    func databasePassword() async throws {
+        let directory = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let cluster = try await PostgresCluster.shared()
+        let url = try await cluster.makeDatabase()
+        let database = PostgresCluster.databaseName(url)
+        let withPassword = "postgres://fleetset:hunter2-secret@:\(cluster.port)/\(database)?host=\(cluster.folder)"
+        let server = CLIRunner.product("fleetset-server")
+        let token = ["--admin-token-file", directory.appendingPathComponent("admin.token").path]
+        for arguments in [
+            ["serve", "--database", withPassword, "--listen", "127.0.0.1:0"] + token,
+            ["migrate", "--from", withPassword, "--to", "sqlite:/x"],
+            ["check-database", "--database", withPassword],
+        ] {
+            let refused = try await CLIRunner.run(arguments, executable: server)
+            #expect(refused.status == 64, "\(refused)")
+            #expect(refused.standardError.contains("--database-password-file") && !refused.standardError.contains("hunter2"), "\(refused)")
+        }
+        let passwordFile = directory.appendingPathComponent("db.password").path
+        #expect(
+            FileManager.default.createFile(
+                atPath: passwordFile, contents: Data("hunter2-secret\n".utf8), attributes: [.posixPermissions: 0o644]))
+        let readable = try await CLIRunner.run(
+            ["check-database", "--database", url, "--database-password-file", passwordFile], executable: server)
+        #expect(readable.status != 0 && readable.standardError.contains("has mode 644"), "\(readable)")
+        #expect(chmod(passwordFile, 0o600) == 0)
+        // The test cluster trusts local connections: the password is read and sent, and the check runs.
+        let checked = try await CLIRunner.run(
+            ["check-database", "--database", url, "--database-password-file", passwordFile], executable: server)
+        #expect(checked.status == 1 && checked.standardOutput.contains("finding: PUBLIC may CONNECT"), "\(checked)")
+        #expect(checked.standardOutput.contains("fix (as the database's owner or a superuser): REVOKE CONNECT, TEMPORARY ON DATABASE"))
+        #expect(!(checked.standardOutput + checked.standardError).contains("hunter2"))
+    }
+
     @Test("a PostgreSQL database that does not exist, or a certificate its CA did not sign: the server exits 1 saying which")
     func unreachableDatabase() async throws {
         let directory = try CLIRunner.temporaryDirectory()

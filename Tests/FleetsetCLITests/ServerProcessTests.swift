@@ -49,6 +49,34 @@ struct ServerProcessTests {
         #expect(try await capped.waitForLog("event=open-files").contains("max_long_polls=500"))
     }
 
+    @Test("an admin token shorter than 32 characters is taken, with a warning that names the file and never the token")
+    func shortAdminToken() async throws {
+        let directory = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let tokenFile = directory.path + "/short.token"
+        #expect(
+            FileManager.default.createFile(
+                atPath: tokenFile, contents: Data("fsa_short-but-16+\n".utf8), attributes: [.posixPermissions: 0o600]))
+        let server = try RunningProcess(
+            CLIRunner.product("fleetset-server"),
+            ["serve", "--database", directory.path + "/fleet.sqlite", "--listen", "127.0.0.1:0", "--admin-token-file", tokenFile])
+        defer { server.kill() }
+        let line = try await server.waitForLog("event=admin-token-weak")
+        #expect(line.contains("file=\(tokenFile)") && line.contains("level=warning"), "\(line)")
+        _ = try await server.waitForLog("event=listening")
+        #expect(!server.log.contains("fsa_short-but-16+"))
+        // A generated token is not weak.
+        let fresh = try RunningProcess(
+            CLIRunner.product("fleetset-server"),
+            [
+                "serve", "--database", directory.path + "/other.sqlite", "--listen", "127.0.0.1:0", "--admin-token-file",
+                directory.path + "/fresh.token",
+            ])
+        defer { fresh.kill() }
+        _ = try await fresh.waitForLog("event=listening")
+        #expect(!fresh.log.contains("admin-token-weak"))
+    }
+
     @Test("the admin CLI manages a real server; SIGTERM answers a waiting long-poll and exits 0")
     func adminAndShutdown() async throws {
         let directory = try CLIRunner.temporaryDirectory()
