@@ -15,6 +15,23 @@ struct PostgresNeighbourTests {
     /// The key the write lock had before it was drawn per database ("fleets" and 2).
     static let formerFixedKey: Int64 = 0x666c_6565_7473_0002
 
+    /// Whether, within 20 s, one session of `database` holds (`granted`) or waits for the former
+    /// fixed key.
+    static func formerKey(granted: Bool, in database: String) async throws -> Bool {
+        let cluster = try await PostgresCluster.shared()
+        for _ in 0..<200 {
+            let count = try await cluster.psql(
+                """
+                SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted = \(granted)
+                    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                    AND objid = \(formerFixedKey & 0xffff_ffff)
+                """, database: database)
+            if count.trimmingCharacters(in: .whitespacesAndNewlines) == "1" { return true }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return false
+    }
+
     @Test("forged notifications cost a read of the feed, nothing more; changes written by an older release's instance are heard")
     func forgedNotifications() async throws {
         try await withTwoPostgresInstances { (first: PostgresStore, second: PostgresStore, url: String) async throws in
@@ -66,14 +83,7 @@ struct PostgresNeighbourTests {
                 try await cluster.psql("SELECT pg_advisory_lock(\(Self.formerFixedKey)); SELECT pg_sleep(60)", database: database)
             }
             defer { neighbour.cancel() }
-            var held = false
-            for _ in 0..<200 where !held {
-                let count = try await cluster.psql(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND granted AND objid = \(Self.formerFixedKey & 0xffff_ffff)",
-                    database: database)
-                held = count.trimmingCharacters(in: .whitespacesAndNewlines) == "1"
-                if !held { try await Task.sleep(for: .milliseconds(100)) }
-            }
+            let held = try await Self.formerKey(granted: true, in: database)
             try #require(held, "the neighbour did not take the lock")
             let wrote = try await first.writeLock.withLock {
                 try await first.setValues(["volume": 2], app: "kiosk", scope: .app)
@@ -104,14 +114,7 @@ struct PostgresNeighbourTests {
                     database: database)
             }
             defer { older.cancel() }
-            var held = false
-            for _ in 0..<200 where !held {
-                let count = try await cluster.psql(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND granted AND objid = \(Self.formerFixedKey & 0xffff_ffff)",
-                    database: database)
-                held = count.trimmingCharacters(in: .whitespacesAndNewlines) == "1"
-                if !held { try await Task.sleep(for: .milliseconds(100)) }
-            }
+            let held = try await Self.formerKey(granted: true, in: database)
             try #require(held, "the older instance did not take its lock")
             let wrote = Locked(false)
             let writing = Task {
@@ -121,17 +124,7 @@ struct PostgresNeighbourTests {
                 }
             }
             // It waits on the older instance's lock: still not written while that holds it…
-            let waiting = try await cluster.psql(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND NOT granted AND objid = \(Self.formerFixedKey & 0xffff_ffff)",
-                database: database)
-            var blocked = waiting.trimmingCharacters(in: .whitespacesAndNewlines) == "1"
-            for _ in 0..<100 where !blocked {
-                try await Task.sleep(for: .milliseconds(100))
-                let count = try await cluster.psql(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND NOT granted AND objid = \(Self.formerFixedKey & 0xffff_ffff)",
-                    database: database)
-                blocked = count.trimmingCharacters(in: .whitespacesAndNewlines) == "1"
-            }
+            let blocked = try await Self.formerKey(granted: false, in: database)
             #expect(blocked, "the write did not wait for the former key")
             #expect(!wrote.withLock { $0 })
             // …and goes once the older instance's write ends.
