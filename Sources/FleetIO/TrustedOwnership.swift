@@ -69,7 +69,7 @@ public struct TrustedOwners: Sendable, Hashable, CustomStringConvertible {
     /// Root and the process's effective user: the rights a child process such as a hook gets.
     public static func rootAndEffectiveUser() -> TrustedOwners {
         let user = geteuid()
-        return TrustedOwners(user: user, userName: AccountNames.userName(of: user))
+        return TrustedOwners(user: user, userName: AccountLookup.userName(of: user))
     }
 
     /// Whether `owner` is root or the trusted user.
@@ -119,8 +119,8 @@ public struct OwnershipProblem: Error, Sendable, Hashable, CustomStringConvertib
     /// This problem with the owner's and group's names looked up in the system's databases.
     public func named() -> OwnershipProblem {
         var named = self
-        named.ownerName = AccountNames.userName(of: entry.owner)
-        named.groupName = AccountNames.groupName(of: entry.group)
+        named.ownerName = AccountLookup.userName(of: entry.owner)
+        named.groupName = AccountLookup.groupName(of: entry.group)
         return named
     }
 
@@ -264,39 +264,6 @@ public enum TrustedPath {
         guard length >= 0 else { throw FileError(path: path, operation: "read link") }
         let target = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return Component(entry: entry, linkTarget: target)
-    }
-}
-
-/// User and group ids to names, through the system's databases, for messages.
-enum AccountNames {
-    /// The name of the user `id`, `nil` when it has none.
-    static func userName(of id: uid_t) -> String? {
-        name(of: id, getpwuid_r) { $0.pw_name }
-    }
-
-    /// The name of the group `id`, `nil` when it has none.
-    static func groupName(of id: gid_t) -> String? {
-        name(of: id, getgrgid_r) { $0.gr_name }
-    }
-
-    /// Looks `id` up with a reentrant database call and copies the name while the buffer lives.
-    private static func name<Entry, ID>(
-        of id: ID,
-        _ lookup: (ID, UnsafeMutablePointer<Entry>, UnsafeMutablePointer<CChar>, Int, UnsafeMutablePointer<UnsafeMutablePointer<Entry>?>) ->
-            Int32,
-        _ name: (Entry) -> UnsafeMutablePointer<CChar>?
-    ) -> String? {
-        let entry = UnsafeMutablePointer<Entry>.allocate(capacity: 1)
-        defer { entry.deallocate() }
-        var result: UnsafeMutablePointer<Entry>?
-        var buffer = [CChar](repeating: 0, count: 16_384)
-        // A name too long for the buffer (ERANGE) is left out: it only decorates a message.
-        return buffer.withUnsafeMutableBufferPointer { buffer -> String? in
-            guard lookup(id, entry, buffer.baseAddress!, buffer.count, &result) == 0, result != nil, let text = name(entry.pointee) else {
-                return nil
-            }
-            return String(cString: text)
-        }
     }
 }
 

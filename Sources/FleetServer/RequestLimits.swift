@@ -77,13 +77,15 @@ public final class RequestLimits: Sendable {
     private var now: Duration { origin.duration(to: clock.now) }
 
     /// The key a client is counted by: its address (the last `X-Forwarded-For` entry when `peer`
-    /// is a trusted proxy), an IPv6 address by its /64.
+    /// is a trusted proxy), an IPv4 address (mapped ones included) by itself, an IPv6 address by
+    /// its /64. Runs for every request: the address is parsed once (twice behind a proxy).
     func client(peer: String, forwardedFor: String?) -> String {
-        var address = Self.canonical(peer)
-        if trustedProxies.contains(address), let forwarded = forwardedFor?.split(separator: ",").last {
-            address = Self.canonical(String(forwarded.trimmingSpaces()))
+        if !trustedProxies.isEmpty, trustedProxies.contains(Self.canonical(peer)),
+            let forwarded = forwardedFor?.split(separator: ",").last
+        {
+            return Self.key(String(forwarded.trimmingSpaces()))
         }
-        return Self.key(address)
+        return Self.key(peer)
     }
 
     /// `address` in one form: an IPv4-mapped IPv6 address (`::ffff:127.0.0.2`, as a dual-stack
@@ -91,18 +93,24 @@ public final class RequestLimits: Sendable {
     /// writes it (lower case, zeros compressed); anything else unchanged.
     static func canonical(_ address: String) -> String {
         guard let bytes = ipv6Bytes(address) else { return address }
-        if bytes.prefix(10).allSatisfy({ $0 == 0 }) && bytes[10] == 0xff && bytes[11] == 0xff {
-            return bytes.suffix(4).map { String($0) }.joined(separator: ".")
-        }
+        if let ipv4 = mappedIPv4(bytes) { return ipv4 }
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         guard inet_ntop(AF_INET6, bytes, &text, socklen_t(text.count)) != nil else { return address }
         return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// The key of a canonical address: an IPv4 address itself, an IPv6 address its /64.
+    /// The key of an address: an IPv4 address (mapped ones included) itself, an IPv6 address
+    /// its /64.
     static func key(_ address: String) -> String {
         guard let bytes = ipv6Bytes(address) else { return address }
+        if let ipv4 = mappedIPv4(bytes) { return ipv4 }
         return bytes.prefix(8).map { String($0, radix: 16) }.joined(separator: ":") + "::/64"
+    }
+
+    /// The IPv4 address of an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`), `nil` for any other.
+    private static func mappedIPv4(_ bytes: [UInt8]) -> String? {
+        guard bytes.prefix(10).allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff else { return nil }
+        return bytes.suffix(4).map { String($0) }.joined(separator: ".")
     }
 
     /// The 16 bytes of an IPv6 address in text (brackets allowed), `nil` for anything else.

@@ -28,24 +28,22 @@ enum DatabasePassword {
         return location
     }
 
-    /// The first line of `file`, which no one but its owner may write and no one outside its
-    /// group may read (checked on the opened file: what is checked is what is read).
+    /// The first line of `file`, which must be owned by root or the server's user, writable by
+    /// no one else (``TrustedOwners``, checked on the open file) and readable by no one outside
+    /// its group. Since only those owners can change its mode, checking that last bit apart is
+    /// safe.
     static func read(_ file: String) throws -> String {
         let bytes: [UInt8]
         do {
-            let descriptor = try FileSystem.openForReading(file)
-            var status = stat()
-            guard fstat(descriptor.raw, &status) == 0 else { throw FileError(path: file, operation: "stat") }
-            guard status.st_mode & 0o027 == 0 else {
-                throw ValidationError(
-                    "--database-password-file: \(file) has mode \(String(status.st_mode & 0o777, radix: 8)): others may read it or its group may change it; chmod 0600 or 0640 it"
-                )
-            }
-            bytes = try FileSystem.readAll(from: descriptor.raw, path: file, maximumSize: 4096, sizeHint: Int(status.st_size))
-        } catch let error as ValidationError {
-            throw error
+            bytes = try FileSystem.readFile(file, maximumSize: 4096, trusting: .rootAndEffectiveUser())
         } catch {
-            throw ValidationError("--database-password-file: cannot read \(file): \(error)")
+            throw ValidationError("--database-password-file: cannot use \(file): \(error)")
+        }
+        var status = stat()
+        if stat(file, &status) == 0, status.st_mode & 0o004 != 0 {
+            throw ValidationError(
+                "--database-password-file: \(file) has mode \(String(status.st_mode & 0o777, radix: 8)): every user may read it; chmod 0600 or 0640 it"
+            )
         }
         let password = String(decoding: bytes.prefix { $0 != 0x0A && $0 != 0x0D }, as: UTF8.self)
         guard !password.isEmpty else { throw ValidationError("--database-password-file: \(file) is empty; its first line is the password") }
