@@ -101,7 +101,9 @@ extension SyncMachine {
                 continue
             }
             var patch = JSONObject()
-            for (key, value) in change.values where value == .null || settings.values[key] != value { patch[key] = value }
+            for (key, value) in change.values where value == .null || KeyPathValues.value(at: key, in: settings.values) != value {
+                patch[key] = value
+            }
             if patch.isEmpty, base == settings.revision {
                 journal.confirm(change.id, revision: settings.revision)
                 journalChanged()

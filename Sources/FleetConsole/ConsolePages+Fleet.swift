@@ -362,8 +362,8 @@ public struct ScopeValuesExplanation: Sendable {
     public let rows: [Row]
 
     public init(_ explanation: Explanation) {
-        rows = explanation.values.map { key, value in
-            Row(key: key, value: SettingsForm.short(value), source: explanation.sources[key] ?? "")
+        rows = explanation.rows.map { row in
+            Row(key: row.key, value: row.value.map(SettingsForm.short) ?? "-", source: row.source)
         }
     }
 }

@@ -67,7 +67,9 @@ public struct SettingsForm: Sendable {
                 continue
             }
             guard let value, value != shown else { continue }
-            if case .object(let stored)? = view.values[key], case .object(let edited) = value {
+            if view.heldAtKeyPaths.contains(key) {
+                patch[pointer.description] = value  // the setting whole, in place of the device's places in it
+            } else if case .object(let stored)? = view.values[key], case .object(let edited) = value {
                 patch[key] = mergePatch(from: .object(stored), to: .object(edited))
             } else {
                 patch[key] = value

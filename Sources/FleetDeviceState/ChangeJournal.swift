@@ -115,25 +115,36 @@ public struct ChangeJournal: Sendable, Hashable {
     /// The next change to send: the oldest one the server has not confirmed.
     public var nextToSend: Change? { queued.first { $0.confirmedRevision == nil } }
 
-    /// Queues a change. An older change not yet sent that sets one of its keys is merged into it
-    /// (the newer value wins for each key) and ends `superseded`: the values asked for together
-    /// are sent together, so a combination the schema requires is never split.
+    /// Queues a change. An older change not yet sent that changes one of its settings (the
+    /// setting itself or a key-path value inside it) is merged into it (``KeyPathValues/combining(_:_:)``:
+    /// the newer value wins) and ends `superseded`: the values asked for together are sent
+    /// together, so a combination the schema requires is never split. Changes that cannot be
+    /// merged (an append to an array, a key path into a value the older one sets whole) are
+    /// sent one after the other instead.
     public mutating func enqueue(_ change: Change, at time: Int64) {
-        var merged = JSONObject()
-        var kept: [Change] = []
-        for older in queued {
-            if older.confirmedRevision == nil, older.values.keys.contains(where: { change.values[$0] != nil }) {
-                for (key, value) in older.values { merged[key] = value }
-                record(Outcome(id: older.id, state: .superseded, keys: older.values.keys.sorted(), supersededBy: change.id, endedAt: time))
-            } else {
-                kept.append(older)
-            }
+        let settings = Self.settings(of: change.values)
+        let overlapping = queued.filter { older in
+            older.confirmedRevision == nil && !Self.settings(of: older.values).isDisjoint(with: settings)
+        }
+        var merged: JSONObject? = JSONObject()
+        for older in overlapping { merged = merged.flatMap { KeyPathValues.combining($0, older.values) } }
+        merged = merged.flatMap { KeyPathValues.combining($0, change.values) }
+        guard let merged else {
+            queued.append(change)
+            return
+        }
+        let superseded = Set(overlapping.map(\.id))
+        for older in overlapping {
+            record(Outcome(id: older.id, state: .superseded, keys: older.values.keys.sorted(), supersededBy: change.id, endedAt: time))
         }
         var newest = change
-        for (key, value) in change.values { merged[key] = value }
         newest.values = merged
-        kept.append(newest)
-        queued = kept
+        queued = queued.filter { !superseded.contains($0.id) } + [newest]
+    }
+
+    /// The settings a change's members belong to (``KeyPathValues/setting(of:)``).
+    private static func settings(of values: JSONObject) -> Set<String> {
+        Set(values.keys.map { KeyPathValues.setting(of: $0) ?? $0 })
     }
 
     /// Records that the server confirmed the change `id` with `revision`.

@@ -402,7 +402,11 @@ public struct SettingsEditor: Sendable {
             return nil
         }
         var patch = JSONObject()
-        for key in changed { patch[key] = draft[key].map { JSONValue.mergePatch(from: original[key], to: $0) } ?? .null }
+        // Only the places edited become the device's own (key-path values); the rest of each
+        // setting keeps following the fleet.
+        for key in changed {
+            for (name, value) in KeyPathValues.changes(from: original[key], to: draft[key], setting: key) { patch[name] = value }
+        }
         status = "saving \(changed.joined(separator: ", "))…"
         return .save(patch)
     }

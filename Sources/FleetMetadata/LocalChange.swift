@@ -19,16 +19,21 @@ public struct ChangeProblem: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension Metadata {
-    /// The problems of changing `current` by `change` (a merge patch of top-level settings) on
-    /// the device: every key must be a setting and `x-writable`, and every new value must fit the
-    /// schema together with the other settings. Only problems the change itself causes count, so
-    /// a value an earlier forced metadata upload made invalid does not block other changes. A
-    /// `null` (remove the device's own value) is checked by the server, which knows the value
-    /// that applies then. Empty when the change may be sent.
+    /// The problems of changing `current` by `change` (a merge patch of top-level settings, which
+    /// may hold key-path values, see ``KeyPathValues``) on the device: every setting it changes
+    /// must exist and be `x-writable`, and every new value must fit the schema together with the
+    /// other settings. Only problems the change itself causes count, so a value an earlier forced
+    /// metadata upload made invalid does not block other changes. A `null` (the fleet's value
+    /// again) is checked by the server, which knows the value that applies then. Empty when the
+    /// change may be sent.
     public func problems(ofChange change: JSONObject, to current: JSONObject) -> [ChangeProblem] {
         var problems: [ChangeProblem] = []
         let known = Set(settingKeys)
-        for key in change.keys.sorted() {
+        for name in change.keys.sorted() {
+            guard let key = KeyPathValues.setting(of: name) else {
+                problems.append(ChangeProblem(.root, "\(name) is not a key path (~1 for a / in a name, ~0 for a ~)"))
+                continue
+            }
             let location = JSONPointer.root.appending(key)
             if !known.contains(key) {
                 problems.append(ChangeProblem(location, "is not a setting of \(app) (schema version \(version))"))
@@ -37,11 +42,25 @@ extension Metadata {
             }
         }
         guard problems.isEmpty else { return problems }
-        let checked = Set(change.keys.filter { change[$0] != .null })
+        var newValues = JSONObject()
+        for (name, value) in change where value != .null { newValues[name] = value }
+        let checked = Set(newValues.keys.compactMap(KeyPathValues.setting(of:)))
         guard !checked.isEmpty else { return [] }
         let before = Set(validate(values: .object(current)).map(\.description))
-        let after = SettingsValues.mergePatch(.object(current), .object(change))
-        for error in validate(values: after) where !before.contains(error.description) {
+        var after: JSONObject
+        do {
+            after = try KeyPathValues.applying(newValues, to: current, inherited: nil)
+        } catch let error as KeyPathError {
+            return [ChangeProblem(error.location, error.message)]
+        } catch {
+            return []  // a change that needs the fleet's values: the server checks it
+        }
+        var settings = JSONObject()
+        for (name, value) in after where !KeyPathValues.isKeyPath(name) { settings[name] = value }
+        for (name, error) in KeyPathValues.overlay(after, onto: &settings) where change[name] != nil {
+            problems.append(ChangeProblem(error.location, error.message))
+        }
+        for error in validate(values: .object(settings)) where !before.contains(error.description) {
             guard let first = error.instanceLocation.tokens.first, checked.contains(first) else { continue }
             problems.append(ChangeProblem(error.instanceLocation, error.message))
         }

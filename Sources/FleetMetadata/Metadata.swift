@@ -74,6 +74,10 @@ public struct Metadata: Sendable {
                 for (key, property) in properties {
                     settingKeys.append(key)
                     let pointer = schemaPointer.appending("properties").appending(key)
+                    if KeyPathValues.isKeyPath(key) {
+                        problems.add(
+                            pointer, "a setting's name cannot begin with /: a device's values at a key path are kept under such names")
+                    }
                     if Self.flag("x-writable", of: property, at: pointer, &problems) { writable.insert(key) }
                     if Self.flag("x-secret", of: property, at: pointer, &problems) { secret.insert(key) }
                 }

@@ -82,8 +82,19 @@ extension Metadata {
     /// value of each setting marked `x-secret`, and of every value deeper down that an
     /// `x-secret` subschema applies to (a list item's password). See
     /// `JSONSchema.secretLocations(in:)`.
+    /// A key-path value (``KeyPathValues``) is masked whole when its place is, is inside or
+    /// holds a secret (``isSecret(at:)``).
     public func masked(_ values: JSONObject) -> JSONObject {
-        schema.maskingSecrets(in: .object(values), with: SettingsValues.mask).objectValue ?? values
+        var settings = JSONObject()
+        var keyPaths = JSONObject()
+        for (name, value) in values {
+            if KeyPathValues.isKeyPath(name) { keyPaths[name] = value } else { settings[name] = value }
+        }
+        var result = schema.maskingSecrets(in: .object(settings), with: SettingsValues.mask).objectValue ?? settings
+        for (name, value) in keyPaths {
+            result[name] = JSONPointer(name).map(isSecret(at:)) ?? true ? SettingsValues.mask : value
+        }
+        return result
     }
 
     /// The top-level settings of `values` that are or hold a secret (see ``masked(_:)``), found
@@ -100,7 +111,9 @@ extension Metadata {
 
     /// The keys of `patch` that devices may not write (not `x-writable`), sorted; empty when
     /// the whole patch is allowed.
+    ///
+    /// A key-path value (``KeyPathValues``) is allowed inside a writable setting.
     public func forbiddenKeys(in patch: JSONObject) -> [String] {
-        patch.keys.filter { !writableKeys.contains($0) }.sorted()
+        patch.keys.filter { !(KeyPathValues.setting(of: $0).map(writableKeys.contains) ?? false) }.sorted()
     }
 }

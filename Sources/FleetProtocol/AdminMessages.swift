@@ -275,6 +275,23 @@ public struct Explanation: Sendable, Hashable {
             } ?? DevicePolicy.AppPolicy()
     }
 
+    /// One row per setting, each followed by the device's key-path values inside it (a member
+    /// of ``sources`` named by a JSON pointer, `/playlist/0/content`), shown as a key path
+    /// (`playlist/0/content`) with the value there. A key-path value the setting no longer has a
+    /// place for is shown with its source, which says why (and no value).
+    public var rows: [(key: String, value: JSONValue?, source: String)] {
+        var rows: [(key: String, value: JSONValue?, source: String)] = []
+        let keyPaths = sources.keys.filter { $0.hasPrefix("/") }.compactMap { name in JSONPointer(name).map { (name, $0) } }
+            .sorted { $0.0 < $1.0 }
+        for (key, value) in values {
+            rows.append((key, value, sources[key] ?? "-"))
+            for (name, path) in keyPaths where path.tokens.first == key {
+                rows.append((path.keyPath, JSONValue.object(values)[pointer: path], sources[name] ?? "-"))
+            }
+        }
+        return rows
+    }
+
     public var json: JSONValue {
         var sourceObject = JSONObject()
         for key in sources.keys.sorted() { sourceObject[key] = .string(sources[key] ?? "") }

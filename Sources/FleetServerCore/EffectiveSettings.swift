@@ -6,12 +6,18 @@ import FleetMetadata
 /// Layering is per top-level setting: a scope that sets a key replaces the whole value from the
 /// scopes below it (an object-valued setting is not deep-merged — what `explain` shows is
 /// always one scope per setting). Order, lowest first: metadata defaults, app, the device's
-/// groups in name order (byte order; a later group wins a conflict), the device.
+/// groups in name order (byte order; a later group wins a conflict), the device. Last, the
+/// device's key-path values (``KeyPathValues``) each replace one place inside a setting,
+/// whichever scope the rest of it comes from.
 public struct EffectiveSettings: Sendable, Hashable {
     /// The values the device gets.
     public let values: JSONObject
-    /// For each key in ``values``, the scope its value comes from.
+    /// For each key in ``values``, the scope its value comes from; for each key-path value laid
+    /// over it (`/playlist/0/content`), the device.
     public let sources: [String: Scope]
+    /// The device's key-path values that no longer fit the setting they are in (the fleet's
+    /// array is shorter now, a place holds text), with why: left out of ``values``.
+    public let unapplied: [String: KeyPathError]
 
     /// Layers the scopes over the metadata's defaults.
     ///
@@ -22,7 +28,7 @@ public struct EffectiveSettings: Sendable, Hashable {
         var sources: [String: Scope] = [:]
         for key in values.keys { sources[key] = .defaults }
         func overlay(_ layer: JSONObject, _ scope: Scope) {
-            for (key, value) in layer {
+            for (key, value) in layer where !KeyPathValues.isKeyPath(key) {
                 values[key] = value
                 sources[key] = scope
             }
@@ -32,8 +38,14 @@ public struct EffectiveSettings: Sendable, Hashable {
             overlay(groups[name] ?? [:], .group(name))
         }
         overlay(device, .device(deviceID))
+        let unapplied = KeyPathValues.overlay(device, onto: &values)
+        for name in device.keys where KeyPathValues.isKeyPath(name) && unapplied[name] == nil {
+            sources[name] = .device(deviceID)
+            if let key = KeyPathValues.setting(of: name), sources[key] == nil { sources[key] = .device(deviceID) }
+        }
         self.values = values
         self.sources = sources
+        self.unapplied = unapplied
     }
 
     /// A stable 64-bit fingerprint of the schema version and the values (FNV-1a over the

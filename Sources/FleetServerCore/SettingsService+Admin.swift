@@ -156,6 +156,18 @@ extension SettingsService {
                 400, "bad-key-path", "a key path is the setting's name, then / and the parts inside it (~1 for a / in a name)")
         }
         return try await writeValues(app: app, scope: scope, actor: actor, message: message, force: force) { state in
+            if case .device = scope, path.tokens.count > 1 {
+                // The device's own value at the path only (the rest keeps following the fleet);
+                // removing it gives the fleet's value there again.
+                let own = state.values[scope] ?? [:]
+                let held = own.keys.contains { name in
+                    KeyPathValues.setting(of: name) == key
+                        && (!KeyPathValues.isKeyPath(name)
+                            || JSONPointer(name).map { path.tokens.starts(with: $0.tokens) || $0.tokens.starts(with: path.tokens) } == true)
+                }
+                guard value != nil || held else { throw ServiceError(404, "unknown-key", "\(scope) sets nothing at \(path.keyPath)") }
+                return [path.description: value ?? .null]
+            }
             let own = state.values[scope]?[key]
             let base = own ?? Self.inheritedValue(key, at: scope, state)
             guard path.tokens.count > 1 || value != nil || own != nil else {
@@ -205,12 +217,12 @@ extension SettingsService {
                 let state = whole.values
                 let patch = try makePatch(state)
                 var after = state.values
-                after[scope] = SettingsValues.merged(state.values[scope] ?? [:], patch)
+                after[scope] = try Self.scopeValues(applying: patch, at: scope, state)
                 var findings = ValueAudit.newFindings(
                     metadata: state.metadata, before: state.values, after: after, audiences: state.audiences)
                 var rollout = whole.rollout
                 if let active = rollout {
-                    let overlap = active.keys.intersection(patch.keys).sorted()
+                    let overlap = active.keys.intersection(patch.keys.compactMap(KeyPathValues.setting(of:))).sorted()
                     if !overlap.isEmpty {
                         guard force else { throw Self.rolloutInProgress(active, doing: "write them", keys: overlap) }
                         if active.scope == scope { rollout = active.without(keys: overlap, at: self.wallClock.secondsSinceEpoch()) }
@@ -246,6 +258,29 @@ extension SettingsService {
                     ])
                 return ScopedValues(app: app, scope: scope.description, values: state.metadata.masked(values))
             })
+    }
+
+    /// A scope's values after an admin's merge patch. A device's own values may hold key-path
+    /// values (``KeyPathValues``, applied as a device's write is); other scopes hold whole
+    /// settings only.
+    ///
+    /// - Throws: 400 `bad-key-path` for a key-path value at another scope, or one that does not fit.
+    static func scopeValues(applying patch: JSONObject, at scope: Scope, _ state: ValuesWriteState) throws(ServiceError) -> JSONObject {
+        let own = state.values[scope] ?? [:]
+        guard case .device = scope else {
+            let keyPaths = patch.keys.filter(KeyPathValues.isKeyPath).sorted()
+            guard keyPaths.isEmpty else {
+                throw ServiceError(
+                    400, "bad-key-path", "only a device's own values hold values at a key path; set the whole setting at \(scope)",
+                    details: keyPaths.map {
+                        ErrorBody.Detail(pointer: JSONPointer.root.appending($0).description, message: "is a key path")
+                    })
+            }
+            return SettingsValues.merged(own, patch)
+        }
+        var layers = ValueLayers(app: state.values[.app] ?? [:])
+        for group in state.audiences.first?.groups ?? [] { layers.groups[group] = state.values[.group(group)] }
+        return try deviceValues(applying: patch, to: own, inherited: layers, metadata: state.metadata)
     }
 
     /// What a write of values is checked against.
@@ -286,7 +321,8 @@ extension SettingsService {
         return Explanation(
             app: app, device: device.id, schemaVersion: Int64(metadata.version),
             servedRevision: try await store.revision(app: app, deviceID: device.id)?.revision, values: metadata.masked(effective.values),
-            sources: effective.sources.mapValues(\.description),
+            sources: effective.sources.mapValues(\.description).merging(
+                effective.unapplied.mapValues { "device:\(device.id), left out: \($0)" }, uniquingKeysWith: { $1 }),
             deviceInfo: DeviceInfo.visible(try await store.deviceInfo(id: device.id)?.info ?? [:], apps: device.apps),
             policy: try await devicePolicy(device).apps[app] ?? DevicePolicy.AppPolicy())
     }

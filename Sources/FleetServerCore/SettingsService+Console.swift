@@ -72,13 +72,20 @@ public struct ScopeValuesView: Sendable {
     public let inherited: JSONObject
     /// Which scope each inherited value comes from.
     public let inheritedSources: [String: Scope]
+    /// The settings a device holds only some places of (``KeyPathValues``): ``values`` shows
+    /// each as the device gets it, and a change of one replaces the setting whole.
+    public let heldAtKeyPaths: Set<String>
 
-    public init(metadata: Metadata, scope: Scope, values: JSONObject, inherited: JSONObject, inheritedSources: [String: Scope]) {
+    public init(
+        metadata: Metadata, scope: Scope, values: JSONObject, inherited: JSONObject, inheritedSources: [String: Scope],
+        heldAtKeyPaths: Set<String> = []
+    ) {
         self.metadata = metadata
         self.scope = scope
         self.values = values
         self.inherited = inherited
         self.inheritedSources = inheritedSources
+        self.heldAtKeyPaths = heldAtKeyPaths
     }
 }
 
@@ -210,9 +217,21 @@ extension SettingsService {
             for group in device.groups { groups[group] = all[.group(group)] }
             below = EffectiveSettings(metadata: metadata, app: all[.app] ?? [:], groups: groups, device: [:], deviceID: id)
         }
+        // A device's key-path values are shown inside their settings: the fleet's value with
+        // the device's own places laid over it.
+        let own = all[scope] ?? [:]
+        var values = JSONObject()
+        for (key, value) in own where !KeyPathValues.isKeyPath(key) { values[key] = value }
+        let heldAtKeyPaths = Set(own.keys.filter(KeyPathValues.isKeyPath).compactMap(KeyPathValues.setting(of:)))
+        if !heldAtKeyPaths.isEmpty {
+            var effective = below.values
+            for (key, value) in values { effective[key] = value }
+            KeyPathValues.overlay(own, onto: &effective)
+            for key in heldAtKeyPaths { values[key] = effective[key] }
+        }
         return ScopeValuesView(
-            metadata: metadata, scope: scope, values: metadata.masked(all[scope] ?? [:]), inherited: metadata.masked(below.values),
-            inheritedSources: below.sources)
+            metadata: metadata, scope: scope, values: metadata.masked(values), inherited: metadata.masked(below.values),
+            inheritedSources: below.sources, heldAtKeyPaths: heldAtKeyPaths)
     }
 
     /// What storing `bytes` as `app`'s metadata would do, without storing it.

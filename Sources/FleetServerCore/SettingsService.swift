@@ -600,7 +600,8 @@ public final class SettingsService: Sendable {
                 var before: [Scope: JSONObject] = [.app: state.layers.app, .device(device.id): state.layers.device]
                 for (group, values) in state.layers.groups { before[.group(group)] = values }
                 var after = before
-                after[.device(device.id)] = SettingsValues.merged(before[.device(device.id)] ?? [:], patch)
+                after[.device(device.id)] = try Self.deviceValues(
+                    applying: patch, to: state.layers.device, inherited: state.layers, metadata: state.metadata)
                 if after[.device(device.id)] == before[.device(device.id)] { return nil }
                 let findings = ValueAudit.newFindings(metadata: state.metadata, before: before, after: after, audiences: [.device(device)])
                 guard findings.isEmpty else {
@@ -631,6 +632,39 @@ public final class SettingsService: Sendable {
         logger.debug(
             "device write changed nothing", metadata: ["event": "device-write-unchanged", "app": "\(app)", "device": "\(device.id)"])
         return try await settings(app: app, device: device)
+    }
+
+    /// The device's own values after its write `patch`, which may hold key-path values
+    /// (``KeyPathValues``): only the place it changes is kept, so the rest of the setting keeps
+    /// following the wider scopes.
+    ///
+    /// - Throws: 400 `bad-key-path` naming a path that is malformed or does not fit the value.
+    static func deviceValues(
+        applying patch: JSONObject, to own: JSONObject, inherited layers: ValueLayers, metadata: Metadata
+    ) throws(ServiceError) -> JSONObject {
+        let inherited = EffectiveSettings(metadata: metadata, app: layers.app, groups: layers.groups, device: [:], deviceID: "").values
+        do {
+            let after = try KeyPathValues.applying(patch, to: own, inherited: inherited)
+            // A key-path value must fit the setting it goes into now (one that stops fitting
+            // later, after a change of the fleet's values, is left out and explained).
+            var settings = inherited
+            for (key, value) in after where !KeyPathValues.isKeyPath(key) { settings[key] = value }
+            let unapplied = KeyPathValues.overlay(after, onto: &settings).filter { patch[$0.key] != nil }
+            guard unapplied.isEmpty else {
+                throw ServiceError(
+                    400, "bad-key-path", "a key path does not fit the setting",
+                    details: unapplied.values.map { ErrorBody.Detail(pointer: $0.location.description, message: $0.message) })
+            }
+            return after
+        } catch let error as ServiceError {
+            throw error
+        } catch let error as KeyPathError {
+            throw ServiceError(
+                400, "bad-key-path", "a key path does not fit the setting",
+                details: [ErrorBody.Detail(pointer: error.location.description, message: error.message)])
+        } catch {
+            throw ServiceError.badRequest("the change cannot be applied: \(error)")  // not thrown with the inherited values at hand
+        }
     }
 
     /// What a device's write is checked against: its revision and value layers (equal states

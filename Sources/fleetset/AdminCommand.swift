@@ -390,8 +390,8 @@ extension Explanation {
     /// `d-1 · kiosk schema version 3 · revision 12 served`, then one row per setting and its scope.
     var table: String {
         var rows = [["SETTING", "VALUE", "FROM"]]
-        for (key, value) in values {
-            rows.append([key, value.serialized(maximumLength: 60), sources[key] ?? "-"])
+        for row in self.rows {
+            rows.append([row.key, row.value?.serialized(maximumLength: 60) ?? "-", row.source])
         }
         let served = servedRevision.map { "revision \($0) served" } ?? "nothing served yet"
         var text = TerminalText.escaped("\(device) · \(app) schema version \(schemaVersion) · \(served)") + "\n" + Table.render(rows)

@@ -16,8 +16,10 @@ struct SetCommand: AsyncParsableCommand {
         abstract: "Change settings this device may change (x-writable), through the agent.",
         discussion: """
             \(ValueTyping.help) A KEY may be a key path into a setting (playlist/0/content=Hello; \
-            ~1 for a / in a name): the whole setting is sent, checked against x-writable of the \
-            setting itself; --reset with a key path removes that value from it. --stdin KEY reads KEY's value from standard input instead (for \
+            ~1 for a / in a name): only that value becomes the device's own, and the rest of the \
+            setting keeps following the fleet (an append with - makes the device hold the whole \
+            setting); --reset with a key path gives that place the fleet's value again. \
+            --stdin KEY reads KEY's value from standard input instead (for \
             secrets: a command line is visible to every user in ps). --reset KEY removes the \
             device's own value, so the fleet's \
             applies again; KEY=null on a nullable setting does the same (a merge patch cannot \
@@ -64,28 +66,13 @@ struct SetCommand: AsyncParsableCommand {
         let (settings, metadata) = try device.settings(of: app, in: configuration)
         var values = JSONObject()
         var problems: [String] = []
-        /// A value inside a setting, by key path: the whole setting changes (later paths of the same
-        /// setting build on earlier ones).
-        var wholeValues = JSONObject()
-        func setInside(_ path: JSONPointer, _ value: JSONValue?) {
-            guard let key = path.topLevelKey else { return }
-            do {
-                let current = wholeValues[key] ?? settings.values[key] ?? .object([:])
-                let new = try current.setting(value, at: JSONPointer(tokens: Array(path.tokens.dropFirst())))
-                wholeValues[key] = new
-                // The whole new setting as a merge patch that works whether or not the device holds
-                // its own value of it (members it no longer has: null).
-                values[key] = JSONValue.mergePatch(from: settings.values[key], to: new)
-            } catch {
-                problems.append("\(key)/\(error.description)")
-            }
-        }
         for assignment in assignments {
             do {
                 let path = try assignment.location()
                 let value = try metadata.readValue(assignment.valueText, at: path)
-                // Inside a setting, the whole setting changes; a setting itself, by its value.
-                if path.tokens.count > 1 { setInside(path, value) } else { values[assignment.key] = value }
+                // Inside a setting, only that place is the device's own (a key-path value); a
+                // setting itself, by its value.
+                if path.tokens.count > 1 { values[path.description] = value } else { values[assignment.key] = value }
             } catch {
                 problems.append("\(error)")  // a malformed key path, or a value the place cannot take
             }
@@ -100,7 +87,7 @@ struct SetCommand: AsyncParsableCommand {
         for key in resets {
             do {
                 let path = try KeyPath.location(of: key)
-                if path.tokens.count > 1 { setInside(path, nil) } else { values[key] = .null }
+                values[path.tokens.count > 1 ? path.description : key] = .null
             } catch {
                 problems.append(error.description)
             }
@@ -118,7 +105,7 @@ struct SetCommand: AsyncParsableCommand {
             if case .refused = error { throw CLIExit.invalidInput }
             throw CLIExit.usageOrIO
         }
-        let keys = values.keys.sorted().joined(separator: ", ")
+        let keys = values.keys.map(KeyPathValues.shownName).sorted().joined(separator: ", ")
         guard wait else {
             print("queued \(request.id) for \(app.id): \(keys)")
             return
@@ -153,6 +140,7 @@ struct SetCommand: AsyncParsableCommand {
         of values: JSONObject, by successor: String, outcome: ChangeOutcome, app: AppConfiguration, configuration: AgentConfiguration
     ) -> String {
         let keys = values.keys.sorted()
+        let names = keys.map(KeyPathValues.shownName)
         let fate: String
         switch outcome {
         case .applied(let revision): fate = "which was applied in revision \(revision)"
@@ -160,12 +148,14 @@ struct SetCommand: AsyncParsableCommand {
         case .pending, .superseded: fate = "which is still pending"
         case .unknown: fate = "of which nothing more is known"
         }
-        var text = "superseded by \(successor), a later change of \(keys.joined(separator: ", ")), \(fate)"
+        var text = "superseded by \(successor), a later change of \(names.joined(separator: ", ")), \(fate)"
         let found = SettingsOnDisk.load(configuration.layout.settingsFile(app.id), app: app.id)
         if let settings = found.settings {
             let metadata = MetadataOnDisk.load(configuration.layout.metadataFile(app.id), version: settings.schemaVersion)
             let shown = metadata?.masked(settings.values) ?? [:]
-            let now = keys.compactMap { key in shown[key].map { "\(key)=\($0.serialized(maximumLength: 200))" } }
+            let now = keys.compactMap { key in
+                KeyPathValues.value(at: key, in: shown).map { "\(KeyPathValues.shownName(key))=\($0.serialized(maximumLength: 200))" }
+            }
             if !now.isEmpty { text += "; settings.json holds " + now.joined(separator: ", ") + " (revision \(settings.revision))" }
         }
         return text

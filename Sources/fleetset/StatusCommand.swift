@@ -63,7 +63,7 @@ struct StatusCommand: ParsableCommand {
         var rows = [["REQUEST", "KEYS", "STATE", "DETAIL"]]
         for change in journal.queued {
             rows.append([
-                change.id, change.values.keys.sorted().joined(separator: ","), "pending",
+                change.id, change.values.keys.map(KeyPathValues.shownName).sorted().joined(separator: ","), "pending",
                 change.confirmedRevision.map { "confirmed in revision \($0)" } ?? "queued \(Timestamp.format(change.madeAt))",
             ])
         }
@@ -74,7 +74,7 @@ struct StatusCommand: ParsableCommand {
                 case .refused: outcome.message
                 case .superseded: "by \(outcome.supersededBy ?? "-")"
                 }
-            rows.append([outcome.id, outcome.keys.joined(separator: ","), outcome.state.rawValue, detail])
+            rows.append([outcome.id, outcome.keys.map(KeyPathValues.shownName).joined(separator: ","), outcome.state.rawValue, detail])
         }
         print("\n\(app): local changes")
         print(Table.render(rows))

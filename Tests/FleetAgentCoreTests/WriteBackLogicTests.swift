@@ -28,6 +28,22 @@ struct ChangeJournalTests {
         #expect(journal.ended.map(\.supersededBy) == ["3", "4", "4"])
     }
 
+    @Test("key-path values coalesce by their setting: into the older change's value, or one after the other when they cannot")
+    func coalescingKeyPaths() {
+        var journal = ChangeJournal()
+        journal.enqueue(.init(id: "1", values: ["/player/volume": 9], madeAt: 10), at: 10)
+        journal.enqueue(.init(id: "2", values: ["/player/stream/url": "u", "/player/volume": 3], madeAt: 11), at: 11)
+        #expect(journal.queued.map(\.values) == [["/player/stream/url": "u", "/player/volume": 3]])
+        #expect(journal.ended.map(\.id) == ["1"])
+        // A whole setting takes over its key-path values.
+        journal.enqueue(.init(id: "3", values: ["player": ["volume": 1]], madeAt: 12), at: 12)
+        #expect(journal.queued.map(\.values) == [["player": ["volume": 1]]])
+        // Two appends are two changes, in order.
+        journal.enqueue(.init(id: "4", values: ["/tags/-": "a"], madeAt: 13), at: 13)
+        journal.enqueue(.init(id: "5", values: ["/tags/-": "b"], madeAt: 14), at: 14)
+        #expect(journal.queued.map(\.id) == ["3", "4", "5"])
+    }
+
     @Test("long messages are cut so the file stays readable")
     func longMessage() throws {
         var journal = ChangeJournal()
@@ -193,6 +209,23 @@ struct LocalChangeTests {
         let secret = metadata.problems(ofChange: ["pin": "12"], to: current).map(\.description)
         #expect(secret.count == 1 && secret[0].hasPrefix("/pin: ") && !secret[0].contains("12"))
         #expect(metadata.problems(ofChange: ["volume": .null], to: current).isEmpty)
+    }
+
+    @Test("a key-path value is checked by its setting (exists, x-writable) and by where it goes")
+    func keyPathProblems() throws {
+        let metadata = try Metadata(Self.metadata)
+        let current: JSONObject = ["tags": ["a", "b"], "brightness": 3]
+        #expect(metadata.problems(ofChange: ["/tags/1": "c", "/tags/-": "d"], to: current).isEmpty)
+        #expect(
+            metadata.problems(ofChange: ["/brightness/x": 1], to: current).map(\.description) == [
+                "/brightness: is not x-writable: only the fleet's administrators may change it"
+            ])
+        #expect(
+            metadata.problems(ofChange: ["/tags/5": "e"], to: current).map(\.description) == [
+                "/tags/5: is not an index of the array (0 to 2, or - to append)"
+            ])
+        #expect(metadata.problems(ofChange: ["/tags/0": 7], to: current).map(\.description) == ["/tags/0: must be string (got integer 7)"])
+        #expect(metadata.problems(ofChange: ["/tags/0": .null], to: current).isEmpty, "the fleet's value again: the server checks it")
     }
 
     @Test("values are read by the setting's schema type")

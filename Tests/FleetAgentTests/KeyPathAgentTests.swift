@@ -82,4 +82,66 @@ struct KeyPathAgentTests {
         let wrongOnDevice = try await fleet.cli(["set", "playlist/0/seconds=soon"])
         #expect(wrongOnDevice.status == 1 && wrongOnDevice.standardError.contains(#"/playlist/0/seconds: must be an integer (got "soon")"#))
     }
+
+    /// `panel`: a writable `player` object whose `stream` holds a secret password the fleet rotates.
+    static let playerMetadata: JSONValue = [
+        "app": "panel", "version": 1,
+        "schema": [
+            "type": "object", "additionalProperties": false,
+            "properties": [
+                "player": [
+                    "type": "object", "x-writable": true, "additionalProperties": false,
+                    "properties": [
+                        "volume": ["type": "integer", "minimum": 0, "maximum": 10],
+                        "stream": [
+                            "type": "object",
+                            "properties": ["url": ["type": "string"], "password": ["type": "string", "x-secret": true]],
+                        ],
+                    ],
+                ]
+            ],
+        ],
+    ]
+
+    @Test(
+        "a device's key-path write keeps only the value it changed: no copy of the setting (or its secret) at the device, and the fleet's later rotation reaches it"
+    )
+    func keyPathWriteKeepsOnlyTheLeaf() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        _ = try await fleet.admin.putMetadata(app: "panel", document: Array(Self.playerMetadata.serialized().utf8))
+        _ = try await fleet.admin.patchValues(
+            app: "panel", scope: "app", patch: ["player": ["volume": 5, "stream": ["url": "rtsp://cam", "password": "first-secret"]]])
+        let agent = try await fleet.launchAgent([["id": "panel"]], storeMetadata: false)
+        defer { agent.kill() }
+        try await fleet.waitForSettings("panel", agent: agent) { $0.values["player"]?["volume"] == 5 }
+        let id = try fleet.identity().deviceId
+
+        let set = try await fleet.cli(["set", "player/volume=9", "--wait"])
+        #expect(set.status == 0 && set.standardOutput.contains("player/volume"), "\(set)")
+        // The device's scope holds the one value, not the setting with the fleet's password in it.
+        #expect(try await fleet.admin.values(app: "panel", scope: "device:\(id)").values == ["/player/volume": 9])
+        let history = try await fleet.admin.history(app: "panel")
+        let write = history.entries.first { $0.actor.hasPrefix("device") }
+        #expect(write?.scopes.first?.patch == ["/player/volume": 9], "\(history.entries)")
+
+        // The fleet rotates the password: the device gets it and keeps its own volume.
+        _ = try await fleet.admin.setValue(
+            app: "panel", scope: "app", keyPath: JSONPointer(keyPath: "player/stream/password")!, to: "second-secret")
+        try await fleet.waitForSettings("panel", agent: agent) {
+            $0.values["player"] == ["volume": 9, "stream": ["url": "rtsp://cam", "password": "second-secret"]]
+        }
+        // explain names the device as the source of the one value, the app as that of the rest.
+        let explained = try await fleet.admin.explain(app: "panel", deviceID: id)
+        #expect(explained.sources["player"] == "app" && explained.sources["/player/volume"] == "device:\(id)", "\(explained.sources)")
+        let table = try await CLIRunner.run(
+            ["admin", "explain", "--app", "panel", id, "--server", fleet.server.url, "--token-file", fleet.directory + "/admin.token"])
+        #expect(table.standardOutput.contains("player/volume") && !table.standardOutput.contains("second-secret"), "\(table)")
+
+        // --reset of the path gives the fleet's value again.
+        let reset = try await fleet.cli(["set", "--reset", "player/volume", "--wait"])
+        #expect(reset.status == 0, "\(reset)")
+        #expect(try await fleet.admin.values(app: "panel", scope: "device:\(id)").values == [:])
+        #expect(fleet.settings("panel")?.values["player"]?["volume"] == 5)
+    }
 }

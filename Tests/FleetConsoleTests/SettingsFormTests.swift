@@ -108,6 +108,18 @@ struct SettingsFormTests {
         #expect(keptPatch == ["playlist": [["url": "https://z", "seconds": "10", "kept": true], ["url": "https://b", "seconds": "30"]]])
     }
 
+    @Test("a setting the device holds only places of: shown as it gets it; unchanged asks for nothing; changed, it is set whole")
+    func heldAtKeyPaths() {
+        var inherited = Self.metadata.defaultValues
+        inherited["greeting"] = "Hello"
+        let view = ScopeValuesView(
+            metadata: Self.metadata, scope: .device("d-1"), values: ["extra": ["a": 1, "b": 2]], inherited: inherited,
+            inheritedSources: [:], heldAtKeyPaths: ["extra"])
+        #expect(SettingsForm.patch(from: FormFields([("v:/extra", #"{"a":1,"b":2}"#)]), view: view).patch.isEmpty)
+        let (patch, errors) = SettingsForm.patch(from: FormFields([("v:/extra", #"{"a":3}"#)]), view: view)
+        #expect(errors.isEmpty && patch == ["/extra": ["a": 3]], "\(patch.serializedForTest)")
+    }
+
     @Test("the form: the layout's groups, header and pane, controls from the schema, the origin of each value, no secret")
     func rendering() {
         let html = SettingsForm(view: Self.view(values: ["volume": 7, "pin": "hunter2"])).render(action: "/save", csrf: "token-1").text

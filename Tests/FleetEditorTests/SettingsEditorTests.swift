@@ -137,6 +137,9 @@ struct SettingsEditorTests {
         _ = editor.handle(.enter)
         _ = editor.handle(.escape)
         #expect(editor.value(at: JSONPointer(keyPath: "playlist")!) == [["content": "a.mp4"], ["content": "c.mp4"]])
+        // Saving sends only the place that differs from what the device had, as a key-path value.
+        var saving = editor
+        #expect(saving.handle(.character("s")) == .save(["/playlist/1/content": "c.mp4"]))
         _ = editor.handle(.escape)
         _ = editor.handle(.escape)
         #expect(editor.breadcrumb == "kiosk")

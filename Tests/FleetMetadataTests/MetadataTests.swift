@@ -25,6 +25,21 @@ struct MetadataTests {
         #expect(metadata.writableKeys == ["duration"])
         #expect(metadata.secretKeys == ["pin"])
         #expect(metadata.masked(["pin": "1234", "duration": 5]) == ["pin": "********", "duration": 5])
+        // A device's key-path values are masked by their place.
+        #expect(metadata.masked(["/pin": "1234", "/display/brightness": 0.5]) == ["/pin": "********", "/display/brightness": 0.5])
+    }
+
+    @Test("a setting's name cannot begin with /: a device's key-path values are kept under such names")
+    func slashNames() {
+        let document: JSONValue = [
+            "app": "kiosk", "version": 3, "schema": ["type": "object", "properties": ["/volume": ["type": "integer"]]],
+        ]
+        #expect(throws: MetadataError.self) { try Metadata(document) }
+        do {
+            _ = try Metadata(document)
+        } catch {
+            #expect(error.description.contains("/schema/properties/~1volume"), "\(error)")
+        }
     }
 
     @Test("defaults fill missing values, recursively, and never replace present ones")

@@ -49,7 +49,7 @@ struct KeyPathRouteTests {
     }
 
     @Test(
-        "an admin sets and removes a value inside a setting: the whole setting is written at the scope, from what the scope holds or inherits",
+        "an admin sets and removes a value inside a setting: at the app or a group the whole setting is written, from what the scope holds or inherits; at a device only the value at the path",
         arguments: StoreKind.allCases)
     func adminWrites(store: StoreKind) async throws {
         try await TestFleetServer.with(store: store) { server in
@@ -63,19 +63,33 @@ struct KeyPathRouteTests {
             let group = try await server.admin.setValue(
                 app: "signage", scope: "group:lobby", keyPath: Self.path("playlist/0/seconds"), to: 3)
             #expect(group.values["playlist"] == [["content": "intro.mp4", "seconds": 3], ["content": "ad.mp4", "seconds": 8]])
-            // The device starts from what its groups give it.
+            // At a device, only the value at the path becomes its own: the rest keeps following the fleet.
             let own = try await server.admin.setValue(
                 app: "signage", scope: "device:\(device.id)", keyPath: Self.path("display/brightness"), to: 40)
-            #expect(own.values["display"] == ["size/inch": 55, "brightness": 40])
-            // A member removed from what the scope holds is gone (not merged back in).
-            let trimmed = try await server.admin.setValue(
-                app: "signage", scope: "device:\(device.id)", keyPath: Self.path("display/size~1inch"), to: nil)
-            #expect(trimmed.values["display"] == ["brightness": 40])
+            #expect(own.values == ["/display/brightness": 40])
+            _ = try await server.admin.setValue(app: "signage", scope: "app", keyPath: Self.path("display/size~1inch"), to: 65)
+            #expect(try await device.client.settings(app: "signage")?.values["display"] == ["size/inch": 65, "brightness": 40])
+            // Removing it gives the fleet's value again; removing what the device does not set is 404.
+            let back = try await server.admin.setValue(
+                app: "signage", scope: "device:\(device.id)", keyPath: Self.path("display/brightness"), to: nil)
+            #expect(back.values == [:])
+            let notOwn = await refusal {
+                try await server.admin.setValue(
+                    app: "signage", scope: "device:\(device.id)", keyPath: Self.path("display/size~1inch"), to: nil)
+            }
+            #expect(notOwn?.status == 404 && notOwn?.code == "unknown-key")
+            _ = try await server.admin.setValue(
+                app: "signage", scope: "device:\(device.id)", keyPath: Self.path("display/brightness"), to: 40)
+            // Only a device's values hold key paths.
+            let atApp = await refusal {
+                try await server.admin.patchValues(app: "signage", scope: "app", patch: ["/display/brightness": 1])
+            }
+            #expect(atApp?.status == 400 && atApp?.code == "bad-key-path")
             let removed = try await server.admin.setValue(app: "signage", scope: "group:lobby", keyPath: Self.path("playlist/1"), to: nil)
             #expect(removed.values["playlist"] == [["content": "intro.mp4", "seconds": 3]])
             let settings = try #require(try await device.client.settings(app: "signage"))
             #expect(settings.values["playlist"] == [["content": "intro.mp4", "seconds": 3]])
-            #expect(settings.values["display"] == ["brightness": 40])
+            #expect(settings.values["display"] == ["size/inch": 65, "brightness": 40])
             // Recorded as any write.
             let history = try await server.admin.history(app: "signage")
             #expect(history.entries.contains { $0.message == "add" })
@@ -97,6 +111,70 @@ struct KeyPathRouteTests {
             #expect(topLevel.values["playlist"] == nil, "a setting's own name clears it, as clear does")
             let byDevice = try await server.raw(.delete, "/v1/admin/apps/signage/values/playlist?scope=app", token: device.token)
             #expect(byDevice.status == 403)
+        }
+    }
+
+    @Test(
+        "a device writes a value at a key path: only it is stored; the whole setting (as agents of 0.7.0 send it) still works; a path into a setting it may not change is 403, one that does not fit 400 naming it",
+        arguments: StoreKind.allCases)
+    func deviceWrites(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
+            _ = try await server.admin.putMetadata(app: "signage", document: Array(Self.metadata.utf8))
+            let device = try await server.enrollDevice(apps: ["signage"])
+            let scope = "device:\(device.id)"
+            var revision = try #require(try await device.client.settings(app: "signage")).revision
+            let leaf = try await device.client.patchSettings(app: "signage", patch: ["/playlist/0/seconds": 9], basedOn: revision)
+            #expect(leaf.values["playlist"] == [["content": "intro.mp4", "seconds": 9]])
+            #expect(try await server.admin.values(app: "signage", scope: scope).values == ["/playlist/0/seconds": 9])
+            // The fleet's later change of the rest reaches the device.
+            _ = try await server.admin.setValue(app: "signage", scope: "app", keyPath: Self.path("playlist/0/content"), to: "news.mp4")
+            let following = try #require(try await device.client.settings(app: "signage"))
+            #expect(following.values["playlist"] == [["content": "news.mp4", "seconds": 9]])
+            revision = following.revision
+            // The console shows the setting as the device gets it, marked as held at key paths.
+            let view = try await server.service.scopeValues(app: "signage", scope: scope)
+            #expect(view.values["playlist"] == [["content": "news.mp4", "seconds": 9]] && view.heldAtKeyPaths == ["playlist"])
+            let explained = try await server.admin.explain(app: "signage", deviceID: device.id)
+            #expect(
+                explained.rows.map(\.key) == ["playlist", "playlist/0/seconds", "display"]
+                    || explained.rows.map(\.key) == ["display", "playlist", "playlist/0/seconds"])
+
+            let notWritable = await refusal {
+                try await device.client.patchSettings(app: "signage", patch: ["/display/brightness": 1], basedOn: revision)
+            }
+            #expect(notWritable?.status == 403 && notWritable?.code == "not-writable")
+            let notFitting = await refusal {
+                try await device.client.patchSettings(app: "signage", patch: ["/playlist/4/seconds": 1], basedOn: revision)
+            }
+            #expect(notFitting?.status == 400 && notFitting?.code == "bad-key-path")
+            if case .refused(_, let body, _)? = notFitting {
+                #expect(body?.details.map(\.pointer) == ["/playlist/4"], "\(String(describing: body))")
+            }
+            let invalid = await refusal {
+                try await device.client.patchSettings(app: "signage", patch: ["/playlist/0/seconds": 0], basedOn: revision)
+            }
+            #expect(invalid?.status == 422 && invalid?.code == "invalid-values")
+
+            // An agent of the last release sends the whole setting: stored whole, as before, its key-path values replaced.
+            let whole = try await device.client.patchSettings(
+                app: "signage", patch: ["playlist": [["content": "mine.mp4", "seconds": 2]]], basedOn: revision)
+            #expect(whole.values["playlist"] == [["content": "mine.mp4", "seconds": 2]])
+            #expect(
+                try await server.admin.values(app: "signage", scope: scope).values == ["playlist": [["content": "mine.mp4", "seconds": 2]]])
+            // Inside a setting the device holds whole, a key path changes that value; null gives the fleet's value there.
+            let inside = try await device.client.patchSettings(
+                app: "signage", patch: ["/playlist/0/content": .null], basedOn: whole.revision)
+            #expect(inside.values["playlist"] == [["content": "news.mp4", "seconds": 2]])
+
+            // A key-path value the fleet's own change leaves no place for is left out, and explain says why.
+            let fleetAgain = try await device.client.patchSettings(app: "signage", patch: ["playlist": .null], basedOn: inside.revision)
+            let leafAgain = try await device.client.patchSettings(
+                app: "signage", patch: ["/playlist/0/seconds": 4], basedOn: fleetAgain.revision)
+            #expect(leafAgain.values["playlist"] == [["content": "news.mp4", "seconds": 4]])
+            _ = try await server.admin.patchValues(app: "signage", scope: "app", patch: ["playlist": []])
+            #expect(try await device.client.settings(app: "signage")?.values["playlist"] == [])
+            let leftOut = try await server.admin.explain(app: "signage", deviceID: device.id).sources["/playlist/0/seconds"] ?? ""
+            #expect(leftOut.contains("left out: playlist/0: there is no element 0"), "\(leftOut)")
         }
     }
 }
