@@ -134,26 +134,36 @@ public struct StatusReport: Sendable, Hashable {
 /// `requestId` makes enrollment idempotent: the agent makes it once, keeps it on disk, and sends
 /// the same one when it retries after a lost answer; the server then answers with the same
 /// device (and a fresh token for it) instead of spending another use of the enrollment token.
+/// Agents from before it send none, and v1 still takes that form (`nil`): each such request is
+/// a new enrollment, as it was for them.
 public struct EnrollRequest: Sendable, Hashable {
     /// The characters a request id may use.
     public static let requestIDCharacters = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".unicodeScalars)
 
+    /// The enrollment token the admin made (`fse_…`).
     public var enrollmentToken: String
-    /// 16 to 64 characters of `A-Z a-z 0-9 - _`.
-    public var requestId: String
+    /// 16 to 64 characters of `A-Z a-z 0-9 - _`; `nil` from an agent that sends none.
+    public var requestId: String?
 
-    public init(enrollmentToken: String, requestId: String) {
+    /// A request; fleetset's agent always sends a request id.
+    public init(enrollmentToken: String, requestId: String?) {
         self.enrollmentToken = enrollmentToken
         self.requestId = requestId
     }
 
+    /// Reads the request, strictly: unknown members and a malformed request id are refused.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["enrollmentToken", "requestId"])
         enrollmentToken = try reader.string("enrollmentToken", maximumLength: 512)
-        requestId = try reader.string("requestId", maximumLength: 64)
+        guard reader.object["requestId"] != nil else {
+            requestId = nil
+            return
+        }
+        let requestId = try reader.string("requestId", maximumLength: 64)
         guard Self.isValidRequestID(requestId) else {
             throw DocumentError(at: JSONPointer.root.appending("requestId"), "must be 16 to 64 characters of A-Z a-z 0-9 - _")
         }
+        self.requestId = requestId
     }
 
     /// Whether `text` may be a request id.
@@ -161,7 +171,12 @@ public struct EnrollRequest: Sendable, Hashable {
         (16...64).contains(text.unicodeScalars.count) && text.unicodeScalars.allSatisfy(requestIDCharacters.contains)
     }
 
-    public var json: JSONValue { ["enrollmentToken": .string(enrollmentToken), "requestId": .string(requestId)] }
+    /// The request as sent (without `requestId` when it has none).
+    public var json: JSONValue {
+        var object: JSONObject = ["enrollmentToken": .string(enrollmentToken)]
+        if let requestId { object["requestId"] = .string(requestId) }
+        return .object(object)
+    }
 }
 
 /// `POST /v1/enroll` response: the device's id and token, and the apps and groups the

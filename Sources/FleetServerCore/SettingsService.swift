@@ -266,8 +266,11 @@ public final class SettingsService: Sendable {
         let deviceToken = Credentials.generate(.device)
         let tokenHash = Credentials.hash(deviceToken)
         let now = wallClock.secondsSinceEpoch()
+        // Without a request id (an agent from before it), an id of the server's own: no retry
+        // can match it, so each such request is an enrollment of its own, as it was for them.
         let attempt = EnrollmentAttempt(
-            tokenHash: enrollmentTokenHash, requestID: request.requestId, now: now, retryWindow: Self.enrollmentRetryWindow)
+            tokenHash: enrollmentTokenHash, requestID: request.requestId ?? Credentials.identifier(prefix: "server-made-"), now: now,
+            retryWindow: Self.enrollmentRetryWindow)
         let outcome = try await store.enroll(attempt, newTokenHash: tokenHash) { apps, groups in
             Device(
                 id: Credentials.identifier(prefix: "d-"), tokenHash: tokenHash, apps: apps, groups: groups, enrolledAt: now, lastSeenAt: now
@@ -283,6 +286,7 @@ public final class SettingsService: Sendable {
                 metadata: [
                     "event": "enrolled", "device": "\(device.id)", "apps": "\(device.apps.joined(separator: ","))",
                     "groups": "\(device.groups.joined(separator: ","))", "retry": "\(again)",
+                    "request_id": "\(request.requestId == nil ? "none (an older agent: a retry enrolls another device)" : "sent")",
                 ])
             return EnrollResponse(deviceId: device.id, deviceToken: deviceToken, apps: device.apps, groups: device.groups)
         case .unknown: refusal = "the enrollment token is not one this server issued"

@@ -71,14 +71,16 @@ struct MessagesTests {
         #expect(ErrorBody(error: "x", message: "y").json == ["error": "x", "message": "y"])
     }
 
-    @Test("enrollment messages round-trip; a request id is 16 to 64 safe characters")
+    @Test("enrollment messages round-trip; a request id is 16 to 64 safe characters, or absent (older agents)")
     func enrollment() throws {
         let request = EnrollRequest(enrollmentToken: "t", requestId: "r-0123456789abcdef")
         #expect(try EnrollRequest(json: request.json) == request)
         for bad in ["short", String(repeating: "a", count: 65), "0123456789abcdef/", "0123456789abcdef "] {
             #expect(throws: DocumentError.self) { try EnrollRequest(json: ["enrollmentToken": "t", "requestId": .string(bad)]) }
         }
-        #expect(throws: DocumentError.self) { try EnrollRequest(json: ["enrollmentToken": "t"]) }
+        // The form agents from before request ids send: still v1.
+        #expect(try EnrollRequest(json: ["enrollmentToken": "t"]) == EnrollRequest(enrollmentToken: "t", requestId: nil))
+        #expect(EnrollRequest(enrollmentToken: "t", requestId: nil).json == ["enrollmentToken": "t"])
         let response = EnrollResponse(deviceId: "d-1", deviceToken: "secret", apps: ["kiosk"], groups: ["lobby"])
         #expect(try EnrollResponse(json: response.json) == response)
     }

@@ -163,6 +163,25 @@ struct TrustBoundaryTests {
         }
     }
 
+    @Test(
+        "an agent from before request ids enrolls (v1 keeps that form): each request is an enrollment of its own, using the token once",
+        arguments: StoreKind.allCases)
+    func enrollmentWithoutRequestID(store: StoreKind) async throws {
+        try await TestFleetServer.with(store: store) { server in
+            try await server.putKioskMetadata()
+            let made = try await server.admin.makeEnrollmentToken(EnrollmentTokenRequest(apps: ["kiosk"], uses: 2))
+            let body = #"{"enrollmentToken": "\#(made.enrollmentToken)"}"#
+            let json: HTTPClient.Headers = ["Content-Type": "application/json"]
+            let first = try await server.raw(.post, "/v1/enroll", headers: json, body: body)
+            let second = try await server.raw(.post, "/v1/enroll", headers: json, body: body)
+            #expect(first.status == 201 && second.status == 201, "\(String(decoding: first.body, as: UTF8.self))")
+            let ids = try [first, second].map { try EnrollResponse(json: JSONParser.parse($0.body)).deviceId }
+            let enrolled = try await server.admin.allDevices().devices.map(\.id)
+            #expect(Set(ids).count == 2 && Set(enrolled) == Set(ids))
+            #expect(try await server.raw(.post, "/v1/enroll", headers: json, body: body).status == 401, "the token's two uses are spent")
+        }
+    }
+
     @Test("a rotated token: the old one works until the new one is used, then only the new one", arguments: StoreKind.allCases)
     func tokenRotation(store: StoreKind) async throws {
         try await TestFleetServer.with(store: store) { server in

@@ -95,7 +95,7 @@ public final class ServerProcess: Sendable {
     /// - Parameter database: `--database` (default: `fleet.sqlite` in `directory`).
     public static func start(
         in directory: String, port requested: Int = 0, tls: (certificate: String, key: String)? = nil, database: String? = nil,
-        extraArguments: [String] = []
+        extraArguments: [String] = [], executable: String = CLIRunner.product("fleetset-server")
     ) async throws -> ServerProcess {
         var arguments =
             [
@@ -103,7 +103,7 @@ public final class ServerProcess: Sendable {
                 directory + "/admin.token", "--log-level", "debug",
             ] + extraArguments
         if let tls { arguments += ["--tls-certificate", tls.certificate, "--tls-key", tls.key] }
-        let running = try RunningProcess(CLIRunner.product("fleetset-server"), arguments)
+        let running = try RunningProcess(executable, arguments)
         let line = try await running.waitForLog("event=listening")
         guard let range = line.range(of: "address=127.0.0.1:"), let port = Int(line[range.upperBound...].prefix { $0.isNumber }) else {
             throw ProcessFailed(log: running.log)

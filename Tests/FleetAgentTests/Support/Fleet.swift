@@ -15,13 +15,16 @@ final class Fleet: Sendable {
     let server: ServerProcess
     let http: HTTPClient
     private let adminToken: String
+    /// The `fleetsetd` the fleet's devices run (this build's, unless a test names another).
+    let agentExecutable: String
 
     /// The device's directories.
     var layout: DeviceLayout { DeviceLayout(stateDirectory: directory + "/state", inboxDirectory: directory + "/inbox") }
     /// The admin side of the server.
     var admin: FleetClient { FleetClient(http: http, baseURL: server.url, token: adminToken) }
 
-    private init(directory: String, server: ServerProcess, http: HTTPClient, adminToken: String) {
+    private init(directory: String, server: ServerProcess, http: HTTPClient, adminToken: String, agentExecutable: String) {
+        self.agentExecutable = agentExecutable
         self.directory = directory
         self.server = server
         self.http = http
@@ -35,7 +38,12 @@ final class Fleet: Sendable {
     ///   - clientCertificates: with `tls`, the server requires client certificates signed by a CA
     ///     made here (mutual TLS); ``clientCertificateFile`` and ``clientKeyFile`` are one, which
     ///     the fleet's own client uses too.
-    static func start(tls: Bool = false, clientCertificates: Bool = false, serverArguments: [String] = []) async throws -> Fleet {
+    ///   - serverExecutable, agentExecutable: another build's `fleetset-server` and `fleetsetd`
+    ///     (the last release's, for the wire-compatibility tests).
+    static func start(
+        tls: Bool = false, clientCertificates: Bool = false, serverArguments: [String] = [],
+        serverExecutable: String = CLIRunner.product("fleetset-server"), agentExecutable: String = CLIRunner.product("fleetsetd")
+    ) async throws -> Fleet {
         let directory = try CLIRunner.temporaryDirectory().path
         var certificate: (certificate: String, key: String)?
         var arguments = serverArguments
@@ -63,14 +71,15 @@ final class Fleet: Sendable {
             ])
             arguments += ["--client-ca", directory + "/devices-ca.pem"]
         }
-        let server = try await ServerProcess.start(in: directory, tls: certificate, extraArguments: arguments)
+        let server = try await ServerProcess.start(
+            in: directory, tls: certificate, extraArguments: arguments, executable: serverExecutable)
         let token = try String(contentsOfFile: directory + "/admin.token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let http = try HTTPClient(
             configuration: .init(
                 tls: .init(
                     caFile: certificate?.certificate, clientCertificateFile: clientCertificates ? directory + "/client.pem" : nil,
                     clientKeyFile: clientCertificates ? directory + "/client.key" : nil), allowInsecureHTTP: !tls))
-        return Fleet(directory: directory, server: server, http: http, adminToken: token)
+        return Fleet(directory: directory, server: server, http: http, adminToken: token, agentExecutable: agentExecutable)
     }
 
     /// Runs openssl; throws with its error output when it fails.
@@ -200,7 +209,7 @@ final class Fleet: Sendable {
 
     /// Starts `fleetsetd` with the configuration written last.
     func startAgent(environment: [String: String] = [:]) throws -> RunningProcess {
-        try RunningProcess(CLIRunner.product("fleetsetd"), ["--config", configurationFile], environment: environment)
+        try RunningProcess(agentExecutable, ["--config", configurationFile], environment: environment)
     }
 
     /// The app's `settings.json`, `nil` when missing or unreadable.
