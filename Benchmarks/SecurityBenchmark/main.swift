@@ -293,7 +293,7 @@ func adminWritesDuringFlood(limit: RateLimiter<String>.Limit?) async throws -> (
         do {
             _ = try await service.patchValues(app: "kiosk", scope: "app", patch: ["volume": .number(.integer(Int64(50 + round % 2)))])
             succeeded += 1
-        } catch let error as ServiceError where error.code == "concurrent-write" {
+        } catch let error as ServiceError where error.code == .concurrentWrite {
             conflicts += 1
         }
         try await Task.sleep(for: .milliseconds(25))

@@ -1,3 +1,5 @@
+import FleetProtocol
+
 /// A failed request as the agent's loop sees it: classified once, here, and carried as a value.
 ///
 /// The rules:
@@ -26,13 +28,13 @@ public struct SyncFailure: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var kind: Kind
     /// fleetset's error code (`stale-revision`, `bad-parameter`, …), when the server sent its body.
-    public var code: String?
+    public var code: ErrorCode?
     /// The delay the answer asked for with `Retry-After`.
     public var retryAfter: Duration?
     /// One line for logs and `status.json`.
     public var summary: String
 
-    public init(kind: Kind, code: String? = nil, retryAfter: Duration? = nil, summary: String) {
+    public init(kind: Kind, code: ErrorCode? = nil, retryAfter: Duration? = nil, summary: String) {
         self.kind = kind
         self.code = code
         self.retryAfter = retryAfter
@@ -41,7 +43,7 @@ public struct SyncFailure: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// A refusal with HTTP `status`; `code` is fleetset's error code, `nil` when the answer
     /// carried no fleetset error body.
-    public static func refusal(status: Int, code: String?, retryAfter: Duration?, summary: String) -> SyncFailure {
+    public static func refusal(status: Int, code: ErrorCode?, retryAfter: Duration?, summary: String) -> SyncFailure {
         SyncFailure(kind: kind(status: status, fleetsetCode: code), code: code, retryAfter: retryAfter, summary: summary)
     }
 
@@ -49,7 +51,7 @@ public struct SyncFailure: Error, Sendable, Equatable, CustomStringConvertible {
     public static func transient(_ summary: String) -> SyncFailure { SyncFailure(kind: .transient, summary: summary) }
 
     /// The classification of an HTTP refusal.
-    public static func kind(status: Int, fleetsetCode: String?) -> Kind {
+    public static func kind(status: Int, fleetsetCode: ErrorCode?) -> Kind {
         if status == 429 { return .throttled }
         guard (400..<500).contains(status), fleetsetCode != nil else { return .transient }
         switch status {
@@ -61,7 +63,7 @@ public struct SyncFailure: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The server refuses the long-poll's `wait` parameter: poll on the timer instead.
-    public var refusesLongPoll: Bool { kind == .final && code == "bad-parameter" }
+    public var refusesLongPoll: Bool { kind == .final && code == .badParameter }
 
     public var description: String { summary }
 }

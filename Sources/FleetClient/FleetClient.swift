@@ -425,7 +425,7 @@ public enum FleetClientError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The error code of a refusal (`stale-revision`, …).
-    public var code: String? {
+    public var code: ErrorCode? {
         if case .refused(_, let body, _) = self { return body?.error }
         return nil
     }

@@ -22,6 +22,11 @@
 ///   below go, and inside a value it holds whole, the place takes the value the device would
 ///   get without it (or goes, when there is none).
 public enum KeyPathValues {
+    /// The most parts a key path may have (the setting's name and 31 below it): a deeper one is
+    /// refused when written and left out when stored, so no value grows past what the JSON
+    /// parsers on both sides read (and no write costs more than a bounded walk).
+    public static let maximumDepth = 32
+
     /// Whether `name`, a member of a scope's values, is a key-path value (`/playlist/0/content`)
     /// rather than a setting.
     public static func isKeyPath(_ name: String) -> Bool { name.hasPrefix("/") }
@@ -55,10 +60,23 @@ public enum KeyPathValues {
         var unapplied: [String: KeyPathError] = [:]
         for (name, path) in paths(in: layer) {
             guard let value = layer[name], let key = path.tokens.first else { continue }
+            guard path.tokens.count <= maximumDepth else {
+                unapplied[name] = KeyPathError(at: path, .mismatch, "has more than \(maximumDepth) parts")
+                continue
+            }
+            guard let base = values[key] else {
+                unapplied[name] = KeyPathError(at: JSONPointer(tokens: [key]), .missing, "the setting has no value to change inside")
+                continue
+            }
+            if let missing = missingElement(base, path.inside) {
+                unapplied[name] = KeyPathError(
+                    at: JSONPointer(tokens: [key] + missing.location.tokens), .missing, "there is no element \(missing.index) now")
+                continue
+            }
             do throws(KeyPathError) {
-                values[key] = try (values[key] ?? .object([:])).setting(value, at: path.inside)
+                values[key] = try base.setting(value, at: path.inside)
             } catch {
-                unapplied[name] = KeyPathError(at: JSONPointer(tokens: [key] + error.location.tokens), error.kind, error.message)
+                unapplied[name] = error.under([key])
             }
         }
         return unapplied
@@ -83,6 +101,11 @@ public enum KeyPathValues {
             guard let path = JSONPointer(name), !path.tokens.isEmpty else {
                 throw KeyPathError(at: .root, .mismatch, "\(name) is not a JSON pointer (~1 for a / in a name, ~0 for a ~)")
             }
+            guard path.tokens.count <= maximumDepth else {
+                throw KeyPathError(
+                    at: JSONPointer(tokens: Array(path.tokens.prefix(maximumDepth))), .mismatch,
+                    "a key path has at most \(maximumDepth) parts")
+            }
             if path.tokens.count == 1 { replaced[path.tokens[0]] = value }
         }
         for key in whole.keys + replaced.keys { removePaths(under: JSONPointer(tokens: [key]), orAt: true, from: &result) }
@@ -96,9 +119,10 @@ public enum KeyPathValues {
     }
 
     /// The change that turns a setting's value `old` (what the device has) into `new`, as
-    /// key-path values of only the places that differ: objects with the same members and arrays
-    /// of the same length are compared member by member, element by element; a place whose
-    /// members or length differ is replaced whole there (at the setting itself, as `/key`, which
+    /// key-path values of only the places that differ: objects that keep their members and arrays
+    /// of the same length are compared member by member (an added member is a place of its
+    /// own), element by element; an object that lost a member or an array whose length differs
+    /// is replaced whole there (at the setting itself, as `/key`, which
     /// replaces rather than merges). `new` absent gives the fleet's value again (`key: null`).
     public static func changes(from old: JSONValue?, to new: JSONValue?, setting key: String) -> JSONObject {
         var changes = JSONObject()
@@ -109,9 +133,11 @@ public enum KeyPathValues {
         func compare(_ old: JSONValue?, _ new: JSONValue, at path: JSONPointer) {
             guard old != new else { return }
             switch (old, new) {
-            case (.object(let before)?, .object(let after)) where Set(before.keys) == Set(after.keys) && path.tokens.count < 32:
+            case (.object(let before)?, .object(let after))
+            where before.keys.allSatisfy { after[$0] != nil } && path.tokens.count < maximumDepth:
+                // Members changed or added, each at its own path (a removed one: the object whole).
                 for (member, value) in after { compare(before[member], value, at: path.appending(member)) }
-            case (.array(let before)?, .array(let after)) where before.count == after.count && path.tokens.count < 32:
+            case (.array(let before)?, .array(let after)) where before.count == after.count && path.tokens.count < maximumDepth:
                 for (index, value) in after.enumerated() { compare(before[index], value, at: path.appending(String(index))) }
             default:
                 switch new {
@@ -182,7 +208,7 @@ public enum KeyPathValues {
             } catch let error where new == nil && error.kind == .missing {
                 // The fleet has nothing there either: nothing to remove.
             } catch {
-                throw KeyPathError(at: JSONPointer(tokens: owner.path.tokens + error.location.tokens), error.kind, error.message)
+                throw error.under(owner.path.tokens)
             }
             return
         }
@@ -196,40 +222,47 @@ public enum KeyPathValues {
         var current = inherited
         overlay(layer, onto: &current)
         guard let key = path.tokens.first else { return }
-        if keepsArrayLengths(current[key], path.inside) {
+        if let base = current[key], missingElement(base, path.inside) == nil {
             // Checked here so that a path that does not fit is refused now, not left out later.
             do throws(KeyPathError) {
-                _ = try (current[key] ?? .object([:])).setting(value, at: path.inside)
+                _ = try base.setting(value, at: path.inside)
             } catch {
-                throw KeyPathError(at: JSONPointer(tokens: [key] + error.location.tokens), error.kind, error.message)
+                throw error.under([key])
             }
             layer[name] = value
         } else {
+            // A change of an array's length, or of a setting that has no value yet: the device
+            // holds the whole setting as it has it now, with the change.
             do throws(KeyPathError) {
                 layer[key] = try (current[key] ?? .object([:])).setting(value, at: path.inside)
             } catch {
-                throw KeyPathError(at: JSONPointer(tokens: [key] + error.location.tokens), error.kind, error.message)
+                throw error.under([key])
             }
             removePaths(under: JSONPointer(tokens: [key]), orAt: false, from: &layer)
         }
     }
 
-    /// Whether setting a value at `path` inside `value` leaves every array's length as it is:
-    /// each index on the way names an element that exists.
-    private static func keepsArrayLengths(_ value: JSONValue?, _ path: JSONPointer) -> Bool {
-        var current = value
+    /// The first array index on `path` inside `value` that names no element (an append with `-`
+    /// or the length counts as none), with where it is: a stored key-path value replaces what
+    /// is there, and never appends to the fleet's array.
+    private static func missingElement(_ value: JSONValue, _ path: JSONPointer) -> (location: JSONPointer, index: String)? {
+        var current: JSONValue? = value
+        var done: [String] = []
         for token in path.tokens {
             switch current {
             case .array(let elements)?:
-                guard let index = JSONPointer.arrayIndex(token), index < elements.count else { return false }
+                guard let index = JSONPointer.arrayIndex(token), index < elements.count else {
+                    return (JSONPointer(tokens: done + [token]), token)
+                }
                 current = elements[index]
             case .object(let members)?:
                 current = members[token]
             default:
-                return true  // objects made on the way, or a place that does not fit (refused by the caller)
+                return nil  // objects made on the way, or a place that does not fit (the setting says why)
             }
+            done.append(token)
         }
-        return true
+        return nil
     }
 
     /// Removes the key-path values at `path` (when `orAt`) and below it.
@@ -244,7 +277,29 @@ public enum KeyPathValues {
     private static func paths(in object: JSONObject) -> [(name: String, path: JSONPointer)] {
         object.keys.filter(isKeyPath).compactMap { name in JSONPointer(name).map { (name, $0) } }
             .filter { !$0.path.tokens.isEmpty }
-            .sorted { ($0.path.tokens.count, $0.name) < ($1.path.tokens.count, $1.name) }
+            .sorted { precedes($0.path, $1.path) }
+    }
+
+    /// Shallower paths first; at one depth, part by part, array indices by number (9 before 10)
+    /// and an append (`-`) after every index, other names by text.
+    private static func precedes(_ lhs: JSONPointer, _ rhs: JSONPointer) -> Bool {
+        if lhs.tokens.count != rhs.tokens.count { return lhs.tokens.count < rhs.tokens.count }
+        for (left, right) in zip(lhs.tokens, rhs.tokens) where left != right {
+            switch (JSONPointer.arrayIndex(left), JSONPointer.arrayIndex(right)) {
+            case (let l?, let r?): return l < r
+            case (_?, nil) where right == "-": return true
+            case (nil, _?) where left == "-": return false
+            default: return left < right
+            }
+        }
+        return false
+    }
+}
+
+extension KeyPathError {
+    /// The error with its location inside the value at `prefix` (from the setting on).
+    func under(_ prefix: [String]) -> KeyPathError {
+        KeyPathError(at: JSONPointer(tokens: prefix + location.tokens), kind, message)
     }
 }
 

@@ -82,8 +82,8 @@ extension Metadata {
     /// value of each setting marked `x-secret`, and of every value deeper down that an
     /// `x-secret` subschema applies to (a list item's password). See
     /// `JSONSchema.secretLocations(in:)`.
-    /// A key-path value (``KeyPathValues``) is masked whole when its place is, is inside or
-    /// holds a secret (``isSecret(at:)``).
+    /// A device's key-path value (``KeyPathValues``) is masked as it would be in its place: its
+    /// secret members masked, the whole of it when its place is inside a secret.
     public func masked(_ values: JSONObject) -> JSONObject {
         var settings = JSONObject()
         var keyPaths = JSONObject()
@@ -91,10 +91,28 @@ extension Metadata {
             if KeyPathValues.isKeyPath(name) { keyPaths[name] = value } else { settings[name] = value }
         }
         var result = schema.maskingSecrets(in: .object(settings), with: SettingsValues.mask).objectValue ?? settings
-        for (name, value) in keyPaths {
-            result[name] = JSONPointer(name).map(isSecret(at:)) ?? true ? SettingsValues.mask : value
-        }
+        for (name, value) in keyPaths { result[name] = maskedKeyPathValue(value, at: name) }
         return result
+    }
+
+    /// A key-path value with its secrets masked: put in its place inside a value of the setting
+    /// made for the purpose (arrays up to its index filled with nulls), masked as a whole setting
+    /// would be, and read back. Masked whole when that cannot be told (an index past 1,000, a
+    /// malformed path) or when its place is inside a secret.
+    private func maskedKeyPathValue(_ value: JSONValue, at name: String) -> JSONValue {
+        guard let path = JSONPointer(name), let key = path.tokens.first, !secretKeys.contains(key) else { return SettingsValues.mask }
+        var placed = value
+        for token in path.tokens.dropFirst().reversed() {
+            if let index = JSONPointer.arrayIndex(token) ?? (token == "-" ? 0 : nil) {
+                guard index <= 1_000 else { return SettingsValues.mask }
+                placed = .array(Array(repeating: .null, count: index) + [placed])
+            } else {
+                placed = .object([token: placed])
+            }
+        }
+        let masked = schema.maskingSecrets(in: .object([key: placed]), with: SettingsValues.mask)
+        let location = JSONPointer(tokens: path.tokens.map { $0 == "-" ? "0" : $0 })
+        return masked[pointer: location] ?? SettingsValues.mask
     }
 
     /// The top-level settings of `values` that are or hold a secret (see ``masked(_:)``), found

@@ -242,12 +242,12 @@ public struct ErrorBody: Sendable, Hashable {
     }
 
     /// A stable, machine-readable code (`stale-revision`, `not-writable`, `invalid-values`, …).
-    public var error: String
+    public var error: ErrorCode
     /// A sentence for a person.
     public var message: String
     public var details: [Detail]
 
-    public init(error: String, message: String, details: [Detail] = []) {
+    public init(error: ErrorCode, message: String, details: [Detail] = []) {
         self.error = error
         self.message = message
         self.details = details
@@ -255,7 +255,7 @@ public struct ErrorBody: Sendable, Hashable {
 
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["error", "message", "details"])
-        error = try reader.string("error", maximumLength: 64)
+        error = ErrorCode(rawValue: try reader.string("error", maximumLength: 64))
         message = try reader.string("message")
         var details: [Detail] = []
         if let list = reader.object["details"] {
@@ -272,7 +272,7 @@ public struct ErrorBody: Sendable, Hashable {
     }
 
     public var json: JSONValue {
-        var object: JSONObject = ["error": .string(error), "message": .string(message)]
+        var object: JSONObject = ["error": .string(error.rawValue), "message": .string(message)]
         if !details.isEmpty {
             object["details"] = .array(details.map { ["pointer": .string($0.pointer), "message": .string($0.message)] })
         }

@@ -115,7 +115,7 @@ struct ConsoleRoutes: Sendable {
                             ? try await service.resumeRollout(app: app, actor: service.consoleActor)
                             : try await service.abortRollout(app: app, actor: service.consoleActor)
                         return redirect("/console/apps/\(app)/history?done=\(rollout.phase.rawValue)")
-                    } catch let error as ServiceError where error.status == 409 || error.code == "no-rollout" {
+                    } catch let error as ServiceError where error.status == 409 || error.code == .noRollout {
                         return page(
                             try await historyPage(
                                 app: app, csrf: sessions.csrfToken(for: session), notice: ConsoleFrame.notice(error.message, error: true)),
@@ -235,7 +235,7 @@ struct ConsoleRoutes: Sendable {
         _ request: Request, form: Bool = false, _ body: (ConsoleSessions.Session, FormFields) async throws -> Response
     ) async throws -> Response {
         guard let session = try await session(request) else {
-            if form { return errorPage(ServiceError(403, "no-session", "Your session has ended; sign in again."), session: nil) }
+            if form { return errorPage(ServiceError(403, .noSession, "Your session has ended; sign in again."), session: nil) }
             return redirect("/console/sign-in")
         }
         var fields = FormFields([])
@@ -245,7 +245,7 @@ struct ConsoleRoutes: Sendable {
                 fields = try await self.form(request)
                 guard sessions.isValidCSRFToken(fields["csrf"] ?? request.headers[HTTPField.Name("X-CSRF-Token")!], for: session) else {
                     logger.warning("console form refused", metadata: ["event": "console-csrf", "path": "\(request.uri.path)"])
-                    throw ServiceError(403, "csrf", "The form did not carry this session's CSRF token; reload the page and try again.")
+                    throw ServiceError(403, .csrf, "The form did not carry this session's CSRF token; reload the page and try again.")
                 }
             }
             return try await body(session, fields)
@@ -259,7 +259,7 @@ struct ConsoleRoutes: Sendable {
         guard let origin = request.headers[HTTPField.Name("Origin")!] else { return }
         let host = request.head.authority ?? ""
         guard origin == "http://\(host)" || origin == "https://\(host)" else {
-            throw ServiceError(403, "cross-origin", "The form was sent from another site (\(origin)); it is refused.")
+            throw ServiceError(403, .crossOrigin, "The form was sent from another site (\(origin)); it is refused.")
         }
     }
 
@@ -268,9 +268,9 @@ struct ConsoleRoutes: Sendable {
         do {
             buffer = try await request.body.collect(upTo: limit)
         } catch is NIOTooManyBytesError {
-            throw ServiceError(413, "too-large", "The form is larger than \(limit) bytes.")
+            throw ServiceError(413, .tooLarge, "The form is larger than \(limit) bytes.")
         } catch {
-            throw ServiceError(400, "unreadable-form", "The form could not be read: the connection ended early.")
+            throw ServiceError(400, .unreadableForm, "The form could not be read: the connection ended early.")
         }
         return FormFields(urlEncoded: buffer.readableBytesView)
     }
@@ -284,7 +284,7 @@ struct ConsoleRoutes: Sendable {
         var rollout: RolloutView?
         do {
             rollout = try await service.rolloutStatus(app: app)
-        } catch let error as ServiceError where error.code == "no-rollout" {
+        } catch let error as ServiceError where error.code == .noRollout {
             rollout = nil
         }
         return ConsolePages.history(app: app, entries: history.entries, rollout: rollout, csrf: csrf, notice: notice)
@@ -326,7 +326,7 @@ struct ConsoleRoutes: Sendable {
         if let drawn = fields[SettingsForm.drawnField], drawn != SettingsForm.drawnDigest(of: view) {
             // Saving it would put back what it showed over someone else's change.
             let refusal = ServiceError(
-                409, "changed-since-drawn",
+                409, .changedSinceDrawn,
                 "These settings changed after this page was drawn (another admin or a device changed them). Reload the page to see them, then make your change again."
             )
             if wantsJSON { return json(.conflict, ["saved": false, "errors": [["pointer": "", "message": .string(refusal.message)]]]) }
@@ -430,14 +430,14 @@ struct ConsoleRoutes: Sendable {
             return try await devicePage(id: id, session: session, notice: ConsoleFrame.notice("The device is \(action)d."))
         case "delete":
             guard fields["confirm"] == "yes" else {
-                throw ServiceError(400, "not-confirmed", "Tick the box to confirm the deletion.")
+                throw ServiceError(400, .notConfirmed, "Tick the box to confirm the deletion.")
             }
             try await service.deleteDevice(id: id)
             logger.notice(
                 "console device", metadata: ["event": "console-device", "device": "\(id)", "action": "delete", "session": "\(session.id)"])
             return redirect("/console/devices")
         default:
-            throw ServiceError(404, "not-found", "No such action on a device: \(action).")
+            throw ServiceError(404, .notFound, "No such action on a device: \(action).")
         }
     }
 
@@ -456,7 +456,7 @@ struct ConsoleRoutes: Sendable {
             JSONValue.string(String($0))
         }
         guard let uses = Int64(fields["uses"] ?? ""), let expires = Int64(fields["expiresIn"] ?? "") else {
-            throw ServiceError(400, "bad-request", "Uses and validity must be whole numbers.")
+            throw ServiceError(400, .badRequest, "Uses and validity must be whole numbers.")
         }
         let created = try await service.makeEnrollmentToken(
             [

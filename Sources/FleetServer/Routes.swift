@@ -102,7 +102,7 @@ struct Routes: Sendable {
             let (answer, unchanged) = try await settingsLongPoll(request, context, app: app, device: device)
             guard let document = answer.document else { return unchanged }
             guard let value = JSONValue.object(document.values)[pointer: path] else {
-                throw ServiceError(404, "unknown-key", "revision \(document.revision) of \(app) has no value at \(path.keyPath)")
+                throw ServiceError(404, .unknownKey, "revision \(document.revision) of \(app) has no value at \(path.keyPath)")
             }
             var response = json(.ok, value)
             response.headers[.eTag] = RevisionTag.etag(document.revision)
@@ -162,7 +162,7 @@ struct Routes: Sendable {
             try SettingsService.requireAdmin(try await authenticate(request, context))
             let filters = try request.uri.queryParameters.getAll("where").map { text throws(ServiceError) in
                 guard let filter = DeviceInfoFilter(String(text)) else {
-                    throw ServiceError(400, "bad-parameter", "where must be FACT=VALUE or FACT!=VALUE, e.g. os.version=12")
+                    throw ServiceError(400, .badParameter, "where must be FACT=VALUE or FACT!=VALUE, e.g. os.version=12")
                 }
                 return filter
             }
@@ -253,12 +253,12 @@ struct Routes: Sendable {
         on(.get, "v1/admin/apps/:app/history") { request, context in
             try SettingsService.requireAdmin(try await authenticate(request, context))
             let limit = try request.uri.queryParameters.get("limit").map { text throws(ServiceError) in
-                guard let limit = Int(text) else { throw ServiceError(400, "bad-parameter", "limit must be a positive number of entries") }
+                guard let limit = Int(text) else { throw ServiceError(400, .badParameter, "limit must be a positive number of entries") }
                 return limit
             }
             let before = try request.uri.queryParameters.get("before").map { text throws(ServiceError) in
                 guard let before = Int64(text) else {
-                    throw ServiceError(400, "bad-parameter", "before must be a history entry's number (the oldest one shown)")
+                    throw ServiceError(400, .badParameter, "before must be a history entry's number (the oldest one shown)")
                 }
                 return before
             }
@@ -360,7 +360,7 @@ struct Routes: Sendable {
     private func keyPath(_ context: FleetRequestContext) throws(ServiceError) -> JSONPointer {
         let segments = context.parameters.getCatchAll().map { PercentEncoding.decoded($0) }
         guard segments.allSatisfy({ $0 != nil }), let path = JSONPointer(segments: segments.compactMap(\.self)) else {
-            throw ServiceError(400, "bad-key-path", "a key path is percent-encoded segments, ~1 for a / and ~0 for a ~ inside a name")
+            throw ServiceError(400, .badKeyPath, "a key path is percent-encoded segments, ~1 for a / and ~0 for a ~ inside a name")
         }
         return path
     }
@@ -370,7 +370,7 @@ struct Routes: Sendable {
         guard !text.isEmpty, text.utf8.count <= 3, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let seconds = Int(text),
             (0...SettingsService.maximumWait).contains(seconds)
         else {
-            throw ServiceError(400, "bad-parameter", "wait must be a whole number of seconds from 0 to \(SettingsService.maximumWait)")
+            throw ServiceError(400, .badParameter, "wait must be a whole number of seconds from 0 to \(SettingsService.maximumWait)")
         }
         return seconds
     }
@@ -379,7 +379,7 @@ struct Routes: Sendable {
     private func messageParameter(_ request: Request) throws(ServiceError) -> String {
         let message = request.uri.queryParameters.get("message") ?? ""
         guard message.unicodeScalars.count <= 1024 else {
-            throw ServiceError(400, "bad-parameter", "message must be at most 1024 characters")
+            throw ServiceError(400, .badParameter, "message must be at most 1024 characters")
         }
         return message
     }
@@ -388,7 +388,7 @@ struct Routes: Sendable {
         switch request.uri.queryParameters.get(name) {
         case nil, "false": return false
         case "true": return true
-        default: throw ServiceError(400, "bad-parameter", "\(name) must be true or false")
+        default: throw ServiceError(400, .badParameter, "\(name) must be true or false")
         }
     }
 
@@ -397,7 +397,7 @@ struct Routes: Sendable {
         let mediaType = given.split(separator: ";", maxSplits: 1).first.map { String($0.trimmingSpaces()) } ?? ""
         guard mediaType.lowercased() == expected else {
             throw ServiceError(
-                415, "unsupported-media-type",
+                415, .unsupportedMediaType,
                 given.isEmpty ? "send the body as Content-Type: \(expected)" : "the body must be \(expected), not \(given)")
         }
     }
@@ -407,7 +407,7 @@ struct Routes: Sendable {
             let buffer = try await request.body.collect(upTo: limit)
             return Array(buffer.readableBytesView)
         } catch is NIOTooManyBytesError {
-            throw ServiceError(413, "too-large", "the body is larger than \(limit) bytes")
+            throw ServiceError(413, .tooLarge, "the body is larger than \(limit) bytes")
         }
     }
 
@@ -417,7 +417,7 @@ struct Routes: Sendable {
         do {
             return try JSONParser.parse(bytes)
         } catch {
-            throw ServiceError(400, "bad-request", "the body is not JSON: \(error)")
+            throw ServiceError(400, .badRequest, "the body is not JSON: \(error)")
         }
     }
 
@@ -533,28 +533,28 @@ struct ErrorBodyMiddleware: RouterMiddleware {
             let allowed = routes.methods(for: request.uri.path).map(\.rawValue).joined(separator: ", ")
             var response = json(
                 .methodNotAllowed,
-                ErrorBody(error: "method-not-allowed", message: "\(request.method) is not served here; use \(allowed)").json)
+                ErrorBody(error: .methodNotAllowed, message: "\(request.method) is not served here; use \(allowed)").json)
             response.headers[.allow] = allowed
             return response
         } catch let error as HTTPError {
-            let code =
+            let code: ErrorCode =
                 switch error.status {
-                case .notFound: "not-found"
-                case .methodNotAllowed: "method-not-allowed"
-                case .contentTooLarge: "too-large"
-                default: "bad-request"
+                case .notFound: .notFound
+                case .methodNotAllowed: .methodNotAllowed
+                case .contentTooLarge: .tooLarge
+                default: .badRequest
                 }
             let message = error.status == .notFound ? "no such route: \(request.method) \(request.uri.path)" : error.status.reasonPhrase
             var response = json(error.status, ErrorBody(error: code, message: message).json)
             response.headers.append(contentsOf: error.headers)
             return response
         } catch is CancellationError {
-            return json(.serviceUnavailable, ErrorBody(error: "shutting-down", message: "the server is shutting down; retry").json)
+            return json(.serviceUnavailable, ErrorBody(error: .shuttingDown, message: "the server is shutting down; retry").json)
         } catch {
             logger.error(
                 "request failed",
                 metadata: ["event": "internal-error", "method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"])
-            return json(.internalServerError, ErrorBody(error: "internal", message: "the server failed; its log says why").json)
+            return json(.internalServerError, ErrorBody(error: .internalError, message: "the server failed; its log says why").json)
         }
     }
 }

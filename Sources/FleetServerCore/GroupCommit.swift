@@ -1,3 +1,4 @@
+import FleetProtocol
 import PosixThreads
 
 /// Writes items to the store with as few transactions as the store's pace allows (group
@@ -56,7 +57,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
             do {
                 let outputs = try await commit(batch.map(\.item))
                 guard outputs.count == batch.count else {
-                    throw ServiceError(500, "internal", "the store answered \(outputs.count) results for \(batch.count) items")
+                    throw ServiceError(500, .internalError, "the store answered \(outputs.count) results for \(batch.count) items")
                 }
                 for (waiting, output) in zip(batch, outputs) { waiting.continuation.resume(returning: .success(output)) }
             } catch {

@@ -1,3 +1,5 @@
+import FleetProtocol
+
 /// Runs async operations one at a time, in arrival order: the server's writes go through one
 /// section, so a check and the write it guards (the `If-Match` revision, the metadata version,
 /// the validation of stored values) can never interleave with another write.
@@ -83,6 +85,6 @@ extension SerialSection {
             if let outcome { return outcome }
         }
         throw ServiceError(
-            409, "concurrent-write", "other writes kept changing what this one depends on; send it again")
+            409, .concurrentWrite, "other writes kept changing what this one depends on; send it again")
     }
 }

@@ -5,8 +5,8 @@ import FleetProtocol
 public struct ServiceError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The HTTP status code.
     public let status: Int
-    /// The machine-readable code (`stale-revision`, …).
-    public let code: String
+    /// The machine-readable code (``ErrorCode/staleRevision``, …).
+    public let code: ErrorCode
     /// For a person.
     public let message: String
     /// Per-key or per-value reasons.
@@ -14,7 +14,7 @@ public struct ServiceError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Whole seconds to wait before trying again (`Retry-After`), for 429 and 503.
     public let retryAfterSeconds: Int?
 
-    public init(_ status: Int, _ code: String, _ message: String, details: [ErrorBody.Detail] = [], retryAfterSeconds: Int? = nil) {
+    public init(_ status: Int, _ code: ErrorCode, _ message: String, details: [ErrorBody.Detail] = [], retryAfterSeconds: Int? = nil) {
         self.status = status
         self.code = code
         self.message = message
@@ -29,7 +29,7 @@ public struct ServiceError: Error, Sendable, Hashable, CustomStringConvertible {
     /// 503 `overloaded`: the server holds as many long-polls as it may (``ChangeNotifier/capacity``).
     public static func overloaded(held: Int) -> ServiceError {
         ServiceError(
-            503, "overloaded",
+            503, .overloaded,
             "the server holds as many long-polls as it may (\(held)); retry after \(sheddingRetryAfterSeconds) s",
             retryAfterSeconds: sheddingRetryAfterSeconds)
     }
@@ -37,7 +37,7 @@ public struct ServiceError: Error, Sendable, Hashable, CustomStringConvertible {
     public static func rateLimited(_ who: String, retryAfter: Duration) -> ServiceError {
         let seconds = max(1, Int((Double(retryAfter.components.seconds) + Double(retryAfter.components.attoseconds) / 1e18).rounded(.up)))
         return ServiceError(
-            429, "rate-limited", "\(who) sent more requests than the server allows; retry after \(seconds) s", retryAfterSeconds: seconds)
+            429, .rateLimited, "\(who) sent more requests than the server allows; retry after \(seconds) s", retryAfterSeconds: seconds)
     }
 
     /// The answer's body.
@@ -45,14 +45,14 @@ public struct ServiceError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "\(status) \(code): \(message)" }
 
-    static func badRequest(_ message: String) -> ServiceError { ServiceError(400, "bad-request", message) }
-    static func badParameter(_ message: String) -> ServiceError { ServiceError(400, "bad-parameter", message) }
+    static func badRequest(_ message: String) -> ServiceError { ServiceError(400, .badRequest, message) }
+    static func badParameter(_ message: String) -> ServiceError { ServiceError(400, .badParameter, message) }
     static func unknownApp(_ app: String) -> ServiceError {
-        ServiceError(404, "unknown-app", "no metadata is stored for app \"\(app)\"")
+        ServiceError(404, .unknownApp, "no metadata is stored for app \"\(app)\"")
     }
     static let deviceDisabled = ServiceError(
-        401, "device-disabled", "this device is disabled; an admin can enable it again, or re-enroll it with a new enrollment token")
+        401, .deviceDisabled, "this device is disabled; an admin can enable it again, or re-enroll it with a new enrollment token")
     public static func unknownDevice(_ id: String) -> ServiceError {
-        ServiceError(404, "unknown-device", "no device \"\(id)\" is enrolled")
+        ServiceError(404, .unknownDevice, "no device \"\(id)\" is enrolled")
     }
 }

@@ -32,7 +32,7 @@ extension SettingsService {
             check: { state in
                 if let storedVersion = state.storedVersion, storedVersion >= metadata.version {
                     throw ServiceError(
-                        409, "version-not-increased",
+                        409, .versionNotIncreased,
                         "version \(metadata.version) is not greater than the stored version \(storedVersion); a changed document needs a new version"
                     )
                 }
@@ -41,7 +41,7 @@ extension SettingsService {
                 let findings = ValueAudit.findings(metadata: metadata, values: state.values, audiences: state.audiences)
                 guard findings.isEmpty else {
                     throw ServiceError(
-                        409, "values-invalid",
+                        409, .valuesInvalid,
                         "stored values are not valid under version \(metadata.version); change them first, or force the upload and let the devices report the error",
                         details: findings.map(\.detail))
                 }
@@ -55,7 +55,7 @@ extension SettingsService {
                     recording: change)
                 guard replaced else {
                     throw ServiceError(
-                        409, "version-not-increased", "another upload for \(app) was stored at the same time; fetch it and retry")
+                        409, .versionNotIncreased, "another upload for \(app) was stored at the same time; fetch it and retry")
                 }
                 await self.notifyChanged(app, scope: .defaults)
                 self.logger.notice(
@@ -80,13 +80,13 @@ extension SettingsService {
             throw ServiceError.badRequest("the metadata is not JSON: \(error)")
         }
         if case .object(let object) = json, case .string(let named)? = object["app"], named != app {
-            throw ServiceError(400, "app-mismatch", "the document is for app \"\(named)\" but was sent to the path of app \"\(app)\"")
+            throw ServiceError(400, .appMismatch, "the document is for app \"\(named)\" but was sent to the path of app \"\(app)\"")
         }
         let metadata: Metadata
         do {
             metadata = try Metadata(json)
         } catch {
-            let code = error.isUnsupported ? "unsupported-metadata" : "invalid-metadata"
+            let code: ErrorCode = error.isUnsupported ? .unsupportedMetadata : .invalidMetadata
             let summary = error.isUnsupported ? "the metadata uses what fleetset does not support" : "the metadata is not valid"
             throw ServiceError(
                 422, code, summary,
@@ -153,7 +153,7 @@ extension SettingsService {
         let scope = try await writableScope(parameter)
         guard let path = JSONPointer(keyPath: text), let key = path.topLevelKey else {
             throw ServiceError(
-                400, "bad-key-path", "a key path is the setting's name, then / and the parts inside it (~1 for a / in a name)")
+                400, .badKeyPath, "a key path is the setting's name, then / and the parts inside it (~1 for a / in a name)")
         }
         return try await writeValues(app: app, scope: scope, actor: actor, message: message, force: force) { state in
             if case .device = scope, path.tokens.count > 1 {
@@ -165,13 +165,15 @@ extension SettingsService {
                         && (!KeyPathValues.isKeyPath(name)
                             || JSONPointer(name).map { path.tokens.starts(with: $0.tokens) || $0.tokens.starts(with: path.tokens) } == true)
                 }
-                guard value != nil || held else { throw ServiceError(404, "unknown-key", "\(scope) sets nothing at \(path.keyPath)") }
+                guard value != nil || held else { throw ServiceError(404, .unknownKey, "\(scope) sets nothing at \(path.keyPath)") }
                 return [path.description: value ?? .null]
             }
             let own = state.values[scope]?[key]
             let base = own ?? Self.inheritedValue(key, at: scope, state)
-            guard path.tokens.count > 1 || value != nil || own != nil else {
-                throw ServiceError(404, "unknown-key", "\(scope) sets no \(key)")
+            let holdsKeyPaths =
+                state.values[scope]?.keys.contains { KeyPathValues.isKeyPath($0) && KeyPathValues.setting(of: $0) == key } ?? false
+            guard path.tokens.count > 1 || value != nil || own != nil || holdsKeyPaths else {
+                throw ServiceError(404, .unknownKey, "\(scope) sets no \(key)")
             }
             // A whole setting: what the scope holds is replaced (members it no longer has: null).
             if path.tokens.count == 1 { return [key: value.map { JSONValue.mergePatch(from: own, to: $0) } ?? .null] }
@@ -182,7 +184,7 @@ extension SettingsService {
             } catch {
                 let missing = error.kind == .missing
                 throw ServiceError(
-                    missing ? 404 : 400, missing ? "unknown-key" : "bad-key-path", "\(key)/\(error.location.keyPath): \(error.message)")
+                    missing ? 404 : 400, missing ? .unknownKey : .badKeyPath, "\(key)/\(error.location.keyPath): \(error.message)")
             }
         }
     }
@@ -235,7 +237,7 @@ extension SettingsService {
                     }
                 }
                 guard findings.isEmpty else {
-                    throw ServiceError(422, "invalid-values", "the change makes settings invalid", details: findings.map(\.detail))
+                    throw ServiceError(422, .invalidValues, "the change makes settings invalid", details: findings.map(\.detail))
                 }
                 return (after[scope] ?? [:], rollout == whole.rollout ? nil : rollout, patch)
             },
@@ -271,7 +273,7 @@ extension SettingsService {
             let keyPaths = patch.keys.filter(KeyPathValues.isKeyPath).sorted()
             guard keyPaths.isEmpty else {
                 throw ServiceError(
-                    400, "bad-key-path", "only a device's own values hold values at a key path; set the whole setting at \(scope)",
+                    400, .badKeyPath, "only a device's own values hold values at a key path; set the whole setting at \(scope)",
                     details: keyPaths.map {
                         ErrorBody.Detail(pointer: JSONPointer.root.appending($0).description, message: "is a key path")
                     })
@@ -366,7 +368,7 @@ extension SettingsService {
     /// - Throws: 404 `unknown-enrollment-token`.
     public func revokeEnrollmentToken(id: String) async throws {
         guard try await store.deleteEnrollmentToken(id: id) else {
-            throw ServiceError(404, "unknown-enrollment-token", "no enrollment token has the id \"\(id)\"")
+            throw ServiceError(404, .unknownEnrollmentToken, "no enrollment token has the id \"\(id)\"")
         }
         logger.notice("enrollment token revoked", metadata: ["event": "enrollment-token-revoked", "id": "\(id)"])
     }

@@ -26,7 +26,7 @@ extension SettingsService {
                 try DeviceInfo.applying(patch, to: info)
             }
         } catch let error as DocumentError {
-            throw ServiceError(413, "too-many-facts", "\(error.location.displayText): \(error.message)")
+            throw ServiceError(413, .tooManyFacts, "\(error.location.displayText): \(error.message)")
         }
         guard let stored else { throw ServiceError.unknownDevice(device.id) }
         guard !patch.isEmpty else { return stored }  // nothing reported: nothing to log or show

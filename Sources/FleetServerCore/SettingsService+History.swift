@@ -119,7 +119,7 @@ extension SettingsService {
                 // A forced revert during a rollout ends it even when the stored values are as asked.
                 guard !changed.isEmpty || state.rollout != nil else {
                     throw ServiceError(
-                        409, "nothing-to-revert",
+                        409, .nothingToRevert,
                         "the values\(scopeOnly.map { " at \($0)" } ?? "") are already as they were after entry \(request.to)")
                 }
                 target = state.values.values.merging(changed) { $1 }
@@ -127,7 +127,7 @@ extension SettingsService {
                     metadata: state.values.metadata, before: state.values.values, after: target, audiences: state.values.audiences)
                 guard findings.isEmpty else {
                     throw ServiceError(
-                        422, "invalid-values", "the values of entry \(request.to) are not valid under the current metadata",
+                        422, .invalidValues, "the values of entry \(request.to) are not valid under the current metadata",
                         details: findings.map(\.detail))
                 }
                 return changed
@@ -174,7 +174,7 @@ extension SettingsService {
             what.map { "wait for it to complete, abort it (\(abort)), or \($0) with --force" }
             ?? "one rollout per app at a time: wait for it to complete, or abort it first (\(abort))"
         return ServiceError(
-            409, "rollout-in-progress",
+            409, .rolloutInProgress,
             "rollout \(rollout.id) of \(rollout.app)\(which) is \(rollout.phase.rawValue) (wave \(rollout.currentWave + 1) of \(rollout.waves.count)); \(ways)"
         )
     }

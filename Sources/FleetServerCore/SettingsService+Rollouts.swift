@@ -32,11 +32,11 @@ extension SettingsService {
             check: { state in
                 if let running = state.rollout { throw Self.rolloutInProgress(running, doing: nil) }
                 var after = state.values.values
-                after[scope] = SettingsValues.merged(after[scope] ?? [:], request.patch)
+                after[scope] = try Self.scopeValues(applying: request.patch, at: scope, state.values)  // no key paths here
                 let findings = ValueAudit.newFindings(
                     metadata: state.values.metadata, before: state.values.values, after: after, audiences: state.values.audiences)
                 guard findings.isEmpty else {
-                    throw ServiceError(422, "invalid-values", "the change makes settings invalid", details: findings.map(\.detail))
+                    throw ServiceError(422, .invalidValues, "the change makes settings invalid", details: findings.map(\.detail))
                 }
             },
             commit: { state, _ in
@@ -65,7 +65,7 @@ extension SettingsService {
     public func rolloutStatus(app: String) async throws -> RolloutView {
         _ = try await metadata(app: app)
         guard let rollout = try await store.rollouts(app: app).first else {
-            throw ServiceError(404, "no-rollout", "\(app) has had no rollout; start one with fleetset admin set --rollout")
+            throw ServiceError(404, .noRollout, "\(app) has had no rollout; start one with fleetset admin set --rollout")
         }
         return try await rolloutView(rollout)
     }
@@ -78,7 +78,7 @@ extension SettingsService {
     public func resumeRollout(app: String, actor: String) async throws -> RolloutView {
         try await changeActiveRollout(app: app) { rollout, now in
             guard rollout.phase == .paused else {
-                throw ServiceError(409, "rollout-not-paused", "rollout \(rollout.id) of \(app) is running, not paused; nothing to resume")
+                throw ServiceError(409, .rolloutNotPaused, "rollout \(rollout.id) of \(app) is running, not paused; nothing to resume")
             }
             rollout.phase = .running
             rollout.reason = ""
@@ -107,7 +107,7 @@ extension SettingsService {
         _ = try await metadata(app: app)
         let changed = try await writes.run { () async throws -> Rollout in
             guard var rollout = try await self.store.activeRollout(app: app) else {
-                throw ServiceError(404, "no-rollout", "\(app) has no active rollout")
+                throw ServiceError(404, .noRollout, "\(app) has no active rollout")
             }
             return try await change(&rollout, self.wallClock.secondsSinceEpoch())
         }
@@ -180,7 +180,7 @@ extension SettingsService {
 
     /// 409 `concurrent-write`: another writer changed the rollout between the read and the write.
     private static func rolloutChangedMeanwhile(_ app: String) -> ServiceError {
-        ServiceError(409, "concurrent-write", "the rollout of \(app) was changed meanwhile; look at it again and retry")
+        ServiceError(409, .concurrentWrite, "the rollout of \(app) was changed meanwhile; look at it again and retry")
     }
 
     private static func message(_ summary: String, note: String) -> String {

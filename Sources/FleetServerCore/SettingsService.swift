@@ -108,7 +108,7 @@ public final class SettingsService: Sendable {
         let hash = try Self.tokenHash(authorization)
         if let known = knownPrincipal(tokenHash: hash) { return known }
         guard var device = try await device(tokenHash: hash) else {
-            throw ServiceError(401, "unauthenticated", "the bearer token is not one this server issued")
+            throw ServiceError(401, .unauthenticated, "the bearer token is not one this server issued")
         }
         guard !device.disabled else { throw ServiceError.deviceDisabled }
         if device.pendingTokenHash == hash {
@@ -162,7 +162,7 @@ public final class SettingsService: Sendable {
 
     private static func tokenHash(_ authorization: String?) throws(ServiceError) -> String {
         guard let token = bearerToken(authorization) else {
-            throw ServiceError(401, "unauthenticated", "send the device or admin token as \"Authorization: Bearer <token>\"")
+            throw ServiceError(401, .unauthenticated, "send the device or admin token as \"Authorization: Bearer <token>\"")
         }
         return Credentials.hash(token)
     }
@@ -193,7 +193,7 @@ public final class SettingsService: Sendable {
     /// - Throws: 403 `device-only` for the admin.
     public static func requireDevice(_ principal: Principal) throws(ServiceError) -> Device {
         guard case .device(let device) = principal else {
-            throw ServiceError(403, "device-only", "this route is for devices; the admin token cannot act as a device")
+            throw ServiceError(403, .deviceOnly, "this route is for devices; the admin token cannot act as a device")
         }
         return device
     }
@@ -216,7 +216,7 @@ public final class SettingsService: Sendable {
         guard let current = try await self.device(id: device.id),
             current.tokenHash == device.tokenHash || current.pendingTokenHash == device.tokenHash
         else {
-            throw ServiceError(401, "unauthenticated", "the bearer token is not one this server issued")
+            throw ServiceError(401, .unauthenticated, "the bearer token is not one this server issued")
         }
         guard !current.disabled else { throw ServiceError.deviceDisabled }
         guard current.has(app: app) else { throw ServiceError.unknownApp(app) }
@@ -228,7 +228,7 @@ public final class SettingsService: Sendable {
     /// - Throws: 403 `admin-only` for a device.
     public static func requireAdmin(_ principal: Principal) throws(ServiceError) {
         guard principal == .admin else {
-            throw ServiceError(403, "admin-only", "this route needs the admin token; device tokens are refused")
+            throw ServiceError(403, .adminOnly, "this route needs the admin token; device tokens are refused")
         }
     }
 
@@ -301,7 +301,7 @@ public final class SettingsService: Sendable {
 
     private func refuseEnrollment(_ refusal: String) throws -> Never {
         logger.notice("enrollment refused", metadata: ["event": "enrollment-refused", "reason": "\(refusal)"])
-        throw ServiceError(401, "invalid-enrollment-token", refusal)
+        throw ServiceError(401, .invalidEnrollmentToken, refusal)
     }
 
     /// Hands the device a new token (`POST /v1/device/token`). The old token keeps working until
@@ -342,7 +342,7 @@ public final class SettingsService: Sendable {
             do {
                 return (stored, try Metadata(json: Array(stored.document.utf8)))
             } catch {
-                throw ServiceError(500, "internal", "the stored metadata of \(app) cannot be read: \(error)")
+                throw ServiceError(500, .internalError, "the stored metadata of \(app) cannot be read: \(error)")
             }
         }
     }
@@ -576,10 +576,10 @@ public final class SettingsService: Sendable {
     ///   `x-writable`, 422 with each validation error the change causes.
     public func patchSettings(app: String, device: Device, ifMatch: String?, patch body: JSONValue) async throws -> SettingsDocument {
         guard let ifMatch else {
-            throw ServiceError(428, "if-match-required", "send If-Match with the revision the change is based on, e.g. If-Match: \"41\"")
+            throw ServiceError(428, .ifMatchRequired, "send If-Match with the revision the change is based on, e.g. If-Match: \"41\"")
         }
         guard let expected = RevisionTag.revision(ifMatch) else {
-            throw ServiceError(400, "bad-precondition", "If-Match must be one strong revision tag like \"41\"")
+            throw ServiceError(400, .badPrecondition, "If-Match must be one strong revision tag like \"41\"")
         }
         guard case .object(let patch) = body else { throw ServiceError.badRequest("the merge patch must be a JSON object of settings") }
         // Validation runs outside the write section, on a snapshot that the section checks is
@@ -589,14 +589,14 @@ public final class SettingsService: Sendable {
             check: { state -> JSONObject? in
                 guard state.revision == expected else {
                     throw ServiceError(
-                        409, "stale-revision",
+                        409, .staleRevision,
                         "the settings are at revision \(state.revision), not \(expected); download them, re-apply the change and send it again"
                     )
                 }
                 let forbidden = state.metadata.forbiddenKeys(in: patch)
                 guard forbidden.isEmpty else {
                     throw ServiceError(
-                        403, "not-writable", "the device may change only settings marked x-writable",
+                        403, .notWritable, "the device may change only settings marked x-writable",
                         details: forbidden.map {
                             ErrorBody.Detail(pointer: JSONPointer.root.appending($0).description, message: "is not x-writable")
                         })
@@ -610,7 +610,7 @@ public final class SettingsService: Sendable {
                 let findings = ValueAudit.newFindings(metadata: state.metadata, before: before, after: after, audiences: [.device(device)])
                 guard findings.isEmpty else {
                     throw ServiceError(
-                        422, "invalid-values", "the change makes the settings invalid",
+                        422, .invalidValues, "the change makes the settings invalid",
                         details: findings.map { ErrorBody.Detail(pointer: $0.pointer.description, message: $0.message) })
                 }
                 return after[.device(device.id)] ?? [:]
@@ -656,7 +656,7 @@ public final class SettingsService: Sendable {
             let unapplied = KeyPathValues.overlay(after, onto: &settings).filter { patch[$0.key] != nil }
             guard unapplied.isEmpty else {
                 throw ServiceError(
-                    400, "bad-key-path", "a key path does not fit the setting",
+                    400, .badKeyPath, "a key path does not fit the setting",
                     details: unapplied.values.map { ErrorBody.Detail(pointer: $0.location.description, message: $0.message) })
             }
             return after
@@ -664,7 +664,7 @@ public final class SettingsService: Sendable {
             throw error
         } catch let error as KeyPathError {
             throw ServiceError(
-                400, "bad-key-path", "a key path does not fit the setting",
+                400, .badKeyPath, "a key path does not fit the setting",
                 details: [ErrorBody.Detail(pointer: error.location.description, message: error.message)])
         } catch {
             throw ServiceError.badRequest("the change cannot be applied: \(error)")  // not thrown with the inherited values at hand

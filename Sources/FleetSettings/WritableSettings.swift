@@ -39,10 +39,16 @@ public struct WritableSettings: Sendable, Hashable {
         values[key] = value
     }
 
-    /// The merge patch of the keys whose values changed.
+    /// The change to send: for each setting whose value changed, only the places inside it that
+    /// changed (``KeyPathValues/changes(from:to:setting:)``: the rest keeps following the fleet),
+    /// or `null` for one whose own value is removed.
     public var changes: JSONObject {
         var patch = JSONObject()
-        for (key, value) in values where original[key] != value { patch[key] = value }
+        for (key, value) in values where original[key] != value {
+            let old = original[key] == .null ? nil : original[key]
+            for (name, change) in KeyPathValues.changes(from: old, to: value == .null ? nil : value, setting: key) { patch[name] = change }
+            if value == .null { patch[key] = .null }
+        }
         return patch
     }
 }

@@ -104,7 +104,7 @@ public final class FleetSimulation: Sendable {
     public static func prepareApp(admin: FleetClient) async throws {
         do {
             _ = try await admin.putMetadata(app: app, document: Array(metadata.utf8))
-        } catch let error as FleetClientError where error.code == "version-not-increased" {
+        } catch let error as FleetClientError where error.code == .versionNotIncreased {
             // Stored by an earlier run.
         }
     }

@@ -171,7 +171,7 @@ public final class SimulatedFleet: Sendable {
             }
         } catch let error as FleetClientError {
             if Task.isCancelled { return nil }
-            counters.failed([error.status.map(String.init) ?? "bad-answer", error.code].compactMap { $0 }.joined(separator: " "))
+            counters.failed([error.status.map(String.init) ?? "bad-answer", error.code?.rawValue].compactMap { $0 }.joined(separator: " "))
             if case .writeBack = request, let status = error.status, [403, 409, 422].contains(status) { return .writeBackRefused }
             return .failed(retryAfter: error.retryAfter)
         } catch let error as HTTPClientError {

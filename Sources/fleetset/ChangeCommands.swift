@@ -72,7 +72,13 @@ struct SetCommand: AsyncParsableCommand {
                 let value = try metadata.readValue(assignment.valueText, at: path)
                 // Inside a setting, only that place is the device's own (a key-path value); a
                 // setting itself, by its value.
-                if path.tokens.count > 1 { values[path.description] = value } else { values[assignment.key] = value }
+                let name = path.tokens.count > 1 ? path.description : assignment.key
+                guard values[name] == nil else {
+                    // Two appends (-) would be one; two values for one place, one lost.
+                    problems.append("\(assignment.key) is given twice; give each change of one place its own fleetset set")
+                    continue
+                }
+                values[name] = value
             } catch {
                 problems.append("\(error)")  // a malformed key path, or a value the place cannot take
             }

@@ -1,4 +1,5 @@
 import FleetAgentCore
+import FleetProtocol
 import Testing
 
 @Suite("One classification of failed requests")
@@ -10,7 +11,7 @@ struct SyncFailureTests {
             (422, .final), (429, .throttled), (500, .transient), (502, .transient), (503, .transient),
         ])
     func withFleetsetBody(status: Int, kind: SyncFailure.Kind) {
-        #expect(SyncFailure.kind(status: status, fleetsetCode: "some-code") == kind)
+        #expect(SyncFailure.kind(status: status, fleetsetCode: ErrorCode(rawValue: "some-code")) == kind)
     }
 
     @Test(
@@ -24,9 +25,9 @@ struct SyncFailureTests {
     func carriedValues() {
         let throttled = SyncFailure.refusal(status: 503, code: nil, retryAfter: .seconds(120), summary: "busy")
         #expect(throttled.kind == .transient && throttled.retryAfter == .seconds(120) && "\(throttled)" == "busy")
-        #expect(SyncFailure.refusal(status: 400, code: "bad-parameter", retryAfter: nil, summary: "wait").refusesLongPoll)
+        #expect(SyncFailure.refusal(status: 400, code: .badParameter, retryAfter: nil, summary: "wait").refusesLongPoll)
         #expect(!SyncFailure.refusal(status: 400, code: nil, retryAfter: nil, summary: "proxy").refusesLongPoll)
-        #expect(!SyncFailure.refusal(status: 400, code: "invalid-values", retryAfter: nil, summary: "x").refusesLongPoll)
+        #expect(!SyncFailure.refusal(status: 400, code: .invalidValues, retryAfter: nil, summary: "x").refusesLongPoll)
         #expect(SyncFailure.transient("could not connect").kind == .transient)
     }
 }

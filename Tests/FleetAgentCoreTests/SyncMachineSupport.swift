@@ -71,7 +71,7 @@ enum TestApp {
     }
 
     /// A fleetset error answer.
-    static func refusal(_ status: Int, _ code: String, retryAfter: Duration? = nil) -> SyncFailure {
+    static func refusal(_ status: Int, _ code: ErrorCode, retryAfter: Duration? = nil) -> SyncFailure {
         .refusal(status: status, code: code, retryAfter: retryAfter, summary: "the server refused: \(status) \(code)")
     }
 }

@@ -158,7 +158,7 @@ struct SyncMachinePollingTests {
     @Test("a server that refuses wait (400 bad-parameter) is polled on the timer")
     func longPollRefused() {
         var run = Self.online()
-        let refused = run.answer(.requestFailed(TestApp.refusal(400, "bad-parameter")))
+        let refused = run.answer(.requestFailed(TestApp.refusal(400, .badParameter)))
         #expect(run.events(in: refused).contains("long-poll-refused"))
         #expect(run.fetches().last?.wait == 0)
         let wait = run.instant.duration(to: run.scheduledStart ?? run.instant)
@@ -312,7 +312,7 @@ struct SyncMachineMisbehavingServerTests {
     @Test("Retry-After is honoured by every request, and 'sync now' never overrides it")
     func retryAfter() {
         var run = SyncMachinePollingTests.online()
-        run.answer(.requestFailed(TestApp.refusal(429, "rate-limited", retryAfter: .seconds(120))))
+        run.answer(.requestFailed(TestApp.refusal(429, .rateLimited, retryAfter: .seconds(120))))
         for second in 1...20 {
             run.advance(by: .seconds(1))
             run.send(.inboxRequests([InboxDelivery(id: "s\(second)", path: "/inbox/s\(second).json", content: .request(.sync))]))
@@ -509,7 +509,7 @@ struct SyncMachineApplyTests {
         run.advance(by: .seconds(55))
         run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
         #expect(run.request == .deliverReport(run.machine.reports.reports[0]))
-        let dropped = run.answer(.requestFailed(TestApp.refusal(422, "bad-report")))
+        let dropped = run.answer(.requestFailed(TestApp.refusal(422, .badRequest)))
         #expect(run.events(in: dropped).contains("report-refused"))
         #expect(run.machine.reports.isEmpty)
         #expect(dropped.contains(.saveReports(PendingReports())))
@@ -555,7 +555,7 @@ struct SyncMachineApplyTests {
             switch run.request {
             case .rotateToken?:
                 rotations += 1
-                run.answer(.requestFailed(TestApp.refusal(404, "not-found")))
+                run.answer(.requestFailed(TestApp.refusal(404, .notFound)))
             case .fetchSettings?:
                 fetches += 1
                 run.advance(by: .seconds(55))
@@ -653,7 +653,7 @@ struct SyncMachineChangeTests {
         run.answer(.requestCancelled)
         for revision in 8...13 {
             #expect(run.request == .patchSettings(["greeting": "hi"], basedOn: Int64(revision - 1)))
-            run.answer(.requestFailed(TestApp.refusal(409, "stale-revision")))
+            run.answer(.requestFailed(TestApp.refusal(409, .staleRevision)))
             guard revision < 13 else { break }
             #expect(run.request == .fetchSettings(wait: 0, knownRevision: nil, notBefore: nil, repeatsWhileUnchanged: []))
             run.deliverRevision(Int64(revision))
@@ -666,7 +666,7 @@ struct SyncMachineChangeTests {
         // The next rounds of conflicts back off longer: the downloads between never reset it.
         for round in 2...3 {
             for revision in 0..<6 {
-                run.answer(.requestFailed(TestApp.refusal(409, "stale-revision")))
+                run.answer(.requestFailed(TestApp.refusal(409, .staleRevision)))
                 if revision < 5 { run.deliverRevision(Int64(100 * round + revision)) }
             }
             #expect(run.machine.backoff.failures == round)
@@ -681,7 +681,7 @@ struct SyncMachineChangeTests {
             LoadedState(settings: TestApp.settings(7), source: .current, metadata: TestApp.metadata, status: TestApp.settledStatus(7)),
             online: [Self.change("c1", ["greeting": "one"]), Self.change("c2", ["title": "Hall"])])
         #expect(run.request == .patchSettings(["greeting": "one"], basedOn: 7))
-        run.answer(.requestFailed(TestApp.refusal(422, "invalid-values")))
+        run.answer(.requestFailed(TestApp.refusal(422, .invalidValues)))
         guard case .ended(let outcome) = run.machine.journal.lookup("c1") else {
             Issue.record("c1 did not end")
             return

@@ -52,6 +52,8 @@ struct KeyPathAgentTests {
         let reset = try await fleet.cli(["set", "--reset", "playlist/1", "--wait"])
         #expect(reset.status == 0, "\(reset)")
         #expect(fleet.settings("sign")?.values["playlist"] == [["content": "news.mp4", "seconds": 5]])
+        let twice = try await fleet.cli(["set", #"playlist/-={"content": "a.mp4"}"#, #"playlist/-={"content": "b.mp4"}"#])
+        #expect(twice.status == 1 && twice.standardError.contains("playlist/- is given twice"), "\(twice)")
         let notWritable = try await fleet.cli(["set", "display/brightness=10"])
         #expect(notWritable.status == 1 && notWritable.standardError.contains("display"), "\(notWritable)")
         let invalid = try await fleet.cli(["set", "playlist/0/seconds=0"])

@@ -87,6 +87,38 @@ struct KeyPathValuesTests {
         #expect(KeyPathValues.combining(["player": ["volume": 1]], ["/player/volume": .null]) == nil)
     }
 
+    @Test("a key path deeper than 32 parts is refused when written and left out when stored, at once")
+    func depth() throws {
+        let deep = "/player" + String(repeating: "/a", count: 10_000)
+        let clock = ContinuousClock()
+        let started = clock.now
+        #expect(throws: KeyPathError.self) { try KeyPathValues.applying([deep: 1], to: [:], inherited: Self.fleet) }
+        let (values, unapplied) = Self.effective([deep: 1])
+        #expect(values == Self.fleet && unapplied[deep] != nil)
+        #expect(clock.now - started < .seconds(5), "a walk bounded by the depth cap, not by the path's length")
+        let atCap = "/player" + String(repeating: "/a", count: KeyPathValues.maximumDepth - 1)
+        #expect(try KeyPathValues.applying([atCap: 1], to: [:], inherited: Self.fleet) == [atCap: 1])
+    }
+
+    @Test("paths of one depth go by index as numbers (9 before 10), appends after indices")
+    func order() throws {
+        let ten: JSONObject = ["tags": .array((0..<10).map { .string("t\($0)") })]
+        let own = try KeyPathValues.applying(["/tags/10": "new", "/tags/9": "last"], to: [:], inherited: ten)
+        #expect(own["tags"]?[pointer: JSONPointer("/9")!] == "last" && own["tags"]?[pointer: JSONPointer("/10")!] == "new")
+        let appended = try KeyPathValues.applying(["/tags/-": "end", "/tags/0": "first"], to: [:], inherited: ten)
+        #expect(appended["tags"]?[pointer: JSONPointer("/0")!] == "first" && appended["tags"]?[pointer: JSONPointer("/10")!] == "end")
+    }
+
+    @Test("a stored value never appends to the fleet's array, and needs the setting to have a value")
+    func strictOverlay() throws {
+        let (values, unapplied) = Self.effective(["/tags/2": "z"], over: ["tags": ["a", "b"]])
+        #expect(values["tags"] == ["a", "b"] && unapplied["/tags/2"]?.location == JSONPointer("/tags/2")!, "\(unapplied)")
+        let (none, why) = Self.effective(["/playlist/0/content": "x"], over: [:])
+        #expect(none == [:] && why["/playlist/0/content"]?.location == JSONPointer("/playlist")!)
+        // Written where the setting has no value, the device holds the setting whole.
+        #expect(try KeyPathValues.applying(["/display/brightness": 40], to: [:], inherited: [:]) == ["display": ["brightness": 40]])
+    }
+
     @Test("names: a key-path value begins with /; its setting is the first part; shown as a key path")
     func names() {
         #expect(KeyPathValues.isKeyPath("/player/volume") && !KeyPathValues.isKeyPath("player"))
@@ -109,6 +141,10 @@ struct KeyPathChangesTests {
             KeyPathValues.changes(from: old, to: ["volume": 5, "stream": ["url": "a"], "tags": ["x", "y", "z"]], setting: "player")
                 == ["/player/stream": ["url": "a"], "/player/tags": ["x", "y", "z"]])
         #expect(KeyPathValues.changes(from: old, to: ["volume": 5], setting: "player") == ["/player": ["volume": 5]])
+        // An added member is a place of its own: the rest (the password) is not copied.
+        var added = old
+        added = ["volume": 5, "stream": ["url": "a", "password": "p", "codec": "h264"], "tags": ["x", "y"]]
+        #expect(KeyPathValues.changes(from: old, to: added, setting: "player") == ["/player/stream/codec": "h264"])
         #expect(KeyPathValues.changes(from: 3, to: 4, setting: "volume") == ["volume": 4])
         #expect(KeyPathValues.changes(from: old, to: nil, setting: "player") == ["player": .null])
         #expect(KeyPathValues.changes(from: old, to: old, setting: "player") == [:])

@@ -29,6 +29,39 @@ struct MetadataTests {
         #expect(metadata.masked(["/pin": "1234", "/display/brightness": 0.5]) == ["/pin": "********", "/display/brightness": 0.5])
     }
 
+    @Test("a key-path value is masked as it would be in its place: secrets inside it, the whole inside a secret or past index 1,000")
+    func maskedKeyPaths() throws {
+        let metadata = try Metadata([
+            "app": "player", "version": 1,
+            "schema": [
+                "type": "object",
+                "properties": [
+                    "player": [
+                        "type": "object",
+                        "properties": [
+                            "stream": [
+                                "type": "object",
+                                "properties": ["url": ["type": "string"], "password": ["type": "string", "x-secret": true]],
+                            ],
+                            "vault": ["type": "object", "x-secret": true],
+                        ],
+                    ],
+                    "keys": ["type": "array", "items": ["type": "object", "properties": ["key": ["type": "string", "x-secret": true]]]],
+                ],
+            ],
+        ])
+        #expect(
+            metadata.masked(["/player/stream": ["url": "u", "password": "LEAK1"]]) == [
+                "/player/stream": ["url": "u", "password": "********"]
+            ])
+        #expect(metadata.masked(["/player/stream/password": "LEAK2"]) == ["/player/stream/password": "********"])
+        #expect(metadata.masked(["/player/vault/inner": "LEAK3"]) == ["/player/vault/inner": "********"])
+        #expect(metadata.masked(["/keys/3": ["key": "LEAK4", "name": "n"]]) == ["/keys/3": ["key": "********", "name": "n"]])
+        #expect(metadata.masked(["/keys/-": ["key": "LEAK5"]]) == ["/keys/-": ["key": "********"]])
+        #expect(metadata.masked(["/keys/1001/key": "LEAK6"]) == ["/keys/1001/key": "********"])
+        #expect(metadata.masked(["/player/stream/url": "shown"]) == ["/player/stream/url": "shown"])
+    }
+
     @Test("a setting's name cannot begin with /: a device's key-path values are kept under such names")
     func slashNames() {
         let document: JSONValue = [

@@ -65,10 +65,10 @@ struct MessagesTests {
     @Test("error bodies carry per-key details")
     func errorBody() throws {
         let body = ErrorBody(
-            error: "not-writable", message: "these settings may not be changed by a device",
+            error: .notWritable, message: "these settings may not be changed by a device",
             details: [.init(pointer: "/mediaUrl", message: "not x-writable")])
         #expect(try ErrorBody(json: try JSONParser.parse(body.json.serialized())) == body)
-        #expect(ErrorBody(error: "x", message: "y").json == ["error": "x", "message": "y"])
+        #expect(ErrorBody(error: ErrorCode(rawValue: "x"), message: "y").json == ["error": "x", "message": "y"])
     }
 
     @Test("enrollment messages round-trip; a request id is 16 to 64 safe characters, or absent (older agents)")

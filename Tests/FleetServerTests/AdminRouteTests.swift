@@ -14,7 +14,7 @@ struct AdminRouteTests {
             #expect(first == MetadataPutResult(app: "kiosk", version: 2, previousVersion: nil))
             for version in [2, 1] {
                 let refused = await refusal { try await server.putKioskMetadata(version: version) }
-                #expect(refused?.status == 409 && refused?.code == "version-not-increased")
+                #expect(refused?.status == 409 && refused?.code == .versionNotIncreased)
                 #expect(refused?.description.contains("version \(version) is not greater than the stored version 2") == true)
             }
             #expect(try await server.putKioskMetadata(version: 5) == MetadataPutResult(app: "kiosk", version: 5, previousVersion: 2))
@@ -28,21 +28,21 @@ struct AdminRouteTests {
             let bad =
                 #"{"app": "kiosk", "version": 1, "schema": {"type": "object", "properties": {"v": {"type": "integer", "maximum": 3, "default": 4}}}}"#
             let invalid = await refusal { try await server.admin.putMetadata(app: "kiosk", document: Array(bad.utf8)) }
-            #expect(invalid?.status == 422 && invalid?.code == "invalid-metadata")
+            #expect(invalid?.status == 422 && invalid?.code == .invalidMetadata)
             #expect(invalid?.description.contains("/schema/properties/v/default: the default is not valid") == true)
 
             let unsupported =
                 #"{"app": "kiosk", "version": 1, "schema": {"type": "object", "properties": {"v": {"type": "integer", "maxLenght": 3}}}}"#
             let refusedUnsupported = await refusal { try await server.admin.putMetadata(app: "kiosk", document: Array(unsupported.utf8)) }
-            #expect(refusedUnsupported?.status == 422 && refusedUnsupported?.code == "unsupported-metadata")
+            #expect(refusedUnsupported?.status == 422 && refusedUnsupported?.code == .unsupportedMetadata)
 
             let mismatch = await refusal {
                 try await server.admin.putMetadata(app: "other", document: Array(TestMetadata.kiosk(version: 1).utf8))
             }
-            #expect(mismatch?.status == 400 && mismatch?.code == "app-mismatch")
+            #expect(mismatch?.status == 400 && mismatch?.code == .appMismatch)
 
             let notJSON = await refusal { try await server.admin.putMetadata(app: "kiosk", document: Array("{".utf8)) }
-            #expect(notJSON?.status == 400 && notJSON?.code == "bad-request")
+            #expect(notJSON?.status == 400 && notJSON?.code == .badRequest)
         }
     }
 
@@ -53,7 +53,7 @@ struct AdminRouteTests {
             let device = try await server.enrollDevice(groups: ["lobby"])
             _ = try await server.admin.patchValues(app: "kiosk", scope: "group:lobby", patch: ["volume": 9])
             let refused = await refusal { try await server.putKioskMetadata(version: 3) }  // version 3 caps volume at 8
-            #expect(refused?.status == 409 && refused?.code == "values-invalid")
+            #expect(refused?.status == 409 && refused?.code == .valuesInvalid)
             guard case .refused(_, let body?, _) = refused else { Issue.record("no error body"); return }
             #expect(body.details.map(\.pointer) == ["/volume"])
             #expect(body.details.first?.message == "set at group:lobby: must be <= 8 (got 9); for \(device.id)")
@@ -107,7 +107,7 @@ struct AdminRouteTests {
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice(groups: ["lobby"])
             let refused = await refusal { try await server.admin.patchValues(app: "kiosk", scope: "group:lobby", patch: ["volume": 20]) }
-            #expect(refused?.status == 422 && refused?.code == "invalid-values")
+            #expect(refused?.status == 422 && refused?.code == .invalidValues)
             #expect(
                 refused?.description.contains(
                     "/volume: set at group:lobby: must be <= 10 (got 20); for \(device.id), new devices in group lobby") == true)
@@ -123,21 +123,21 @@ struct AdminRouteTests {
             try await server.putKioskMetadata()
             for scope in ["", "defaults", "group:", "everyone"] {
                 let refused = await refusal { try await server.admin.values(app: "kiosk", scope: scope) }
-                #expect(refused?.status == 400 && refused?.code == "bad-parameter", "scope \(scope)")
+                #expect(refused?.status == 400 && refused?.code == .badParameter, "scope \(scope)")
             }
             let missing = try await server.raw(.get, "/v1/admin/apps/kiosk/values", token: TestFleetServer.adminToken)
             #expect(missing.status == 400)
             let unknownDevice = await refusal {
                 try await server.admin.patchValues(app: "kiosk", scope: "device:d-nobody", patch: ["volume": 1])
             }
-            #expect(unknownDevice?.status == 404 && unknownDevice?.code == "unknown-device")
+            #expect(unknownDevice?.status == 404 && unknownDevice?.code == .unknownDevice)
             let explainNobody = await refusal { try await server.admin.explain(app: "kiosk", deviceID: "d-nobody") }
-            #expect(explainNobody?.status == 404 && explainNobody?.code == "unknown-device")
+            #expect(explainNobody?.status == 404 && explainNobody?.code == .unknownDevice)
             let unknownApp = await refusal { try await server.admin.devices(app: "nope") }
-            #expect(unknownApp?.status == 404 && unknownApp?.code == "unknown-app")
+            #expect(unknownApp?.status == 404 && unknownApp?.code == .unknownApp)
             let route = try await server.raw(.get, "/v1/nothing-here", token: TestFleetServer.adminToken)
             #expect(route.status == 404)
-            #expect(try ErrorBody(json: try JSONParser.parse(route.body)).error == "not-found")
+            #expect(try ErrorBody(json: try JSONParser.parse(route.body)).error == .notFound)
         }
     }
 

@@ -36,7 +36,7 @@ struct EnrollmentAndAuthTests {
         try await TestFleetServer.with(store: store) { server in
             let anonymous = server.client(token: nil)
             let wrong = await refusal { try await anonymous.enroll(enrollmentToken: "fse_not-a-token", requestId: newRequestID()) }
-            #expect(wrong?.status == 401 && wrong?.code == "invalid-enrollment-token")
+            #expect(wrong?.status == 401 && wrong?.code == .invalidEnrollmentToken)
             #expect(wrong?.description.contains("not one this server issued") == true)
 
             let once = try await server.admin.makeEnrollmentToken(EnrollmentTokenRequest(apps: ["kiosk"], uses: 1))
@@ -80,7 +80,7 @@ struct EnrollmentAndAuthTests {
                     #expect(response.status == 401, "\(path) with \(header ?? "no header")")
                     #expect(response.headers["WWW-Authenticate"] == #"Bearer realm="fleetset""#)
                     let body = try ErrorBody(json: try JSONParser.parse(response.body))
-                    #expect(body.error == "unauthenticated")
+                    #expect(body.error == .unauthenticated)
                 }
             }
         }
@@ -101,10 +101,10 @@ struct EnrollmentAndAuthTests {
                 let response = try await server.raw(
                     method, path, token: deviceToken, headers: ["Content-Type": "application/json"], body: "{}")
                 #expect(response.status == 403, "\(method) \(path)")
-                #expect(try ErrorBody(json: try JSONParser.parse(response.body)).error == "admin-only")
+                #expect(try ErrorBody(json: try JSONParser.parse(response.body)).error == .adminOnly)
             }
             let asDevice = await refusal { try await server.admin.settings(app: "kiosk") }
-            #expect(asDevice?.status == 403 && asDevice?.code == "device-only")
+            #expect(asDevice?.status == 403 && asDevice?.code == .deviceOnly)
         }
     }
 

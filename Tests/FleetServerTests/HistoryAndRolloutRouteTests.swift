@@ -119,7 +119,7 @@ struct HistoryAndRolloutRouteTests {
             #expect(try await server.admin.history(app: "kiosk").entries.map(\.number) == Array(1...7))
 
             let again = await refusal { try await server.admin.revert(app: "kiosk", RevertRequest(to: 3)) }
-            #expect(again?.status == 409 && again?.code == "nothing-to-revert")
+            #expect(again?.status == 409 && again?.code == .nothingToRevert)
             let missing = await refusal { try await server.admin.revert(app: "kiosk", RevertRequest(to: 99)) }
             #expect(
                 missing?.status == 400
@@ -131,7 +131,7 @@ struct HistoryAndRolloutRouteTests {
             // Values the current metadata refuses are not brought back.
             try await server.putKioskMetadata(version: 3)  // volume at most 8
             let invalid = await refusal { try await server.admin.revert(app: "kiosk", RevertRequest(to: 5)) }
-            #expect(invalid?.status == 422 && invalid?.code == "invalid-values")
+            #expect(invalid?.status == 422 && invalid?.code == .invalidValues)
             #expect(try await server.admin.values(app: "kiosk", scope: "group:lobby").values == ["volume": 3])
         }
     }
@@ -215,13 +215,13 @@ struct HistoryAndRolloutRouteTests {
 
             // The staged keys are guarded; other keys go to everyone, the admitted devices included.
             let guarded = await refusal { try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["title": "Other"]) }
-            #expect(guarded?.status == 409 && guarded?.code == "rollout-in-progress")
+            #expect(guarded?.status == 409 && guarded?.code == .rolloutInProgress)
             #expect(guarded?.description.contains("of title is paused (wave 1 of 3)") == true)
             _ = try await server.admin.patchValues(app: "kiosk", scope: "group:w1", patch: ["volume": 2])
             #expect(try await devices[0].fetch())
             #expect(devices[0].title == "Staged" && devices[0].document?.values["volume"] == 2)
             let metadata = await refusal { try await server.putKioskMetadata(version: 2) }
-            #expect(metadata?.code == "rollout-in-progress")
+            #expect(metadata?.code == .rolloutInProgress)
 
             status = try await server.admin.resumeRollout(app: "kiosk")
             #expect(status.phase == .running && status.currentWave == 1 && status.reason.isEmpty)
@@ -236,7 +236,7 @@ struct HistoryAndRolloutRouteTests {
             }
             #expect(try await devices[2].fetch() == false)
             let again = await refusal { try await server.admin.abortRollout(app: "kiosk") }
-            #expect(again?.status == 404 && again?.code == "no-rollout")
+            #expect(again?.status == 404 && again?.code == .noRollout)
             let messages = try await server.admin.history(app: "kiosk").entries.filter { $0.kind == "rollout" }.map(\.message)
             #expect(messages.count == 4)
             #expect(messages[1].contains("paused: 1 of 1 admitted device(s)"))
@@ -285,7 +285,7 @@ struct HistoryAndRolloutRouteTests {
                 try await server.admin.startRollout(
                     app: "kiosk", RolloutRequest(scope: "app", patch: ["volume": 11], waves: Self.groupWaves))
             }
-            #expect(invalid?.status == 422 && invalid?.code == "invalid-values")
+            #expect(invalid?.status == 422 && invalid?.code == .invalidValues)
             let deviceScope = await refusal {
                 try await server.admin.startRollout(
                     app: "kiosk", RolloutRequest(scope: "device:\(device.id)", patch: ["volume": 1], waves: Self.groupWaves))
@@ -302,7 +302,7 @@ struct HistoryAndRolloutRouteTests {
                 try await server.admin.startRollout(
                     app: "kiosk", RolloutRequest(scope: "app", patch: ["title": "x"], waves: Self.groupWaves))
             }
-            #expect(second?.status == 409 && second?.code == "rollout-in-progress")
+            #expect(second?.status == 409 && second?.code == .rolloutInProgress)
             let forcedRevert = try await server.admin.revert(app: "kiosk", RevertRequest(to: 1, force: true))
             #expect(forcedRevert.kind == "revert")
             #expect(try await server.admin.rollout(app: "kiosk").phase == .aborted)

@@ -40,7 +40,7 @@ struct KeyPathRouteTests {
             let changed = try #require(try await waiting.value)
             #expect(changed.value == "news.mp4" && changed.revision > first.revision)
             let missing = await refusal { try await device.client.settingValue(app: "signage", keyPath: Self.path("playlist/5")) }
-            #expect(missing?.status == 404 && missing?.code == "unknown-key")
+            #expect(missing?.status == 404 && missing?.code == .unknownKey)
             let raw = try await server.raw(.get, "/v1/apps/signage/settings/display/size%2Finch", token: device.token)
             #expect(raw.status == 200 && String(decoding: raw.body, as: UTF8.self) == "55", "a %2F is part of the name")
             let otherApp = try await server.raw(.get, "/v1/apps/kiosk/settings/volume", token: device.token)
@@ -77,14 +77,20 @@ struct KeyPathRouteTests {
                 try await server.admin.setValue(
                     app: "signage", scope: "device:\(device.id)", keyPath: Self.path("display/size~1inch"), to: nil)
             }
-            #expect(notOwn?.status == 404 && notOwn?.code == "unknown-key")
+            #expect(notOwn?.status == 404 && notOwn?.code == .unknownKey)
+            // The setting itself, unset at the device, takes its key-path values with it.
+            _ = try await server.admin.setValue(
+                app: "signage", scope: "device:\(device.id)", keyPath: Self.path("display/brightness"), to: 40)
+            #expect(
+                try await server.admin.setValue(app: "signage", scope: "device:\(device.id)", keyPath: Self.path("display"), to: nil).values
+                    == [:])
             _ = try await server.admin.setValue(
                 app: "signage", scope: "device:\(device.id)", keyPath: Self.path("display/brightness"), to: 40)
             // Only a device's values hold key paths.
             let atApp = await refusal {
                 try await server.admin.patchValues(app: "signage", scope: "app", patch: ["/display/brightness": 1])
             }
-            #expect(atApp?.status == 400 && atApp?.code == "bad-key-path")
+            #expect(atApp?.status == 400 && atApp?.code == .badKeyPath)
             let removed = try await server.admin.setValue(app: "signage", scope: "group:lobby", keyPath: Self.path("playlist/1"), to: nil)
             #expect(removed.values["playlist"] == [["content": "intro.mp4", "seconds": 3]])
             let settings = try #require(try await device.client.settings(app: "signage"))
@@ -102,11 +108,11 @@ struct KeyPathRouteTests {
             let through = await refusal {
                 try await server.admin.setValue(app: "signage", scope: "app", keyPath: Self.path("playlist/0/content/x"), to: 1)
             }
-            #expect(through?.status == 400 && through?.code == "bad-key-path")
+            #expect(through?.status == 400 && through?.code == .badKeyPath)
             let nothing = await refusal {
                 try await server.admin.setValue(app: "signage", scope: "app", keyPath: Self.path("display/contrast"), to: nil)
             }
-            #expect(nothing?.status == 404 && nothing?.code == "unknown-key")
+            #expect(nothing?.status == 404 && nothing?.code == .unknownKey)
             let topLevel = try await server.admin.setValue(app: "signage", scope: "group:lobby", keyPath: Self.path("playlist"), to: nil)
             #expect(topLevel.values["playlist"] == nil, "a setting's own name clears it, as clear does")
             let byDevice = try await server.raw(.delete, "/v1/admin/apps/signage/values/playlist?scope=app", token: device.token)
@@ -142,18 +148,28 @@ struct KeyPathRouteTests {
             let notWritable = await refusal {
                 try await device.client.patchSettings(app: "signage", patch: ["/display/brightness": 1], basedOn: revision)
             }
-            #expect(notWritable?.status == 403 && notWritable?.code == "not-writable")
+            #expect(notWritable?.status == 403 && notWritable?.code == .notWritable)
             let notFitting = await refusal {
                 try await device.client.patchSettings(app: "signage", patch: ["/playlist/4/seconds": 1], basedOn: revision)
             }
-            #expect(notFitting?.status == 400 && notFitting?.code == "bad-key-path")
+            #expect(notFitting?.status == 400 && notFitting?.code == .badKeyPath)
             if case .refused(_, let body, _)? = notFitting {
                 #expect(body?.details.map(\.pointer) == ["/playlist/4"], "\(String(describing: body))")
             }
             let invalid = await refusal {
                 try await device.client.patchSettings(app: "signage", patch: ["/playlist/0/seconds": 0], basedOn: revision)
             }
-            #expect(invalid?.status == 422 && invalid?.code == "invalid-values")
+            #expect(invalid?.status == 422 && invalid?.code == .invalidValues)
+            // A path deeper than the cap is refused at once (its cost bounded by the cap, not its length).
+            let deep = "/playlist/0" + String(repeating: "/a", count: 20_000)
+            let tooDeep = await refusal { try await device.client.patchSettings(app: "signage", patch: [deep: 1], basedOn: revision) }
+            #expect(tooDeep?.status == 400 && tooDeep?.code == .badKeyPath, "\(String(describing: tooDeep))")
+            // A rollout stages whole settings of the app or a group: no key paths.
+            let staged = await refusal {
+                try await server.admin.startRollout(
+                    app: "signage", RolloutRequest(scope: "app", patch: ["/playlist/0/seconds": 2], waves: [.everyone]))
+            }
+            #expect(staged?.status == 400 && staged?.code == .badKeyPath)
 
             // An agent of the last release sends the whole setting: stored whole, as before, its key-path values replaced.
             let whole = try await device.client.patchSettings(

@@ -24,7 +24,7 @@ struct SettingsRouteTests {
             let second = try #require(try await device.client.metadata(app: "kiosk", ifNoneMatch: first.etag))
             #expect(second.etag != first.etag)
             let unknown = await refusal { try await device.client.metadata(app: "nope") }
-            #expect(unknown?.status == 404 && unknown?.code == "unknown-app")
+            #expect(unknown?.status == 404 && unknown?.code == .unknownApp)
         }
     }
 
@@ -85,9 +85,9 @@ struct SettingsRouteTests {
             #expect(try await device.client.settings(app: "kiosk", knownRevision: revision)?.schemaVersion == 2)
             _ = try await server.admin.updateDevice(id: device.id, DeviceUpdate(disabled: true))
             #expect(
-                await refusal { try await device.client.settings(app: "kiosk", knownRevision: revision + 1) }?.code == "device-disabled")
+                await refusal { try await device.client.settings(app: "kiosk", knownRevision: revision + 1) }?.code == .deviceDisabled)
             _ = try await server.admin.updateDevice(id: device.id, DeviceUpdate(apps: ["other"], disabled: false))
-            #expect(await refusal { try await device.client.settings(app: "kiosk", knownRevision: revision + 1) }?.code == "unknown-app")
+            #expect(await refusal { try await device.client.settings(app: "kiosk", knownRevision: revision + 1) }?.code == .unknownApp)
             try await server.admin.deleteDevice(id: device.id)
             #expect(await refusal { try await device.client.settings(app: "kiosk", knownRevision: revision + 1) }?.status == 401)
         }
@@ -258,7 +258,7 @@ struct SettingsRouteTests {
             for wait in ["301", "-1", "soon"] {
                 let response = try await server.raw(.get, "/v1/apps/kiosk/settings?wait=\(wait)", token: device.token)
                 #expect(response.status == 400, "wait=\(wait)")
-                #expect(try ErrorBody(json: try JSONParser.parse(response.body)).error == "bad-parameter")
+                #expect(try ErrorBody(json: try JSONParser.parse(response.body)).error == .badParameter)
             }
         }
     }
@@ -296,35 +296,35 @@ struct SettingsRouteTests {
             let tag = RevisionTag.etag(revision)
 
             let (missing, missingBody) = try await patch([:], #"{"volume": 1}"#)
-            #expect(missing == 428 && missingBody?.error == "if-match-required")
+            #expect(missing == 428 && missingBody?.error == .ifMatchRequired)
 
             let (weak, weakBody) = try await patch(["If-Match": "W/\(tag)"], #"{"volume": 1}"#)
-            #expect(weak == 400 && weakBody?.error == "bad-precondition")
+            #expect(weak == 400 && weakBody?.error == .badPrecondition)
 
             let (stale, staleBody) = try await patch(["If-Match": RevisionTag.etag(revision + 5)], #"{"volume": 1}"#)
-            #expect(stale == 409 && staleBody?.error == "stale-revision")
+            #expect(stale == 409 && staleBody?.error == .staleRevision)
             #expect(staleBody?.message.contains("at revision \(revision)") == true)
 
             let (forbidden, forbiddenBody) = try await patch(["If-Match": tag], #"{"volume": 1, "title": "x", "pin": "1234"}"#)
-            #expect(forbidden == 403 && forbiddenBody?.error == "not-writable")
+            #expect(forbidden == 403 && forbiddenBody?.error == .notWritable)
             #expect(forbiddenBody?.details.map(\.pointer).sorted() == ["/pin", "/title"])
 
             let (invalid, invalidBody) = try await patch(["If-Match": tag], #"{"volume": 11, "night": "yes"}"#)
-            #expect(invalid == 422 && invalidBody?.error == "invalid-values")
+            #expect(invalid == 422 && invalidBody?.error == .invalidValues)
             #expect(invalidBody?.details.map(\.pointer) == ["/volume", "/night"])
 
             let (notObject, notObjectBody) = try await patch(["If-Match": tag], "[1]")
-            #expect(notObject == 400 && notObjectBody?.error == "bad-request")
+            #expect(notObject == 400 && notObjectBody?.error == .badRequest)
 
             let (notJSON, _) = try await patch(["If-Match": tag], "{volume: 1}")
             #expect(notJSON == 400)
 
             let (wrongType, wrongTypeBody) = try await patch(["If-Match": tag, "Content-Type": "application/json"], #"{"volume": 1}"#)
-            #expect(wrongType == 415 && wrongTypeBody?.error == "unsupported-media-type")
+            #expect(wrongType == 415 && wrongTypeBody?.error == .unsupportedMediaType)
 
             let huge = #"{"volume": 1, "pad": ""# + String(repeating: "x", count: 1 << 20) + #""}"#
             let (tooLarge, tooLargeBody) = try await patch(["If-Match": tag], huge)
-            #expect(tooLarge == 413 && tooLargeBody?.error == "too-large")
+            #expect(tooLarge == 413 && tooLargeBody?.error == .tooLarge)
 
             #expect(try await server.admin.values(app: "kiosk", scope: "device:\(device.id)").values.isEmpty)
             #expect(try await device.client.settings(app: "kiosk", knownRevision: revision) == nil)

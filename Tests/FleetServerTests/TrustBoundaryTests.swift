@@ -70,7 +70,7 @@ struct TrustBoundaryTests {
             _ = try await server.admin.updateDevice(id: kioskDevice.id, DeviceUpdate(apps: ["payments"]))
             #expect(try await kioskDevice.client.settings(app: "payments")?.values["apiKey"] == "sk_live_payments")
             let gone = await refusal { try await kioskDevice.client.settings(app: "kiosk") }
-            #expect(gone?.status == 404 && gone?.code == "unknown-app")
+            #expect(gone?.status == 404 && gone?.code == .unknownApp)
         }
     }
 
@@ -85,7 +85,7 @@ struct TrustBoundaryTests {
             while await server.waiters(app: "kiosk") == 0 { try await Task.sleep(for: .milliseconds(5)) }
             _ = try await server.admin.updateDevice(id: device.id, DeviceUpdate(apps: ["other"]))
             let answer = await waiting
-            #expect(answer?.status == 404 && answer?.code == "unknown-app")
+            #expect(answer?.status == 404 && answer?.code == .unknownApp)
             #expect(ContinuousClock.now - started < .seconds(30))
         }
     }
@@ -107,18 +107,18 @@ struct TrustBoundaryTests {
             try await server.admin.deleteDevice(id: doomed.id)
             _ = try await server.admin.updateDevice(id: paused.id, DeviceUpdate(disabled: true))
             let (deleted, disabled) = await (doomedWait, pausedWait)
-            #expect(deleted?.status == 401 && deleted?.code == "unauthenticated")
-            #expect(disabled?.status == 401 && disabled?.code == "device-disabled")
+            #expect(deleted?.status == 401 && deleted?.code == .unauthenticated)
+            #expect(disabled?.status == 401 && disabled?.code == .deviceDisabled)
             #expect(ContinuousClock.now - started < .seconds(30))
             #expect(await server.waiters(app: "kiosk") == 0)
 
             #expect(await refusal { try await doomed.client.settings(app: "kiosk") }?.status == 401)
-            #expect(await refusal { try await paused.client.settings(app: "kiosk") }?.code == "device-disabled")
+            #expect(await refusal { try await paused.client.settings(app: "kiosk") }?.code == .deviceDisabled)
             let devices = try await server.admin.allDevices().devices
             #expect(devices.map(\.id) == [paused.id] && devices.first?.disabled == true)
             _ = try await server.admin.updateDevice(id: paused.id, DeviceUpdate(disabled: false))
             #expect(try await paused.client.settings(app: "kiosk") != nil)
-            #expect(await refusal { try await server.admin.deleteDevice(id: doomed.id) }?.code == "unknown-device")
+            #expect(await refusal { try await server.admin.deleteDevice(id: doomed.id) }?.code == .unknownDevice)
             let delete = try await server.raw(.delete, "/v1/admin/devices/\(paused.id)", token: TestFleetServer.adminToken)
             #expect(delete.status == 204 && delete.body.isEmpty)
         }
@@ -135,10 +135,10 @@ struct TrustBoundaryTests {
             #expect(listed.map(\.id) == [made.id] && listed.first?.usesLeft == 9 && listed.first?.apps == ["kiosk"])
             try await server.admin.revokeEnrollmentToken(id: made.id)
             let refused = await refusal { try await anonymous.enroll(enrollmentToken: made.enrollmentToken, requestId: newRequestID()) }
-            #expect(refused?.status == 401 && refused?.code == "invalid-enrollment-token")
+            #expect(refused?.status == 401 && refused?.code == .invalidEnrollmentToken)
             #expect(try await server.admin.enrollmentTokens().tokens.isEmpty)
             #expect(try await server.client(token: first.deviceToken).settings(app: "kiosk") != nil)
-            #expect(await refusal { try await server.admin.revokeEnrollmentToken(id: made.id) }?.code == "unknown-enrollment-token")
+            #expect(await refusal { try await server.admin.revokeEnrollmentToken(id: made.id) }?.code == .unknownEnrollmentToken)
             #expect(!server.log.all.joined().contains(made.enrollmentToken))
         }
     }
@@ -242,7 +242,7 @@ struct TrustBoundaryTests {
             // A disabled device is not known (the full way refuses it).
             _ = try await server.admin.updateDevice(id: device.id, DeviceUpdate(disabled: true))
             #expect(try server.service.knownPrincipal(authorization: "Bearer \(rotation.deviceToken)") == nil)
-            #expect(await refusal { try await rotated.settings(app: "kiosk") }?.code == "device-disabled")
+            #expect(await refusal { try await rotated.settings(app: "kiosk") }?.code == .deviceDisabled)
         }
     }
 
@@ -330,7 +330,7 @@ struct TrustBoundaryTests {
             }
             async let admin = server.admin.patchValues(app: "lobby", scope: "app", patch: ["title": "still served"])
             let (answer, adminWrite) = try await (refused, admin)
-            #expect(answer?.status == 422 && answer?.code == "invalid-values")
+            #expect(answer?.status == 422 && answer?.code == .invalidValues)
             #expect(answer?.description.contains("too expensive to check against #/properties/greeting/pattern") == true)
             #expect(adminWrite.values["title"] == "still served")
             // A bound, not a measure of speed: without the step budget this match takes hours.
@@ -357,7 +357,7 @@ struct TrustBoundaryTests {
                 let refused = await refusal {
                     try await server.admin.putMetadata(app: "kiosk", document: Array(document.serialized().utf8))
                 }
-                #expect(refused?.status == 422 && refused?.code == "unsupported-metadata", "\(String(describing: refused).prefix(300))")
+                #expect(refused?.status == 422 && refused?.code == .unsupportedMetadata, "\(String(describing: refused).prefix(300))")
                 #expect(refused?.description.contains(reason) == true)
                 #expect((refused?.description.utf8.count ?? .max) < 1_000)
             }

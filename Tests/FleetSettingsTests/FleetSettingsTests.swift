@@ -145,6 +145,19 @@ struct ChangingTests {
         #expect(request.outcome == .pending)
     }
 
+    @Test("a change inside an object setting is sent as the places that changed, not the whole setting")
+    func updateInside() {
+        let writable = WritableSettings(
+            revision: 3, original: ["player": ["volume": 5, "stream": ["url": "a", "password": "fleet's"]], "tags": .null])
+        var changed = writable
+        changed["player"] = ["volume": 9, "stream": ["url": "a", "password": "fleet's"]]
+        changed["tags"] = ["x"]
+        #expect(changed.changes == ["/player/volume": 9, "/tags": ["x"]], "a new setting whole (/tags replaces)")
+        var removed = writable
+        removed["player"] = nil
+        #expect(removed.changes == ["player": .null])
+    }
+
     @Test("a change is checked before it is queued: not writable, not a setting, out of range, secret never quoted")
     func refusedLocally() throws {
         let folder = try DeviceFolder()
