@@ -48,6 +48,17 @@ public struct EffectiveSettings: Sendable, Hashable {
         self.unapplied = unapplied
     }
 
+    /// The scope that set the value at `location`: the device, when one of its key-path values
+    /// holds that place (the deepest that does), else the scope of the setting.
+    public func source(of location: JSONPointer) -> Scope? {
+        var tokens = location.tokens
+        while tokens.count > 1 {
+            if let scope = sources[JSONPointer(tokens: tokens).description] { return scope }
+            tokens.removeLast()
+        }
+        return location.tokens.first.flatMap { sources[$0] }
+    }
+
     /// A stable 64-bit fingerprint of the schema version and the values (FNV-1a over the
     /// canonical JSON text with sorted keys): the server bumps a device's revision exactly when
     /// it changes, across restarts.

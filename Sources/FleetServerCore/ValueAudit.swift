@@ -70,8 +70,7 @@ public enum ValueAudit {
                     metadata: metadata, app: values[.app] ?? [:], groups: groupValues, device: deviceValues,
                     deviceID: audience.deviceID ?? "")
                 errors = metadata.validate(values: .object(effective.values)).map { error in
-                    let scope = error.instanceLocation.tokens.first.flatMap { effective.sources[$0] }
-                    return (error.instanceLocation, scope, error.message)
+                    (error.instanceLocation, effective.source(of: error.instanceLocation), error.message)
                 }
                 if let signature { errorsBySignature[signature] = errors }
             }

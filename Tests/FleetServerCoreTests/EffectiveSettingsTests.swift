@@ -37,6 +37,18 @@ struct EffectiveSettingsTests {
         #expect(effective.values["theme"] == ["colour": "red"])
     }
 
+    @Test("a device's key-path value is laid over the setting from wider scopes; its place's source is the device")
+    func keyPathValues() throws {
+        let effective = EffectiveSettings(
+            metadata: try Self.metadata(), app: ["theme": ["colour": "red", "font": "serif"]], groups: [:],
+            device: ["/theme/font": "mono", "/theme/size/0": 3], deviceID: "d")
+        #expect(effective.values["theme"] == ["colour": "red", "font": "mono", "size": ["0": 3]])
+        #expect(effective.sources["theme"] == .app && effective.sources["/theme/font"] == .device("d"))
+        #expect(effective.source(of: JSONPointer("/theme/font")!) == .device("d"))
+        #expect(effective.source(of: JSONPointer("/theme/colour")!) == .app)
+        #expect(effective.unapplied.isEmpty)
+    }
+
     @Test("the revision moves exactly when the values or the schema version change")
     func revisions() throws {
         let metadata = try Self.metadata()
