@@ -50,6 +50,8 @@ let package = Package(
         // The server's slow-client guard reads HTTP parts (NIOHTTPTypes), as Hummingbird does.
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        // HTTP statuses as values in the server's core (its errors carry one), without an HTTP server.
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
@@ -232,6 +234,7 @@ let package = Package(
             dependencies: [
                 "FleetJSON", "FleetMetadata", "FleetProtocol", "FleetSchema", "PosixThreads",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],

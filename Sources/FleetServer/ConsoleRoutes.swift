@@ -185,7 +185,7 @@ struct ConsoleRoutes: Sendable {
             // A sign-in form is a token and nothing else: a few KiB, not a settings form's MiBs.
             fields = try await form(request, limit: Self.signInFormLimit)
         } catch {
-            return page(ConsolePages.signIn(error: error.message), status: HTTPResponse.Status(code: error.status))
+            return page(ConsolePages.signIn(error: error.message), status: error.status)
         }
         // A token pasted with the file's newline, or with spaces around it, is the same token.
         var token = Substring(fields["token"] ?? "")
@@ -347,7 +347,7 @@ struct ConsoleRoutes: Sendable {
                 if wantsJSON { return json(.ok, ["saved": true, "changed": .array(patch.keys.map { JSONValue.string($0) })]) }
                 return redirect(settingsPath(app, scope: scope, saved: true))
             } catch let error as ServiceError {
-                status = HTTPResponse.Status(code: error.status)
+                status = error.status
                 errors = Self.errorsByPointer(error)
             }
         }
@@ -403,7 +403,7 @@ struct ConsoleRoutes: Sendable {
                 document: document, preview: nil, problems: error.body.details, message: error.body.message)
             return page(
                 ConsolePages.metadata(app: app, current: current, review: review, csrf: csrf),
-                status: HTTPResponse.Status(code: error.status))
+                status: error.status)
         }
     }
 
@@ -563,6 +563,6 @@ struct ConsoleRoutes: Sendable {
                 \(ConsoleFrame.notice(error.body.message, error: true))
                 <p><a href="/console/apps">Back to the apps</a></p>
                 """)
-        return page(html, status: HTTPResponse.Status(code: error.status))
+        return page(html, status: error.status)
     }
 }

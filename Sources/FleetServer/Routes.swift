@@ -525,10 +525,7 @@ struct ErrorBodyMiddleware: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch let error as ServiceError {
-            var response = json(HTTPResponse.Status(code: error.status), error.body.json)
-            if error.status == 401 { response.headers[.wwwAuthenticate] = "Bearer realm=\"fleetset\"" }
-            if let seconds = error.retryAfterSeconds { response.headers[.retryAfter] = String(seconds) }
-            return response
+            return try error.response(from: request, context: context)
         } catch let error as HTTPError where error.status == .notFound && !routes.methods(for: request.uri.path).isEmpty {
             let allowed = routes.methods(for: request.uri.path).map(\.rawValue).joined(separator: ", ")
             var response = json(
@@ -603,5 +600,16 @@ struct RouteTable: Sendable {
             route.segments.count == segments.count
                 && zip(route.segments, segments).allSatisfy { pattern, segment in pattern.hasPrefix(":") || pattern == segment }
         }.map(\.method)
+    }
+}
+
+/// A refusal of the core answers as itself: its status and ``ErrorBody``, `WWW-Authenticate`
+/// with a 401, `Retry-After` when it says when to come back.
+extension ServiceError: HTTPResponseError {
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var response = json(status, body.json)
+        if status == .unauthorized { response.headers[.wwwAuthenticate] = "Bearer realm=\"fleetset\"" }
+        if let seconds = retryAfterSeconds { response.headers[.retryAfter] = String(seconds) }
+        return response
     }
 }

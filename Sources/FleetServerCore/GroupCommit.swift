@@ -1,4 +1,5 @@
 import FleetProtocol
+import HTTPTypes
 import PosixThreads
 
 /// Writes items to the store with as few transactions as the store's pace allows (group

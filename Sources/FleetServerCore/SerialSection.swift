@@ -1,4 +1,5 @@
 import FleetProtocol
+import HTTPTypes
 
 /// Runs async operations one at a time, in arrival order: the server's writes go through one
 /// section, so a check and the write it guards (the `If-Match` revision, the metadata version,

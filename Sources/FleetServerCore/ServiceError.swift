@@ -1,10 +1,11 @@
 import FleetProtocol
+import HTTPTypes
 
 /// A request the server refuses, with the HTTP status, a stable code and a sentence: the HTTP
 /// layer turns it into an ``ErrorBody`` answer as it is.
 public struct ServiceError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The HTTP status code.
-    public let status: Int
+    /// The HTTP status.
+    public let status: HTTPResponse.Status
     /// The machine-readable code (``ErrorCode/staleRevision``, …).
     public let code: ErrorCode
     /// For a person.
@@ -14,7 +15,9 @@ public struct ServiceError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Whole seconds to wait before trying again (`Retry-After`), for 429 and 503.
     public let retryAfterSeconds: Int?
 
-    public init(_ status: Int, _ code: ErrorCode, _ message: String, details: [ErrorBody.Detail] = [], retryAfterSeconds: Int? = nil) {
+    public init(
+        _ status: HTTPResponse.Status, _ code: ErrorCode, _ message: String, details: [ErrorBody.Detail] = [], retryAfterSeconds: Int? = nil
+    ) {
         self.status = status
         self.code = code
         self.message = message
@@ -43,7 +46,7 @@ public struct ServiceError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The answer's body.
     public var body: ErrorBody { ErrorBody(error: code, message: message, details: details) }
 
-    public var description: String { "\(status) \(code): \(message)" }
+    public var description: String { "\(status.code) \(code): \(message)" }
 
     static func badRequest(_ message: String) -> ServiceError { ServiceError(400, .badRequest, message) }
     static func badParameter(_ message: String) -> ServiceError { ServiceError(400, .badParameter, message) }

@@ -1,6 +1,7 @@
 import FleetJSON
 import FleetMetadata
 import FleetProtocol
+import HTTPTypes
 import Logging
 
 /// What a device says of itself (its facts) and what the server asks of its agent (the agent

@@ -1,6 +1,7 @@
 import FleetJSON
 import FleetMetadata
 import FleetProtocol
+import HTTPTypes
 import Logging
 
 extension SettingsService {
