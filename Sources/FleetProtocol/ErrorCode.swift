@@ -16,15 +16,17 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     /// The code as the wire carries it.
     public var description: String { rawValue }
 
-    /// Every code this build's server sends, as the OpenAPI document lists them.
+    /// Every code protocol v1's routes send, as the OpenAPI document lists them.
     public static let all: [ErrorCode] = [
-        .adminOnly, .appMismatch, .badKeyPath, .badParameter, .badPrecondition, .badRequest, .changedSinceDrawn, .concurrentWrite,
-        .crossOrigin, .csrf, .deviceDisabled, .deviceOnly, .ifMatchRequired, .internalError, .invalidEnrollmentToken, .invalidMetadata,
-        .invalidValues, .methodNotAllowed, .noRollout, .noSession, .notConfirmed, .notFound, .notWritable, .nothingToRevert, .overloaded,
-        .rateLimited, .rolloutInProgress, .rolloutNotPaused, .shuttingDown, .staleRevision, .tooLarge, .tooManyFacts, .unauthenticated,
-        .unknownApp, .unknownDevice, .unknownEnrollmentToken, .unknownKey, .unreadableForm, .unsupportedMediaType, .unsupportedMetadata,
-        .valuesInvalid, .versionNotIncreased,
+        .adminOnly, .appMismatch, .badKeyPath, .badParameter, .badPrecondition, .badRequest, .concurrentWrite, .deviceDisabled, .deviceOnly,
+        .ifMatchRequired, .internalError, .invalidEnrollmentToken, .invalidMetadata, .invalidValues, .methodNotAllowed, .noRollout,
+        .notFound, .notWritable, .nothingToRevert, .overloaded, .rateLimited, .rolloutInProgress, .rolloutNotPaused, .shuttingDown,
+        .staleRevision, .tooLarge, .tooManyFacts, .unauthenticated, .unknownApp, .unknownDevice, .unknownEnrollmentToken, .unknownKey,
+        .unsupportedMediaType, .unsupportedMetadata, .valuesInvalid, .versionNotIncreased,
     ]
+
+    /// The codes only the admin console's pages use (HTML for browsers, not protocol v1).
+    public static let console: [ErrorCode] = [.changedSinceDrawn, .crossOrigin, .csrf, .noSession, .notConfirmed]
 
     /// `admin-only`, 403: a device token on an admin route.
     public static let adminOnly = ErrorCode("admin-only")
@@ -100,8 +102,6 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let unknownEnrollmentToken = ErrorCode("unknown-enrollment-token")
     /// `unknown-key`, 404: nothing is at the key path.
     public static let unknownKey = ErrorCode("unknown-key")
-    /// `unreadable-form`, 400: a console form that cannot be read.
-    public static let unreadableForm = ErrorCode("unreadable-form")
     /// `unsupported-media-type`, 415: a body of another media type than the route takes.
     public static let unsupportedMediaType = ErrorCode("unsupported-media-type")
     /// `unsupported-metadata`, 422: metadata using schema features fleetset does not support.

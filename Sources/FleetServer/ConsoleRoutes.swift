@@ -176,8 +176,7 @@ struct ConsoleRoutes: Sendable {
     /// Signs in with the admin token: a session cookie, then the Apps page. A wrong token counts
     /// against the client's address as a failed API authentication does.
     private func signIn(_ request: Request, _ context: FleetRequestContext) async throws -> Response {
-        let client = limits.client(
-            peer: context.remoteAddress?.ipAddress ?? "unknown", forwardedFor: request.headers[Routes.forwardedForHeader])
+        let client = limits.client(of: request, context)
         let fields: FormFields
         do {
             try limits.admit(client: client)
@@ -264,15 +263,7 @@ struct ConsoleRoutes: Sendable {
     }
 
     private func form(_ request: Request, limit: Int = Self.formLimit) async throws(ServiceError) -> FormFields {
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.body.collect(upTo: limit)
-        } catch is NIOTooManyBytesError {
-            throw ServiceError(413, .tooLarge, "The form is larger than \(limit) bytes.")
-        } catch {
-            throw ServiceError(400, .unreadableForm, "The form could not be read: the connection ended early.")
-        }
-        return FormFields(urlEncoded: buffer.readableBytesView)
+        FormFields(urlEncoded: try await collectBody(request, limit: limit, what: "The form").readableBytesView)
     }
 
     // MARK: - Pages

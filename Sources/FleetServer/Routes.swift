@@ -36,35 +36,54 @@ struct Routes: Sendable {
     let console: ConsoleRoutes?
 
     func router() -> Router<FleetRequestContext> {
-        var routes: [(method: HTTPRequest.Method, path: String, handler: Handler)] = []
-        defineRoutes { method, path, handler in routes.append((method, path, handler)) }
+        var routes: [(method: HTTPRequest.Method, path: String, access: Access, handler: Handler)] = []
+        defineRoutes { method, path, access, handler in routes.append((method, path, access, handler)) }
         let router = Router(context: FleetRequestContext.self)
         // Middleware applies to the routes added after it: add it first. The metrics see the
         // answer the error middleware makes of a refusal.
         router.add(middleware: RequestMetricsMiddleware(metrics: service.metrics))
         router.add(middleware: ErrorBodyMiddleware(logger: logger, routes: RouteTable(routes.map { ($0.method, $0.path) })))
-        for route in routes { router.on(RouterPath(route.path), method: route.method, use: route.handler) }
+        // The admin's and the devices' routes each behind one authentication, which puts who
+        // sent the request on its context.
+        let admins = router.group().add(middleware: Authentication(required: .admin, authenticate: authenticate))
+        let devices = router.group().add(middleware: Authentication(required: .device, authenticate: authenticate))
+        for route in routes {
+            switch route.access {
+            case .anyone: router.on(RouterPath(route.path), method: route.method, use: route.handler)
+            case .admin: admins.on(RouterPath(route.path), method: route.method, use: route.handler)
+            case .device: devices.on(RouterPath(route.path), method: route.method, use: route.handler)
+            }
+        }
         return router
     }
 
     typealias Handler = @Sendable (Request, FleetRequestContext) async throws -> Response
 
-    private func defineRoutes(_ on: (HTTPRequest.Method, String, @escaping Handler) -> Void) {
-        on(.get, "healthz") { _, _ in json(.ok, ["status": "ok"]) }
+    /// Who may call a route.
+    enum Access {
+        /// Anyone: the route checks what it needs itself (enrollment, health, the console's pages).
+        case anyone
+        /// The admin token.
+        case admin
+        /// A device's token.
+        case device
+    }
 
-        console?.define(on)
+    private func defineRoutes(_ on: (HTTPRequest.Method, String, Access, @escaping Handler) -> Void) {
+        on(.get, "healthz", .anyone) { _, _ in json(.ok, ["status": "ok"]) }
+
+        console?.define { method, path, handler in on(method, path, .anyone, handler) }
 
         // Prometheus' text format, for the admin token (a scraper sends it as a bearer token).
         if let metrics {
-            on(.get, "metrics") { request, context in
-                try SettingsService.requireAdmin(try await authenticate(request, context))
+            on(.get, "metrics", .admin) { request, context in
                 return Response(
                     status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                     body: .init(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
             }
         }
 
-        on(.post, "v1/enroll") { request, context in
+        on(.post, "v1/enroll", .anyone) { request, context in
             let client = client(request, context)
             try limits.admit(client: client)
             let body = try await jsonBody(request, limit: Self.enrollLimit)
@@ -79,15 +98,15 @@ struct Routes: Sendable {
 
         // Every device route answers an app the device was not given exactly as an app that
         // does not exist (requireDevice(_:app:)).
-        on(.get, "v1/apps/:app/metadata") { request, context in
+        on(.get, "v1/apps/:app/metadata", .device) { request, context in
             let app = try app(context)
-            let device = try SettingsService.requireDevice(try await authenticate(request, context), app: app)
+            let device = try context.device(app: app)
             return withRotationRequest(try await metadataResponse(request, app: app), device)
         }
 
-        on(.get, "v1/apps/:app/settings") { request, context in
+        on(.get, "v1/apps/:app/settings", .device) { request, context in
             let app = try app(context)
-            let device = try SettingsService.requireDevice(try await authenticate(request, context), app: app)
+            let device = try context.device(app: app)
             let (answer, unchanged) = try await settingsLongPoll(request, context, app: app, device: device)
             guard let settings = answer.settings else { return unchanged }
             return withDeviceHints(settingsResponse(settings.document, body: settings.body), answer, request)
@@ -95,9 +114,9 @@ struct Routes: Sendable {
 
         // One value of the settings, at a key path (for devices that need only it): the same
         // revision ETag, If-None-Match and wait as the whole document.
-        on(.get, "v1/apps/:app/settings/**") { request, context in
+        on(.get, "v1/apps/:app/settings/**", .device) { request, context in
             let app = try app(context)
-            let device = try SettingsService.requireDevice(try await authenticate(request, context), app: app)
+            let device = try context.device(app: app)
             let path = try keyPath(context)
             let (answer, unchanged) = try await settingsLongPoll(request, context, app: app, device: device)
             guard let document = answer.document else { return unchanged }
@@ -110,9 +129,9 @@ struct Routes: Sendable {
             return withDeviceHints(response, answer, request)
         }
 
-        on(.patch, "v1/apps/:app/settings") { request, context in
+        on(.patch, "v1/apps/:app/settings", .device) { request, context in
             let app = try app(context)
-            let device = try SettingsService.requireDevice(try await authenticate(request, context), app: app)
+            let device = try context.device(app: app)
             try limits.admit(deviceWrite: device.id)
             let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
             let document = try await service.patchSettings(app: app, device: device, ifMatch: request.headers[.ifMatch], patch: patch)
@@ -120,22 +139,22 @@ struct Routes: Sendable {
         }
 
         // A device's own explanation: which scope set each of its values (secrets masked).
-        on(.get, "v1/apps/:app/explain") { request, context in
+        on(.get, "v1/apps/:app/explain", .device) { request, context in
             let app = try app(context)
-            let device = try SettingsService.requireDevice(try await authenticate(request, context), app: app)
+            let device = try context.device(app: app)
             return json(.ok, try await service.explain(app: app, deviceID: device.id).json)
         }
 
-        on(.post, "v1/apps/:app/status") { request, context in
+        on(.post, "v1/apps/:app/status", .device) { request, context in
             let app = try app(context)
-            let device = try SettingsService.requireDevice(try await authenticate(request, context), app: app)
+            let device = try context.device(app: app)
             try await service.recordStatus(app: app, device: device, try await jsonBody(request, limit: Self.bodyLimit))
             return Response(status: .accepted)
         }
 
         // What the server asks of the calling device's agent; its ETag is the policy's tag.
-        on(.get, "v1/device/policy") { request, context in
-            let device = try SettingsService.requireDevice(try await authenticate(request, context))
+        on(.get, "v1/device/policy", .device) { request, context in
+            let device = try context.device()
             let policy = try await service.devicePolicy(device)
             var response = json(.ok, policy.json)
             response.headers[.eTag] = "\"\(policy.tag)\""
@@ -144,22 +163,21 @@ struct Routes: Sendable {
         }
 
         // The calling device's facts: a merge patch of those that changed.
-        on(.patch, "v1/device/info") { request, context in
-            let device = try SettingsService.requireDevice(try await authenticate(request, context))
+        on(.patch, "v1/device/info", .device) { request, context in
+            let device = try context.device()
             try limits.admit(deviceWrite: device.id)
             let patch = try await jsonBody(request, limit: DeviceInfo.maximumSize * 2, mediaType: "application/merge-patch+json")
             return json(.ok, ["info": .object(try await service.patchDeviceInfo(device: device, patch: patch))])
         }
 
         // A new token for the calling device; the old one works until the new one is used.
-        on(.post, "v1/device/token") { request, context in
-            let device = try SettingsService.requireDevice(try await authenticate(request, context))
+        on(.post, "v1/device/token", .device) { request, context in
+            let device = try context.device()
             try limits.admit(deviceWrite: device.id)
             return json(.created, try await service.rotateToken(device: device).json)
         }
 
-        on(.get, "v1/admin/devices") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.get, "v1/admin/devices", .admin) { request, context in
             let filters = try request.uri.queryParameters.getAll("where").map { text throws(ServiceError) in
                 guard let filter = DeviceInfoFilter(String(text)) else {
                     throw ServiceError(400, .badParameter, "where must be FACT=VALUE or FACT!=VALUE, e.g. os.version=12")
@@ -169,42 +187,35 @@ struct Routes: Sendable {
             return json(.ok, try await service.allDevices(matching: filters).json)
         }
 
-        on(.get, "v1/admin/devices/:id/policy") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.get, "v1/admin/devices/:id/policy", .admin) { request, context in
             return json(.ok, try await service.devicePolicy(id: context.parameters.get("id") ?? "").json)
         }
 
-        on(.get, "v1/admin/policies") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.get, "v1/admin/policies", .admin) { request, context in
             return json(.ok, try await service.policyList().json)
         }
 
-        on(.patch, "v1/admin/policies/:scope") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.patch, "v1/admin/policies/:scope", .admin) { request, context in
             let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
             let scope = PercentEncoding.decoded(context.parameters.get("scope") ?? "") ?? ""
             return json(.ok, try await service.patchPolicy(scope: scope, patch: patch).json)
         }
 
-        on(.get, "v1/admin/devices/:id") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.get, "v1/admin/devices/:id", .admin) { request, context in
             return json(.ok, try await service.device(id: context.parameters.get("id") ?? "").json)
         }
 
-        on(.patch, "v1/admin/devices/:id") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.patch, "v1/admin/devices/:id", .admin) { request, context in
             let body = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
             return json(.ok, try await service.updateDevice(id: context.parameters.get("id") ?? "", body).json)
         }
 
-        on(.delete, "v1/admin/devices/:id") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.delete, "v1/admin/devices/:id", .admin) { request, context in
             try await service.deleteDevice(id: context.parameters.get("id") ?? "")
             return Response(status: .noContent)
         }
 
-        on(.put, "v1/admin/apps/:app/metadata") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.put, "v1/admin/apps/:app/metadata", .admin) { request, context in
             let app = try app(context)
             let force = try booleanParameter(request, "force")
             try requireMediaType(request, "application/json")
@@ -213,19 +224,16 @@ struct Routes: Sendable {
             return json(.ok, try await service.putMetadata(app: app, document: bytes, force: force, message: message).json)
         }
 
-        on(.get, "v1/admin/apps/:app/metadata") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.get, "v1/admin/apps/:app/metadata", .admin) { request, context in
             return try await metadataResponse(request, app: try app(context))
         }
 
-        on(.get, "v1/admin/apps/:app/values") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.get, "v1/admin/apps/:app/values", .admin) { request, context in
             let values = try await service.values(app: try app(context), scope: request.uri.queryParameters.get("scope"))
             return json(.ok, values.json)
         }
 
-        on(.patch, "v1/admin/apps/:app/values") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.patch, "v1/admin/apps/:app/values", .admin) { request, context in
             let app = try app(context)
             let scope = request.uri.queryParameters.get("scope")
             let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
@@ -237,8 +245,7 @@ struct Routes: Sendable {
         // One value inside a setting at a scope, by key path: set (PUT, the value as the body)
         // or removed (DELETE); the service makes it a merge patch of the whole setting.
         for method in [HTTPRequest.Method.put, .delete] {
-            on(method, "v1/admin/apps/:app/values/**") { request, context in
-                try SettingsService.requireAdmin(try await authenticate(request, context))
+            on(method, "v1/admin/apps/:app/values/**", .admin) { request, context in
                 let app = try app(context)
                 // (Not a ternary: its `nil` would become JSON's null, which JSONValue takes as a literal.)
                 var value: JSONValue?
@@ -250,8 +257,7 @@ struct Routes: Sendable {
             }
         }
 
-        on(.get, "v1/admin/apps/:app/history") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.get, "v1/admin/apps/:app/history", .admin) { request, context in
             let limit = try request.uri.queryParameters.get("limit").map { text throws(ServiceError) in
                 guard let limit = Int(text) else { throw ServiceError(400, .badParameter, "limit must be a positive number of entries") }
                 return limit
@@ -267,57 +273,47 @@ struct Routes: Sendable {
             return json(.ok, history.json)
         }
 
-        on(.post, "v1/admin/apps/:app/revert") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.post, "v1/admin/apps/:app/revert", .admin) { request, context in
             let body = try await jsonBody(request, limit: Self.bodyLimit)
             return json(.created, try await service.revert(app: try app(context), body, actor: service.adminActor).json)
         }
 
-        on(.post, "v1/admin/apps/:app/rollouts") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.post, "v1/admin/apps/:app/rollouts", .admin) { request, context in
             let body = try await jsonBody(request, limit: Self.bodyLimit)
             return json(.created, try await service.startRollout(app: try app(context), body, actor: service.adminActor).json)
         }
 
-        on(.get, "v1/admin/apps/:app/rollout") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.get, "v1/admin/apps/:app/rollout", .admin) { request, context in
             return json(.ok, try await service.rolloutStatus(app: try app(context)).json)
         }
 
-        on(.post, "v1/admin/apps/:app/rollout/resume") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.post, "v1/admin/apps/:app/rollout/resume", .admin) { request, context in
             return json(.ok, try await service.resumeRollout(app: try app(context), actor: service.adminActor).json)
         }
 
-        on(.post, "v1/admin/apps/:app/rollout/abort") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.post, "v1/admin/apps/:app/rollout/abort", .admin) { request, context in
             return json(.ok, try await service.abortRollout(app: try app(context), actor: service.adminActor).json)
         }
 
-        on(.get, "v1/admin/apps/:app/devices") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.get, "v1/admin/apps/:app/devices", .admin) { request, context in
             return json(.ok, try await service.devices(app: try app(context)).json)
         }
 
-        on(.get, "v1/admin/apps/:app/devices/:id/explain") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.get, "v1/admin/apps/:app/devices/:id/explain", .admin) { request, context in
             let id = context.parameters.get("id") ?? ""
             return json(.ok, try await service.explain(app: try app(context), deviceID: id).json)
         }
 
-        on(.post, "v1/admin/enrollment-tokens") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.post, "v1/admin/enrollment-tokens", .admin) { request, context in
             let body = try await jsonBody(request, limit: Self.bodyLimit)
             return json(.created, try await service.makeEnrollmentToken(body).json)
         }
 
-        on(.get, "v1/admin/enrollment-tokens") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.get, "v1/admin/enrollment-tokens", .admin) { request, context in
             return json(.ok, try await service.enrollmentTokens().json)
         }
 
-        on(.delete, "v1/admin/enrollment-tokens/:id") { request, context in
-            try SettingsService.requireAdmin(try await authenticate(request, context))
+        on(.delete, "v1/admin/enrollment-tokens/:id", .admin) { request, context in
             try await service.revokeEnrollmentToken(id: context.parameters.get("id") ?? "")
             return Response(status: .noContent)
         }
@@ -327,7 +323,7 @@ struct Routes: Sendable {
 
     /// The caller, within the limits: its address's, then its own (see ``RequestLimits``). A
     /// failed authentication counts against the address.
-    private func authenticate(_ request: Request, _ context: FleetRequestContext) async throws -> SettingsService.Principal {
+    @Sendable private func authenticate(_ request: Request, _ context: FleetRequestContext) async throws -> SettingsService.Principal {
         let client = client(request, context)
         try limits.admit(client: client)
         let principal: SettingsService.Principal
@@ -346,10 +342,7 @@ struct Routes: Sendable {
         return principal
     }
 
-    /// Who the request counts against (see ``RequestLimits/client(peer:forwardedFor:)``).
-    private func client(_ request: Request, _ context: FleetRequestContext) -> String {
-        limits.client(peer: context.remoteAddress?.ipAddress ?? "unknown", forwardedFor: request.headers[Self.forwardedForHeader])
-    }
+    private func client(_ request: Request, _ context: FleetRequestContext) -> String { limits.client(of: request, context) }
 
     private func app(_ context: FleetRequestContext) throws -> String {
         context.parameters.get("app") ?? ""
@@ -403,12 +396,7 @@ struct Routes: Sendable {
     }
 
     private func bodyBytes(_ request: Request, limit: Int) async throws -> [UInt8] {
-        do {
-            let buffer = try await request.body.collect(upTo: limit)
-            return Array(buffer.readableBytesView)
-        } catch is NIOTooManyBytesError {
-            throw ServiceError(413, .tooLarge, "the body is larger than \(limit) bytes")
-        }
+        Array(try await collectBody(request, limit: limit, what: "the body").readableBytesView)
     }
 
     private func jsonBody(_ request: Request, limit: Int, mediaType: String = "application/json") async throws -> JSONValue {
@@ -611,5 +599,49 @@ extension ServiceError: HTTPResponseError {
         if status == .unauthorized { response.headers[.wwwAuthenticate] = "Bearer realm=\"fleetset\"" }
         if let seconds = retryAfterSeconds { response.headers[.retryAfter] = String(seconds) }
         return response
+    }
+}
+
+/// Authenticates every request of a group of routes, refuses one from the wrong kind of
+/// caller (403 `admin-only` or `device-only`), and puts who sent it on the request's context
+/// (``FleetRequestContext/principal``) for the route.
+struct Authentication: RouterMiddleware {
+    typealias Context = FleetRequestContext
+
+    /// The caller the routes are for.
+    let required: Routes.Access
+    /// Finds who sent the request (rate limits and failures counted), or throws 401.
+    let authenticate: @Sendable (Request, FleetRequestContext) async throws -> SettingsService.Principal
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var context = context
+        let principal = try await authenticate(request, context)
+        switch required {
+        case .admin: try SettingsService.requireAdmin(principal)
+        case .device: _ = try SettingsService.requireDevice(principal)
+        case .anyone: break
+        }
+        context.principal = principal
+        return try await next(request, context)
+    }
+}
+
+/// The body of `request`, up to `limit` bytes: 413 `too-large` past it, 400 `bad-request` when
+/// the client ended the connection before sending it all (`what` names it in the message).
+func collectBody(_ request: Request, limit: Int, what: String) async throws(ServiceError) -> ByteBuffer {
+    do {
+        return try await request.body.collect(upTo: limit)
+    } catch is NIOTooManyBytesError {
+        throw ServiceError(413, .tooLarge, "\(what) is larger than \(limit) bytes")
+    } catch {
+        throw ServiceError(400, .badRequest, "\(what) could not be read: the connection ended early")
+    }
+}
+
+extension RequestLimits {
+    /// Who `request` counts against (see ``client(peer:forwardedFor:)``): its peer's address, or
+    /// behind a trusted proxy the address the proxy names.
+    func client(of request: Request, _ context: FleetRequestContext) -> String {
+        client(peer: context.remoteAddress?.ipAddress ?? "unknown", forwardedFor: request.headers[Routes.forwardedForHeader])
     }
 }

@@ -28,6 +28,21 @@ struct ContractTests {
         #expect(Self.toolsPresent || !Self.toolsRequired, "FLEETSET_REQUIRE_PYTHON_TOOLS is set but \(Self.tools)/st is missing")
     }
 
+    @Test("every error code the server sends (ErrorCode.all) is in the document, and every code it lists is one of them")
+    func errorCodes() throws {
+        let text = try String(contentsOfFile: Self.document, encoding: .utf8)
+        // The codes are written `like-this` in the responses' descriptions.
+        let listed = Set(
+            text.split(separator: "`").enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) }
+                .filter { $0.wholeMatch(of: /[a-z]+(-[a-z]+)+/) != nil && !$0.hasPrefix("x-") })
+        let known = Set(ErrorCode.all.map(\.rawValue))
+        let missing = known.filter { !text.contains("`\($0)`") }.sorted()
+        #expect(missing.isEmpty, "codes the document does not list: \(missing)")
+        #expect(
+            listed.subtracting(known).isEmpty, "codes the document lists that ErrorCode does not: \(listed.subtracting(known).sorted())")
+        #expect(Set(ErrorCode.console).isDisjoint(with: ErrorCode.all), "a code is the console's or protocol v1's")
+    }
+
     @Test("openapi/fleetset-v1.yaml is a valid OpenAPI 3.1 document", .enabled(if: toolsPresent))
     func documentIsValid() async throws {
         let result = try await Self.run(Self.tools + "/openapi-spec-validator", [Self.document])
