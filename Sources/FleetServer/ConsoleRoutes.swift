@@ -314,14 +314,22 @@ struct ConsoleRoutes: Sendable {
         let scope = request.uri.queryParameters.get("scope").map { String($0) } ?? "app"
         let view = try await service.scopeValues(app: app, scope: scope)
         let wantsJSON = request.headers[.accept]?.contains("application/json") == true
-        if let drawn = fields[SettingsForm.drawnField], drawn != SettingsForm.drawnDigest(of: view) {
-            // Saving it would put back what it showed over someone else's change.
-            let refusal = ServiceError(
+        // Saving a form drawn before someone else's change would put back what it showed. Checked
+        // here for an answer at once, and again in the write section as the write's precondition.
+        let drawn = fields[SettingsForm.drawnField]
+        let unchangedSinceDrawn: @Sendable (ScopeValuesView) throws(ServiceError) -> Void = {
+            (current: ScopeValuesView) throws(ServiceError) in
+            guard let drawn, drawn != SettingsForm.drawnDigest(of: current) else { return }
+            throw ServiceError(
                 409, .changedSinceDrawn,
                 "These settings changed after this page was drawn (another admin or a device changed them). Reload the page to see them, then make your change again."
             )
-            if wantsJSON { return json(.conflict, ["saved": false, "errors": [["pointer": "", "message": .string(refusal.message)]]]) }
-            return errorPage(refusal, session: session)
+        }
+        do {
+            try unchangedSinceDrawn(view)
+        } catch {
+            if wantsJSON { return json(.conflict, ["saved": false, "errors": [["pointer": "", "message": .string(error.message)]]]) }
+            return errorPage(error, session: session)
         }
         let (patch, readErrors) = SettingsForm.patch(from: fields, view: view)
         var errors = readErrors
@@ -331,7 +339,8 @@ struct ConsoleRoutes: Sendable {
                 return wantsJSON ? json(.ok, ["saved": true, "changed": []]) : redirect(settingsPath(app, scope: scope, saved: true))
             }
             do {
-                _ = try await service.patchValues(app: app, scope: scope, patch: .object(patch), actor: service.consoleActor)
+                _ = try await service.patchValues(
+                    app: app, scope: scope, patch: .object(patch), actor: service.consoleActor, precondition: unchangedSinceDrawn)
                 logger.notice(
                     "console change",
                     metadata: ["event": "console-values", "app": "\(app)", "scope": "\(scope)", "session": "\(session.id)"])

@@ -128,13 +128,22 @@ extension SettingsService {
     /// - Parameters:
     ///   - actor: who the history records (the API's admin by default).
     ///   - message: why, for the history.
+    ///   - precondition: checked against the scope's values as the write finds them, in the
+    ///     write section (the console's "changed since the form was drawn"): what it throws
+    ///     refuses the write.
     public func patchValues(
-        app: String, scope parameter: String?, patch body: JSONValue, actor: String? = nil, message: String = "", force: Bool = false
+        app: String, scope parameter: String?, patch body: JSONValue, actor: String? = nil, message: String = "", force: Bool = false,
+        precondition: (@Sendable (ScopeValuesView) throws -> Void)? = nil
     ) async throws -> ScopedValues {
         _ = try await metadata(app: app)  // 404 for an unknown app
         let scope = try await writableScope(parameter)
         guard case .object(let patch) = body else { throw ServiceError.badRequest("the merge patch must be a JSON object of settings") }
-        return try await writeValues(app: app, scope: scope, actor: actor, message: message, force: force) { _ in patch }
+        return try await writeValues(app: app, scope: scope, actor: actor, message: message, force: force) { state in
+            try precondition?(
+                Self.scopeValuesView(
+                    metadata: state.metadata, scope: scope, all: state.values, deviceGroups: state.audiences.first?.groups ?? []))
+            return patch
+        }
     }
 
     /// Sets (`value`) or removes (`nil`) the value at a key path inside one setting at a scope

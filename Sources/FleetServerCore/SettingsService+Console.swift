@@ -205,6 +205,16 @@ extension SettingsService {
         let metadata = try await metadata(app: app)
         let scope = try await writableScope(parameter)
         let all = try await store.allValues(app: app)
+        var deviceGroups: [String] = []
+        if case .device(let id) = scope {
+            guard let device = try await store.device(id: id) else { throw ServiceError.unknownDevice(id) }
+            deviceGroups = device.groups
+        }
+        return Self.scopeValuesView(metadata: metadata, scope: scope, all: all, deviceGroups: deviceGroups)
+    }
+
+    /// The view of `scope` made from every scope's values (`all`) and, for a device, its groups.
+    static func scopeValuesView(metadata: Metadata, scope: Scope, all: [Scope: JSONObject], deviceGroups: [String]) -> ScopeValuesView {
         let below: EffectiveSettings
         switch scope {
         case .defaults, .app:
@@ -212,9 +222,8 @@ extension SettingsService {
         case .group:
             below = EffectiveSettings(metadata: metadata, app: all[.app] ?? [:], groups: [:], device: [:], deviceID: "")
         case .device(let id):
-            guard let device = try await store.device(id: id) else { throw ServiceError.unknownDevice(id) }
             var groups: [String: JSONObject] = [:]
-            for group in device.groups { groups[group] = all[.group(group)] }
+            for group in deviceGroups { groups[group] = all[.group(group)] }
             below = EffectiveSettings(metadata: metadata, app: all[.app] ?? [:], groups: groups, device: [:], deviceID: id)
         }
         // A device's key-path values are shown inside their settings: the fleet's value with
