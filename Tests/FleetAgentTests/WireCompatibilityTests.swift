@@ -27,7 +27,9 @@ struct WireCompatibilityTests {
             let line = try String(contentsOf: root.appendingPathComponent("compat/previous-release"), encoding: .utf8)
             let parts = line.split(whereSeparator: \.isWhitespace).map(String.init)
             guard parts.count == 2 else { throw ProcessFailed(log: "compat/previous-release is not \"TAG COMMIT\": \(line)") }
-            let cache = environment["FLEETSET_RELEASE_CACHE"] ?? "/var/cache/fleetset-releases"
+            // As the script picks it: machine-wide for root, else the user's own cache.
+            let ownCache = (environment["XDG_CACHE_HOME"] ?? (environment["HOME"] ?? "") + "/.cache") + "/fleetset-releases"
+            let cache = environment["FLEETSET_RELEASE_CACHE"] ?? (getuid() == 0 ? "/var/cache/fleetset-releases" : ownCache)
             directory = "\(cache)/\(parts[0])-\(parts[1].prefix(12))/bin"
         }
         let path = directory + "/" + name
