@@ -2,9 +2,12 @@ import FleetJSON
 import FleetMetadata
 import FleetProtocol
 
-/// Where the server keeps its state. SQLite implements it (`FleetStoreSQLite`); a PostgreSQL
-/// implementation follows the same contract.
+/// Where the server keeps its state: SQLite (`FleetStoreSQLite`), PostgreSQL
+/// (`FleetStorePostgres`) and memory (``InMemoryStore``) implement it.
 ///
+/// A store implements reads, the three batched writes of the serving path (one statement each
+/// where the database allows) and ``write(_:)`` over its ``StoreTransaction`` primitives; every
+/// other write is a transaction script written once over those primitives (StoreScripts.swift).
 /// Every method is one transaction. Times are seconds since the Unix epoch, passed in by the
 /// caller (the server's injected clock), never read here. Secrets are stored only as hashes
 /// the caller computed.
@@ -12,24 +15,11 @@ public protocol SettingsStore: Sendable {
     /// The stored metadata of `app`, or `nil`.
     func metadata(app: String) async throws -> StoredMetadata?
 
-    /// Stores metadata when the stored version is `expectedVersion` (`nil`: none stored yet),
-    /// and appends `change` to the app's history, in one transaction. Returns false, storing
-    /// nothing, when another writer got there first.
-    func replaceMetadata(_ metadata: StoredMetadata, expectedVersion: Int?, recording change: ChangeRecord) async throws -> Bool
-
     /// The stored metadata of every app, by app id in byte order.
     func allMetadata() async throws -> [StoredMetadata]
 
     /// The values set at `scope` for `app` (empty when none).
     func values(app: String, scope: Scope) async throws -> JSONObject
-
-    /// Writes `write` in one transaction: each scope's new values (an empty object removes the
-    /// row), the rollout, and the history entry, whose number (the app's next revision) it
-    /// returns.
-    ///
-    /// - Throws: ``RolloutConflict``, writing nothing, when the rollout is new but the app has
-    ///   an active one, or is known but stored with another version than the one before it.
-    func commit(_ write: AppWrite) async throws -> Int64
 
     /// One page of the app's history, oldest first (see ``HistoryPage``). With a scope, the
     /// entries that wrote it, each whole.
@@ -38,17 +28,8 @@ public protocol SettingsStore: Sendable {
     /// What a revert to entry `number` needs (see ``HistoryBase``), in one transaction.
     func historyBase(app: String, through number: Int64) async throws -> HistoryBase
 
-    /// Records that the console session `id` was signed out; it stays refused until
-    /// `expiresAt`, when its cookie expires anyway (rows past it are removed at `now`).
-    func endConsoleSession(id: String, expiresAt: Int64, now: Int64) async throws
-
     /// Whether the console session `id` was signed out (on any instance, before any restart).
     func isConsoleSessionEnded(id: String) async throws -> Bool
-
-    /// Removes the entries of `app` that `retention` does not keep at `now` (see
-    /// ``HistoryRetention``), at most ``HistoryRetention/batch`` past the floor in one
-    /// transaction, and raises the app's floor to the cut.
-    func pruneHistory(app: String, keeping retention: HistoryRetention, now: Int64) async throws -> HistoryPruning
 
     /// The app's rollouts, newest first (active or not).
     func rollouts(app: String) async throws -> [Rollout]
@@ -67,23 +48,14 @@ public protocol SettingsStore: Sendable {
     /// The values at every scope of `app` (scopes without values are absent).
     func allValues(app: String) async throws -> [Scope: JSONObject]
 
-    /// Adds a device. Throws when the id or the token hash exists.
-    func addDevice(_ device: Device) async throws
-
     /// The device whose token, or pending token, hashes to `tokenHash`, or `nil`.
     func device(tokenHash: String) async throws -> Device?
 
     /// The device with `id`, or `nil`.
     func device(id: String) async throws -> Device?
 
-    /// Records that the device was seen.
-    func touch(deviceID: String, at time: Int64) async throws
-
     /// ``touch(deviceID:at:)`` for each of `seen`, in one transaction.
     func touch(_ seen: [DeviceSeen]) async throws -> [Void]
-
-    /// Adds an enrollment token (by hash).
-    func addEnrollmentToken(_ token: EnrollmentTokenRecord) async throws
 
     /// The enrollment token with `hash`, or `nil` (a read: enrollment looks the token up before
     /// it asks for the write lock, so unknown tokens never contend for it).
@@ -92,39 +64,8 @@ public protocol SettingsStore: Sendable {
     /// The enrollment tokens, ordered by id.
     func enrollmentTokens() async throws -> [EnrollmentTokenRecord]
 
-    /// Removes the enrollment token with `id`; false when there is none.
-    func deleteEnrollmentToken(id: String) async throws -> Bool
-
-    /// Enrolls in one transaction. When a device was enrolled with the same token and request id
-    /// within the retry window, it gets `newTokenHash` as its token and is returned (a retry
-    /// after a lost answer). Otherwise one use of the token is spent, if the token exists, has
-    /// not expired and has uses left, and the device `makeDevice` returns for the token's apps
-    /// and groups is added (never a device for a token that was not used).
-    func enroll(
-        _ attempt: EnrollmentAttempt, newTokenHash: String, makeDevice: @escaping @Sendable (_ apps: [String], _ groups: [String]) -> Device
-    ) async throws -> EnrollmentOutcome
-
-    /// Changes a device; returns it as changed, `nil` when there is none.
-    func updateDevice(id: String, _ change: DeviceChange) async throws -> Device?
-
-    /// Removes a device with its revisions and status reports; false when there is none.
-    func deleteDevice(id: String) async throws -> Bool
-
-    /// Records a rotation: `hash` becomes the device's pending token (replacing an earlier one).
-    func setPendingToken(deviceID: String, hash: String) async throws
-
-    /// The pending token with `hash` was used: it becomes the device's token, the old one stops
-    /// working, and a requested rotation is done. Nothing changes when the pending token is
-    /// another one by now (a newer rotation). Returns the device as it is now.
-    func promotePendingToken(deviceID: String, hash: String) async throws -> Device?
-
     /// The revision last served to a device for an app.
     func revision(app: String, deviceID: String) async throws -> RevisionState?
-
-    /// Moves the device's revision for the app to ``RevisionState/next(after:fingerprint:)``
-    /// of the stored one, atomically (two requests computing the same change never make two
-    /// revisions, nor one revision with two contents), and returns it.
-    func advanceRevision(app: String, deviceID: String, fingerprint: UInt64) async throws -> RevisionState
 
     /// ``advanceRevision(app:deviceID:fingerprint:)`` for each of `advances`, in order, in
     /// one transaction; returns the states in the same order.
@@ -132,9 +73,6 @@ public protocol SettingsStore: Sendable {
 
     /// The revision last served to every device for an app, by device id.
     func revisions(app: String) async throws -> [String: RevisionState]
-
-    /// Keeps `report` as the device's latest for the app.
-    func recordStatus(_ report: StatusReport, app: String, deviceID: String, at time: Int64) async throws
 
     /// The device's latest status report for the app, with when it arrived.
     func latestStatus(app: String, deviceID: String) async throws -> (report: StatusReport, receivedAt: Int64)?
@@ -166,27 +104,17 @@ public protocol SettingsStore: Sendable {
     /// Every device's facts, by device id.
     func allDeviceInfo() async throws -> [String: StoredDeviceInfo]
 
-    /// Replaces the device's facts with `update` of them (empty when none yet), in one
-    /// transaction, recording `time` when they change. Returns the new facts, or `nil` when no
-    /// device has this id.
-    func updateDeviceInfo(
-        id: String, at time: Int64, _ update: @escaping @Sendable (JSONObject) throws -> JSONObject
-    ) async throws -> JSONObject?
-
     /// Every scope's agent policy.
     func agentPolicies() async throws -> [PolicyScope: AgentPolicy]
-
-    /// Replaces the agent policy at `scope` (an empty one removes it).
-    func setAgentPolicy(_ policy: AgentPolicy, scope: PolicyScope) async throws
 
     /// Everything stored, read in one transaction (for `fleetset-server migrate`).
     func snapshot() async throws -> StoreSnapshot
 
-    /// Writes everything in `snapshot`, in one transaction, into a store that holds no
-    /// metadata, values, devices or enrollment tokens yet.
-    ///
-    /// - Throws: ``StoreNotEmpty`` naming what it holds, writing nothing.
-    func restore(_ snapshot: StoreSnapshot) async throws
+    /// Runs `body` in one write transaction, durable when it returns: committed when `body`
+    /// returns, rolled back when it throws (rethrowing what `body` threw). The transaction
+    /// scripts (StoreScripts.swift) are its only callers; it runs to its end even when the calling
+    /// task is cancelled.
+    func write<T: Sendable>(_ body: @escaping @Sendable (any StoreTransaction) async throws -> T) async throws -> T
 }
 
 /// A device's facts as stored: what it reported and when they last changed.
@@ -226,28 +154,6 @@ extension SettingsStore {
             metadata, expectedVersion: expectedVersion,
             recording: ChangeRecord(at: 0, actor: "server", kind: .metadata, metadataVersion: metadata.version))
     }
-
-    /// One ``advanceRevision(app:deviceID:fingerprint:)`` after the other, for stores without a
-    /// cheaper way.
-    public func advanceRevisions(_ advances: [RevisionAdvance]) async throws -> [RevisionState] {
-        var states: [RevisionState] = []
-        for advance in advances {
-            states.append(try await advanceRevision(app: advance.app, deviceID: advance.deviceID, fingerprint: advance.fingerprint))
-        }
-        return states
-    }
-
-    /// One ``touch(deviceID:at:)`` after the other, for stores without a cheaper way.
-    public func touch(_ seen: [DeviceSeen]) async throws -> [Void] {
-        for device in seen { try await touch(deviceID: device.deviceID, at: device.time) }
-        return seen.map { _ in () }
-    }
-
-    /// One ``recordStatus(_:app:deviceID:at:)`` after the other, for stores without a cheaper way.
-    public func recordStatuses(_ records: [StatusRecord]) async throws -> [Void] {
-        for record in records { try await recordStatus(record.report, app: record.app, deviceID: record.deviceID, at: record.time) }
-        return records.map { _ in () }
-    }
 }
 
 /// One device's revision to move for values with a new fingerprint (see
@@ -264,7 +170,6 @@ public struct RevisionAdvance: Sendable, Hashable {
     }
 }
 
-/// One status report to keep (see ``SettingsStore/recordStatuses(_:)``).
 /// How much of each device's report history the stores keep: a ring of slots per device and
 /// app, indexed by revision and source, so that keeping it costs one upsert per report and never
 /// a read or a delete.
@@ -278,6 +183,7 @@ public enum StatusHistory {
     }
 }
 
+/// One status report to keep (see ``SettingsStore/recordStatuses(_:)``).
 public struct StatusRecord: Sendable, Hashable {
     public var report: StatusReport
     public var app: String

@@ -107,43 +107,10 @@ public final class PostgresStore: SettingsStore {
 
     /// The names of the schema's migrations, in the order they apply (one row each in
     /// `fleetset_migrations` once applied).
-    public static var migrationNames: [String] { PostgresMigrations.all.map(\.name) }
+    public static var migrationNames: [String] { StoreSchema.versions.map(\.name) }
 
     public func allMetadata() async throws -> [StoredMetadata] {
-        try await rows(Self.allMetadataQuery).map(Self.storedMetadata)
-    }
-
-    private static let allMetadataQuery: PostgresQuery = #"SELECT app, version, document FROM metadata ORDER BY app COLLATE "C""#
-
-    private static func storedMetadata(_ row: PostgresRow) throws -> StoredMetadata {
-        let (app, version, document) = try row.decode((String, Int, String).self)
-        return StoredMetadata(app: app, version: version, document: document)
-    }
-
-    public func replaceMetadata(_ metadata: StoredMetadata, expectedVersion: Int?, recording change: ChangeRecord) async throws -> Bool {
-        try await transaction { connection in
-            let current = try await connection.query(
-                "SELECT version FROM metadata WHERE app = \(metadata.app) FOR UPDATE", logger: self.logger
-            ).collect().first.map { try $0.decode(Int.self) }
-            guard current == expectedVersion else { return false }
-            if current == nil {
-                // Two first uploads racing: the second's insert conflicts and stores nothing.
-                let inserted = try await connection.query(
-                    """
-                    INSERT INTO metadata (app, version, document) VALUES (\(metadata.app), \(metadata.version), \(metadata.document))
-                    ON CONFLICT (app) DO NOTHING RETURNING app
-                    """, logger: self.logger
-                ).collect()
-                guard !inserted.isEmpty else { return false }
-            } else {
-                try await connection.query(
-                    "UPDATE metadata SET version = \(metadata.version), document = \(metadata.document) WHERE app = \(metadata.app)",
-                    logger: self.logger)
-            }
-            _ = try await self.append(change, app: metadata.app, on: connection)
-            try await self.notify(.values(app: metadata.app, scope: .defaults), on: connection)
-            return true
-        }
+        try await rows(PostgresRows.allMetadataQuery).map(PostgresRows.storedMetadata)
     }
 
     // MARK: - Values
@@ -154,81 +121,6 @@ public final class PostgresStore: SettingsStore {
         return try StoredText.object(try row.decode(String.self), what: "values of \(app) at \(scope)")
     }
 
-    public func commit(_ write: AppWrite) async throws -> Int64 {
-        try await transaction { connection in
-            let app = write.app
-            if let rollout = write.rollout { try await self.save(rollout, on: connection) }
-            for (scope, values) in write.values {
-                if values.isEmpty {
-                    try await connection.query(
-                        "DELETE FROM scoped_values WHERE app = \(app) AND scope = \(scope.description)", logger: self.logger)
-                } else {
-                    let text = JSONValue.object(values).serialized()
-                    try await connection.query(
-                        #"""
-                        INSERT INTO scoped_values (app, scope, "values") VALUES (\#(app), \#(scope.description), \#(text))
-                        ON CONFLICT (app, scope) DO UPDATE SET "values" = EXCLUDED."values"
-                        """#, logger: self.logger)
-                }
-            }
-            let number = try await self.append(write.change, app: app, on: connection)
-            for scope in write.touchedScopes { try await self.notify(.values(app: app, scope: scope), on: connection) }
-            return number
-        }
-    }
-
-    /// Appends `change` to the app's history as its next number (two writers racing for the same
-    /// number: the second's insert fails on the primary key, and its transaction rolls back).
-    private func append(_ change: ChangeRecord, app: String, on connection: PostgresConnection) async throws -> Int64 {
-        let number =
-            (try await connection.query("SELECT max(number) FROM history WHERE app = \(app)", logger: logger).collect().first
-                .flatMap { try $0.decode(Int64?.self) } ?? 0) + 1
-        try await insert(HistoryEntry(app: app, number: number, change: change), on: connection)
-        return number
-    }
-
-    private func insert(_ entry: HistoryEntry, on connection: PostgresConnection) async throws {
-        let change = entry.change
-        try await connection.query(
-            """
-            INSERT INTO history (app, number, at, actor, message, kind, scopes, metadata_version)
-            VALUES (\(entry.app), \(entry.number), \(change.at), \(change.actor), \(change.message), \(change.kind.rawValue),
-                \(change.scopesText), \(change.metadataVersion.map(Int64.init)))
-            """, logger: logger)
-        // history_scopes: filled by the trigger on history (migration v6).
-    }
-
-    /// Inserts a new rollout or replaces the version before it.
-    private func save(_ rollout: Rollout, on connection: PostgresConnection) async throws {
-        if rollout.version == 1 {
-            let active = try await connection.query(
-                "SELECT 1 FROM rollouts WHERE app = \(rollout.app) AND active", logger: logger
-            ).collect()
-            guard active.isEmpty else { throw RolloutConflict(app: rollout.app) }
-            try await insert(rollout, on: connection)
-        } else {
-            let updated = try await connection.query(
-                """
-                UPDATE rollouts SET active = \(rollout.phase.isActive), version = \(rollout.version), document = \(rollout.storedJSON.serialized())
-                WHERE id = \(rollout.id) AND version = \(rollout.version - 1) RETURNING 1
-                """, logger: logger
-            ).collect()
-            guard updated.count == 1 else { throw RolloutConflict(app: rollout.app) }
-        }
-    }
-
-    private func insert(_ rollout: Rollout, on connection: PostgresConnection) async throws {
-        try await connection.query(
-            """
-            INSERT INTO rollouts (id, app, active, version, started_at, document)
-            VALUES (\(rollout.id), \(rollout.app), \(rollout.phase.isActive), \(rollout.version), \(rollout.startedAt),
-                \(rollout.storedJSON.serialized()))
-            """, logger: logger)
-    }
-
-    /// The columns ``historyEntry(_:)`` reads, in its order.
-    private static let historyColumns = "app, number, at, actor, message, kind, scopes, metadata_version"
-
     public func history(app: String, page: HistoryPage) async throws -> [HistoryEntry] {
         // Newest first through the primary key (or the scope's index), then turned around.
         let before = page.before ?? .max
@@ -236,17 +128,17 @@ public final class PostgresStore: SettingsStore {
         let query: PostgresQuery =
             if let scope = page.scope {
                 """
-                SELECT \(unescaped: Self.historyColumns.split(separator: ", ").map { "h." + $0 }.joined(separator: ", "))
+                SELECT \(unescaped: PostgresRows.historyColumns.split(separator: ", ").map { "h." + $0 }.joined(separator: ", "))
                 FROM history_scopes s JOIN history h ON h.app = s.app AND h.number = s.number
                 WHERE s.app = \(app) AND s.scope = \(scope.description) AND s.number < \(before) ORDER BY s.number DESC LIMIT \(limit)
                 """
             } else {
                 """
-                SELECT \(unescaped: Self.historyColumns) FROM history WHERE app = \(app) AND number < \(before)
+                SELECT \(unescaped: PostgresRows.historyColumns) FROM history WHERE app = \(app) AND number < \(before)
                 ORDER BY number DESC LIMIT \(limit)
                 """
             }
-        return try await rows(query).reversed().map(Self.historyEntry)
+        return try await rows(query).reversed().map(PostgresRows.historyEntry)
     }
 
     public func historyBase(app: String, through number: Int64) async throws -> HistoryBase {
@@ -254,11 +146,11 @@ public final class PostgresStore: SettingsStore {
             try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: self.logger)
             let entries = try await connection.query(
                 """
-                SELECT \(unescaped: Self.historyColumns) FROM history WHERE app = \(app) AND number IN (
+                SELECT \(unescaped: PostgresRows.historyColumns) FROM history WHERE app = \(app) AND number IN (
                     SELECT max(number) FROM history_scopes WHERE app = \(app) AND number <= \(number) GROUP BY scope)
                 ORDER BY number
                 """, logger: self.logger
-            ).collect().map(Self.historyEntry)
+            ).collect().map(PostgresRows.historyEntry)
             let row = try await connection.query(
                 """
                 SELECT EXISTS (SELECT 1 FROM history WHERE app = \(app) AND number = \(number)),
@@ -273,72 +165,8 @@ public final class PostgresStore: SettingsStore {
         }
     }
 
-    public func endConsoleSession(id: String, expiresAt: Int64, now: Int64) async throws {
-        try await transaction { connection in
-            try await connection.query("DELETE FROM ended_console_sessions WHERE expires_at <= \(now)", logger: self.logger)
-            try await connection.query(
-                """
-                INSERT INTO ended_console_sessions (id, expires_at) VALUES (\(id), \(expiresAt))
-                ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at
-                """, logger: self.logger)
-        }
-    }
-
     public func isConsoleSessionEnded(id: String) async throws -> Bool {
         !(try await rows("SELECT 1 FROM ended_console_sessions WHERE id = \(id)").isEmpty)
-    }
-
-    public func pruneHistory(app: String, keeping retention: HistoryRetention, now: Int64) async throws -> HistoryPruning {
-        try await transaction { connection in
-            let newest =
-                try await connection.query("SELECT max(number) FROM history WHERE app = \(app)", logger: self.logger).collect().first
-                .flatMap { try $0.decode(Int64?.self) } ?? 0
-            var oldEnough: Int64?
-            if let age = retention.maximumAge {
-                oldEnough = try await connection.query(
-                    "SELECT max(number) FROM history WHERE app = \(app) AND at < \(now - age)", logger: self.logger
-                ).collect().first.flatMap { try $0.decode(Int64?.self) }
-            }
-            let floor =
-                try await connection.query("SELECT number FROM history_floor WHERE app = \(app)", logger: self.logger).collect().first?
-                .decode(Int64.self) ?? 0
-            guard let (cut, finished) = retention.cut(newest: newest, newestOlderThanAge: oldEnough, floor: floor) else {
-                return HistoryPruning(removed: 0, finished: true)
-            }
-            // Kept at or before the cut: each scope's newest entry, but none for a deleted device.
-            try await connection.query(
-                """
-                DELETE FROM history_scopes WHERE app = \(app) AND number <= \(cut) AND number NOT IN (
-                    SELECT max(number) FROM history_scopes WHERE app = \(app) AND number <= \(cut)
-                        AND (scope NOT LIKE 'device:%' OR substr(scope, 8) IN (SELECT id FROM devices))
-                    GROUP BY scope)
-                """, logger: self.logger)
-            let removed = try await connection.query(
-                """
-                DELETE FROM history WHERE app = \(app) AND number <= \(cut)
-                    AND number NOT IN (SELECT number FROM history_scopes WHERE app = \(app) AND number <= \(cut))
-                RETURNING 1
-                """, logger: self.logger
-            ).collect().count
-            try await connection.query(
-                """
-                INSERT INTO history_floor (app, number) VALUES (\(app), \(cut))
-                ON CONFLICT (app) DO UPDATE SET number = greatest(history_floor.number, excluded.number)
-                """, logger: self.logger)
-            return HistoryPruning(removed: removed, finished: finished)
-        }
-    }
-
-    private static func historyEntry(_ row: PostgresRow) throws -> HistoryEntry {
-        let (app, number, at, actor, message, kindText, scopes, metadataVersion) = try row.decode(
-            (String, Int64, Int64, String, String, String, String, Int64?).self)
-        let what = "history entry \(number) of \(app)"
-        guard let kind = ChangeRecord.Kind(rawValue: kindText) else { throw StoreCorruption(what: what) }
-        return HistoryEntry(
-            app: app, number: number,
-            change: ChangeRecord(
-                at: at, actor: actor, message: message, kind: kind, scopes: try ChangeRecord.scopes(scopes, what: what),
-                metadataVersion: metadataVersion.map(Int.init)))
     }
 
     public func rollouts(app: String) async throws -> [Rollout] {
@@ -398,48 +226,19 @@ public final class PostgresStore: SettingsStore {
 
     // MARK: - Devices and enrollment
 
-    public func addDevice(_ device: Device) async throws {
-        try await transaction { connection in try await self.insert(device, on: connection) }
-    }
-
-    private func insert(_ device: Device, enrolledWith attempt: EnrollmentAttempt? = nil, on connection: PostgresConnection) async throws {
-        try await insert(device, enrollmentTokenHash: attempt?.tokenHash, requestID: attempt?.requestID, on: connection)
-    }
-
-    private func insert(_ device: Device, enrollmentTokenHash: String?, requestID: String?, on connection: PostgresConnection) async throws
-    {
-        try await connection.query(
-            """
-            INSERT INTO devices (id, token_hash, apps, "groups", enrolled_at, last_seen_at, disabled, pending_token_hash,
-                rotation_requested, enrollment_token_hash, enrollment_request_id)
-            VALUES (\(device.id), \(device.tokenHash), \(StoredText.text(device.apps)), \(StoredText.text(device.groups)),
-                \(device.enrolledAt), \(device.lastSeenAt), \(device.disabled), \(device.pendingTokenHash), \(device.rotationRequested),
-                \(enrollmentTokenHash), \(requestID))
-            """, logger: logger)
-    }
-
-    /// The columns ``device(_:)`` reads, in its order.
-    private static let deviceColumns = """
-        id, token_hash, apps, "groups", enrolled_at, last_seen_at, disabled, pending_token_hash, rotation_requested
-        """
-
     public func device(tokenHash: String) async throws -> Device? {
         try await rows(
-            "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE token_hash = \(tokenHash) OR pending_token_hash = \(tokenHash)"
+            "SELECT \(unescaped: PostgresRows.deviceColumns) FROM devices WHERE token_hash = \(tokenHash) OR pending_token_hash = \(tokenHash)"
         )
-        .first.map(Self.device)
+        .first.map(PostgresRows.device)
     }
 
     public func device(id: String) async throws -> Device? {
-        try await rows("SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE id = \(id)").first.map(Self.device)
+        try await rows("SELECT \(unescaped: PostgresRows.deviceColumns) FROM devices WHERE id = \(id)").first.map(PostgresRows.device)
     }
 
     public func devices() async throws -> [Device] {
-        try await rows("SELECT \(unescaped: Self.deviceColumns) FROM devices ORDER BY id COLLATE \"C\"").map(Self.device)
-    }
-
-    public func touch(deviceID: String, at time: Int64) async throws {
-        _ = try await touch([DeviceSeen(deviceID: deviceID, time: time)])
+        try await rows("SELECT \(unescaped: PostgresRows.deviceColumns) FROM devices ORDER BY id COLLATE \"C\"").map(PostgresRows.device)
     }
 
     public func touch(_ seen: [DeviceSeen]) async throws -> [Void] {
@@ -453,227 +252,44 @@ public final class PostgresStore: SettingsStore {
         return seen.map { _ in () }
     }
 
-    public func updateDevice(id: String, _ change: DeviceChange) async throws -> Device? {
-        try await transaction { connection in
-            guard
-                var device = try await connection.query(
-                    "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE id = \(id) FOR UPDATE", logger: self.logger
-                ).collect().first.map(Self.device)
-            else { return nil }
-            if let apps = change.apps { device.apps = apps }
-            if let groups = change.groups { device.groups = groups }
-            if let disabled = change.disabled { device.disabled = disabled }
-            if let requested = change.rotationRequested { device.rotationRequested = requested }
-            try await connection.query(
-                """
-                UPDATE devices SET apps = \(StoredText.text(device.apps)), "groups" = \(StoredText.text(device.groups)),
-                    disabled = \(device.disabled), rotation_requested = \(device.rotationRequested) WHERE id = \(id)
-                """, logger: self.logger)
-            try await self.notify(.device(id), on: connection)
-            return device
-        }
-    }
-
-    public func deleteDevice(id: String) async throws -> Bool {
-        try await transaction { connection in
-            try await connection.query("DELETE FROM revisions WHERE device_id = \(id)", logger: self.logger)
-            try await connection.query("DELETE FROM status_reports WHERE device_id = \(id)", logger: self.logger)
-            try await connection.query("DELETE FROM status_history WHERE device_id = \(id)", logger: self.logger)
-            try await connection.query("DELETE FROM scoped_values WHERE scope = \(Scope.device(id).description)", logger: self.logger)
-            try await connection.query("DELETE FROM device_info WHERE device_id = \(id)", logger: self.logger)
-            try await connection.query(
-                "DELETE FROM agent_policies WHERE scope = \(PolicyScope.device(id).description)", logger: self.logger)
-            let deleted = try await connection.query("DELETE FROM devices WHERE id = \(id) RETURNING id", logger: self.logger).collect()
-            try await self.notify(.device(id), on: connection)
-            return !deleted.isEmpty
-        }
-    }
-
     // MARK: - Device facts and agent policies
 
     public func deviceInfo(id: String) async throws -> StoredDeviceInfo? {
-        try await rows("SELECT device_id, info, updated_at FROM device_info WHERE device_id = \(id)").first.map(Self.storedInfo)
+        try await rows("SELECT device_id, info, updated_at FROM device_info WHERE device_id = \(id)").first.map(PostgresRows.storedInfo)
     }
 
     public func allDeviceInfo() async throws -> [String: StoredDeviceInfo] {
         var all: [String: StoredDeviceInfo] = [:]
         for row in try await rows("SELECT device_id, info, updated_at FROM device_info") {
-            all[try row.decode((String, String, Int64).self).0] = try Self.storedInfo(row)
+            all[try row.decode((String, String, Int64).self).0] = try PostgresRows.storedInfo(row)
         }
         return all
-    }
-
-    private static func storedInfo(_ row: PostgresRow) throws -> StoredDeviceInfo {
-        let (id, text, updatedAt) = try row.decode((String, String, Int64).self)
-        return StoredDeviceInfo(info: try StoredText.object(text, what: "facts of device \(id)"), updatedAt: updatedAt)
-    }
-
-    public func updateDeviceInfo(
-        id: String, at time: Int64, _ update: @escaping @Sendable (JSONObject) throws -> JSONObject
-    ) async throws -> JSONObject? {
-        try await transaction { connection in
-            // The device's row, locked: two reports of one device apply one after the other.
-            guard
-                !(try await connection.query("SELECT id FROM devices WHERE id = \(id) FOR UPDATE", logger: self.logger).collect().isEmpty)
-            else { return nil }
-            let before = try await connection.query(
-                "SELECT device_id, info, updated_at FROM device_info WHERE device_id = \(id)", logger: self.logger
-            ).collect().first.map(Self.storedInfo)
-            let after = try update(before?.info ?? [:])
-            guard after != before?.info else { return after }
-            let text = JSONValue.object(after).serialized()
-            try await connection.query(
-                """
-                INSERT INTO device_info (device_id, info, updated_at) VALUES (\(id), \(text), \(time))
-                ON CONFLICT (device_id) DO UPDATE SET info = excluded.info, updated_at = excluded.updated_at
-                """, logger: self.logger)
-            return after
-        }
     }
 
     public func agentPolicies() async throws -> [PolicyScope: AgentPolicy] {
         var policies: [PolicyScope: AgentPolicy] = [:]
         for row in try await rows("SELECT scope, policy FROM agent_policies") {
-            let (scope, policy) = try Self.scopedPolicy(row)
+            let (scope, policy) = try PostgresRows.scopedPolicy(row)
             policies[scope] = policy
         }
         return policies
     }
 
-    private static func scopedPolicy(_ row: PostgresRow) throws -> (PolicyScope, AgentPolicy) {
-        let (text, policyText) = try row.decode((String, String).self)
-        guard let scope = PolicyScope(text), let policy = try? AgentPolicy(json: .object(StoredText.object(policyText, what: text))) else {
-            throw StoreCorruption(what: "agent policy at \(text)")
-        }
-        return (scope, policy)
-    }
-
-    public func setAgentPolicy(_ policy: AgentPolicy, scope: PolicyScope) async throws {
-        try await transaction { connection in
-            try await self.setAgentPolicy(policy, scope: scope, on: connection)
-            try await self.notify(.policy(scope), on: connection)
-        }
-    }
-
-    private func setAgentPolicy(_ policy: AgentPolicy, scope: PolicyScope, on connection: PostgresConnection) async throws {
-        let scopeText = scope.description
-        guard !policy.isEmpty else {
-            try await connection.query("DELETE FROM agent_policies WHERE scope = \(scopeText)", logger: logger)
-            return
-        }
-        let text = policy.json.serialized()
-        try await connection.query(
-            """
-            INSERT INTO agent_policies (scope, policy) VALUES (\(scopeText), \(text))
-            ON CONFLICT (scope) DO UPDATE SET policy = excluded.policy
-            """, logger: logger)
-    }
-
-    public func setPendingToken(deviceID: String, hash: String) async throws {
-        try await transaction { connection in
-            try await connection.query("UPDATE devices SET pending_token_hash = \(hash) WHERE id = \(deviceID)", logger: self.logger)
-            try await self.notify(.device(deviceID), on: connection)
-        }
-    }
-
-    public func promotePendingToken(deviceID: String, hash: String) async throws -> Device? {
-        try await transaction { connection in
-            let promoted = try await connection.query(
-                """
-                UPDATE devices SET token_hash = pending_token_hash, pending_token_hash = NULL, rotation_requested = false
-                WHERE id = \(deviceID) AND pending_token_hash = \(hash) RETURNING id
-                """, logger: self.logger
-            ).collect()
-            if !promoted.isEmpty { try await self.notify(.device(deviceID), on: connection) }
-            return try await connection.query(
-                "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE id = \(deviceID)", logger: self.logger
-            )
-            .collect().first.map(Self.device)
-        }
-    }
-
-    /// The columns ``enrollmentToken(_:)`` reads, in its order.
-    private static let tokenColumns = #"hash, id, expires_at, uses_left, apps, "groups""#
-
-    public func addEnrollmentToken(_ token: EnrollmentTokenRecord) async throws {
-        try await transaction { connection in try await self.insert(token, on: connection) }
-    }
-
-    private func insert(_ token: EnrollmentTokenRecord, on connection: PostgresConnection) async throws {
-        try await connection.query(
-            """
-            INSERT INTO enrollment_tokens (hash, id, expires_at, uses_left, apps, "groups")
-            VALUES (\(token.hash), \(token.id), \(token.expiresAt), \(token.usesLeft), \(StoredText.text(token.apps)),
-                \(StoredText.text(token.groups)))
-            """, logger: logger)
-    }
-
     public func enrollmentToken(hash: String) async throws -> EnrollmentTokenRecord? {
-        try await rows("SELECT \(unescaped: Self.tokenColumns) FROM enrollment_tokens WHERE hash = \(hash)").first.map(Self.enrollmentToken)
+        try await rows("SELECT \(unescaped: PostgresRows.tokenColumns) FROM enrollment_tokens WHERE hash = \(hash)").first.map(
+            PostgresRows.enrollmentToken)
     }
 
     public func enrollmentTokens() async throws -> [EnrollmentTokenRecord] {
-        try await rows("SELECT \(unescaped: Self.tokenColumns) FROM enrollment_tokens ORDER BY id COLLATE \"C\"").map(Self.enrollmentToken)
-    }
-
-    public func deleteEnrollmentToken(id: String) async throws -> Bool {
-        try await transaction { connection in
-            !(try await connection.query("DELETE FROM enrollment_tokens WHERE id = \(id) RETURNING id", logger: self.logger).collect()
-                .isEmpty)
-        }
-    }
-
-    /// One transaction that locks the token's row (`FOR UPDATE`): enrollments with the same
-    /// token, on any instance, take turns, so its uses are spent exactly.
-    public func enroll(
-        _ attempt: EnrollmentAttempt, newTokenHash: String, makeDevice: @escaping @Sendable (_ apps: [String], _ groups: [String]) -> Device
-    ) async throws -> EnrollmentOutcome {
-        try await transaction { connection -> EnrollmentOutcome in
-            guard
-                let token = try await connection.query(
-                    "SELECT \(unescaped: Self.tokenColumns) FROM enrollment_tokens WHERE hash = \(attempt.tokenHash) FOR UPDATE",
-                    logger: self.logger
-                ).collect().first.map(Self.enrollmentToken)
-            else { return .unknown }
-            // A retry of an enrollment whose answer was lost: the same device, with a new token.
-            if let earlier = try await connection.query(
-                """
-                SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE enrollment_token_hash = \(attempt.tokenHash)
-                AND enrollment_request_id = \(attempt.requestID) AND enrolled_at >= \(attempt.now - attempt.retryWindow) AND NOT disabled
-                """, logger: self.logger
-            ).collect().first.map(Self.device) {
-                try await connection.query(
-                    "UPDATE devices SET token_hash = \(newTokenHash), pending_token_hash = NULL WHERE id = \(earlier.id)",
-                    logger: self.logger
-                )
-                try await self.notify(.device(earlier.id), on: connection)
-                var device = earlier
-                device.tokenHash = newTokenHash
-                device.pendingTokenHash = nil
-                return .enrolled(device)
-            }
-            guard token.expiresAt > attempt.now else { return .expired }
-            guard token.usesLeft > 0 else { return .usedUp }
-            try await connection.query(
-                "UPDATE enrollment_tokens SET uses_left = uses_left - 1 WHERE hash = \(attempt.tokenHash)", logger: self.logger)
-            let device = makeDevice(token.apps, token.groups)
-            try await self.insert(device, enrolledWith: attempt, on: connection)
-            return .enrolled(device)
-        }
+        try await rows("SELECT \(unescaped: PostgresRows.tokenColumns) FROM enrollment_tokens ORDER BY id COLLATE \"C\"").map(
+            PostgresRows.enrollmentToken)
     }
 
     // MARK: - Revisions and status
 
     public func revision(app: String, deviceID: String) async throws -> RevisionState? {
         try await rows("SELECT revision, fingerprint FROM revisions WHERE app = \(app) AND device_id = \(deviceID)").first.map(
-            Self.revisionState)
-    }
-
-    public func advanceRevision(app: String, deviceID: String, fingerprint: UInt64) async throws -> RevisionState {
-        if let current = try await revision(app: app, deviceID: deviceID), current.fingerprint == fingerprint {
-            return current  // the common case: nothing changed, no write
-        }
-        return try await advanceRevisions([RevisionAdvance(app: app, deviceID: deviceID, fingerprint: fingerprint)])[0]
+            PostgresRows.revisionState)
     }
 
     /// One upsert for the whole batch, which locks the rows it touches in a fixed order (app,
@@ -737,7 +353,7 @@ public final class PostgresStore: SettingsStore {
                     """, logger: self.logger
                 ).collect().first
                 guard let row else { throw StoreCorruption(what: "revision that was just written") }
-                states.append(try Self.revisionState(row))
+                states.append(try PostgresRows.revisionState(row))
             }
             return states
         }
@@ -752,198 +368,40 @@ public final class PostgresStore: SettingsStore {
         return result
     }
 
-    public func recordStatus(_ report: StatusReport, app: String, deviceID: String, at time: Int64) async throws {
-        _ = try await recordStatuses([StatusRecord(report: report, app: app, deviceID: deviceID, time: time)])
-    }
-
     public func recordStatuses(_ records: [StatusRecord]) async throws -> [Void] {
-        try await write(Self.upsertStatuses(records))
+        try await write(PostgresRows.upsertStatuses(records))
         return records.map { _ in () }
-    }
-
-    /// One statement for a batch of reports: the latest of each device and app (of two in the
-    /// batch, the later stays), and each report in its history slot (the same rule per slot).
-    private static func upsertStatuses(_ records: [StatusRecord]) -> PostgresQuery {
-        func lastOfEach(_ key: (StatusRecord) -> String) -> [StatusRecord] {
-            var latest: [String: Int] = [:]
-            for (index, record) in records.enumerated() { latest[key(record)] = index }
-            return latest.values.sorted().map { records[$0] }
-        }
-        let kept = lastOfEach { $0.app + "\u{0}" + $0.deviceID }
-        let history = lastOfEach { $0.app + "\u{0}" + $0.deviceID + "\u{0}" + String(StatusHistory.slot(of: $0.report)) }
-        // The first INSERT runs as a data-modifying WITH: once, whether or not the second reads it.
-        return """
-            WITH latest AS (
-                INSERT INTO status_reports (app, device_id, revision, schema_version, state, message, source, received_at)
-                SELECT * FROM unnest(\(kept.map(\.app))::text[], \(kept.map(\.deviceID))::text[], \(kept.map(\.report.revision))::int8[],
-                    \(kept.map(\.report.schemaVersion))::int8[], \(kept.map(\.report.state.rawValue))::text[], \(kept.map(\.report.message))::text[],
-                    \(kept.map(\.report.source.rawValue))::text[], \(kept.map(\.time))::int8[])
-                ON CONFLICT (app, device_id) DO UPDATE SET revision = EXCLUDED.revision, schema_version = EXCLUDED.schema_version,
-                    state = EXCLUDED.state, message = EXCLUDED.message, source = EXCLUDED.source, received_at = EXCLUDED.received_at
-                RETURNING 1)
-            INSERT INTO status_history (device_id, app, slot, revision, schema_version, state, message, source, received_at)
-            SELECT * FROM unnest(\(history.map(\.deviceID))::text[], \(history.map(\.app))::text[],
-                \(history.map { StatusHistory.slot(of: $0.report) })::int8[], \(history.map(\.report.revision))::int8[],
-                \(history.map(\.report.schemaVersion))::int8[], \(history.map(\.report.state.rawValue))::text[],
-                \(history.map(\.report.message))::text[], \(history.map(\.report.source.rawValue))::text[], \(history.map(\.time))::int8[])
-            ON CONFLICT (device_id, app, slot) DO UPDATE SET revision = EXCLUDED.revision, schema_version = EXCLUDED.schema_version,
-                state = EXCLUDED.state, message = EXCLUDED.message, source = EXCLUDED.source, received_at = EXCLUDED.received_at
-            """
     }
 
     public func recentStatuses(deviceID: String) async throws -> [StatusRecord] {
         try await rows(
             """
-            SELECT \(unescaped: Self.statusColumns) FROM status_history WHERE device_id = \(deviceID)
+            SELECT \(unescaped: PostgresRows.statusColumns) FROM status_history WHERE device_id = \(deviceID)
             ORDER BY received_at DESC, app COLLATE "C", revision DESC, source
             """
-        ).map(Self.storedStatus).map { StatusRecord(report: $0.report, app: $0.app, deviceID: deviceID, time: $0.receivedAt) }
+        ).map(PostgresRows.storedStatus).map { StatusRecord(report: $0.report, app: $0.app, deviceID: deviceID, time: $0.receivedAt) }
     }
 
     public func statusHistory(app: String) async throws -> [StatusRecord] {
-        try await rows("SELECT \(unescaped: Self.statusColumns) FROM status_history WHERE app = \(app)").map(Self.storedStatus).map {
+        try await rows("SELECT \(unescaped: PostgresRows.statusColumns) FROM status_history WHERE app = \(app)").map(
+            PostgresRows.storedStatus
+        ).map {
             StatusRecord(report: $0.report, app: app, deviceID: $0.deviceID, time: $0.receivedAt)
         }
     }
 
-    /// The columns ``storedStatus(_:)`` reads, in its order.
-    private static let statusColumns = "app, device_id, revision, schema_version, state, message, source, received_at"
-
     public func latestStatus(app: String, deviceID: String) async throws -> (report: StatusReport, receivedAt: Int64)? {
-        try await rows("SELECT \(unescaped: Self.statusColumns) FROM status_reports WHERE app = \(app) AND device_id = \(deviceID)")
-            .first.map(Self.storedStatus).map { ($0.report, $0.receivedAt) }
+        try await rows("SELECT \(unescaped: PostgresRows.statusColumns) FROM status_reports WHERE app = \(app) AND device_id = \(deviceID)")
+            .first.map(PostgresRows.storedStatus).map { ($0.report, $0.receivedAt) }
     }
 
     public func latestStatuses(app: String) async throws -> [String: (report: StatusReport, receivedAt: Int64)] {
         var result: [String: (report: StatusReport, receivedAt: Int64)] = [:]
-        for row in try await rows("SELECT \(unescaped: Self.statusColumns) FROM status_reports WHERE app = \(app)") {
-            let stored = try Self.storedStatus(row)
+        for row in try await rows("SELECT \(unescaped: PostgresRows.statusColumns) FROM status_reports WHERE app = \(app)") {
+            let stored = try PostgresRows.storedStatus(row)
             result[stored.deviceID] = (stored.report, stored.receivedAt)
         }
         return result
-    }
-
-    // MARK: - Moving a fleet
-
-    public func snapshot() async throws -> StoreSnapshot {
-        try await transaction { connection in
-            // One snapshot of the whole database, as a read-only transaction sees it.
-            try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: self.logger)
-            var snapshot = StoreSnapshot()
-            snapshot.metadata = try await connection.query(Self.allMetadataQuery, logger: self.logger).collect().map(Self.storedMetadata)
-            for row in try await connection.query(
-                #"SELECT app, scope, "values" FROM scoped_values ORDER BY app, scope"#, logger: self.logger
-            )
-            .collect() {
-                let (app, scopeText, text) = try row.decode((String, String, String).self)
-                guard let scope = Scope(parameter: scopeText) else { throw StoreCorruption(what: "scope \(scopeText) of \(app)") }
-                snapshot.values.append(
-                    .init(app: app, scope: scope, values: try StoredText.object(text, what: "values of \(app) at \(scopeText)")))
-            }
-            for row in try await connection.query(
-                "SELECT \(unescaped: Self.deviceColumns), enrollment_token_hash, enrollment_request_id FROM devices ORDER BY id",
-                logger: self.logger
-            ).collect() {
-                let columns = row.makeRandomAccess()
-                snapshot.devices.append(
-                    .init(
-                        device: try Self.device(row), enrollmentTokenHash: try columns["enrollment_token_hash"].decode(String?.self),
-                        enrollmentRequestID: try columns["enrollment_request_id"].decode(String?.self)))
-            }
-            snapshot.enrollmentTokens = try await connection.query(
-                "SELECT \(unescaped: Self.tokenColumns) FROM enrollment_tokens ORDER BY id", logger: self.logger
-            ).collect().map(Self.enrollmentToken)
-            for row in try await connection.query(
-                "SELECT app, device_id, revision, fingerprint FROM revisions ORDER BY app, device_id", logger: self.logger
-            ).collect() {
-                let (app, deviceID, revision, fingerprint) = try row.decode((String, String, Int64, Int64).self)
-                snapshot.revisions.append(
-                    .init(
-                        app: app, deviceID: deviceID, state: RevisionState(revision: revision, fingerprint: UInt64(bitPattern: fingerprint))
-                    ))
-            }
-            for row in try await connection.query(
-                "SELECT \(unescaped: Self.statusColumns) FROM status_reports ORDER BY app, device_id", logger: self.logger
-            ).collect() {
-                let stored = try Self.storedStatus(row)
-                snapshot.reports.append(
-                    .init(app: stored.app, deviceID: stored.deviceID, report: stored.report, receivedAt: stored.receivedAt))
-            }
-            snapshot.history = try await connection.query(
-                #"SELECT \#(unescaped: Self.historyColumns) FROM history ORDER BY app COLLATE "C", number"#, logger: self.logger
-            ).collect().map(Self.historyEntry)
-            for row in try await connection.query("SELECT app, number FROM history_floor", logger: self.logger).collect() {
-                let (app, floor) = try row.decode((String, Int64).self)
-                snapshot.historyFloors[app] = floor
-            }
-            snapshot.rollouts = try await connection.query("SELECT document FROM rollouts ORDER BY id", logger: self.logger).collect().map {
-                try Rollout(storedText: try $0.decode(String.self))
-            }
-            for row in try await connection.query("SELECT device_id, info, updated_at FROM device_info", logger: self.logger).collect() {
-                snapshot.deviceInfo[try row.decode((String, String, Int64).self).0] = try Self.storedInfo(row)
-            }
-            for row in try await connection.query("SELECT scope, policy FROM agent_policies", logger: self.logger).collect() {
-                let (scope, policy) = try Self.scopedPolicy(row)
-                snapshot.policies[scope] = policy
-            }
-            return snapshot
-        }
-    }
-
-    public func restore(_ snapshot: StoreSnapshot) async throws {
-        try await transaction { connection in
-            for (table, what) in [
-                ("metadata", "metadata"), ("scoped_values", "values"), ("devices", "devices"), ("enrollment_tokens", "enrollment tokens"),
-                ("agent_policies", "agent policies"),
-            ] {
-                let count =
-                    try await connection.query("SELECT count(*) FROM \(unescaped: table)", logger: self.logger).collect()
-                    .first.map { try $0.decode(Int64.self) } ?? 0
-                if count > 0 { throw StoreNotEmpty(holds: "\(count) \(what)") }
-            }
-            for metadata in snapshot.metadata {
-                try await connection.query(
-                    "INSERT INTO metadata (app, version, document) VALUES (\(metadata.app), \(metadata.version), \(metadata.document))",
-                    logger: self.logger)
-            }
-            for entry in snapshot.values {
-                let text = JSONValue.object(entry.values).serialized()
-                try await connection.query(
-                    #"INSERT INTO scoped_values (app, scope, "values") VALUES (\#(entry.app), \#(entry.scope.description), \#(text))"#,
-                    logger: self.logger)
-            }
-            for entry in snapshot.devices {
-                try await self.insert(
-                    entry.device, enrollmentTokenHash: entry.enrollmentTokenHash, requestID: entry.enrollmentRequestID, on: connection)
-            }
-            for token in snapshot.enrollmentTokens { try await self.insert(token, on: connection) }
-            for entry in snapshot.revisions {
-                try await connection.query(
-                    """
-                    INSERT INTO revisions (app, device_id, revision, fingerprint)
-                    VALUES (\(entry.app), \(entry.deviceID), \(entry.state.revision), \(Int64(bitPattern: entry.state.fingerprint)))
-                    """, logger: self.logger)
-            }
-            if !snapshot.reports.isEmpty {
-                try await connection.query(
-                    Self.upsertStatuses(
-                        snapshot.reports.map { StatusRecord(report: $0.report, app: $0.app, deviceID: $0.deviceID, time: $0.receivedAt) }),
-                    logger: self.logger)
-            }
-            for entry in snapshot.history { try await self.insert(entry, on: connection) }
-            for (app, floor) in snapshot.historyFloors {
-                try await connection.query("INSERT INTO history_floor (app, number) VALUES (\(app), \(floor))", logger: self.logger)
-            }
-            for rollout in snapshot.rollouts { try await self.insert(rollout, on: connection) }
-            for (id, stored) in snapshot.deviceInfo {
-                let text = JSONValue.object(stored.info).serialized()
-                try await connection.query(
-                    "INSERT INTO device_info (device_id, info, updated_at) VALUES (\(id), \(text), \(stored.updatedAt))",
-                    logger: self.logger)
-            }
-            for (scope, policy) in snapshot.policies { try await self.setAgentPolicy(policy, scope: scope, on: connection) }
-            try await self.notify(.unknown, on: connection)
-        }
     }
 
     /// The object id of the database (its files are `base/<oid>` in the cluster's data folder).
@@ -954,25 +412,10 @@ public final class PostgresStore: SettingsStore {
         return try row.decode(Int64.self)
     }
 
-    // MARK: - Changes
-
-    /// Sends `change` to the other instances, on `connection` in its transaction (delivered when
-    /// it commits, never when it rolls back).
-    private func notify(_ change: StoreChange, on connection: PostgresConnection) async throws {
-        // Triggers write every change of a table to the feed; "forget everything" has no row of its own.
-        if change == .unknown {
-            try await connection.query(#"SELECT fleetset_feed('{"unknown": true}'::json)"#, logger: logger)
-        }
-        // The hint that makes the other instances read the feed now; the payload is what
-        // instances of the release before read instead of the feed (during a rolling upgrade).
-        let payload = ChangeMessage(from: instanceID, change: change).payload
-        try await connection.query("SELECT pg_notify(\(Self.changeChannel), \(payload))", logger: logger)
-    }
-
     // MARK: - Calls
 
     /// The rows of one statement, run on a connection from the pool.
-    private func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
+    func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
         try await calls.run("read") { try await self.client.query(query, logger: self.logger).collect() }
     }
 
@@ -981,12 +424,25 @@ public final class PostgresStore: SettingsStore {
         _ = try await calls.run("write") { try await self.client.query(query, logger: self.logger).collect().count }
     }
 
+    /// Runs a transaction script on one connection (see ``PostgresTransaction``). Not cancelled
+    /// with the caller: postgres-nio ends a transaction it began either way, but a script cut
+    /// short by a cancelled request would roll back a write whose checks already passed.
+    public func write<T: Sendable>(_ body: @escaping @Sendable (any StoreTransaction) async throws -> T) async throws -> T {
+        let logger = logger
+        let instanceID = instanceID
+        return try await Task {
+            try await self.transaction { connection in
+                try await body(PostgresTransaction(connection: connection, logger: logger, instanceID: instanceID))
+            }
+        }.value
+    }
+
     /// `body` in one transaction on one connection: committed when it returns, rolled back when
     /// it throws.
     ///
     /// - Throws: what `body` threw (not postgres-nio's wrapper of it), or the error of BEGIN,
     ///   COMMIT or ROLLBACK.
-    private func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         do {
             return try await calls.run("write") {
                 try await self.client.withTransaction(logger: self.logger) { connection in try await body(connection) }
@@ -994,103 +450,5 @@ public final class PostgresStore: SettingsStore {
         } catch let error as PostgresTransactionError {
             throw error.closureError ?? error
         }
-    }
-
-    // MARK: - Decoding
-
-    private static func device(_ row: PostgresRow) throws -> Device {
-        let (id, tokenHash, apps, groups, enrolledAt, lastSeenAt, disabled, pendingTokenHash, rotationRequested) = try row.decode(
-            (String, String, String, String, Int64, Int64?, Bool, String?, Bool).self)
-        return Device(
-            id: id, tokenHash: tokenHash, apps: try StoredText.strings(apps, what: "apps of device \(id)"),
-            groups: try StoredText.strings(groups, what: "groups of device \(id)"), enrolledAt: enrolledAt, lastSeenAt: lastSeenAt,
-            disabled: disabled, pendingTokenHash: pendingTokenHash, rotationRequested: rotationRequested)
-    }
-
-    private static func enrollmentToken(_ row: PostgresRow) throws -> EnrollmentTokenRecord {
-        let (hash, id, expiresAt, usesLeft, apps, groups) = try row.decode((String, String, Int64, Int, String, String).self)
-        return EnrollmentTokenRecord(
-            hash: hash, id: id, expiresAt: expiresAt, usesLeft: usesLeft,
-            apps: try StoredText.strings(apps, what: "apps of enrollment token \(id)"),
-            groups: try StoredText.strings(groups, what: "groups of enrollment token \(id)"))
-    }
-
-    private static func revisionState(_ row: PostgresRow) throws -> RevisionState {
-        let (revision, fingerprint) = try row.decode((Int64, Int64).self)
-        return RevisionState(revision: revision, fingerprint: UInt64(bitPattern: fingerprint))
-    }
-
-    private static func storedStatus(_ row: PostgresRow) throws -> (app: String, deviceID: String, report: StatusReport, receivedAt: Int64)
-    {
-        let (app, deviceID, revision, schemaVersion, stateText, message, sourceText, receivedAt) = try row.decode(
-            (String, String, Int64, Int64, String, String, String, Int64).self)
-        guard let state = StatusReport.State(rawValue: stateText), let source = StatusReport.Source(rawValue: sourceText) else {
-            throw StoreCorruption(what: "status report of \(deviceID) for \(app)")
-        }
-        let report = StatusReport(revision: revision, schemaVersion: schemaVersion, state: state, message: message, source: source)
-        return (app, deviceID, report, receivedAt)
-    }
-}
-
-extension PostgresStore {
-    /// What went wrong with the database, for a log line or a message: postgres-nio's errors
-    /// describe themselves only generically (so that no query text or value leaks), so this
-    /// names the kind, the server's message (e.g. `database "fleet" does not exist`) and the
-    /// underlying cause (a refused connection, a failed certificate check). No query, no value.
-    public static func describe(_ error: any Error) -> String {
-        guard let error = error as? PSQLError else { return "\(error)" }
-        var parts = ["PostgreSQL: \(error.code)"]
-        if let message = error.serverInfo?[.message] { parts.append(message) }
-        if let underlying = error.underlying { parts.append("\(underlying)") }
-        return parts.joined(separator: ": ")
-    }
-}
-
-extension PostgresStore {
-    /// What other roles of the cluster may do on this database that they should not: `CONNECT`
-    /// (then they can send NOTIFY on ``changeChannel``, see advisory locks in `pg_locks` and
-    /// take them) or `TEMPORARY` granted to PUBLIC, as a new database has by default. Each
-    /// finding is one sentence (empty when there is none), with the statements that take them
-    /// back (run as the database's owner or a superuser).
-    public func privileges() async throws -> (findings: [String], fix: String) {
-        try await Self.privileges { try await self.rows($0) }
-    }
-
-    /// ``privileges()`` of the database at `location`, on one connection of its own: nothing is
-    /// migrated or written (`fleetset-server check-database`).
-    public static func privileges(at location: PostgresLocation, logger: Logger) async throws -> (findings: [String], fix: String) {
-        let connection = try await PostgresConnection.connect(configuration: try location.connectionConfiguration(), id: 1, logger: logger)
-        do {
-            let found = try await privileges { try await connection.query($0, logger: logger).collect() }
-            try? await connection.close()
-            return found
-        } catch {
-            try? await connection.close()
-            throw error
-        }
-    }
-
-    private static func privileges(_ rows: (PostgresQuery) async throws -> [PostgresRow]) async throws -> (findings: [String], fix: String)
-    {
-        guard
-            let row = try await rows(
-                """
-                SELECT current_database(), has_database_privilege('public', current_database(), 'CONNECT'),
-                    has_database_privilege('public', current_database(), 'TEMPORARY'), quote_ident(current_database()), quote_ident(current_user)
-                """
-            ).first
-        else { return ([], "") }
-        let (database, connect, temporary, quotedDatabase, quotedUser) = try row.decode((String, Bool, Bool, String, String).self)
-        var findings: [String] = []
-        if connect {
-            findings.append(
-                "PUBLIC may CONNECT to database \(database): any role of the cluster can connect, send NOTIFY on \(changeChannel) and see and take fleetset's advisory locks"
-            )
-        }
-        if temporary { findings.append("PUBLIC may create TEMPORARY tables in database \(database)") }
-        return (
-            findings,
-            "REVOKE CONNECT, TEMPORARY ON DATABASE \(quotedDatabase) FROM PUBLIC; GRANT CONNECT ON DATABASE \(quotedDatabase) TO \(quotedUser);"
-        )
     }
 }

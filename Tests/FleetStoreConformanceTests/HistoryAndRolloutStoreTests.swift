@@ -18,8 +18,10 @@ struct HistoryAndRolloutStoreTests {
             actor: "admin (token 1a2b3c4d)", message: "try the new greeting", version: version)
     }
 
-    @Test("each write gets the app's next revision, with who, when, why and each scope's patch and values", arguments: StoreKind.allCases)
-    func historyNumbersAndContent(kind: StoreKind) async throws {
+    @Test(
+        "each write gets the app's next revision, with who, when, why and each scope's patch and values",
+        arguments: ConformingStore.allCases)
+    func historyNumbersAndContent(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             let metadata = ChangeRecord(at: 10, actor: "admin (token aa)", message: "first", kind: .metadata, metadataVersion: 1)
             #expect(
@@ -50,8 +52,9 @@ struct HistoryAndRolloutStoreTests {
         }
     }
 
-    @Test("one active rollout per app; a change needs the version before it; inactive ones stay listed", arguments: StoreKind.allCases)
-    func rolloutVersions(kind: StoreKind) async throws {
+    @Test(
+        "one active rollout per app; a change needs the version before it; inactive ones stay listed", arguments: ConformingStore.allCases)
+    func rolloutVersions(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             let change = ChangeRecord(at: 1, actor: "admin", kind: .rollout)
             var rollout = Self.rollout()
@@ -88,8 +91,8 @@ struct HistoryAndRolloutStoreTests {
         }
     }
 
-    @Test("status history of one app: every device's recent reports", arguments: StoreKind.allCases)
-    func statusHistoryOfApp(kind: StoreKind) async throws {
+    @Test("status history of one app: every device's recent reports", arguments: ConformingStore.allCases)
+    func statusHistoryOfApp(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             for id in ["d-1", "d-2"] {
                 try await store.addDevice(Device(id: id, tokenHash: "h-" + id, apps: ["kiosk", "other"], groups: [], enrolledAt: 0))
@@ -113,8 +116,8 @@ struct HistoryAndRolloutStoreTests {
         }
     }
 
-    @Test("history and rollouts move with a snapshot", arguments: StoreKind.allCases)
-    func snapshotCarriesHistory(kind: StoreKind) async throws {
+    @Test("history and rollouts move with a snapshot", arguments: ConformingStore.allCases)
+    func snapshotCarriesHistory(kind: ConformingStore) async throws {
         var source: StoreSnapshot?
         try await withStore(kind) { (store: any SettingsStore) async throws in
             #expect(try await store.replaceMetadata(StoredMetadata(app: "kiosk", version: 1, document: "{}"), expectedVersion: nil))
@@ -129,7 +132,7 @@ struct HistoryAndRolloutStoreTests {
         let snapshot = try #require(source)
         #expect(snapshot.history.count == 2)
         #expect(snapshot.rollouts == [Self.rollout()])
-        for destination in StoreKind.allCases {
+        for destination in ConformingStore.allCases {
             try await withStore(destination) { (store: any SettingsStore) async throws in
                 try await store.restore(snapshot)
                 #expect(try await store.snapshot().sorted() == snapshot.sorted())
@@ -169,7 +172,7 @@ struct HistoryMigrationTests {
         try await Self.expectInitialEntry(upgraded)
     }
 
-    @Test("PostgreSQL: a database at schema v2 gets one initial entry per app, with every scope's values and the metadata version")
+    @Test("PostgreSQL: a database at schema v3 gets one initial entry per app, with every scope's values and the metadata version")
     func postgres() async throws {
         let cluster = try await PostgresCluster.shared()
         let url = try await cluster.makeDatabase()
@@ -181,7 +184,7 @@ struct HistoryMigrationTests {
         }
         let database = PostgresCluster.databaseName(url)
         _ = try await cluster.psql(
-            "DROP TABLE history; DROP TABLE rollouts; DROP TABLE history_scopes; DROP TABLE history_floor; DROP TABLE ended_console_sessions; DELETE FROM fleetset_migrations WHERE name LIKE 'v3:%' OR name LIKE 'v5:%'",
+            "DROP TABLE history; DROP TABLE rollouts; DROP TABLE history_scopes; DROP TABLE history_floor; DROP TABLE ended_console_sessions; DELETE FROM fleetset_migrations WHERE name LIKE 'v4:%' OR name LIKE 'v6:%'",
             database: database)
         try await PostgresStore.with(location, logger: storeTestLogger) { store in try await Self.expectInitialEntry(store) }
     }

@@ -35,8 +35,8 @@ struct HistoryRetentionStoreTests {
         }
     }
 
-    @Test("a page is the newest LIMIT entries below BEFORE, of one scope when asked, oldest first", arguments: StoreKind.allCases)
-    func pages(kind: StoreKind) async throws {
+    @Test("a page is the newest LIMIT entries below BEFORE, of one scope when asked, oldest first", arguments: ConformingStore.allCases)
+    func pages(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             for index in 1...30 {
                 _ = try await store.commit(Self.write(index % 3 == 0 ? .device("d-1") : .app, "v", index, at: Int64(index)))
@@ -54,8 +54,8 @@ struct HistoryRetentionStoreTests {
 
     @Test(
         "a revert's base is each scope's newest entry at or before it; the retention keeps those, the newest entry, and raises the floor",
-        arguments: StoreKind.allCases)
-    func retention(kind: StoreKind) async throws {
+        arguments: ConformingStore.allCases)
+    func retention(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             try await store.addDevice(Device(id: "d-live", tokenHash: "h-1", apps: ["kiosk"], groups: [], enrolledAt: 0))
             // 1: app, 2: device d-live, 3: device d-gone (deleted later), 4…10: app, 11: device d-live.

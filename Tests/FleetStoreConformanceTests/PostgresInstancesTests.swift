@@ -56,6 +56,36 @@ struct PostgresInstancesTests {
         #expect(applied.split(separator: "\n").map(String.init).sorted() == PostgresStore.migrationNames.sorted())
     }
 
+    @Test(
+        "a database the releases before migrated, which recorded PostgreSQL's own version names, has every version: nothing is applied again"
+    )
+    func namesOfTheReleasesBefore() async throws {
+        let cluster = try await PostgresCluster.shared()
+        let url = try await cluster.makeDatabase()
+        let location = try PostgresLocation(url: url)
+        try await PostgresStore.with(location, logger: storeTestLogger) { store in
+            try await store.addDevice(Device(id: "d-1", tokenHash: "h-1", apps: ["kiosk"], groups: [], enrolledAt: 0))
+        }
+        let database = PostgresCluster.databaseName(url)
+        // What v0.7.0 recorded: six names, the first standing for StoreSchema's versions 1 and 2.
+        let before = [
+            "v1: metadata, values, devices, enrollment tokens, revisions, status", "v2: recent status reports",
+            "v3: history of writes, rollouts", "v4: device facts, agent policies",
+            "v5: history paged and pruned (the scopes each entry wrote, each app's floor); ended console sessions",
+            "v6: the change feed as a table, the write lock's key of this database, the history's scopes indexed by a trigger",
+        ]
+        _ = try await cluster.psql(
+            "DELETE FROM fleetset_migrations; INSERT INTO fleetset_migrations (name) VALUES "
+                + before.map { "('\($0.replacingOccurrences(of: "'", with: "''"))')" }.joined(separator: ", "), database: database)
+        // Applying any version again would fail (its tables exist); the store opens and reads.
+        try await PostgresStore.with(location, logger: storeTestLogger) { store in
+            let ids = try await store.devices().map(\.id)
+            #expect(ids == ["d-1"])
+        }
+        let recorded = try await cluster.psql("SELECT name FROM fleetset_migrations", database: database)
+        #expect(recorded.split(separator: "\n").map(String.init).sorted() == before.sorted())
+    }
+
     @Test("20 concurrent enrollments over two instances never spend more than the token's uses")
     func enrollmentsAcrossInstances() async throws {
         try await withTwoPostgresInstances { (first: PostgresStore, second: PostgresStore, _: String) async throws in

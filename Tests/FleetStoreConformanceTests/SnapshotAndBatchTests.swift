@@ -38,9 +38,9 @@ struct SnapshotAndBatchTests {
 
     @Test(
         "a snapshot restored into an empty store of either kind reads back the same, retries of enrollments included",
-        arguments: StoreKind.allCases)
-    func snapshotRoundTrip(kind: StoreKind) async throws {
-        for source in StoreKind.allCases {
+        arguments: ConformingStore.allCases)
+    func snapshotRoundTrip(kind: ConformingStore) async throws {
+        for source in ConformingStore.allCases {
             try await withStore(source) { (original: any SettingsStore) async throws in
                 try await Self.fill(original)
                 let snapshot = try await original.snapshot()
@@ -65,8 +65,8 @@ struct SnapshotAndBatchTests {
         }
     }
 
-    @Test("a restore into a store that holds a fleet is refused and writes nothing", arguments: StoreKind.allCases)
-    func restoreRefusesNonEmpty(kind: StoreKind) async throws {
+    @Test("a restore into a store that holds a fleet is refused and writes nothing", arguments: ConformingStore.allCases)
+    func restoreRefusesNonEmpty(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             try await Self.fill(store)
             var other = StoreSnapshot()
@@ -78,8 +78,8 @@ struct SnapshotAndBatchTests {
 
     @Test(
         "batched writes: revisions in order within one batch, the later of two reports stays, last-seen times",
-        arguments: StoreKind.allCases)
-    func batches(kind: StoreKind) async throws {
+        arguments: ConformingStore.allCases)
+    func batches(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             for id in ["d-1", "d-2"] {
                 try await store.addDevice(Device(id: id, tokenHash: "h-" + id, apps: ["kiosk"], groups: [], enrolledAt: 1))

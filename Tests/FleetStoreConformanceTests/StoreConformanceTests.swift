@@ -11,8 +11,8 @@ import Testing
 /// PostgreSQL (a throw-away cluster, a database per test).
 @Suite("Store conformance")
 struct StoreConformanceTests {
-    @Test("metadata is replaced only from the expected version (compare and set)", arguments: StoreKind.allCases)
-    func metadataCompareAndSet(kind: StoreKind) async throws {
+    @Test("metadata is replaced only from the expected version (compare and set)", arguments: ConformingStore.allCases)
+    func metadataCompareAndSet(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             let first = StoredMetadata(app: "kiosk", version: 1, document: #"{"app":"kiosk","version":1}"#)
             #expect(try await store.replaceMetadata(first, expectedVersion: nil))
@@ -27,8 +27,8 @@ struct StoreConformanceTests {
 
     @Test(
         "recent reports: one per revision and source for the last revisions of each app, newest first; gone with the device",
-        arguments: StoreKind.allCases)
-    func recentStatuses(kind: StoreKind) async throws {
+        arguments: ConformingStore.allCases)
+    func recentStatuses(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             for id in ["d-1", "d-2"] {
                 try await store.addDevice(Device(id: id, tokenHash: "h-" + id, apps: ["kiosk"], groups: [], enrolledAt: 0))
@@ -61,8 +61,8 @@ struct StoreConformanceTests {
         }
     }
 
-    @Test("every app's metadata, by app id in byte order", arguments: StoreKind.allCases)
-    func allMetadata(kind: StoreKind) async throws {
+    @Test("every app's metadata, by app id in byte order", arguments: ConformingStore.allCases)
+    func allMetadata(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             #expect(try await store.allMetadata().isEmpty)
             for app in ["signage", "kiosk", "Z-app", "kiosk-2"] {
@@ -75,8 +75,8 @@ struct StoreConformanceTests {
         }
     }
 
-    @Test("values per scope; an empty object clears the scope", arguments: StoreKind.allCases)
-    func scopedValues(kind: StoreKind) async throws {
+    @Test("values per scope; an empty object clears the scope", arguments: ConformingStore.allCases)
+    func scopedValues(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             try await store.setValues(["volume": 3], app: "kiosk", scope: .group("lobby"))
             try await store.setValues(["volume": 9], app: "kiosk", scope: .device("d-1"))
@@ -88,8 +88,8 @@ struct StoreConformanceTests {
         }
     }
 
-    @Test("devices by token hash and id; a duplicate token hash is refused; last seen is recorded", arguments: StoreKind.allCases)
-    func devices(kind: StoreKind) async throws {
+    @Test("devices by token hash and id; a duplicate token hash is refused; last seen is recorded", arguments: ConformingStore.allCases)
+    func devices(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             let device = Device(id: "d-1", tokenHash: "h1", apps: ["kiosk"], groups: ["lobby", "north"], enrolledAt: 100)
             try await store.addDevice(device)
@@ -105,8 +105,8 @@ struct StoreConformanceTests {
 
     @Test(
         "a device's apps and groups change, it is disabled and deleted with its values, revisions and reports",
-        arguments: StoreKind.allCases)
-    func deviceChanges(kind: StoreKind) async throws {
+        arguments: ConformingStore.allCases)
+    func deviceChanges(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             try await store.addDevice(Device(id: "d-1", tokenHash: "h1", apps: ["kiosk"], groups: ["lobby"], enrolledAt: 100))
             let changed = try await store.updateDevice(id: "d-1", DeviceChange(apps: ["kiosk", "signage"], disabled: true))
@@ -127,8 +127,8 @@ struct StoreConformanceTests {
         }
     }
 
-    @Test("a rotated token: both work until the new one is promoted, then only the new one", arguments: StoreKind.allCases)
-    func tokenRotation(kind: StoreKind) async throws {
+    @Test("a rotated token: both work until the new one is promoted, then only the new one", arguments: ConformingStore.allCases)
+    func tokenRotation(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             try await store.addDevice(
                 Device(id: "d-1", tokenHash: "old", apps: ["kiosk"], groups: [], enrolledAt: 100, rotationRequested: true))
@@ -154,8 +154,9 @@ struct StoreConformanceTests {
     }
 
     @Test(
-        "an enrollment token enrolls a device into its apps and groups until it expires or its uses run out", arguments: StoreKind.allCases)
-    func enrollmentTokens(kind: StoreKind) async throws {
+        "an enrollment token enrolls a device into its apps and groups until it expires or its uses run out",
+        arguments: ConformingStore.allCases)
+    func enrollmentTokens(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             try await store.addEnrollmentToken(
                 EnrollmentTokenRecord(hash: "t", id: "et-1", expiresAt: 1_000, usesLeft: 2, apps: ["kiosk"], groups: ["lobby"]))
@@ -181,8 +182,8 @@ struct StoreConformanceTests {
 
     @Test(
         "a retry with the same request id gets the same device with a new token, spending no use, within the window",
-        arguments: StoreKind.allCases)
-    func idempotentEnrollment(kind: StoreKind) async throws {
+        arguments: ConformingStore.allCases)
+    func idempotentEnrollment(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             try await store.addEnrollmentToken(
                 EnrollmentTokenRecord(hash: "t", id: "et-1", expiresAt: 1_000, usesLeft: 1, apps: ["kiosk"], groups: []))
@@ -208,8 +209,8 @@ struct StoreConformanceTests {
         }
     }
 
-    @Test("concurrent enrollments never use a token more often than allowed", arguments: StoreKind.allCases)
-    func enrollmentRace(kind: StoreKind) async throws {
+    @Test("concurrent enrollments never use a token more often than allowed", arguments: ConformingStore.allCases)
+    func enrollmentRace(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             try await store.addEnrollmentToken(
                 EnrollmentTokenRecord(hash: "t", id: "et-1", expiresAt: 1_000, usesLeft: 5, apps: ["kiosk"], groups: []))
@@ -228,8 +229,9 @@ struct StoreConformanceTests {
         }
     }
 
-    @Test("revisions and the latest status report per device and app, fingerprints above 2^63 included", arguments: StoreKind.allCases)
-    func revisionsAndStatus(kind: StoreKind) async throws {
+    @Test(
+        "revisions and the latest status report per device and app, fingerprints above 2^63 included", arguments: ConformingStore.allCases)
+    func revisionsAndStatus(kind: ConformingStore) async throws {
         try await withStore(kind) { (store: any SettingsStore) async throws in
             try await store.addDevice(Device(id: "d-1", tokenHash: "h", apps: ["kiosk"], groups: [], enrolledAt: 1))
             let first = try await store.advanceRevision(app: "kiosk", deviceID: "d-1", fingerprint: 0xF000_0000_0000_0001)

@@ -6,16 +6,22 @@ import Foundation
 import Logging
 import Testing
 
-extension StoreKind: CustomTestStringConvertible {
-    public var testDescription: String { rawValue }
+/// The stores the conformance suite runs against: the two databases the server runs on, and
+/// the in-memory store the service tests use.
+enum ConformingStore: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+    case memory
+
+    var testDescription: String { rawValue }
 }
 
 /// A quiet logger for postgres-nio's background messages.
 let storeTestLogger = Logger(label: "store-test") { _ in SwiftLogNoOpLogHandler() }
 
-/// A fresh, empty store of `kind`: a SQLite file in a new temporary folder, or a new database
-/// in the test process's PostgreSQL cluster.
-func withStore(_ kind: StoreKind, _ body: (any SettingsStore) async throws -> Void) async throws {
+/// A fresh, empty store of `kind`: a SQLite file in a new temporary folder, a new database
+/// in the test process's PostgreSQL cluster, or a new in-memory store.
+func withStore(_ kind: ConformingStore, _ body: (any SettingsStore) async throws -> Void) async throws {
     switch kind {
     case .sqlite:
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("fleetset-store-\(UUID().uuidString)")
@@ -25,6 +31,8 @@ func withStore(_ kind: StoreKind, _ body: (any SettingsStore) async throws -> Vo
     case .postgres:
         let url = try await PostgresCluster.shared().makeDatabase()
         try await PostgresStore.with(try PostgresLocation(url: url), logger: storeTestLogger) { store in try await body(store) }
+    case .memory:
+        try await body(InMemoryStore())
     }
 }
 

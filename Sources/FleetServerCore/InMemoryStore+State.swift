@@ -1,0 +1,318 @@
+import FleetJSON
+import FleetProtocol
+import Synchronization
+
+/// Everything an ``InMemoryStore`` holds, as its tables would.
+struct MemoryState: Sendable {
+    struct EnrolledDevice: Sendable {
+        var device: Device
+        var enrollment: DeviceEnrollment?
+    }
+
+    var metadata: [String: StoredMetadata] = [:]
+    /// By app, then scope.
+    var values: [String: [Scope: JSONObject]] = [:]
+    /// By app, then number.
+    var history: [String: [Int64: HistoryEntry]] = [:]
+    /// The numbers of the entries that wrote each scope, by app and scope text (what pruning
+    /// keeps of it, as the databases' `history_scopes`).
+    var historyScopes: [String: [String: Set<Int64>]] = [:]
+    var historyFloors: [String: Int64] = [:]
+    /// By id.
+    var rollouts: [String: Rollout] = [:]
+    /// By id.
+    var devices: [String: EnrolledDevice] = [:]
+    /// By hash.
+    var tokens: [String: EnrollmentTokenRecord] = [:]
+    /// By app, then device id.
+    var revisions: [String: [String: RevisionState]] = [:]
+    /// The latest report, by app, then device id.
+    var latest: [String: [String: StatusRecord]] = [:]
+    /// The recent reports, by device id, then app, then slot (``StatusHistory/slot(of:)``).
+    var statusHistory: [String: [String: [Int64: StatusRecord]]] = [:]
+    var deviceInfo: [String: StoredDeviceInfo] = [:]
+    var policies: [PolicyScope: AgentPolicy] = [:]
+    /// Ended console sessions: when each expires.
+    var endedSessions: [String: Int64] = [:]
+
+    func activeRollout(app: String) -> Rollout? {
+        rollouts.values.first { $0.app == app && $0.phase.isActive }
+    }
+
+    private func requireDevice(_ id: String) throws {
+        guard devices[id] != nil else { throw InMemoryStore.ConstraintViolation(reason: "no device has id \(id)") }
+    }
+
+    mutating func setRevision(_ state: RevisionState, app: String, deviceID: String) throws {
+        try requireDevice(deviceID)
+        revisions[app, default: [:]][deviceID] = state
+    }
+
+    mutating func record(_ records: [StatusRecord]) throws {
+        for record in records {
+            try requireDevice(record.deviceID)
+            latest[record.app, default: [:]][record.deviceID] = record
+            statusHistory[record.deviceID, default: [:]][record.app, default: [:]][StatusHistory.slot(of: record.report)] = record
+        }
+    }
+
+    var snapshot: StoreSnapshot {
+        func byteOrder(_ first: String, _ second: String) -> Bool { first.utf8.lexicographicallyPrecedes(second.utf8) }
+        var snapshot = StoreSnapshot()
+        snapshot.metadata = metadata.values.sorted { byteOrder($0.app, $1.app) }
+        snapshot.values = values.flatMap { app, scopes in
+            scopes.map { StoreSnapshot.Values(app: app, scope: $0.key, values: $0.value) }
+        }.sorted { $0.app != $1.app ? byteOrder($0.app, $1.app) : byteOrder($0.scope.description, $1.scope.description) }
+        snapshot.devices = devices.values.sorted { byteOrder($0.device.id, $1.device.id) }.map {
+            StoreSnapshot.EnrolledDevice(
+                device: $0.device, enrollmentTokenHash: $0.enrollment?.tokenHash, enrollmentRequestID: $0.enrollment?.requestID)
+        }
+        snapshot.enrollmentTokens = tokens.values.sorted { byteOrder($0.id, $1.id) }
+        snapshot.revisions = revisions.flatMap { app, states in
+            states.map { StoreSnapshot.Revision(app: app, deviceID: $0.key, state: $0.value) }
+        }.sorted { $0.app != $1.app ? byteOrder($0.app, $1.app) : byteOrder($0.deviceID, $1.deviceID) }
+        snapshot.reports = latest.values.flatMap(\.values).map {
+            StoreSnapshot.Report(app: $0.app, deviceID: $0.deviceID, report: $0.report, receivedAt: $0.time)
+        }.sorted { $0.app != $1.app ? byteOrder($0.app, $1.app) : byteOrder($0.deviceID, $1.deviceID) }
+        snapshot.history = history.values.flatMap(\.values).sorted { $0.app != $1.app ? byteOrder($0.app, $1.app) : $0.number < $1.number }
+        snapshot.historyFloors = historyFloors
+        snapshot.rollouts = rollouts.values.sorted { byteOrder($0.id, $1.id) }
+        snapshot.deviceInfo = deviceInfo
+        snapshot.policies = policies
+        return snapshot
+    }
+}
+
+/// The primitives of an ``InMemoryStore`` write: on a copy of the state, which becomes the
+/// state when the script returns (and is dropped when it throws).
+final class MemoryTransaction: StoreTransaction {
+    let state: Mutex<MemoryState>
+
+    init(state: MemoryState) { self.state = Mutex(state) }
+
+    private func change<T>(_ body: (inout MemoryState) throws -> T) rethrows -> T {
+        try state.withLock { try body(&$0) }
+    }
+
+    private static func violation(_ reason: String) -> InMemoryStore.ConstraintViolation {
+        InMemoryStore.ConstraintViolation(reason: reason)
+    }
+
+    /// `object` as it reads back from the JSON text a database keeps.
+    private static func stored(_ object: JSONObject, what: String) throws -> JSONObject {
+        try StoredText.object(JSONValue.object(object).serialized(), what: what)
+    }
+
+    func metadataVersion(app: String) async throws -> Int? { change { $0.metadata[app]?.version } }
+
+    func insertMetadata(_ metadata: StoredMetadata) async throws -> Bool {
+        change { state in
+            guard state.metadata[metadata.app] == nil else { return false }
+            state.metadata[metadata.app] = metadata
+            return true
+        }
+    }
+
+    func updateMetadata(_ metadata: StoredMetadata) async throws { change { $0.metadata[metadata.app] = metadata } }
+
+    func setValues(_ values: JSONObject, app: String, scope: Scope) async throws {
+        let stored = try Self.stored(values, what: "values of \(app) at \(scope)")
+        change { state in
+            state.values[app, default: [:]][scope] = stored.isEmpty ? nil : stored
+            if state.values[app]?.isEmpty == true { state.values[app] = nil }
+        }
+    }
+
+    func newestHistoryNumber(app: String) async throws -> Int64 { change { $0.history[app]?.keys.max() ?? 0 } }
+
+    func newestHistoryNumber(app: String, writtenBefore time: Int64) async throws -> Int64? {
+        change { $0.history[app]?.values.filter { $0.change.at < time }.map(\.number).max() }
+    }
+
+    func insertHistory(_ entry: HistoryEntry) async throws {
+        let what = "history entry \(entry.number) of \(entry.app)"
+        var stored = entry
+        stored.change.scopes = try ChangeRecord.scopes(entry.change.scopesText, what: what)
+        try change { state in
+            guard state.history[entry.app]?[entry.number] == nil else { throw Self.violation("\(what) exists") }
+            state.history[entry.app, default: [:]][entry.number] = stored
+            for scope in Set(entry.change.scopes.map(\.scope.description)) {
+                state.historyScopes[entry.app, default: [:]][scope, default: []].insert(entry.number)
+            }
+        }
+    }
+
+    func historyFloor(app: String) async throws -> Int64? { change { $0.historyFloors[app] } }
+
+    func raiseHistoryFloor(app: String, to number: Int64) async throws {
+        change { $0.historyFloors[app] = max($0.historyFloors[app] ?? number, number) }
+    }
+
+    func removeHistory(app: String, through cut: Int64) async throws -> Int {
+        change { state in
+            var scopes = state.historyScopes[app] ?? [:]
+            for (scope, numbers) in scopes {
+                let old = numbers.filter { $0 <= cut }
+                var kept = numbers.subtracting(old)
+                let deviceGone: Bool =
+                    if case .device(let id)? = Scope(parameter: scope) { state.devices[id] == nil } else { false }
+                if !deviceGone, let newest = old.max() { kept.insert(newest) }
+                scopes[scope] = kept.isEmpty ? nil : kept
+            }
+            state.historyScopes[app] = scopes
+            let referenced = scopes.values.reduce(into: Set<Int64>()) { $0.formUnion($1) }
+            let removed = (state.history[app] ?? [:]).keys.filter { $0 <= cut && !referenced.contains($0) }
+            for number in removed { state.history[app]?[number] = nil }
+            return removed.count
+        }
+    }
+
+    func hasActiveRollout(app: String) async throws -> Bool { change { $0.activeRollout(app: app) != nil } }
+
+    func insertRollout(_ rollout: Rollout) async throws {
+        let stored = try Rollout(storedText: rollout.storedJSON.serialized())
+        try change { state in
+            guard state.rollouts[rollout.id] == nil else { throw Self.violation("a rollout with id \(rollout.id) exists") }
+            if rollout.phase.isActive, state.activeRollout(app: rollout.app) != nil {
+                throw Self.violation("\(rollout.app) has an active rollout")
+            }
+            state.rollouts[rollout.id] = stored
+        }
+    }
+
+    func replaceRollout(_ rollout: Rollout, storedVersion version: Int64) async throws -> Bool {
+        let stored = try Rollout(storedText: rollout.storedJSON.serialized())
+        return change { state in
+            guard state.rollouts[rollout.id]?.version == version else { return false }
+            state.rollouts[rollout.id] = stored
+            return true
+        }
+    }
+
+    func device(id: String) async throws -> Device? { change { $0.devices[id]?.device } }
+
+    func device(enrolledWith tokenHash: String, requestID: String, since: Int64) async throws -> Device? {
+        change { state in
+            state.devices.values.first {
+                $0.enrollment == DeviceEnrollment(tokenHash: tokenHash, requestID: requestID) && $0.device.enrolledAt >= since
+                    && !$0.device.disabled
+            }?.device
+        }
+    }
+
+    /// Throws when another device than `id` has one of `device`'s token hashes.
+    private static func checkTokens(of device: Device, in state: MemoryState) throws {
+        for other in state.devices.values where other.device.id != device.id {
+            if other.device.tokenHash == device.tokenHash { throw violation("another device has the token hash of \(device.id)") }
+            if let pending = device.pendingTokenHash, other.device.pendingTokenHash == pending {
+                throw violation("another device has the pending token hash of \(device.id)")
+            }
+        }
+    }
+
+    func insertDevice(_ device: Device, enrolledWith enrollment: DeviceEnrollment?) async throws {
+        try change { state in
+            guard state.devices[device.id] == nil else { throw Self.violation("a device with id \(device.id) exists") }
+            try Self.checkTokens(of: device, in: state)
+            if let enrollment, enrollment.tokenHash != nil, enrollment.requestID != nil,
+                state.devices.values.contains(where: { $0.enrollment == enrollment })
+            {
+                throw Self.violation("a device was enrolled with the same token and request id")
+            }
+            state.devices[device.id] = MemoryState.EnrolledDevice(device: device, enrollment: enrollment)
+        }
+    }
+
+    func updateDevice(_ device: Device) async throws {
+        try change { state in
+            guard var stored = state.devices[device.id]?.device else { return }
+            try Self.checkTokens(of: device, in: state)
+            stored.tokenHash = device.tokenHash
+            stored.pendingTokenHash = device.pendingTokenHash
+            stored.apps = device.apps
+            stored.groups = device.groups
+            stored.disabled = device.disabled
+            stored.rotationRequested = device.rotationRequested
+            state.devices[device.id]?.device = stored
+        }
+    }
+
+    func removeDevice(id: String) async throws -> Bool {
+        change { state in
+            for app in state.revisions.keys { state.revisions[app]?[id] = nil }
+            for app in state.latest.keys { state.latest[app]?[id] = nil }
+            state.statusHistory[id] = nil
+            state.deviceInfo[id] = nil
+            for app in state.values.keys {
+                state.values[app]?[.device(id)] = nil
+                if state.values[app]?.isEmpty == true { state.values[app] = nil }
+            }
+            state.policies[.device(id)] = nil
+            return state.devices.removeValue(forKey: id) != nil
+        }
+    }
+
+    func enrollmentToken(hash: String) async throws -> EnrollmentTokenRecord? { change { $0.tokens[hash] } }
+
+    func insertEnrollmentToken(_ token: EnrollmentTokenRecord) async throws {
+        try change { state in
+            guard state.tokens[token.hash] == nil, !state.tokens.values.contains(where: { $0.id == token.id }) else {
+                throw Self.violation("an enrollment token with id \(token.id) or its hash exists")
+            }
+            state.tokens[token.hash] = token
+        }
+    }
+
+    func setUsesLeft(_ usesLeft: Int, enrollmentToken hash: String) async throws { change { $0.tokens[hash]?.usesLeft = usesLeft } }
+
+    func removeEnrollmentToken(id: String) async throws -> Bool {
+        change { state in
+            guard let hash = state.tokens.values.first(where: { $0.id == id })?.hash else { return false }
+            state.tokens[hash] = nil
+            return true
+        }
+    }
+
+    func deviceInfo(id: String) async throws -> StoredDeviceInfo? { change { $0.deviceInfo[id] } }
+
+    func setDeviceInfo(_ info: StoredDeviceInfo, id: String) async throws {
+        let stored = StoredDeviceInfo(info: try Self.stored(info.info, what: "facts of device \(id)"), updatedAt: info.updatedAt)
+        try change { state in
+            guard state.devices[id] != nil else { throw Self.violation("no device has id \(id)") }
+            state.deviceInfo[id] = stored
+        }
+    }
+
+    func setAgentPolicy(_ policy: AgentPolicy, scope: PolicyScope) async throws {
+        let stored = policy.isEmpty ? nil : try AgentPolicy(json: .object(Self.stored(policy.json.objectValue ?? [:], what: "\(scope)")))
+        change { $0.policies[scope] = stored }
+    }
+
+    func insertRevision(_ state: RevisionState, app: String, deviceID: String) async throws {
+        try change { try $0.setRevision(state, app: app, deviceID: deviceID) }
+    }
+
+    func recordStatuses(_ records: [StatusRecord]) async throws { try change { try $0.record(records) } }
+
+    func endConsoleSession(id: String, expiresAt: Int64, now: Int64) async throws {
+        change { state in
+            state.endedSessions = state.endedSessions.filter { $0.value > now }
+            state.endedSessions[id] = expiresAt
+        }
+    }
+
+    func count(of kind: StoredKind) async throws -> Int {
+        change { state in
+            switch kind {
+            case .metadata: state.metadata.count
+            case .values: state.values.values.reduce(0) { $0 + $1.count }
+            case .devices: state.devices.count
+            case .enrollmentTokens: state.tokens.count
+            case .agentPolicies: state.policies.count
+            }
+        }
+    }
+
+    /// Nothing else shares an in-memory store.
+    func announce(_ change: StoreChange) async throws {}
+}

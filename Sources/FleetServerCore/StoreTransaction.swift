@@ -1,0 +1,123 @@
+import FleetJSON
+import FleetProtocol
+
+/// The row operations of one write transaction: what a database implements so that the
+/// transaction scripts (``SettingsStore/enroll(_:newTokenHash:makeDevice:)``,
+/// ``SettingsStore/commit(_:)``, …) are written once, in this module, for every store.
+///
+/// A primitive reads or writes rows and maps them; it decides nothing. The rules (which token
+/// use is spent, which history number comes next, whether a rollout version may follow the
+/// stored one) are the scripts'. Reads inside a write transaction lock what they read where the
+/// database locks rows (PostgreSQL: `FOR UPDATE`), so that two instances checking the same row
+/// take turns; SQLite and the in-memory store run one write transaction at a time anyway.
+public protocol StoreTransaction: Sendable {
+    // MARK: Metadata and values
+
+    /// The stored version of `app`'s metadata, or `nil`.
+    func metadataVersion(app: String) async throws -> Int?
+    /// Inserts `metadata`; false, inserting nothing, when the app has metadata already.
+    func insertMetadata(_ metadata: StoredMetadata) async throws -> Bool
+    /// Replaces the app's stored metadata.
+    func updateMetadata(_ metadata: StoredMetadata) async throws
+    /// Replaces the values at `scope` (an empty object removes them).
+    func setValues(_ values: JSONObject, app: String, scope: Scope) async throws
+
+    // MARK: History
+
+    /// The app's newest history number (0: none).
+    func newestHistoryNumber(app: String) async throws -> Int64
+    /// The number of the app's newest entry written before `time`, or `nil`.
+    func newestHistoryNumber(app: String, writtenBefore time: Int64) async throws -> Int64?
+    /// Inserts `entry` (and whatever finds it by scope).
+    ///
+    /// - Throws: when the app has an entry with its number (a writer raced for it).
+    func insertHistory(_ entry: HistoryEntry) async throws
+    /// The app's history floor, or `nil` when nothing was ever removed.
+    func historyFloor(app: String) async throws -> Int64?
+    /// Makes the app's floor `number` unless it is higher already.
+    func raiseHistoryFloor(app: String, to number: Int64) async throws
+    /// Removes the app's entries numbered `cut` or lower except, for each scope, the newest of
+    /// them that wrote it (none kept for a device that no longer exists); returns how many.
+    func removeHistory(app: String, through cut: Int64) async throws -> Int
+
+    // MARK: Rollouts
+
+    /// Whether the app has an active (running or paused) rollout.
+    func hasActiveRollout(app: String) async throws -> Bool
+    /// Inserts a rollout.
+    func insertRollout(_ rollout: Rollout) async throws
+    /// Replaces the stored rollout with `rollout` when it is stored with `version`; false,
+    /// writing nothing, otherwise.
+    func replaceRollout(_ rollout: Rollout, storedVersion version: Int64) async throws -> Bool
+
+    // MARK: Devices and enrollment
+
+    /// The device with `id`, or `nil`.
+    func device(id: String) async throws -> Device?
+    /// The device enrolled with the token hashing to `tokenHash` and the request id `requestID`
+    /// at `since` or later, not disabled, or `nil`.
+    func device(enrolledWith tokenHash: String, requestID: String, since: Int64) async throws -> Device?
+    /// Inserts a device, with the enrollment it came from.
+    ///
+    /// - Throws: when its id, token hash or enrollment exists.
+    func insertDevice(_ device: Device, enrolledWith enrollment: DeviceEnrollment?) async throws
+    /// Writes the device's token hashes, apps, groups, `disabled` and `rotationRequested`.
+    func updateDevice(_ device: Device) async throws
+    /// Removes the device and everything stored for it; false when there is none.
+    func removeDevice(id: String) async throws -> Bool
+    /// The enrollment token with `hash`, or `nil`.
+    func enrollmentToken(hash: String) async throws -> EnrollmentTokenRecord?
+    /// Inserts an enrollment token.
+    ///
+    /// - Throws: when its hash or id exists.
+    func insertEnrollmentToken(_ token: EnrollmentTokenRecord) async throws
+    /// Writes the uses left of the token with `hash`.
+    func setUsesLeft(_ usesLeft: Int, enrollmentToken hash: String) async throws
+    /// Removes the enrollment token with `id`; false when there is none.
+    func removeEnrollmentToken(id: String) async throws -> Bool
+
+    // MARK: Facts, policies, revisions, reports, console sessions
+
+    /// The device's stored facts, or `nil`.
+    func deviceInfo(id: String) async throws -> StoredDeviceInfo?
+    /// Replaces the device's facts.
+    func setDeviceInfo(_ info: StoredDeviceInfo, id: String) async throws
+    /// Replaces the agent policy at `scope` (an empty one removes it).
+    func setAgentPolicy(_ policy: AgentPolicy, scope: PolicyScope) async throws
+    /// Inserts a device's revision for an app.
+    func insertRevision(_ state: RevisionState, app: String, deviceID: String) async throws
+    /// Keeps each of `records` as its device's latest report for the app, and in its history slot.
+    func recordStatuses(_ records: [StatusRecord]) async throws
+    /// Records the console session `id` as ended until `expiresAt`, and forgets those that
+    /// ended before `now`.
+    func endConsoleSession(id: String, expiresAt: Int64, now: Int64) async throws
+    /// How many of `kind` the store holds.
+    func count(of kind: StoredKind) async throws -> Int
+
+    // MARK: Changes
+
+    /// Tells the other server instances on the same database of `change`, delivered when this
+    /// transaction commits and never when it rolls back (a no-op where no other instance can be).
+    func announce(_ change: StoreChange) async throws
+}
+
+/// What a store that a fleet is restored into must not hold yet (see ``SettingsStore/restore(_:)``).
+public enum StoredKind: String, Sendable, CaseIterable {
+    case metadata
+    case values
+    case devices
+    case enrollmentTokens = "enrollment tokens"
+    case agentPolicies = "agent policies"
+}
+
+/// The enrollment a device came from: the token presented and the agent's request id, which
+/// make a retry after a lost answer find it.
+public struct DeviceEnrollment: Sendable, Hashable {
+    public var tokenHash: String?
+    public var requestID: String?
+
+    public init(tokenHash: String?, requestID: String?) {
+        self.tokenHash = tokenHash
+        self.requestID = requestID
+    }
+}
