@@ -27,12 +27,12 @@ try FileManager.default.createDirectory(atPath: folder, withIntermediateDirector
 defer { try? FileManager.default.removeItem(atPath: folder) }
 
 let store = try SQLiteStore(path: folder + "/fleet.sqlite")
-let service = SettingsService(
+let service = FleetServices(
     store: store, adminTokenHash: Credentials.hash("fsa_benchmark"), wallClock: FixedClock(),
     logger: Logger(label: "benchmark") { _ in SwiftLogNoOpLogHandler() })
 let metadata = try String(contentsOfFile: "Tests/Browser/kiosk.metadata.json", encoding: .utf8)
-_ = try await service.putMetadata(app: "kiosk", document: Array(metadata.utf8), force: false)
-_ = try await service.patchValues(app: "kiosk", scope: "group:group-3", patch: ["volume": 3])
+_ = try await service.admin.putMetadata(app: "kiosk", document: Array(metadata.utf8), force: false, actor: "benchmark")
+_ = try await service.admin.patchValues(app: "kiosk", scope: "group:group-3", patch: ["volume": 3], actor: "benchmark")
 
 print("making \(deviceCount) devices, each served its settings and reporting…")
 for index in 0..<deviceCount {
@@ -40,9 +40,9 @@ for index in 0..<deviceCount {
         id: String(format: "d-%06d", index), tokenHash: Credentials.hash("fsd_\(index)"), apps: ["kiosk"], groups: ["group-\(index % 10)"],
         enrolledAt: 1_794_990_000, lastSeenAt: 1_794_999_000)
     try await store.addDevice(device)
-    let settings = try await service.settings(app: "kiosk", device: device)
+    let settings = try await service.gateway.settings(app: "kiosk", device: device)
     let state = index % 50 == 0 ? "error" : "applied"
-    try await service.recordStatus(
+    try await service.gateway.recordStatus(
         app: "kiosk", device: device,
         ["revision": .number(.integer(settings.revision)), "schemaVersion": 1, "state": .string(state), "source": "agent", "message": ""])
 }
@@ -61,20 +61,22 @@ func timed<T>(_ body: () async throws -> T) async rethrows -> (milliseconds: Dou
 }
 
 let csrf = "benchmark"
-let api = try await timed { try await service.devices(app: "kiosk").json.serialized() }
-let apps = try await timed { ConsolePages.apps(try await service.overview(), csrf: csrf).text }
+let api = try await timed { try await service.admin.devices(app: "kiosk").json.serialized() }
+let apps = try await timed { ConsolePages.apps(try await service.console.overview(), csrf: csrf).text }
 let devices = try await timed {
-    ConsolePages.devices(try await service.overview(), filter: .init(), now: service.now, csrf: csrf).text
+    ConsolePages.devices(try await service.console.overview(), filter: .init(), now: service.now, csrf: csrf).text
 }
 let filtered = try await timed {
-    ConsolePages.devices(try await service.overview(), filter: .init(group: "group-3", state: "error"), now: service.now, csrf: csrf).text
+    ConsolePages.devices(
+        try await service.console.overview(), filter: .init(group: "group-3", state: "error"), now: service.now, csrf: csrf
+    ).text
 }
 let one = try await timed { () async throws -> String in
-    let (device, standings) = try await service.standings(deviceID: "d-000042")
+    let (device, standings) = try await service.console.standings(deviceID: "d-000042")
     return ConsolePages.device(
         device, standings: standings,
-        explanations: ["kiosk": ScopeValuesExplanation(try await service.explain(app: "kiosk", deviceID: device.id))],
-        recentReports: try await service.recentReports(deviceID: device.id), now: service.now, csrf: csrf
+        explanations: ["kiosk": ScopeValuesExplanation(try await service.admin.explain(app: "kiosk", deviceID: device.id))],
+        recentReports: try await service.console.recentReports(deviceID: device.id), now: service.now, csrf: csrf
     ).text
 }
 

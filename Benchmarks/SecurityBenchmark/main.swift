@@ -100,27 +100,29 @@ let notifier = ChangeNotifier()
 var logger = Logger(label: "bench")
 logger.logLevel = .critical
 let adminToken = "fsa_bench"
-let service = SettingsService(
+let service = FleetServices(
     store: store, adminTokenHash: Credentials.hash(adminToken), wallClock: FixedClock(), notifier: notifier, logger: logger)
 let metadata = """
     {"app": "kiosk", "version": 1, "schema": {"type": "object", "properties": {
       "volume": {"type": "integer", "minimum": 0, "maximum": 100, "default": 5, "x-writable": true}}}}
     """
-_ = try await service.putMetadata(app: "kiosk", document: Array(metadata.utf8), force: false)
-let token = try await service.makeEnrollmentToken(["apps": ["kiosk"], "uses": .number(.integer(Int64(devices)))])
+_ = try await service.admin.putMetadata(app: "kiosk", document: Array(metadata.utf8), force: false, actor: "benchmark")
+let token = try await service.directory.makeEnrollmentToken(["apps": ["kiosk"], "uses": .number(.integer(Int64(devices)))])
 var enrolling: [Device] = []
 for index in 0..<devices {
-    let identity = try await service.enroll([
+    let identity = try await service.gateway.enroll([
         "enrollmentToken": .string(token.enrollmentToken), "requestId": .string("bench-request-\(String(index + 100_000))"),
     ])
-    guard case .device(let device) = try await service.authenticate(authorization: "Bearer " + identity.deviceToken) else { fatalError() }
+    guard case .device(let device) = try await service.auth.authenticate(authorization: "Bearer " + identity.deviceToken) else {
+        fatalError()
+    }
     enrolling.append(device)
 }
 let enrolled = enrolling
 
 /// Every device long-polls, waiting on revision 1.
 let waits = enrolled.map { device in
-    Task { try await service.longPoll(app: "kiosk", device: device, knownRevision: 1, wait: .seconds(600)) }
+    Task { try await service.gateway.longPoll(app: "kiosk", device: device, knownRevision: 1, wait: .seconds(600)) }
 }
 func settle(_ count: Int) async {
     while await notifier.waiterCount(of: "kiosk") < count { try? await Task.sleep(for: .milliseconds(1)) }
@@ -132,7 +134,8 @@ func measureWrite(round: Int, appWide: Bool) async throws -> (cpu: Double, wall:
     let target = enrolled[round % devices]
     let cpu = cpuSeconds()
     let start = clock.now
-    _ = try await service.patchValues(app: "kiosk", scope: "device:\(target.id)", patch: ["volume": .number(.integer(Int64(round % 90)))])
+    _ = try await service.admin.patchValues(
+        app: "kiosk", scope: "device:\(target.id)", patch: ["volume": .number(.integer(Int64(round % 90)))], actor: "benchmark")
     var woken = await notifier.lastWakeCount
     if appWide {
         await notifier.changed("kiosk", scope: .app)  // what every write did before: wake the whole app
@@ -145,8 +148,8 @@ func measureWrite(round: Int, appWide: Bool) async throws -> (cpu: Double, wall:
 
 /// The device whose long-poll a write answered long-polls again, on its new revision.
 func relaunch(_ device: Device) async throws {
-    let revision = try await service.settings(app: "kiosk", device: device).revision
-    _ = Task { try await service.longPoll(app: "kiosk", device: device, knownRevision: revision, wait: .seconds(600)) }
+    let revision = try await service.gateway.settings(app: "kiosk", device: device).revision
+    _ = Task { try await service.gateway.longPoll(app: "kiosk", device: device, knownRevision: revision, wait: .seconds(600)) }
     await settle(devices)
 }
 
@@ -184,12 +187,12 @@ func historySize(_ store: SQLiteStore, app: String) async throws -> (rows: Int, 
 
 say("the write-back flood:")
 let flood = enrolled[0]
-var floodRevision = try await service.settings(app: "kiosk", device: flood).revision
+var floodRevision = try await service.gateway.settings(app: "kiosk", device: flood).revision
 let floodBase = try await historySize(store, app: "kiosk")
 // Before: a write that changed nothing was committed like any other, with the device's whole
 // values in its history entry (emulated with the same commit the old code made).
 let deviceValues: JSONObject = ["volume": 42]
-floodRevision = try await service.patchSettings(
+floodRevision = try await service.gateway.patchSettings(
     app: "kiosk", device: flood, ifMatch: "\"\(floodRevision)\"", patch: .object(deviceValues)
 ).revision
 let afterFirst = try await historySize(store, app: "kiosk")
@@ -201,11 +204,11 @@ for _ in 0..<1000 {
 }
 let afterOldNoOps = try await historySize(store, app: "kiosk")
 for _ in 0..<1000 {
-    _ = try await service.patchSettings(app: "kiosk", device: flood, ifMatch: "\"\(floodRevision)\"", patch: .object(deviceValues))
+    _ = try await service.gateway.patchSettings(app: "kiosk", device: flood, ifMatch: "\"\(floodRevision)\"", patch: .object(deviceValues))
 }
 let afterNoOps = try await historySize(store, app: "kiosk")
 for index in 0..<1000 {
-    floodRevision = try await service.patchSettings(
+    floodRevision = try await service.gateway.patchSettings(
         app: "kiosk", device: flood, ifMatch: "\"\(floodRevision)\"", patch: ["volume": .number(.integer(Int64(index % 2)))]
     ).revision
 }
@@ -268,7 +271,7 @@ func adminWritesDuringFlood(limit: RateLimiter<String>.Limit?) async throws -> (
     let deviceWrites = LockedCount()
     let flooding = writers.map { device in
         Task {
-            var revision = try await service.settings(app: "kiosk", device: device).revision
+            var revision = try await service.gateway.settings(app: "kiosk", device: device).revision
             var value: Int64 = 0
             while !Task.isCancelled {
                 if let limiter, !limiter.take(device.id, now: started.duration(to: clock.now)) {
@@ -277,12 +280,12 @@ func adminWritesDuringFlood(limit: RateLimiter<String>.Limit?) async throws -> (
                 }
                 value = 1 - value
                 do {
-                    revision = try await service.patchSettings(
+                    revision = try await service.gateway.patchSettings(
                         app: "kiosk", device: device, ifMatch: "\"\(revision)\"", patch: ["volume": .number(.integer(value))]
                     ).revision
                     deviceWrites.add()
                 } catch {
-                    revision = try await service.settings(app: "kiosk", device: device).revision
+                    revision = try await service.gateway.settings(app: "kiosk", device: device).revision
                 }
             }
         }
@@ -291,7 +294,8 @@ func adminWritesDuringFlood(limit: RateLimiter<String>.Limit?) async throws -> (
     var conflicts = 0
     for round in 0..<40 {
         do {
-            _ = try await service.patchValues(app: "kiosk", scope: "app", patch: ["volume": .number(.integer(Int64(50 + round % 2)))])
+            _ = try await service.admin.patchValues(
+                app: "kiosk", scope: "app", patch: ["volume": .number(.integer(Int64(50 + round % 2)))], actor: "benchmark")
             succeeded += 1
         } catch let error as ServiceError where error.code == .concurrentWrite {
             conflicts += 1

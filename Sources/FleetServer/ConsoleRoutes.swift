@@ -33,7 +33,7 @@ struct ConsoleRoutes: Sendable {
         HTTPField.Name("Cross-Origin-Opener-Policy")!: "same-origin",
     ]
 
-    let service: SettingsService
+    let service: FleetServices
     let sessions: ConsoleSessions
     let limits: RequestLimits
     let logger: Logger
@@ -61,7 +61,7 @@ struct ConsoleRoutes: Sendable {
         on(.post, "console/sign-out") { request, _ in
             try await signedIn(request, form: true) { session, _ in
                 sessions.end(session, now: service.now)
-                try await service.endConsoleSession(id: session.id, expiresAt: session.expiresAt)
+                try await service.directory.endConsoleSession(id: session.id, expiresAt: session.expiresAt)
                 logger.notice("console sign-out", metadata: ["event": "console-sign-out", "session": "\(session.id)"])
                 var response = redirect("/console/sign-in")
                 response.headers[.setCookie] = cookie("", maxAge: 0, request: request)
@@ -70,7 +70,7 @@ struct ConsoleRoutes: Sendable {
         }
         on(.get, "console/apps") { request, _ in
             try await signedIn(request) { session, _ in
-                page(ConsolePages.apps(try await service.overview(), csrf: sessions.csrfToken(for: session)))
+                page(ConsolePages.apps(try await service.console.overview(), csrf: sessions.csrfToken(for: session)))
             }
         }
         on(.get, "console/apps/:app") { request, context in
@@ -89,7 +89,8 @@ struct ConsoleRoutes: Sendable {
                 let notice = request.uri.queryParameters.get("stored").map { ConsoleFrame.notice("Version \($0) is stored.") }
                 return page(
                     ConsolePages.metadata(
-                        app: app, current: try await service.currentMetadata(app: app), review: nil, csrf: sessions.csrfToken(for: session),
+                        app: app, current: try await service.admin.currentMetadata(app: app), review: nil,
+                        csrf: sessions.csrfToken(for: session),
                         notice: notice))
             }
         }
@@ -112,8 +113,8 @@ struct ConsoleRoutes: Sendable {
                     do {
                         let rollout =
                             action == "resume"
-                            ? try await service.resumeRollout(app: app, actor: service.consoleActor)
-                            : try await service.abortRollout(app: app, actor: service.consoleActor)
+                            ? try await service.rollouts.resumeRollout(app: app, actor: service.auth.consoleActor)
+                            : try await service.rollouts.abortRollout(app: app, actor: service.auth.consoleActor)
                         return redirect("/console/apps/\(app)/history?done=\(rollout.phase.rawValue)")
                     } catch let error as ServiceError where error.status == 409 || error.code == .noRollout {
                         return page(
@@ -133,7 +134,7 @@ struct ConsoleRoutes: Sendable {
                     page: parameters.get("page").flatMap { Int($0) } ?? 1)
                 return page(
                     ConsolePages.devices(
-                        try await service.overview(), filter: filter, now: service.now, csrf: sessions.csrfToken(for: session)))
+                        try await service.console.overview(), filter: filter, now: service.now, csrf: sessions.csrfToken(for: session)))
             }
         }
         on(.get, "console/devices/:id") { request, context in
@@ -162,7 +163,7 @@ struct ConsoleRoutes: Sendable {
         on(.post, "console/tokens/:id/revoke") { request, context in
             try await signedIn(request, form: true) { _, _ in
                 let id = context.parameters.get("id") ?? ""
-                try await service.revokeEnrollmentToken(id: id)
+                try await service.directory.revokeEnrollmentToken(id: id)
                 return redirect("/console/tokens?revoked=\(ConsolePages.percentEncoded(id))")
             }
         }
@@ -190,7 +191,7 @@ struct ConsoleRoutes: Sendable {
         var token = Substring(fields["token"] ?? "")
         while token.first?.isWhitespace == true { token = token.dropFirst() }
         while token.last?.isWhitespace == true { token = token.dropLast() }
-        guard service.isAdminToken(String(token)) else {
+        guard service.auth.isAdminToken(String(token)) else {
             logger.warning("console sign-in refused", metadata: ["event": "console-sign-in", "outcome": "refused", "client": "\(client)"])
             do {
                 try limits.recordFailure(client: client, credential: String(token))
@@ -215,7 +216,7 @@ struct ConsoleRoutes: Sendable {
     /// on another instance, or before a restart: the store keeps sign-outs).
     private func session(_ request: Request) async throws -> ConsoleSessions.Session? {
         guard let session = sessionCookie(request).flatMap({ sessions.session(cookie: $0, now: service.now) }) else { return nil }
-        return try await service.isConsoleSessionEnded(id: session.id) ? nil : session
+        return try await service.directory.isConsoleSessionEnded(id: session.id) ? nil : session
     }
 
     /// The first valid session cookie of the request.
@@ -271,10 +272,10 @@ struct ConsoleRoutes: Sendable {
     /// The app's history page: its rollout (active or latest, `nil` when it never had one)
     /// and its newest 200 writes.
     private func historyPage(app: String, csrf: String, notice: HTML?) async throws -> HTML {
-        let history = try await service.history(app: app, scope: nil, limit: Self.historyShown)
+        let history = try await service.admin.history(app: app, scope: nil, limit: Self.historyShown)
         var rollout: RolloutView?
         do {
-            rollout = try await service.rolloutStatus(app: app)
+            rollout = try await service.rollouts.rolloutStatus(app: app)
         } catch let error as ServiceError where error.code == .noRollout {
             rollout = nil
         }
@@ -286,7 +287,7 @@ struct ConsoleRoutes: Sendable {
 
     private func settingsPage(_ request: Request, app: String, session: ConsoleSessions.Session) async throws -> Response {
         let scope = request.uri.queryParameters.get("scope").map { String($0) } ?? "app"
-        let view = try await service.scopeValues(app: app, scope: scope)
+        let view = try await service.admin.scopeValues(app: app, scope: scope)
         let notice = request.uri.queryParameters.get("saved") != nil ? ConsoleFrame.notice("Saved.") : nil
         return page(
             ConsolePages.appSettings(
@@ -300,7 +301,7 @@ struct ConsoleRoutes: Sendable {
     /// The scopes the picker suggests: the app, every group of its devices, and its first
     /// ``suggestedDevices`` devices.
     private func scopes(app: String) async throws -> [String] {
-        let devices = try await service.allDevices().devices.filter { $0.apps.contains(app) }
+        let devices = try await service.directory.allDevices().devices.filter { $0.apps.contains(app) }
         return ["app"] + Set(devices.flatMap(\.groups)).sorted().map { "group:" + $0 }
             + devices.prefix(Self.suggestedDevices).map { "device:" + $0.id }
     }
@@ -312,7 +313,7 @@ struct ConsoleRoutes: Sendable {
         -> Response
     {
         let scope = request.uri.queryParameters.get("scope").map { String($0) } ?? "app"
-        let view = try await service.scopeValues(app: app, scope: scope)
+        let view = try await service.admin.scopeValues(app: app, scope: scope)
         let wantsJSON = request.headers[.accept]?.contains("application/json") == true
         // Saving a form drawn before someone else's change would put back what it showed. Checked
         // here for an answer at once, and again in the write section as the write's precondition.
@@ -339,8 +340,8 @@ struct ConsoleRoutes: Sendable {
                 return wantsJSON ? json(.ok, ["saved": true, "changed": []]) : redirect(settingsPath(app, scope: scope, saved: true))
             }
             do {
-                _ = try await service.patchValues(
-                    app: app, scope: scope, patch: .object(patch), actor: service.consoleActor, precondition: unchangedSinceDrawn)
+                _ = try await service.admin.patchValues(
+                    app: app, scope: scope, patch: .object(patch), actor: service.auth.consoleActor, precondition: unchangedSinceDrawn)
                 logger.notice(
                     "console change",
                     metadata: ["event": "console-values", "app": "\(app)", "scope": "\(scope)", "session": "\(session.id)"])
@@ -383,19 +384,19 @@ struct ConsoleRoutes: Sendable {
     private func uploadMetadata(app: String, fields: FormFields, session: ConsoleSessions.Session) async throws -> Response {
         let document = fields["document"] ?? ""
         let csrf = sessions.csrfToken(for: session)
-        let current = try? await service.currentMetadata(app: app)
+        let current = try? await service.admin.currentMetadata(app: app)
         // A refusal (unreadable, invalid, not a newer version, values it breaks) is drawn on the
         // page with the document as sent, whichever button was pressed.
         do {
             if fields["action"] == "store" {
-                let result = try await service.putMetadata(
-                    app: app, document: Array(document.utf8), force: fields["force"] == "true", actor: service.consoleActor)
+                let result = try await service.admin.putMetadata(
+                    app: app, document: Array(document.utf8), force: fields["force"] == "true", actor: service.auth.consoleActor)
                 logger.notice(
                     "console metadata",
                     metadata: ["event": "console-metadata", "app": "\(app)", "version": "\(result.version)", "session": "\(session.id)"])
                 return redirect("/console/apps/\(app)/metadata?stored=\(result.version)")
             }
-            let preview = try await service.previewMetadata(app: app, document: Array(document.utf8))
+            let preview = try await service.admin.previewMetadata(app: app, document: Array(document.utf8))
             return page(
                 ConsolePages.metadata(app: app, current: current, review: .init(document: document, preview: preview), csrf: csrf))
         } catch let error as ServiceError {
@@ -408,22 +409,24 @@ struct ConsoleRoutes: Sendable {
     }
 
     private func devicePage(id: String, session: ConsoleSessions.Session, notice: HTML?) async throws -> Response {
-        let (device, standings) = try await service.standings(deviceID: id)
+        let (device, standings) = try await service.console.standings(deviceID: id)
         var explanations: [String: ScopeValuesExplanation] = [:]
         for app in standings.keys {
-            explanations[app] = ScopeValuesExplanation(try await service.explain(app: app, deviceID: id))
+            explanations[app] = ScopeValuesExplanation(try await service.admin.explain(app: app, deviceID: id))
         }
         return page(
             ConsolePages.device(
-                device, standings: standings, explanations: explanations, recentReports: try await service.recentReports(deviceID: id),
-                facts: try await service.deviceFacts(id: id), policy: try await service.devicePolicy(device), now: service.now,
+                device, standings: standings, explanations: explanations,
+                recentReports: try await service.console.recentReports(deviceID: id),
+                facts: try await service.directory.deviceFacts(id: id), policy: try await service.gateway.devicePolicy(device),
+                now: service.now,
                 csrf: sessions.csrfToken(for: session), notice: notice))
     }
 
     private func manageDevice(id: String, action: String, fields: FormFields, session: ConsoleSessions.Session) async throws -> Response {
         switch action {
         case "disable", "enable":
-            _ = try await service.updateDevice(id: id, ["disabled": .bool(action == "disable")])
+            _ = try await service.directory.updateDevice(id: id, ["disabled": .bool(action == "disable")])
             logger.notice(
                 "console device",
                 metadata: ["event": "console-device", "device": "\(id)", "action": "\(action)", "session": "\(session.id)"])
@@ -432,7 +435,7 @@ struct ConsoleRoutes: Sendable {
             guard fields["confirm"] == "yes" else {
                 throw ServiceError(400, .notConfirmed, "Tick the box to confirm the deletion.")
             }
-            try await service.deleteDevice(id: id)
+            try await service.directory.deleteDevice(id: id)
             logger.notice(
                 "console device", metadata: ["event": "console-device", "device": "\(id)", "action": "delete", "session": "\(session.id)"])
             return redirect("/console/devices")
@@ -442,10 +445,10 @@ struct ConsoleRoutes: Sendable {
     }
 
     private func tokensPage(created: EnrollmentTokenResponse?, session: ConsoleSessions.Session, notice: HTML?) async throws -> Response {
-        let apps = try await service.overview().apps.map(\.app)
+        let apps = try await service.console.overview().apps.map(\.app)
         return page(
             ConsolePages.tokens(
-                try await service.enrollmentTokens(), apps: apps, created: created, now: service.now,
+                try await service.directory.enrollmentTokens(), apps: apps, created: created, now: service.now,
                 csrf: sessions.csrfToken(for: session),
                 notice: notice))
     }
@@ -458,7 +461,7 @@ struct ConsoleRoutes: Sendable {
         guard let uses = Int64(fields["uses"] ?? ""), let expires = Int64(fields["expiresIn"] ?? "") else {
             throw ServiceError(400, .badRequest, "Uses and validity must be whole numbers.")
         }
-        let created = try await service.makeEnrollmentToken(
+        let created = try await service.directory.makeEnrollmentToken(
             [
                 "apps": .array(apps), "groups": .array(groups), "uses": .number(.integer(uses)),
                 "expiresInSeconds": .number(.integer(expires)),
@@ -490,7 +493,7 @@ struct ConsoleRoutes: Sendable {
                     while !Task.isCancelled {
                         try? await Task.sleep(for: .seconds(min(25, max(1, Double(session.expiresAt - service.now)))))
                         guard let current = sessions.session(cookie: cookie, now: service.now),
-                            (try? await service.isConsoleSessionEnded(id: current.id)) == false
+                            (try? await service.directory.isConsoleSessionEnded(id: current.id)) == false
                         else {
                             continuation.finish()
                             return

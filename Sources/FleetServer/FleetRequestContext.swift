@@ -11,7 +11,7 @@ struct FleetRequestContext: RequestContext, RemoteAddressRequestContext {
     /// The connection (for HTTP/2, the request's stream).
     let channel: any Channel
     /// Who sent the request, once ``Authentication`` found it (`nil` on routes anyone may call).
-    var principal: SettingsService.Principal?
+    var principal: Authenticator.Principal?
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
@@ -22,17 +22,17 @@ struct FleetRequestContext: RequestContext, RemoteAddressRequestContext {
 
     /// Who sent the request; 401 on a route no ``Authentication`` guards (a route defined with
     /// the wrong access, which the tests would show).
-    func caller() throws(ServiceError) -> SettingsService.Principal {
+    func caller() throws(ServiceError) -> Authenticator.Principal {
         guard let principal else { throw ServiceError(401, .unauthenticated, "send a token") }
         return principal
     }
 
     /// The device that sent the request, on a device route.
-    func device() throws(ServiceError) -> Device { try SettingsService.requireDevice(try caller()) }
+    func device() throws(ServiceError) -> Device { try Authenticator.requireDevice(try caller()) }
 
     /// The device that sent the request about `app`, which must be one of its apps (else
     /// exactly what an app that does not exist gets, 404 `unknown-app`).
-    func device(app: String) throws(ServiceError) -> Device { try SettingsService.requireDevice(try caller(), app: app) }
+    func device(app: String) throws(ServiceError) -> Device { try Authenticator.requireDevice(try caller(), app: app) }
 }
 
 /// Runs `operation` with a ``WaitCancellation`` that is handed to `cancel` as soon as `channel`

@@ -3,9 +3,9 @@ import Logging
 import ServiceLifecycle
 
 /// Applies the history retention (`--history-keep`) at start and then every ``interval``,
-/// while the server runs (see ``SettingsService/pruneHistory(keeping:)``).
+/// while the server runs (see ``FleetServices/pruneHistory(keeping:)``).
 struct HistoryPruner: Service, CustomStringConvertible {
-    let service: SettingsService
+    let service: FleetServices
     let retention: HistoryRetention
     let interval: Duration
     let logger: Logger
@@ -18,7 +18,7 @@ struct HistoryPruner: Service, CustomStringConvertible {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 do {
-                    _ = try await service.pruneHistory(keeping: retention)
+                    _ = try await service.admin.pruneHistory(keeping: retention)
                 } catch {
                     logger.error("history retention failed", metadata: ["event": "history-pruned", "error": "\(error)"])
                 }

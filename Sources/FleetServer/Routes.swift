@@ -8,7 +8,7 @@ import NIOCore
 import Prometheus
 import ServiceLifecycle
 
-/// Protocol v1 over HTTP: reads each request, calls one ``SettingsService`` method and writes
+/// Protocol v1 over HTTP: reads each request, calls one ``FleetServices`` method and writes
 /// its answer. `openapi/fleetset-v1.yaml` is the contract; the tests hold the two together.
 struct Routes: Sendable {
     /// The largest body accepted on settings, values, status and token routes: 1 MiB.
@@ -27,7 +27,7 @@ struct Routes: Sendable {
     /// The largest metadata document accepted: 4 MiB.
     static let metadataLimit = 4 << 20
 
-    let service: SettingsService
+    let service: FleetServices
     let logger: Logger
     let limits: RequestLimits
     let connections: OpenConnections
@@ -89,7 +89,7 @@ struct Routes: Sendable {
             let body = try await jsonBody(request, limit: Self.enrollLimit)
             // The token is checked first: a valid one is never refused for others' guesses.
             do {
-                return json(.created, try await service.enroll(body).json)
+                return json(.created, try await service.gateway.enroll(body).json)
             } catch let error as ServiceError where error.status == 401 {
                 try limits.recordFailure(client: client, credential: body["enrollmentToken"]?.stringValue)
                 throw error
@@ -134,7 +134,8 @@ struct Routes: Sendable {
             let device = try context.device(app: app)
             try limits.admit(deviceWrite: device.id)
             let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
-            let document = try await service.patchSettings(app: app, device: device, ifMatch: request.headers[.ifMatch], patch: patch)
+            let document = try await service.gateway.patchSettings(
+                app: app, device: device, ifMatch: request.headers[.ifMatch], patch: patch)
             return settingsResponse(document)
         }
 
@@ -142,20 +143,20 @@ struct Routes: Sendable {
         on(.get, "v1/apps/:app/explain", .device) { request, context in
             let app = try app(context)
             let device = try context.device(app: app)
-            return json(.ok, try await service.explain(app: app, deviceID: device.id).json)
+            return json(.ok, try await service.admin.explain(app: app, deviceID: device.id).json)
         }
 
         on(.post, "v1/apps/:app/status", .device) { request, context in
             let app = try app(context)
             let device = try context.device(app: app)
-            try await service.recordStatus(app: app, device: device, try await jsonBody(request, limit: Self.bodyLimit))
+            try await service.gateway.recordStatus(app: app, device: device, try await jsonBody(request, limit: Self.bodyLimit))
             return Response(status: .accepted)
         }
 
         // What the server asks of the calling device's agent; its ETag is the policy's tag.
         on(.get, "v1/device/policy", .device) { request, context in
             let device = try context.device()
-            let policy = try await service.devicePolicy(device)
+            let policy = try await service.gateway.devicePolicy(device)
             var response = json(.ok, policy.json)
             response.headers[.eTag] = "\"\(policy.tag)\""
             response.headers[.cacheControl] = "no-store"
@@ -167,14 +168,14 @@ struct Routes: Sendable {
             let device = try context.device()
             try limits.admit(deviceWrite: device.id)
             let patch = try await jsonBody(request, limit: DeviceInfo.maximumSize * 2, mediaType: "application/merge-patch+json")
-            return json(.ok, ["info": .object(try await service.patchDeviceInfo(device: device, patch: patch))])
+            return json(.ok, ["info": .object(try await service.gateway.patchDeviceInfo(device: device, patch: patch))])
         }
 
         // A new token for the calling device; the old one works until the new one is used.
         on(.post, "v1/device/token", .device) { request, context in
             let device = try context.device()
             try limits.admit(deviceWrite: device.id)
-            return json(.created, try await service.rotateToken(device: device).json)
+            return json(.created, try await service.gateway.rotateToken(device: device).json)
         }
 
         on(.get, "v1/admin/devices", .admin) { request, context in
@@ -184,34 +185,34 @@ struct Routes: Sendable {
                 }
                 return filter
             }
-            return json(.ok, try await service.allDevices(matching: filters).json)
+            return json(.ok, try await service.directory.allDevices(matching: filters).json)
         }
 
         on(.get, "v1/admin/devices/:id/policy", .admin) { request, context in
-            return json(.ok, try await service.devicePolicy(id: context.parameters.get("id") ?? "").json)
+            return json(.ok, try await service.directory.devicePolicy(id: context.parameters.get("id") ?? "").json)
         }
 
         on(.get, "v1/admin/policies", .admin) { request, context in
-            return json(.ok, try await service.policyList().json)
+            return json(.ok, try await service.directory.policyList().json)
         }
 
         on(.patch, "v1/admin/policies/:scope", .admin) { request, context in
             let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
             let scope = PercentEncoding.decoded(context.parameters.get("scope") ?? "") ?? ""
-            return json(.ok, try await service.patchPolicy(scope: scope, patch: patch).json)
+            return json(.ok, try await service.directory.patchPolicy(scope: scope, patch: patch).json)
         }
 
         on(.get, "v1/admin/devices/:id", .admin) { request, context in
-            return json(.ok, try await service.device(id: context.parameters.get("id") ?? "").json)
+            return json(.ok, try await service.directory.device(id: context.parameters.get("id") ?? "").json)
         }
 
         on(.patch, "v1/admin/devices/:id", .admin) { request, context in
             let body = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
-            return json(.ok, try await service.updateDevice(id: context.parameters.get("id") ?? "", body).json)
+            return json(.ok, try await service.directory.updateDevice(id: context.parameters.get("id") ?? "", body).json)
         }
 
         on(.delete, "v1/admin/devices/:id", .admin) { request, context in
-            try await service.deleteDevice(id: context.parameters.get("id") ?? "")
+            try await service.directory.deleteDevice(id: context.parameters.get("id") ?? "")
             return Response(status: .noContent)
         }
 
@@ -221,7 +222,11 @@ struct Routes: Sendable {
             try requireMediaType(request, "application/json")
             let bytes = try await bodyBytes(request, limit: Self.metadataLimit)
             let message = try messageParameter(request)
-            return json(.ok, try await service.putMetadata(app: app, document: bytes, force: force, message: message).json)
+            return json(
+                .ok,
+                try await service.admin.putMetadata(
+                    app: app, document: bytes, force: force, actor: service.auth.adminActor, message: message
+                ).json)
         }
 
         on(.get, "v1/admin/apps/:app/metadata", .admin) { request, context in
@@ -229,7 +234,7 @@ struct Routes: Sendable {
         }
 
         on(.get, "v1/admin/apps/:app/values", .admin) { request, context in
-            let values = try await service.values(app: try app(context), scope: request.uri.queryParameters.get("scope"))
+            let values = try await service.admin.values(app: try app(context), scope: request.uri.queryParameters.get("scope"))
             return json(.ok, values.json)
         }
 
@@ -239,7 +244,11 @@ struct Routes: Sendable {
             let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
             let message = try messageParameter(request)
             let force = try booleanParameter(request, "force")
-            return json(.ok, try await service.patchValues(app: app, scope: scope, patch: patch, message: message, force: force).json)
+            return json(
+                .ok,
+                try await service.admin.patchValues(
+                    app: app, scope: scope, patch: patch, actor: service.auth.adminActor, message: message, force: force
+                ).json)
         }
 
         // One value inside a setting at a scope, by key path: set (PUT, the value as the body)
@@ -250,9 +259,9 @@ struct Routes: Sendable {
                 // (Not a ternary: its `nil` would become JSON's null, which JSONValue takes as a literal.)
                 var value: JSONValue?
                 if method == .put { value = try await jsonBody(request, limit: Self.bodyLimit) }
-                let values = try await service.setValue(
+                let values = try await service.admin.setValue(
                     app: app, scope: request.uri.queryParameters.get("scope"), keyPath: try keyPath(context).keyPath, to: value,
-                    message: try messageParameter(request), force: try booleanParameter(request, "force"))
+                    actor: service.auth.adminActor, message: try messageParameter(request), force: try booleanParameter(request, "force"))
                 return json(.ok, values.json)
             }
         }
@@ -268,53 +277,53 @@ struct Routes: Sendable {
                 }
                 return before
             }
-            let history = try await service.history(
+            let history = try await service.admin.history(
                 app: try app(context), scope: request.uri.queryParameters.get("scope"), before: before, limit: limit)
             return json(.ok, history.json)
         }
 
         on(.post, "v1/admin/apps/:app/revert", .admin) { request, context in
             let body = try await jsonBody(request, limit: Self.bodyLimit)
-            return json(.created, try await service.revert(app: try app(context), body, actor: service.adminActor).json)
+            return json(.created, try await service.admin.revert(app: try app(context), body, actor: service.auth.adminActor).json)
         }
 
         on(.post, "v1/admin/apps/:app/rollouts", .admin) { request, context in
             let body = try await jsonBody(request, limit: Self.bodyLimit)
-            return json(.created, try await service.startRollout(app: try app(context), body, actor: service.adminActor).json)
+            return json(.created, try await service.rollouts.startRollout(app: try app(context), body, actor: service.auth.adminActor).json)
         }
 
         on(.get, "v1/admin/apps/:app/rollout", .admin) { request, context in
-            return json(.ok, try await service.rolloutStatus(app: try app(context)).json)
+            return json(.ok, try await service.rollouts.rolloutStatus(app: try app(context)).json)
         }
 
         on(.post, "v1/admin/apps/:app/rollout/resume", .admin) { request, context in
-            return json(.ok, try await service.resumeRollout(app: try app(context), actor: service.adminActor).json)
+            return json(.ok, try await service.rollouts.resumeRollout(app: try app(context), actor: service.auth.adminActor).json)
         }
 
         on(.post, "v1/admin/apps/:app/rollout/abort", .admin) { request, context in
-            return json(.ok, try await service.abortRollout(app: try app(context), actor: service.adminActor).json)
+            return json(.ok, try await service.rollouts.abortRollout(app: try app(context), actor: service.auth.adminActor).json)
         }
 
         on(.get, "v1/admin/apps/:app/devices", .admin) { request, context in
-            return json(.ok, try await service.devices(app: try app(context)).json)
+            return json(.ok, try await service.admin.devices(app: try app(context)).json)
         }
 
         on(.get, "v1/admin/apps/:app/devices/:id/explain", .admin) { request, context in
             let id = context.parameters.get("id") ?? ""
-            return json(.ok, try await service.explain(app: try app(context), deviceID: id).json)
+            return json(.ok, try await service.admin.explain(app: try app(context), deviceID: id).json)
         }
 
         on(.post, "v1/admin/enrollment-tokens", .admin) { request, context in
             let body = try await jsonBody(request, limit: Self.bodyLimit)
-            return json(.created, try await service.makeEnrollmentToken(body).json)
+            return json(.created, try await service.directory.makeEnrollmentToken(body).json)
         }
 
         on(.get, "v1/admin/enrollment-tokens", .admin) { request, context in
-            return json(.ok, try await service.enrollmentTokens().json)
+            return json(.ok, try await service.directory.enrollmentTokens().json)
         }
 
         on(.delete, "v1/admin/enrollment-tokens/:id", .admin) { request, context in
-            try await service.revokeEnrollmentToken(id: context.parameters.get("id") ?? "")
+            try await service.directory.revokeEnrollmentToken(id: context.parameters.get("id") ?? "")
             return Response(status: .noContent)
         }
     }
@@ -323,19 +332,19 @@ struct Routes: Sendable {
 
     /// The caller, within the limits: its address's, then its own (see ``RequestLimits``). A
     /// failed authentication counts against the address.
-    @Sendable private func authenticate(_ request: Request, _ context: FleetRequestContext) async throws -> SettingsService.Principal {
+    @Sendable private func authenticate(_ request: Request, _ context: FleetRequestContext) async throws -> Authenticator.Principal {
         let client = client(request, context)
         try limits.admit(client: client)
-        let principal: SettingsService.Principal
+        let principal: Authenticator.Principal
         do {
             let authorization = request.headers[.authorization]
-            if let known = try service.knownPrincipal(authorization: authorization) {
+            if let known = try service.auth.knownPrincipal(authorization: authorization) {
                 principal = known
             } else {
-                principal = try await service.authenticate(authorization: authorization)
+                principal = try await service.auth.authenticate(authorization: authorization)
             }
         } catch let error as ServiceError where error.status == 401 {
-            try limits.recordFailure(client: client, credential: SettingsService.bearerToken(request.headers[.authorization]))
+            try limits.recordFailure(client: client, credential: Authenticator.bearerToken(request.headers[.authorization]))
             throw error
         }
         if case .device(let device) = principal { try limits.admit(device: device.id) }
@@ -361,9 +370,9 @@ struct Routes: Sendable {
     private func waitParameter(_ request: Request) throws(ServiceError) -> Int {
         guard let text = request.uri.queryParameters.get("wait") else { return 0 }
         guard !text.isEmpty, text.utf8.count <= 3, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let seconds = Int(text),
-            (0...SettingsService.maximumWait).contains(seconds)
+            (0...DeviceGateway.maximumWait).contains(seconds)
         else {
-            throw ServiceError(400, .badParameter, "wait must be a whole number of seconds from 0 to \(SettingsService.maximumWait)")
+            throw ServiceError(400, .badParameter, "wait must be a whole number of seconds from 0 to \(DeviceGateway.maximumWait)")
         }
         return seconds
     }
@@ -412,7 +421,7 @@ struct Routes: Sendable {
     // MARK: - Writing answers
 
     private func metadataResponse(_ request: Request, app: String) async throws -> Response {
-        let (document, etag) = try await service.metadataDocument(app: app)
+        let (document, etag) = try await service.gateway.metadataDocument(app: app)
         if let tags = request.headers[.ifNoneMatch], tags.split(separator: ",").contains(where: { $0.trimmingSpaces() == Substring(etag) })
         {
             return Response(status: .notModified, headers: [.eTag: etag])
@@ -435,21 +444,21 @@ struct Routes: Sendable {
     /// neither.
     private func settingsLongPoll(
         _ request: Request, _ context: FleetRequestContext, app: String, device: Device
-    ) async throws -> (answer: SettingsService.LongPollAnswer, unchanged: Response) {
+    ) async throws -> (answer: DeviceGateway.LongPollAnswer, unchanged: Response) {
         let wait = try waitParameter(request)
         let known = request.headers[.ifNoneMatch].flatMap(RevisionTag.revision)
         let knownPolicy = request.headers[Self.policyHeader]
         let service = service
         let answer =
             wait == 0
-            ? try await service.longPoll(app: app, device: device, knownRevision: known, knownPolicyTag: knownPolicy, wait: .zero)
-            : try await whileOpen(context.channel, connections: connections, cancel: service.cancelLongPoll) { cancellation in
+            ? try await service.gateway.longPoll(app: app, device: device, knownRevision: known, knownPolicyTag: knownPolicy, wait: .zero)
+            : try await whileOpen(context.channel, connections: connections, cancel: service.gateway.cancelLongPoll) { cancellation in
                 try await withGracefulShutdownHandler {
-                    try await service.longPoll(
+                    try await service.gateway.longPoll(
                         app: app, device: device, knownRevision: known, knownPolicyTag: knownPolicy, wait: .seconds(wait),
                         cancellation: cancellation)
                 } onGracefulShutdown: {
-                    service.cancelLongPoll(cancellation)
+                    service.gateway.cancelLongPoll(cancellation)
                 }
             }
         let unchanged = withDeviceHints(
@@ -460,7 +469,7 @@ struct Routes: Sendable {
     /// A settings answer with what the device should know besides: a token rotation the admin
     /// asked for, its agent policy's tag when the request's differs, and when to poll next
     /// when the server is busy.
-    private func withDeviceHints(_ response: Response, _ answer: SettingsService.LongPollAnswer, _ request: Request) -> Response {
+    private func withDeviceHints(_ response: Response, _ answer: DeviceGateway.LongPollAnswer, _ request: Request) -> Response {
         var response = withRotationRequest(response, answer.device)
         if (request.headers[Self.policyHeader] ?? "0") != answer.policyTag {
             response.headers[Self.policyHeader] = answer.policyTag
@@ -611,14 +620,14 @@ struct Authentication: RouterMiddleware {
     /// The caller the routes are for.
     let required: Routes.Access
     /// Finds who sent the request (rate limits and failures counted), or throws 401.
-    let authenticate: @Sendable (Request, FleetRequestContext) async throws -> SettingsService.Principal
+    let authenticate: @Sendable (Request, FleetRequestContext) async throws -> Authenticator.Principal
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
         let principal = try await authenticate(request, context)
         switch required {
-        case .admin: try SettingsService.requireAdmin(principal)
-        case .device: _ = try SettingsService.requireDevice(principal)
+        case .admin: try Authenticator.requireAdmin(principal)
+        case .device: _ = try Authenticator.requireDevice(principal)
         case .anyone: break
         }
         context.principal = principal

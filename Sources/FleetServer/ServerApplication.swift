@@ -70,7 +70,7 @@ public enum FleetServerApplication {
     ///
     /// - Parameter onServerRunning: called with the bound port once the server listens.
     public static func make(
-        service: SettingsService, options: ServerOptions, logger: Logger,
+        service: FleetServices, options: ServerOptions, logger: Logger,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> some ApplicationProtocol {
         let connections = OpenConnections()
@@ -78,7 +78,7 @@ public enum FleetServerApplication {
         let console =
             options.console
             ? ConsoleRoutes(
-                service: service, sessions: ConsoleSessions(keyMaterial: service.consoleKeyMaterial), limits: limits, logger: logger,
+                service: service, sessions: ConsoleSessions(keyMaterial: service.auth.consoleKeyMaterial), limits: limits, logger: logger,
                 tls: options.tls != nil) : nil
         let router = Routes(
             service: service, logger: logger, limits: limits, connections: connections, metrics: options.metrics, console: console
@@ -99,7 +99,7 @@ public enum FleetServerApplication {
             server = try .http2Upgrade(
                 tlsConfiguration: configuration,
                 configuration: .init(
-                    idleTimeout: .seconds(SettingsService.maximumWait + 30),
+                    idleTimeout: .seconds(DeviceGateway.maximumWait + 30),
                     streamConfiguration: .init(additionalChannelHandlers: [
                         SlowClientGuard(readTimeout: readTimeout, connections: connections)
                     ])))

@@ -41,7 +41,7 @@ public actor ChangeNotifier {
         /// ``capacity`` long-polls are held already: the device should come back later.
         case shed
         /// ``busyLimit`` long-polls are held already: the device is told when to poll next
-        /// instead of being held (see ``SettingsService/LongPollAnswer/nextPoll``).
+        /// instead of being held (see ``FleetServices/LongPollAnswer/nextPoll``).
         case busy
     }
 
@@ -55,7 +55,7 @@ public actor ChangeNotifier {
 
     /// The one sleep that ends waits whose time is up.
     private struct Timer {
-        let wakesAt: ContinuousClock.Instant
+        let wakesAt: Duration
         let task: Task<Void, Never>
 
         func cancel() { task.cancel() }
@@ -76,7 +76,7 @@ public actor ChangeNotifier {
     private var waiterByDeviceApp: [DeviceApp: Int] = [:]
     private var deviceGenerations: [String: UInt64] = [:]
     private var waiterByCancellation: [ObjectIdentifier: Int] = [:]
-    private var deadlines = DeadlineQueue<ContinuousClock.Instant>()
+    private var deadlines = DeadlineQueue<Duration>()
     private var timer: Timer?
     private var nextWaiter = 0
     /// How many long-polls the last ``changed(_:scope:)`` or ``deviceChanged(_:)`` woke.
@@ -86,6 +86,8 @@ public actor ChangeNotifier {
     /// What the hot path keeps in memory; invalidated here, before long-polls are woken.
     public nonisolated let cache: ServingCache
     private let onHeldCountChange: @Sendable (Int) -> Void
+    /// What deadlines are measured by.
+    private let clock: ServiceClock
 
     /// - Parameters:
     ///   - capacity: the most long-polls held at once (at least 1).
@@ -93,10 +95,12 @@ public actor ChangeNotifier {
     ///   - busyLimit: from how many long-polls held on the next is answered ``WaitOutcome/busy``
     ///     (at most `capacity`; `.max`: never).
     ///   - onHeldCountChange: told the number of long-polls held whenever it changes (a gauge).
+    ///   - clock: what deadlines are measured by (the services' clock).
     public init(
         capacity: Int = .max, busyLimit: Int = .max, cache: ServingCache = ServingCache(),
-        onHeldCountChange: @escaping @Sendable (Int) -> Void = { _ in }
+        onHeldCountChange: @escaping @Sendable (Int) -> Void = { _ in }, clock: ServiceClock = .continuous
     ) {
+        self.clock = clock
         self.capacity = max(1, capacity)
         self.busyLimit = min(max(1, busyLimit), max(1, capacity))
         self.cache = cache
@@ -221,7 +225,7 @@ public actor ChangeNotifier {
         cancellation: WaitCancellation? = nil
     ) async -> WaitOutcome {
         await wait(
-            of: app, device: device, groups: groups, after: generation, deadline: ContinuousClock.now.advanced(by: timeout),
+            of: app, device: device, groups: groups, after: generation, deadline: clock.now + timeout,
             cancellation: cancellation)
     }
 
@@ -234,7 +238,7 @@ public actor ChangeNotifier {
     }
 
     private func wait(
-        of app: String, device: String, groups: [String], after generation: Generation, deadline: ContinuousClock.Instant?,
+        of app: String, device: String, groups: [String], after generation: Generation, deadline: Duration?,
         cancellation: WaitCancellation?
     ) async -> WaitOutcome {
         if self.generation(of: app, device: device) != generation { return .changed }
@@ -248,7 +252,7 @@ public actor ChangeNotifier {
                     continuation.resume(returning: .cancelled)
                     return
                 }
-                if let deadline, deadline <= .now {
+                if let deadline, deadline <= clock.now {
                     continuation.resume(returning: .timedOut)
                     return
                 }
@@ -300,7 +304,7 @@ public actor ChangeNotifier {
         if let timer, timer.wakesAt <= earliest { return }
         timer?.cancel()
         let task = Task {
-            try? await Task.sleep(until: earliest, tolerance: .milliseconds(10), clock: .continuous)
+            try? await self.clock.sleep(until: earliest)
             guard !Task.isCancelled else { return }
             self.expireDue()
         }
@@ -310,7 +314,7 @@ public actor ChangeNotifier {
     /// Ends the waits whose time is up, and sleeps until the next.
     private func expireDue() {
         timer = nil
-        _ = wake(deadlines.due(at: .now), with: .timedOut)
+        _ = wake(deadlines.due(at: clock.now), with: .timedOut)
         deadlines.compact { waiters[$0] != nil }
         armTimer()
     }

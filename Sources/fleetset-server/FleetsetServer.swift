@@ -244,9 +244,9 @@ struct Serve: AsyncParsableCommand {
         let busyLimit = busyPollInterval > 0 ? max(1, running.capacity - running.capacity / 10) : .max
         let notifier = ChangeNotifier(capacity: running.capacity, busyLimit: busyLimit, onHeldCountChange: { metrics.longPollsHeld($0) })
         let busyInterval = Duration.seconds(busyPollInterval)
-        let service = SettingsService(
+        let service = FleetServices(
             store: store, adminTokenHash: running.adminTokenHash, wallClock: SystemWallClock(),
-            busyPollDelay: { SettingsService.busyPollDelay(busyInterval, fraction: .random(in: 0..<1)) }, notifier: notifier,
+            busyPollDelay: { DeviceGateway.busyPollDelay(busyInterval, fraction: .random(in: 0..<1)) }, notifier: notifier,
             metrics: metrics, writeLock: shared?.writeLock, logger: logger)
         guard let (host, port) = Self.address(listen) else { throw ExitCode(2) }
         let tls = tlsCertificate.flatMap { certificate in tlsKey.map { (certificateFile: certificate, keyFile: $0) } }

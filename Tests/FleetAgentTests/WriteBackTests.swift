@@ -357,6 +357,16 @@ struct WriteBackTests {
             return seen
         }
         try await Task.sleep(for: .milliseconds(300))
+        // `watch` reads the revision it starts after, then watches the file (inotify): writing
+        // before it got that far would make the first write its starting point, not a change.
+        let fds = "/proc/\(watch.pid)/fd"
+        for _ in 0..<200 {
+            let watching = ((try? FileManager.default.contentsOfDirectory(atPath: fds)) ?? []).contains {
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: fds + "/" + $0)) == "anon_inode:inotify"
+            }
+            if watching { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
         var written: [Int64] = []
         for value in Int64(1)...4 {
             try await fleet.set("kiosk", value == 4 ? ["pin": "9999"] : ["volume": .number(.integer(value))])

@@ -259,11 +259,11 @@ extension ChangeNotifierTests {
 struct BearerTokenTests {
     @Test("the token of a Bearer header, the scheme in any case and spaces around it")
     func accepted() {
-        #expect(SettingsService.bearerToken("Bearer fsd_abc") == "fsd_abc")
-        #expect(SettingsService.bearerToken("bearer fsd_abc") == "fsd_abc")
-        #expect(SettingsService.bearerToken("BEARER   fsd_abc  ") == "fsd_abc")
-        #expect(SettingsService.bearerToken("  Bearer fsd_abc") == "fsd_abc")
-        #expect(SettingsService.bearerToken("Bearer " + String(repeating: "a", count: 512))?.utf8.count == 512)
+        #expect(Authenticator.bearerToken("Bearer fsd_abc") == "fsd_abc")
+        #expect(Authenticator.bearerToken("bearer fsd_abc") == "fsd_abc")
+        #expect(Authenticator.bearerToken("BEARER   fsd_abc  ") == "fsd_abc")
+        #expect(Authenticator.bearerToken("  Bearer fsd_abc") == "fsd_abc")
+        #expect(Authenticator.bearerToken("Bearer " + String(repeating: "a", count: 512))?.utf8.count == 512)
     }
 
     @Test(
@@ -273,7 +273,7 @@ struct BearerTokenTests {
             "Bearer " + String(repeating: "a", count: 513), "Beare fsd_abc", "Bearer-fsd_abc",
         ])
     func refused(header: String?) {
-        #expect(SettingsService.bearerToken(header) == nil)
+        #expect(Authenticator.bearerToken(header) == nil)
     }
 }
 

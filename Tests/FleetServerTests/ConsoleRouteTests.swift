@@ -251,7 +251,7 @@ struct ConsoleRouteTests {
                 app: "kiosk", RolloutRequest(scope: "app", patch: ["title": "Staged <b>"], waves: [.group("w1"), .everyone]))
             try await device.fetch()
             try await device.report(.error, "cannot show <it>")
-            try await server.service.superviseRollouts()
+            try await server.service.rollouts.superviseRollouts()
             _ = try await visitor.signIn()
             let path = "/console/apps/kiosk/history"
             let page = String(decoding: try await visitor.request(.get, path).body, as: UTF8.self)
@@ -271,11 +271,11 @@ struct ConsoleRouteTests {
             let resumed = try await visitor.request(.post, "/console/apps/kiosk/rollout/resume", form: [("csrf", csrf)])
             #expect(resumed.status == 303 && resumed.headers["Location"] == path + "?done=running")
             let status = try await server.admin.rollout(app: "kiosk")
-            #expect(status.currentWave == 1 && status.actor == server.service.adminActor)
+            #expect(status.currentWave == 1 && status.actor == server.service.auth.adminActor)
             let aborted = try await visitor.request(.post, "/console/apps/kiosk/rollout/abort", form: [("csrf", csrf)])
             #expect(aborted.status == 303 && aborted.headers["Location"] == path + "?done=aborted")
             let history = try await server.admin.history(app: "kiosk").entries
-            #expect(history.last?.actor == server.service.consoleActor && history.last?.message.hasSuffix("aborted") == true)
+            #expect(history.last?.actor == server.service.auth.consoleActor && history.last?.message.hasSuffix("aborted") == true)
             let again = try await visitor.request(.post, "/console/apps/kiosk/rollout/resume", form: [("csrf", csrf)])
             #expect(again.status == 409 && String(decoding: again.body, as: UTF8.self).contains("has no active rollout"))
         }
@@ -332,21 +332,21 @@ struct ConsoleRouteTests {
                 try await device.client.reportStatus(
                     app: "kiosk", StatusReport(revision: settings?.revision ?? 0, schemaVersion: 1, state: state, source: .agent))
             }
-            var kiosk = try await server.service.overview().apps.first { $0.app == "kiosk" }
+            var kiosk = try await server.service.console.overview().apps.first { $0.app == "kiosk" }
             #expect(kiosk?.devices == 3 && kiosk?.onNewest == 2)
             #expect(kiosk?.states == [.applied: 1, .error: 1, .waiting: 1])
 
             // A change for the lobby: the second device's report is about an older revision now.
             _ = try await server.admin.patchValues(app: "kiosk", scope: "group:lobby", patch: ["volume": 2])
-            kiosk = try await server.service.overview().apps.first { $0.app == "kiosk" }
+            kiosk = try await server.service.console.overview().apps.first { $0.app == "kiosk" }
             #expect(kiosk?.onNewest == 1)
             #expect(kiosk?.states == [.applied: 1, .waiting: 2])
-            let overview = try await server.service.overview()
+            let overview = try await server.service.console.overview()
             let standing = overview.standings[second.id]?["kiosk"]
             #expect(standing?.servedIsNewest == false && standing?.latest?.report.state == .error)
             // The Device page reads one device alone, and sees what the fleet's overview sees.
             for device in [first, second] {
-                let alone = try await server.service.standings(deviceID: device.id)
+                let alone = try await server.service.console.standings(deviceID: device.id)
                 #expect(alone.standings == overview.standings[device.id] ?? [:])
             }
         }

@@ -65,7 +65,7 @@ struct HistoryAndRolloutRouteTests {
             let history = try await server.admin.history(app: "kiosk")
             #expect(history.entries.map(\.number) == [1, 2, 3, 4])
             #expect(history.entries.map(\.kind) == ["metadata", "values", "values", "values"])
-            let admin = server.service.adminActor
+            let admin = server.service.auth.adminActor
             #expect(admin.hasPrefix("admin (token ") && !admin.contains(TestFleetServer.adminToken))
             #expect(history.entries.map(\.actor) == [admin, admin, admin, "device \(enrolled.id)"])
             #expect(history.entries.map(\.message) == ["first version", "greet — ünïcode & more", "", ""])
@@ -145,7 +145,7 @@ struct HistoryAndRolloutRouteTests {
             var devices = try await Self.threeDevices(server)
             let started = try await server.admin.startRollout(
                 app: "kiosk", RolloutRequest(scope: "app", patch: ["title": "Staged"], waves: Self.groupWaves, message: "new title"))
-            #expect(started.phase == .running && started.currentWave == 0 && started.actor == server.service.adminActor)
+            #expect(started.phase == .running && started.currentWave == 0 && started.actor == server.service.auth.adminActor)
             #expect(started.progress == [RolloutWaveProgress(wave: .group("w1"), devices: 1, applied: 0, failed: 0, waiting: 1)])
             #expect(started.devices.map(\.detail) == ["has not fetched the staged values"])
 
@@ -157,11 +157,11 @@ struct HistoryAndRolloutRouteTests {
             #expect(try await server.admin.values(app: "kiosk", scope: "app").values.isEmpty)
 
             // Fetched but not reported: the wave waits.
-            try await server.service.superviseRollouts()
+            try await server.service.rollouts.superviseRollouts()
             #expect(try await server.admin.rollout(app: "kiosk").currentWave == 0)
             #expect(try await server.admin.rollout(app: "kiosk").devices.first?.detail.hasPrefix("no report on revision") == true)
             try await devices[0].report(.applied)
-            try await server.service.superviseRollouts()
+            try await server.service.rollouts.superviseRollouts()
             var status = try await server.admin.rollout(app: "kiosk")
             #expect(status.currentWave == 1 && status.phase == .running)
             #expect(status.progress.first == RolloutWaveProgress(wave: .group("w1"), devices: 1, applied: 1, failed: 0, waiting: 0))
@@ -170,11 +170,11 @@ struct HistoryAndRolloutRouteTests {
             #expect(devices[1].title == "Staged")
             #expect(try await devices[2].fetch() == false)
             try await devices[1].report(.applied)
-            try await server.service.superviseRollouts()
+            try await server.service.rollouts.superviseRollouts()
             #expect(try await server.admin.rollout(app: "kiosk").currentWave == 2)
             #expect(try await devices[2].fetch())
             try await devices[2].report(.applied)
-            try await server.service.superviseRollouts()
+            try await server.service.rollouts.superviseRollouts()
             status = try await server.admin.rollout(app: "kiosk")
             #expect(status.phase == .completed && status.endedAt != nil)
 
@@ -202,7 +202,7 @@ struct HistoryAndRolloutRouteTests {
                 app: "kiosk", RolloutRequest(scope: "app", patch: ["title": "Staged"], waves: Self.groupWaves))
             try await devices[0].fetch()
             try await devices[0].report(.error, "hook exited 1")
-            try await server.service.superviseRollouts()
+            try await server.service.rollouts.superviseRollouts()
             var status = try await server.admin.rollout(app: "kiosk")
             #expect(status.phase == .paused)
             #expect(status.reason.contains("1 of 1 admitted device(s) (100%) reported error or unsupported, more than the 0% allowed"))
@@ -210,7 +210,7 @@ struct HistoryAndRolloutRouteTests {
             #expect(status.devices.map(\.outcome) == [.failed])
             #expect(server.log.events("rollout").last?.contains("level=warning") == true)
             // Paused: nothing moves on by itself.
-            try await server.service.superviseRollouts()
+            try await server.service.rollouts.superviseRollouts()
             #expect(try await server.admin.rollout(app: "kiosk").currentWave == 0)
 
             // The staged keys are guarded; other keys go to everyone, the admitted devices included.
@@ -229,7 +229,7 @@ struct HistoryAndRolloutRouteTests {
             #expect(devices[1].title == "Staged")
 
             status = try await server.admin.abortRollout(app: "kiosk")
-            #expect(status.phase == .aborted && status.reason == "aborted by \(server.service.adminActor)")
+            #expect(status.phase == .aborted && status.reason == "aborted by \(server.service.auth.adminActor)")
             for index in 0..<2 {
                 #expect(try await devices[index].fetch())
                 #expect(devices[index].title == "Welcome")
@@ -254,10 +254,10 @@ struct HistoryAndRolloutRouteTests {
                 app: "kiosk",
                 RolloutRequest(scope: "app", patch: ["title": "Staged"], waves: Self.groupWaves, waveWaitSeconds: 60))
             server.clock.advance(by: 59)
-            try await server.service.superviseRollouts()
+            try await server.service.rollouts.superviseRollouts()
             #expect(try await server.admin.rollout(app: "kiosk").phase == .running)
             server.clock.advance(by: 1)
-            try await server.service.superviseRollouts()
+            try await server.service.rollouts.superviseRollouts()
             let status = try await server.admin.rollout(app: "kiosk")
             #expect(status.phase == .paused)
             #expect(
@@ -321,7 +321,7 @@ struct HistoryAndRolloutRouteTests {
                 app: "kiosk", RolloutRequest(scope: "app", patch: ["title": "Staged"], waves: Self.groupWaves))
             let started = try await server.admin.rollout(app: "kiosk")
             #expect(started.progress.first == RolloutWaveProgress(wave: .group("w1"), devices: 1, applied: 1, failed: 0, waiting: 0))
-            try await server.service.superviseRollouts()
+            try await server.service.rollouts.superviseRollouts()
             #expect(try await server.admin.rollout(app: "kiosk").currentWave == 1)
             #expect(try await devices[0].fetch() == false)
         }
@@ -338,17 +338,17 @@ struct HistoryAndRolloutRouteTests {
                 app: "kiosk", RolloutRequest(scope: "app", patch: ["title": "Staged"], waves: Self.groupWaves))
             try await devices[0].fetch()
             try await devices[0].report(.applied)
-            try await server.service.superviseRollouts()
+            try await server.service.rollouts.superviseRollouts()
             let waiting = try await server.admin.rollout(app: "kiosk")
             #expect(waiting.currentWave == 0)
             #expect(waiting.devices.first?.detail.hasPrefix("its app has not acknowledged revision") == true)
             try await devices[0].report(.applied, source: .app)
-            try await server.service.superviseRollouts()
+            try await server.service.rollouts.superviseRollouts()
             #expect(try await server.admin.rollout(app: "kiosk").currentWave == 1)
             try await devices[1].fetch()
             try await devices[1].report(.applied)
             try await devices[1].report(.error, "cannot show the title", source: .app)
-            try await server.service.superviseRollouts()
+            try await server.service.rollouts.superviseRollouts()
             let paused = try await server.admin.rollout(app: "kiosk")
             #expect(paused.phase == .paused && paused.reason.contains("(app error on revision"))
             #expect(paused.reason.contains("cannot show the title"))

@@ -228,10 +228,10 @@ struct SettingsRouteTests {
         var fractions = (0..<1000).map { _ in Double.random(in: 0..<1) }
         fractions += [0, 1, -3, 7]
         for fraction in fractions {
-            let spread = SettingsService.spreadWait(.seconds(160), fraction: fraction)
+            let spread = DeviceGateway.spreadWait(.seconds(160), fraction: fraction)
             #expect(spread <= .seconds(160) && spread >= .seconds(150))
         }
-        #expect(Set(fractions.prefix(1000).map { SettingsService.spreadWait(.seconds(160), fraction: $0) }).count > 900)
+        #expect(Set(fractions.prefix(1000).map { DeviceGateway.spreadWait(.seconds(160), fraction: $0) }).count > 900)
 
         let asked = Locked<[Duration]>([])
         try await TestFleetServer.with(

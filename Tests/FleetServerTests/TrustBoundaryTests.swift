@@ -212,36 +212,36 @@ struct TrustBoundaryTests {
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
             let bearer = "Bearer \(device.token)"
-            #expect(try server.service.knownPrincipal(authorization: "Bearer \(TestFleetServer.adminToken)") == .admin)
+            #expect(try server.service.auth.knownPrincipal(authorization: "Bearer \(TestFleetServer.adminToken)") == .admin)
             _ = try await device.client.settings(app: "kiosk")  // seen now, and known
-            guard case .device(let known) = try server.service.knownPrincipal(authorization: bearer) else {
+            guard case .device(let known) = try server.service.auth.knownPrincipal(authorization: bearer) else {
                 Issue.record("a device that was just seen is not known")
                 return
             }
             #expect(known.id == device.id)
-            #expect(try server.service.knownPrincipal(authorization: "Bearer fsd_unknown") == nil)
-            #expect(throws: ServiceError.self) { try server.service.knownPrincipal(authorization: "Basic abc") }
+            #expect(try server.service.auth.knownPrincipal(authorization: "Bearer fsd_unknown") == nil)
+            #expect(throws: ServiceError.self) { try server.service.auth.knownPrincipal(authorization: "Basic abc") }
 
             // Last seen too long ago: the full way, which records the time; then known again.
-            server.clock.advance(by: SettingsService.lastSeenResolution)
-            #expect(try server.service.knownPrincipal(authorization: bearer) == nil)
+            server.clock.advance(by: Authenticator.lastSeenResolution)
+            #expect(try server.service.auth.knownPrincipal(authorization: bearer) == nil)
             _ = try await device.client.settings(app: "kiosk")
             #expect(try await server.admin.device(id: device.id).lastSeenAt == server.clock.secondsSinceEpoch())
-            #expect(try server.service.knownPrincipal(authorization: bearer) != nil)
+            #expect(try server.service.auth.knownPrincipal(authorization: bearer) != nil)
 
             // A pending token (a rotation under way) is never known: its first use promotes it.
             _ = try await server.admin.updateDevice(id: device.id, DeviceUpdate(rotateToken: true))
             let rotation = try await device.client.rotateToken()
-            #expect(try server.service.knownPrincipal(authorization: "Bearer \(rotation.deviceToken)") == nil)
+            #expect(try server.service.auth.knownPrincipal(authorization: "Bearer \(rotation.deviceToken)") == nil)
             let rotated = server.client(token: rotation.deviceToken)
             _ = try await rotated.settings(app: "kiosk")  // promotes it (and forgets the device)
             _ = try await rotated.settings(app: "kiosk")  // reads it again
-            #expect(try server.service.knownPrincipal(authorization: "Bearer \(rotation.deviceToken)") != nil)
-            #expect(try server.service.knownPrincipal(authorization: bearer) == nil)
+            #expect(try server.service.auth.knownPrincipal(authorization: "Bearer \(rotation.deviceToken)") != nil)
+            #expect(try server.service.auth.knownPrincipal(authorization: bearer) == nil)
 
             // A disabled device is not known (the full way refuses it).
             _ = try await server.admin.updateDevice(id: device.id, DeviceUpdate(disabled: true))
-            #expect(try server.service.knownPrincipal(authorization: "Bearer \(rotation.deviceToken)") == nil)
+            #expect(try server.service.auth.knownPrincipal(authorization: "Bearer \(rotation.deviceToken)") == nil)
             #expect(await refusal { try await rotated.settings(app: "kiosk") }?.code == .deviceDisabled)
         }
     }

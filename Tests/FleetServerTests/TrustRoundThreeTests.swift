@@ -218,7 +218,7 @@ struct TrustRoundThreeTests {
             let badBefore = await refusal { try await server.admin.history(app: "kiosk", before: 0) }
             #expect(badBefore?.status == 400)
             // Keep the newest 4: entries 2…7 go, but for the app scope its newest at the cut (7).
-            #expect(try await server.service.pruneHistory(keeping: .init(maximumCount: 4)) == 6)
+            #expect(try await server.service.admin.pruneHistory(keeping: .init(maximumCount: 4)) == 6)
             #expect(try await server.admin.history(app: "kiosk").entries.map(\.number) == [7, 8, 9, 10, 11])
             #expect(server.log.events("history-pruned").count == 1)
             let tooOld = await refusal { try await server.admin.revert(app: "kiosk", RevertRequest(to: 5)) }
@@ -231,7 +231,7 @@ struct TrustRoundThreeTests {
             // still rebuilds the values after it from the bases kept.
             try await server.putKioskMetadata(version: 2)  // 13
             _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["volume": 1])  // 14
-            #expect(try await server.service.pruneHistory(keeping: .init(maximumCount: 1)) == 6)
+            #expect(try await server.service.admin.pruneHistory(keeping: .init(maximumCount: 1)) == 6)
             #expect(try await server.admin.history(app: "kiosk").entries.map(\.number) == [12, 14])
             #expect(try await server.admin.revert(app: "kiosk", RevertRequest(to: 13)).number == 15)
             #expect(try await server.admin.values(app: "kiosk", scope: "app").values["volume"] == 5)

@@ -48,7 +48,7 @@ struct TestFleetServer: Sendable {
     let store: any SettingsStore
     let notifier: ChangeNotifier
     /// The service behind the routes (for what a test checks without HTTP).
-    let service: SettingsService
+    let service: FleetServices
     /// The kind (`read` or `write`) of every store call that ran, in order.
     let storeCalls: CapturedLog
 
@@ -133,7 +133,7 @@ struct TestFleetServer: Sendable {
         let registry = PrometheusCollectorRegistry()
         let metrics = ServerMetrics(factory: PrometheusMetricsFactory.fleetset(registry: registry))
         let notifier = ChangeNotifier(capacity: maxLongPolls, busyLimit: busyLimit, onHeldCountChange: { metrics.longPollsHeld($0) })
-        let service = SettingsService(
+        let service = FleetServices(
             store: store, adminTokenHash: Credentials.hash(adminToken), wallClock: clock, waitSpread: waitSpread, notifier: notifier,
             metrics: metrics, writeLock: writeLock, logger: logger)
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()

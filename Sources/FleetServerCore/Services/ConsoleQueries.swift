@@ -1,6 +1,9 @@
 import FleetJSON
 import FleetMetadata
 import FleetProtocol
+import HTTPTypes
+import Logging
+import PosixThreads
 
 /// Where a device stands with one app's newest settings.
 public enum RolloutState: String, Sendable, Hashable, CaseIterable {
@@ -100,16 +103,7 @@ public struct MetadataPreview: Sendable {
     public let breaks: [ErrorBody.Detail]
 }
 
-extension SettingsService {
-    /// The service clock's time, in seconds since the epoch.
-    public var now: Int64 { wallClock.secondsSinceEpoch() }
-
-    /// The stored metadata of `app`, or `nil` when it has none.
-    public func currentMetadata(app: String) async throws -> Metadata? {
-        guard try await store.metadata(app: app) != nil else { return nil }
-        return try await metadata(app: app)
-    }
-
+extension ConsoleQueries {
     /// Every app's roll-up and every device's standing with each of its apps, read from the
     /// store (not the serving cache: the console is not the hot path).
     public func overview() async throws -> FleetOverview {
@@ -196,79 +190,5 @@ extension SettingsService {
     /// ``SettingsStore/recentStatuses(deviceID:)``).
     public func recentReports(deviceID: String) async throws -> [StatusRecord] {
         try await store.recentStatuses(deviceID: deviceID)
-    }
-
-    /// The values set at one scope and what it inherits from the scopes below it.
-    ///
-    /// - Throws: 400 for a bad scope, 404 for an unknown app or device.
-    public func scopeValues(app: String, scope parameter: String?) async throws -> ScopeValuesView {
-        let metadata = try await metadata(app: app)
-        let scope = try await writableScope(parameter)
-        let all = try await store.allValues(app: app)
-        var deviceGroups: [String] = []
-        if case .device(let id) = scope {
-            guard let device = try await store.device(id: id) else { throw ServiceError.unknownDevice(id) }
-            deviceGroups = device.groups
-        }
-        return Self.scopeValuesView(metadata: metadata, scope: scope, all: all, deviceGroups: deviceGroups)
-    }
-
-    /// The view of `scope` made from every scope's values (`all`) and, for a device, its groups.
-    static func scopeValuesView(metadata: Metadata, scope: Scope, all: [Scope: JSONObject], deviceGroups: [String]) -> ScopeValuesView {
-        let below: EffectiveSettings
-        switch scope {
-        case .defaults, .app:
-            below = EffectiveSettings(metadata: metadata, app: [:], groups: [:], device: [:], deviceID: "")
-        case .group:
-            below = EffectiveSettings(metadata: metadata, app: all[.app] ?? [:], groups: [:], device: [:], deviceID: "")
-        case .device(let id):
-            var groups: [String: JSONObject] = [:]
-            for group in deviceGroups { groups[group] = all[.group(group)] }
-            below = EffectiveSettings(metadata: metadata, app: all[.app] ?? [:], groups: groups, device: [:], deviceID: id)
-        }
-        // A device's key-path values are shown inside their settings: the fleet's value with
-        // the device's own places laid over it.
-        let own = all[scope] ?? [:]
-        var values = JSONObject()
-        for (key, value) in own where !KeyPathValues.isKeyPath(key) { values[key] = value }
-        let heldAtKeyPaths = Set(own.keys.filter(KeyPathValues.isKeyPath).compactMap(KeyPathValues.setting(of:)))
-        if !heldAtKeyPaths.isEmpty {
-            var effective = below.values
-            for (key, value) in values { effective[key] = value }
-            KeyPathValues.overlay(own, onto: &effective)
-            for key in heldAtKeyPaths { values[key] = effective[key] }
-        }
-        return ScopeValuesView(
-            metadata: metadata, scope: scope, values: metadata.masked(values), inherited: metadata.masked(below.values),
-            inheritedSources: below.sources, heldAtKeyPaths: heldAtKeyPaths)
-    }
-
-    /// What storing `bytes` as `app`'s metadata would do, without storing it.
-    ///
-    /// - Throws: what ``putMetadata(app:document:force:)`` throws for a document it cannot read.
-    public func previewMetadata(app: String, document bytes: [UInt8]) async throws -> MetadataPreview {
-        let proposed = try Self.readMetadata(app: app, document: bytes)
-        let stored = try await store.metadata(app: app)
-        let storedMetadata = stored == nil ? nil : try await metadata(app: app)
-        var versionProblem: String?
-        if let stored, stored.version >= proposed.version {
-            versionProblem = "version \(proposed.version) is not greater than the stored version \(stored.version)"
-        }
-        let findings = ValueAudit.findings(
-            metadata: proposed, values: try await store.allValues(app: app), audiences: try await audiences(of: .app, app: app))
-        return MetadataPreview(stored: storedMetadata, proposed: proposed, versionProblem: versionProblem, breaks: findings.map(\.detail))
-    }
-}
-
-extension SettingsService {
-    /// Records a console sign-out in the store, so that the session's cookie is refused by every
-    /// instance and after a restart, not only by the one that signed it out.
-    public func endConsoleSession(id: String, expiresAt: Int64) async throws {
-        try await store.endConsoleSession(id: id, expiresAt: expiresAt, now: now)
-    }
-
-    /// Whether the console session `id` was signed out (see ``endConsoleSession(id:expiresAt:)``).
-    public func isConsoleSessionEnded(id: String) async throws -> Bool {
-        try await store.isConsoleSessionEnded(id: id)
     }
 }

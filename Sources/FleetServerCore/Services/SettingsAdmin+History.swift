@@ -3,18 +3,9 @@ import FleetMetadata
 import FleetProtocol
 import HTTPTypes
 import Logging
+import PosixThreads
 
-extension SettingsService {
-    /// Who an admin write through the API is recorded as: `admin (token 1a2b3c4d)`, naming the
-    /// credential by a digest of its hash (never the token).
-    public var adminActor: String { "admin (token \(adminCredentialDigest))" }
-
-    /// Who an admin write through the console is recorded as.
-    public var consoleActor: String { "console (token \(adminCredentialDigest))" }
-
-    /// Who a device's own write is recorded as.
-    static func deviceActor(_ device: Device) -> String { "device \(device.id)" }
-
+extension SettingsAdmin {
     /// The app's history, oldest first, secrets masked; with `scope`, only the writes of that
     /// scope; with `before`, only the entries numbered below it (the next page back); with
     /// `limit`, only the newest that many. The store reads just that page.
@@ -105,7 +96,7 @@ extension SettingsService {
                     )
                 }
                 if let rollout = state.rollout, !request.force {
-                    throw Self.rolloutInProgress(rollout, doing: "revert")
+                    throw ServiceError.rolloutInProgress(rollout, doing: "revert")
                 }
                 var target = history.values
                 let scopes = Set(target.keys).union(state.values.values.keys).filter { scope in
@@ -164,19 +155,5 @@ extension SettingsService {
         let history: HistoryBase
         let rollout: Rollout?
         let devices: Set<String>
-    }
-
-    /// 409 `rollout-in-progress`: what the admin tried cannot be done while `rollout` runs;
-    /// `what` can be done anyway with `--force` (`nil`: not at all, as a second rollout).
-    static func rolloutInProgress(_ rollout: Rollout, doing what: String?, keys: [String] = []) -> ServiceError {
-        let which = keys.isEmpty ? "" : " of \(keys.joined(separator: ", "))"
-        let abort = "fleetset admin rollout abort \(rollout.app)"
-        let ways =
-            what.map { "wait for it to complete, abort it (\(abort)), or \($0) with --force" }
-            ?? "one rollout per app at a time: wait for it to complete, or abort it first (\(abort))"
-        return ServiceError(
-            409, .rolloutInProgress,
-            "rollout \(rollout.id) of \(rollout.app)\(which) is \(rollout.phase.rawValue) (wave \(rollout.currentWave + 1) of \(rollout.waves.count)); \(ways)"
-        )
     }
 }

@@ -3,8 +3,9 @@ import FleetMetadata
 import FleetProtocol
 import HTTPTypes
 import Logging
+import PosixThreads
 
-extension SettingsService {
+extension SettingsAdmin {
     /// Stores a new metadata document for `app`.
     ///
     /// - Throws: 400 for text that is not JSON or names another app; 422 `invalid-metadata` or
@@ -15,11 +16,10 @@ extension SettingsService {
     ///   `rollout-in-progress` unless forced (the rollout's staged values were checked against
     ///   the version stored when it started).
     public func putMetadata(
-        app: String, document bytes: [UInt8], force: Bool, actor: String? = nil, message: String = ""
+        app: String, document bytes: [UInt8], force: Bool, actor: String, message: String = ""
     ) async throws -> MetadataPutResult {
         let metadata = try Self.readMetadata(app: app, document: bytes)
         let document = String(decoding: bytes, as: UTF8.self)
-        let actor = actor ?? adminActor
         // The stored values are checked against the new version outside the write section;
         // the section writes only if nothing the check read has changed since.
         return try await writes.checkedWrite(
@@ -38,7 +38,7 @@ extension SettingsService {
                     )
                 }
                 guard !force else { return }
-                if let rollout = state.rollout { throw Self.rolloutInProgress(rollout, doing: "store the new version") }
+                if let rollout = state.rollout { throw ServiceError.rolloutInProgress(rollout, doing: "store the new version") }
                 let findings = ValueAudit.findings(metadata: metadata, values: state.values, audiences: state.audiences)
                 guard findings.isEmpty else {
                     throw ServiceError(
@@ -105,6 +105,28 @@ extension SettingsService {
         let rollout: Rollout?
     }
 
+    /// The stored metadata of `app`, or `nil` when it has none.
+    public func currentMetadata(app: String) async throws -> Metadata? {
+        guard try await store.metadata(app: app) != nil else { return nil }
+        return try await metadata(app: app)
+    }
+
+    /// What storing `bytes` as `app`'s metadata would do, without storing it.
+    ///
+    /// - Throws: what ``putMetadata(app:document:force:)`` throws for a document it cannot read.
+    public func previewMetadata(app: String, document bytes: [UInt8]) async throws -> MetadataPreview {
+        let proposed = try Self.readMetadata(app: app, document: bytes)
+        let stored = try await store.metadata(app: app)
+        let storedMetadata = stored == nil ? nil : try await metadata(app: app)
+        var versionProblem: String?
+        if let stored, stored.version >= proposed.version {
+            versionProblem = "version \(proposed.version) is not greater than the stored version \(stored.version)"
+        }
+        let findings = ValueAudit.findings(
+            metadata: proposed, values: try await store.allValues(app: app), audiences: try await audiences(of: .app, app: app))
+        return MetadataPreview(stored: storedMetadata, proposed: proposed, versionProblem: versionProblem, breaks: findings.map(\.detail))
+    }
+
     /// The values set at one scope, secrets masked.
     ///
     /// - Throws: 400 for a bad scope, 404 for an unknown app or device.
@@ -126,13 +148,13 @@ extension SettingsService {
     /// and (at the rollout's scope) leave the rollout, which is aborted when nothing is left of it.
     ///
     /// - Parameters:
-    ///   - actor: who the history records (the API's admin by default).
+    ///   - actor: who the history records.
     ///   - message: why, for the history.
     ///   - precondition: checked against the scope's values as the write finds them, in the
     ///     write section (the console's "changed since the form was drawn"): what it throws
     ///     refuses the write.
     public func patchValues(
-        app: String, scope parameter: String?, patch body: JSONValue, actor: String? = nil, message: String = "", force: Bool = false,
+        app: String, scope parameter: String?, patch body: JSONValue, actor: String, message: String = "", force: Bool = false,
         precondition: (@Sendable (ScopeValuesView) throws -> Void)? = nil
     ) async throws -> ScopedValues {
         _ = try await metadata(app: app)  // 404 for an unknown app
@@ -156,7 +178,7 @@ extension SettingsService {
     ///   of range, a path through a string), 404 `unknown-key` for removing what is not there,
     ///   and what ``patchValues(app:scope:patch:actor:message:force:)`` throws.
     public func setValue(
-        app: String, scope parameter: String?, keyPath text: String, to value: JSONValue?, actor: String? = nil, message: String = "",
+        app: String, scope parameter: String?, keyPath text: String, to value: JSONValue?, actor: String, message: String = "",
         force: Bool = false
     ) async throws -> ScopedValues {
         _ = try await metadata(app: app)
@@ -212,10 +234,9 @@ extension SettingsService {
     /// Writes the merge patch `makePatch` makes from the app's values (read outside the write
     /// section, checked again in it) at `scope`.
     private func writeValues(
-        app: String, scope: Scope, actor: String?, message: String, force: Bool,
+        app: String, scope: Scope, actor: String, message: String, force: Bool,
         makePatch: @escaping @Sendable (ValuesWriteState) throws -> JSONObject
     ) async throws -> ScopedValues {
-        let actor = actor ?? adminActor
         // Validated outside the write section; written only if nothing checked has changed.
         return try await writes.checkedWrite(
             read: { () async throws -> RolloutWriteState in
@@ -236,7 +257,7 @@ extension SettingsService {
                 if let active = rollout {
                     let overlap = active.keys.intersection(patch.keys.compactMap(KeyPathValues.setting(of:))).sorted()
                     if !overlap.isEmpty {
-                        guard force else { throw Self.rolloutInProgress(active, doing: "write them", keys: overlap) }
+                        guard force else { throw ServiceError.rolloutInProgress(active, doing: "write them", keys: overlap) }
                         if active.scope == scope { rollout = active.without(keys: overlap, at: self.wallClock.secondsSinceEpoch()) }
                     }
                     // The devices already admitted get the rollout's patch over these values.
@@ -292,169 +313,6 @@ extension SettingsService {
         }
         var layers = ValueLayers(app: state.values[.app] ?? [:])
         for group in state.audiences.first?.groups ?? [] { layers.groups[group] = state.values[.group(group)] }
-        return try deviceValues(applying: patch, to: own, inherited: layers, metadata: state.metadata)
-    }
-
-    /// What a write of values is checked against.
-    struct ValuesWriteState: Equatable, Sendable {
-        let metadata: Metadata
-        let values: [Scope: JSONObject]
-        let audiences: [ValueAudit.Audience]
-
-        static func == (lhs: Self, rhs: Self) -> Bool {
-            lhs.metadata.version == rhs.metadata.version && lhs.values == rhs.values && lhs.audiences == rhs.audiences
-        }
-    }
-
-    /// Every device with when it was last seen, the revision served and its latest report.
-    public func devices(app: String) async throws -> DeviceList {
-        _ = try await storedMetadata(app: app)
-        async let devices = store.devices()
-        async let revisions = store.revisions(app: app)
-        async let statuses = store.latestStatuses(app: app)
-        let (allDevices, served, reports) = try await (devices, revisions, statuses)
-        return DeviceList(
-            app: app,
-            devices: allDevices.filter { $0.has(app: app) }.map { device in
-                DeviceSummary(
-                    id: device.id, groups: device.groups, enrolledAt: device.enrolledAt, lastSeenAt: device.lastSeenAt,
-                    servedRevision: served[device.id]?.revision,
-                    status: reports[device.id].map { DeviceStatus(report: $0.report, receivedAt: $0.receivedAt) })
-            })
-    }
-
-    /// A device's effective values and the scope that set each, secrets masked.
-    public func explain(app: String, deviceID: String) async throws -> Explanation {
-        let metadata = try await metadata(app: app)
-        guard let device = try await store.device(id: deviceID) else { throw ServiceError.unknownDevice(deviceID) }
-        let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id).served(to: device)
-        let effective = EffectiveSettings(
-            metadata: metadata, app: layers.app, groups: layers.groups, device: layers.device, deviceID: device.id)
-        return Explanation(
-            app: app, device: device.id, schemaVersion: Int64(metadata.version),
-            servedRevision: try await store.revision(app: app, deviceID: device.id)?.revision, values: metadata.masked(effective.values),
-            sources: effective.sources.mapValues(\.description).merging(
-                effective.unapplied.mapValues { "device:\(device.id), left out: \($0)" }, uniquingKeysWith: { $1 }),
-            deviceInfo: DeviceInfo.visible(try await store.deviceInfo(id: device.id)?.info ?? [:], apps: device.apps),
-            policy: try await devicePolicy(device).apps[app] ?? DevicePolicy.AppPolicy())
-    }
-
-    /// Makes an enrollment token for the apps and groups it names; only its hash is stored.
-    public func makeEnrollmentToken(_ body: JSONValue) async throws -> EnrollmentTokenResponse {
-        let request = try Self.read(body, as: EnrollmentTokenRequest.init(json:))
-        try Self.checkNames(apps: request.apps, groups: request.groups)
-        let token = Credentials.generate(.enrollment)
-        let expiresAt = wallClock.secondsSinceEpoch() + request.expiresInSeconds
-        let id = Credentials.identifier(prefix: "et-")
-        try await store.addEnrollmentToken(
-            EnrollmentTokenRecord(
-                hash: Credentials.hash(token), id: id, expiresAt: expiresAt, usesLeft: Int(request.uses), apps: request.apps,
-                groups: request.groups))
-        logger.notice(
-            "enrollment token made",
-            metadata: [
-                "event": "enrollment-token", "id": "\(id)", "apps": "\(request.apps.joined(separator: ","))",
-                "groups": "\(request.groups.joined(separator: ","))", "uses": "\(request.uses)",
-                "expires": "\(Timestamp.format(expiresAt))",
-            ])
-        return EnrollmentTokenResponse(
-            id: id, enrollmentToken: token, expiresAt: expiresAt, uses: request.uses, apps: request.apps, groups: request.groups)
-    }
-
-    /// The enrollment tokens that can still be used (by id; the tokens themselves are never
-    /// shown again).
-    public func enrollmentTokens() async throws -> EnrollmentTokenList {
-        let now = wallClock.secondsSinceEpoch()
-        return EnrollmentTokenList(
-            tokens: try await store.enrollmentTokens().filter { $0.expiresAt > now && $0.usesLeft > 0 }.map { token in
-                EnrollmentTokenInfo(
-                    id: token.id, apps: token.apps, groups: token.groups, usesLeft: Int64(token.usesLeft), expiresAt: token.expiresAt)
-            })
-    }
-
-    /// Revokes an enrollment token: no device can enroll with it any more (devices enrolled
-    /// with it stay).
-    ///
-    /// - Throws: 404 `unknown-enrollment-token`.
-    public func revokeEnrollmentToken(id: String) async throws {
-        guard try await store.deleteEnrollmentToken(id: id) else {
-            throw ServiceError(404, .unknownEnrollmentToken, "no enrollment token has the id \"\(id)\"")
-        }
-        logger.notice("enrollment token revoked", metadata: ["event": "enrollment-token-revoked", "id": "\(id)"])
-    }
-
-    // MARK: - Devices
-
-    /// Changes a device's apps or groups, disables or enables it, or asks it to rotate its
-    /// token. Its waiting long-polls are woken to check it again at once: a disabled device's
-    /// are answered 401, and those of an app taken away 404.
-    ///
-    /// Moving a device between groups or apps is not checked against the values it will then
-    /// get: it gets them as any device of those groups would, and reports what it makes of them.
-    ///
-    /// - Throws: 400 for a malformed change, 404 `unknown-device`.
-    public func updateDevice(id: String, _ body: JSONValue) async throws -> DeviceRecord {
-        let update = try Self.read(body, as: DeviceUpdate.init(json:))
-        try Self.checkNames(apps: update.apps ?? [], groups: update.groups ?? [])
-        let change = DeviceChange(
-            apps: update.apps, groups: update.groups, disabled: update.disabled, rotationRequested: update.rotateToken)
-        guard let device = try await store.updateDevice(id: id, change) else { throw ServiceError.unknownDevice(id) }
-        await notifyDeviceChanged(id)
-        var changed: [String] = []
-        if let apps = update.apps { changed.append("apps=\(apps.joined(separator: ","))") }
-        if let groups = update.groups { changed.append("groups=\(groups.joined(separator: ","))") }
-        if let disabled = update.disabled { changed.append(disabled ? "disabled" : "enabled") }
-        if update.rotateToken == true { changed.append("token rotation requested") }
-        logger.notice("device changed", metadata: ["event": "device", "device": "\(id)", "change": "\(changed.joined(separator: " "))"])
-        return Self.record(device, info: try await store.deviceInfo(id: id))
-    }
-
-    /// Deletes a device: its token stops working at once (waiting long-polls are answered 401),
-    /// and its device-scope values, revisions and reports go. To bring it back, enroll it again
-    /// with a new enrollment token (see docs/operators/agent.md, "Re-enrolling a revoked device").
-    ///
-    /// - Throws: 404 `unknown-device`.
-    public func deleteDevice(id: String) async throws {
-        guard try await store.deleteDevice(id: id) else { throw ServiceError.unknownDevice(id) }
-        cache.invalidatePolicies()  // its device-scope policy went with it
-        await notifyDeviceChanged(id)
-        logger.notice("device deleted", metadata: ["event": "device-deleted", "device": "\(id)"])
-    }
-
-    /// App ids as metadata has them; group names as scopes have them.
-    private static func checkNames(apps: [String], groups: [String]) throws(ServiceError) {
-        for (index, app) in apps.enumerated() where !Metadata.isValidAppID(app) {
-            throw ServiceError.badRequest(
-                "/apps/\(index): an app id has 1 to 64 characters of a-z 0-9 . _ -, starting with a letter or digit")
-        }
-        for (index, group) in groups.enumerated() where !Scope.isValidName(group) {
-            throw ServiceError.badRequest("/groups/\(index): a group name has 1 to 128 characters and no control characters")
-        }
-    }
-
-    /// The scope an admin names; `defaults` is not one (defaults live in the metadata).
-    func writableScope(_ parameter: String?) async throws -> Scope {
-        guard let parameter else { throw ServiceError.badParameter("add ?scope=app, ?scope=group:NAME or ?scope=device:ID") }
-        guard let scope = Scope(parameter: parameter) else {
-            throw ServiceError.badParameter(
-                "scope must be app, group:NAME or device:ID (names: 1 to 128 characters, no control characters)")
-        }
-        if case .device(let id) = scope, try await store.device(id: id) == nil { throw ServiceError.unknownDevice(id) }
-        return scope
-    }
-
-    /// Whose settings a change at `scope` reaches: the enrolled devices it applies to and the
-    /// devices that will enroll later.
-    func audiences(of scope: Scope, app: String) async throws -> [ValueAudit.Audience] {
-        switch scope {
-        case .defaults, .app:
-            return try await store.devices().filter { $0.has(app: app) }.map(ValueAudit.Audience.device) + [.future(groups: [])]
-        case .group(let name):
-            return try await store.devices().filter { $0.has(app: app) && $0.groups.contains(name) }.map(ValueAudit.Audience.device)
-                + [.future(groups: [name])]
-        case .device(let id):
-            guard let device = try await store.device(id: id) else { throw ServiceError.unknownDevice(id) }
-            return [.device(device)]
-        }
+        return try DeviceGateway.deviceValues(applying: patch, to: own, inherited: layers, metadata: state.metadata)
     }
 }
