@@ -32,7 +32,7 @@ let service = FleetServices(
     logger: Logger(label: "benchmark") { _ in SwiftLogNoOpLogHandler() })
 let metadata = try String(contentsOfFile: "Tests/Browser/kiosk.metadata.json", encoding: .utf8)
 _ = try await service.admin.putMetadata(app: "kiosk", document: Array(metadata.utf8), force: false, actor: "benchmark")
-_ = try await service.admin.patchValues(app: "kiosk", scope: "group:group-3", patch: ["volume": 3], actor: "benchmark")
+_ = try await service.admin.patchValues(app: "kiosk", scope: .group("group-3"), patch: ["volume": 3], actor: "benchmark")
 
 print("making \(deviceCount) devices, each served its settings and reporting…")
 for index in 0..<deviceCount {
@@ -41,10 +41,9 @@ for index in 0..<deviceCount {
         enrolledAt: 1_794_990_000, lastSeenAt: 1_794_999_000)
     try await store.addDevice(device)
     let settings = try await service.gateway.settings(app: "kiosk", device: device)
-    let state = index % 50 == 0 ? "error" : "applied"
+    let state: StatusReport.State = index % 50 == 0 ? .error : .applied
     try await service.gateway.recordStatus(
-        app: "kiosk", device: device,
-        ["revision": .number(.integer(settings.revision)), "schemaVersion": 1, "state": .string(state), "source": "agent", "message": ""])
+        app: "kiosk", device: device, StatusReport(revision: settings.revision, schemaVersion: 1, state: state, source: .agent))
 }
 
 /// The median of 21 runs of `body`, in milliseconds, and what the last run returned.

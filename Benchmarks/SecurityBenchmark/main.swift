@@ -107,12 +107,11 @@ let metadata = """
       "volume": {"type": "integer", "minimum": 0, "maximum": 100, "default": 5, "x-writable": true}}}}
     """
 _ = try await service.admin.putMetadata(app: "kiosk", document: Array(metadata.utf8), force: false, actor: "benchmark")
-let token = try await service.directory.makeEnrollmentToken(["apps": ["kiosk"], "uses": .number(.integer(Int64(devices)))])
+let token = try await service.directory.makeEnrollmentToken(EnrollmentTokenRequest(apps: ["kiosk"], uses: Int64(devices)))
 var enrolling: [Device] = []
 for index in 0..<devices {
-    let identity = try await service.gateway.enroll([
-        "enrollmentToken": .string(token.enrollmentToken), "requestId": .string("bench-request-\(String(index + 100_000))"),
-    ])
+    let identity = try await service.gateway.enroll(
+        EnrollRequest(enrollmentToken: token.enrollmentToken, requestId: "bench-request-\(String(index + 100_000))"))
     guard case .device(let device) = try await service.auth.authenticate(authorization: "Bearer " + identity.deviceToken) else {
         fatalError()
     }
@@ -135,7 +134,7 @@ func measureWrite(round: Int, appWide: Bool) async throws -> (cpu: Double, wall:
     let cpu = cpuSeconds()
     let start = clock.now
     _ = try await service.admin.patchValues(
-        app: "kiosk", scope: "device:\(target.id)", patch: ["volume": .number(.integer(Int64(round % 90)))], actor: "benchmark")
+        app: "kiosk", scope: .device(target.id), patch: ["volume": .number(.integer(Int64(round % 90)))], actor: "benchmark")
     var woken = await notifier.lastWakeCount
     if appWide {
         await notifier.changed("kiosk", scope: .app)  // what every write did before: wake the whole app
@@ -193,7 +192,7 @@ let floodBase = try await historySize(store, app: "kiosk")
 // values in its history entry (emulated with the same commit the old code made).
 let deviceValues: JSONObject = ["volume": 42]
 floodRevision = try await service.gateway.patchSettings(
-    app: "kiosk", device: flood, ifMatch: "\"\(floodRevision)\"", patch: .object(deviceValues)
+    app: "kiosk", device: flood, ifMatch: "\"\(floodRevision)\"", patch: deviceValues
 ).revision
 let afterFirst = try await historySize(store, app: "kiosk")
 for _ in 0..<1000 {
@@ -204,7 +203,7 @@ for _ in 0..<1000 {
 }
 let afterOldNoOps = try await historySize(store, app: "kiosk")
 for _ in 0..<1000 {
-    _ = try await service.gateway.patchSettings(app: "kiosk", device: flood, ifMatch: "\"\(floodRevision)\"", patch: .object(deviceValues))
+    _ = try await service.gateway.patchSettings(app: "kiosk", device: flood, ifMatch: "\"\(floodRevision)\"", patch: deviceValues)
 }
 let afterNoOps = try await historySize(store, app: "kiosk")
 for index in 0..<1000 {
@@ -295,7 +294,7 @@ func adminWritesDuringFlood(limit: RateLimiter<String>.Limit?) async throws -> (
     for round in 0..<40 {
         do {
             _ = try await service.admin.patchValues(
-                app: "kiosk", scope: "app", patch: ["volume": .number(.integer(Int64(50 + round % 2)))], actor: "benchmark")
+                app: "kiosk", scope: .app, patch: ["volume": .number(.integer(Int64(50 + round % 2)))], actor: "benchmark")
             succeeded += 1
         } catch let error as ServiceError where error.code == .concurrentWrite {
             conflicts += 1

@@ -287,7 +287,7 @@ struct ConsoleRoutes: Sendable {
 
     private func settingsPage(_ request: Request, app: String, session: ConsoleSessions.Session) async throws -> Response {
         let scope = request.uri.queryParameters.get("scope").map { String($0) } ?? "app"
-        let view = try await service.admin.scopeValues(app: app, scope: scope)
+        let view = try await service.admin.scopeValues(app: app, scope: Scope.named(scope))
         let notice = request.uri.queryParameters.get("saved") != nil ? ConsoleFrame.notice("Saved.") : nil
         return page(
             ConsolePages.appSettings(
@@ -313,7 +313,7 @@ struct ConsoleRoutes: Sendable {
         -> Response
     {
         let scope = request.uri.queryParameters.get("scope").map { String($0) } ?? "app"
-        let view = try await service.admin.scopeValues(app: app, scope: scope)
+        let view = try await service.admin.scopeValues(app: app, scope: Scope.named(scope))
         let wantsJSON = request.headers[.accept]?.contains("application/json") == true
         // Saving a form drawn before someone else's change would put back what it showed. Checked
         // here for an answer at once, and again in the write section as the write's precondition.
@@ -341,7 +341,7 @@ struct ConsoleRoutes: Sendable {
             }
             do {
                 _ = try await service.admin.patchValues(
-                    app: app, scope: scope, patch: .object(patch), actor: service.auth.consoleActor, precondition: unchangedSinceDrawn)
+                    app: app, scope: view.scope, patch: patch, actor: service.auth.consoleActor, precondition: unchangedSinceDrawn)
                 logger.notice(
                     "console change",
                     metadata: ["event": "console-values", "app": "\(app)", "scope": "\(scope)", "session": "\(session.id)"])
@@ -426,7 +426,7 @@ struct ConsoleRoutes: Sendable {
     private func manageDevice(id: String, action: String, fields: FormFields, session: ConsoleSessions.Session) async throws -> Response {
         switch action {
         case "disable", "enable":
-            _ = try await service.directory.updateDevice(id: id, ["disabled": .bool(action == "disable")])
+            _ = try await service.directory.updateDevice(id: id, DeviceUpdate(disabled: action == "disable"))
             logger.notice(
                 "console device",
                 metadata: ["event": "console-device", "device": "\(id)", "action": "\(action)", "session": "\(session.id)"])
@@ -454,18 +454,13 @@ struct ConsoleRoutes: Sendable {
     }
 
     private func makeToken(fields: FormFields, session: ConsoleSessions.Session) async throws -> Response {
-        let apps = fields.pairs.filter { $0.name == "apps" }.map { JSONValue.string($0.value) }
-        let groups = (fields["groups"] ?? "").split(separator: ",").map { $0.trimmingSpaces() }.filter { !$0.isEmpty }.map {
-            JSONValue.string(String($0))
-        }
+        let apps = fields.pairs.filter { $0.name == "apps" }.map(\.value)
+        let groups = (fields["groups"] ?? "").split(separator: ",").map { $0.trimmingSpaces() }.filter { !$0.isEmpty }.map(String.init)
         guard let uses = Int64(fields["uses"] ?? ""), let expires = Int64(fields["expiresIn"] ?? "") else {
             throw ServiceError(400, .badRequest, "Uses and validity must be whole numbers.")
         }
         let created = try await service.directory.makeEnrollmentToken(
-            [
-                "apps": .array(apps), "groups": .array(groups), "uses": .number(.integer(uses)),
-                "expiresInSeconds": .number(.integer(expires)),
-            ])
+            EnrollmentTokenRequest(apps: apps, groups: groups, expiresInSeconds: expires, uses: uses))
         // Shown once, on this answer: no redirect, and the page is not stored (no-store).
         return try await tokensPage(created: created, session: session, notice: nil)
     }

@@ -89,7 +89,7 @@ struct Routes: Sendable {
             let body = try await jsonBody(request, limit: Self.enrollLimit)
             // The token is checked first: a valid one is never refused for others' guesses.
             do {
-                return json(.created, try await service.gateway.enroll(body).json)
+                return json(.created, try await service.gateway.enroll(ServiceError.decode(body, as: EnrollRequest.init(json:))).json)
             } catch let error as ServiceError where error.status == 401 {
                 try limits.recordFailure(client: client, credential: body["enrollmentToken"]?.stringValue)
                 throw error
@@ -133,7 +133,8 @@ struct Routes: Sendable {
             let app = try app(context)
             let device = try context.device(app: app)
             try limits.admit(deviceWrite: device.id)
-            let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
+            let body = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
+            let patch = try ServiceError.object(body, what: "the merge patch of settings")
             let document = try await service.gateway.patchSettings(
                 app: app, device: device, ifMatch: request.headers[.ifMatch], patch: patch)
             return settingsResponse(document)
@@ -149,7 +150,10 @@ struct Routes: Sendable {
         on(.post, "v1/apps/:app/status", .device) { request, context in
             let app = try app(context)
             let device = try context.device(app: app)
-            try await service.gateway.recordStatus(app: app, device: device, try await jsonBody(request, limit: Self.bodyLimit))
+            let report = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit)) { json throws(DocumentError) in
+                try StatusReport(json: json)
+            }
+            try await service.gateway.recordStatus(app: app, device: device, report)
             return Response(status: .accepted)
         }
 
@@ -167,7 +171,8 @@ struct Routes: Sendable {
         on(.patch, "v1/device/info", .device) { request, context in
             let device = try context.device()
             try limits.admit(deviceWrite: device.id)
-            let patch = try await jsonBody(request, limit: DeviceInfo.maximumSize * 2, mediaType: "application/merge-patch+json")
+            let body = try await jsonBody(request, limit: DeviceInfo.maximumSize * 2, mediaType: "application/merge-patch+json")
+            let patch = try ServiceError.object(body, what: "the merge patch of facts")
             return json(.ok, ["info": .object(try await service.gateway.patchDeviceInfo(device: device, patch: patch))])
         }
 
@@ -197,8 +202,11 @@ struct Routes: Sendable {
         }
 
         on(.patch, "v1/admin/policies/:scope", .admin) { request, context in
-            let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
-            let scope = PercentEncoding.decoded(context.parameters.get("scope") ?? "") ?? ""
+            let body = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
+            guard let scope = PolicyScope(PercentEncoding.decoded(context.parameters.get("scope") ?? "") ?? "") else {
+                throw ServiceError(400, .badParameter, "a policy scope is app:APP, group:NAME or device:ID")
+            }
+            let patch = try ServiceError.object(body, what: "the policy patch")
             return json(.ok, try await service.directory.patchPolicy(scope: scope, patch: patch).json)
         }
 
@@ -208,7 +216,8 @@ struct Routes: Sendable {
 
         on(.patch, "v1/admin/devices/:id", .admin) { request, context in
             let body = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
-            return json(.ok, try await service.directory.updateDevice(id: context.parameters.get("id") ?? "", body).json)
+            let update = try ServiceError.decode(body, as: DeviceUpdate.init(json:))
+            return json(.ok, try await service.directory.updateDevice(id: context.parameters.get("id") ?? "", update).json)
         }
 
         on(.delete, "v1/admin/devices/:id", .admin) { request, context in
@@ -234,14 +243,16 @@ struct Routes: Sendable {
         }
 
         on(.get, "v1/admin/apps/:app/values", .admin) { request, context in
-            let values = try await service.admin.values(app: try app(context), scope: request.uri.queryParameters.get("scope"))
+            let app = try app(context)
+            let values = try await service.admin.values(app: app, scope: Scope.named(request.uri.queryParameters.get("scope")))
             return json(.ok, values.json)
         }
 
         on(.patch, "v1/admin/apps/:app/values", .admin) { request, context in
             let app = try app(context)
-            let scope = request.uri.queryParameters.get("scope")
-            let patch = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
+            let scope = try Scope.named(request.uri.queryParameters.get("scope"))
+            let body = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
+            let patch = try ServiceError.object(body, what: "the merge patch of settings")
             let message = try messageParameter(request)
             let force = try booleanParameter(request, "force")
             return json(
@@ -259,8 +270,9 @@ struct Routes: Sendable {
                 // (Not a ternary: its `nil` would become JSON's null, which JSONValue takes as a literal.)
                 var value: JSONValue?
                 if method == .put { value = try await jsonBody(request, limit: Self.bodyLimit) }
+                let scope = try Scope.named(request.uri.queryParameters.get("scope"))
                 let values = try await service.admin.setValue(
-                    app: app, scope: request.uri.queryParameters.get("scope"), keyPath: try keyPath(context).keyPath, to: value,
+                    app: app, scope: scope, keyPath: try keyPath(context).keyPath, to: value,
                     actor: service.auth.adminActor, message: try messageParameter(request), force: try booleanParameter(request, "force"))
                 return json(.ok, values.json)
             }
@@ -277,19 +289,20 @@ struct Routes: Sendable {
                 }
                 return before
             }
-            let history = try await service.admin.history(
-                app: try app(context), scope: request.uri.queryParameters.get("scope"), before: before, limit: limit)
+            let scope = try request.uri.queryParameters.get("scope").map { text throws(ServiceError) in try Scope.named(String(text)) }
+            let history = try await service.admin.history(app: try app(context), scope: scope, before: before, limit: limit)
             return json(.ok, history.json)
         }
 
         on(.post, "v1/admin/apps/:app/revert", .admin) { request, context in
-            let body = try await jsonBody(request, limit: Self.bodyLimit)
-            return json(.created, try await service.admin.revert(app: try app(context), body, actor: service.auth.adminActor).json)
+            let revert = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit), as: RevertRequest.init(json:))
+            return json(.created, try await service.admin.revert(app: try app(context), revert, actor: service.auth.adminActor).json)
         }
 
         on(.post, "v1/admin/apps/:app/rollouts", .admin) { request, context in
-            let body = try await jsonBody(request, limit: Self.bodyLimit)
-            return json(.created, try await service.rollouts.startRollout(app: try app(context), body, actor: service.auth.adminActor).json)
+            let rollout = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit), as: RolloutRequest.init(json:))
+            return json(
+                .created, try await service.rollouts.startRollout(app: try app(context), rollout, actor: service.auth.adminActor).json)
         }
 
         on(.get, "v1/admin/apps/:app/rollout", .admin) { request, context in
@@ -314,8 +327,8 @@ struct Routes: Sendable {
         }
 
         on(.post, "v1/admin/enrollment-tokens", .admin) { request, context in
-            let body = try await jsonBody(request, limit: Self.bodyLimit)
-            return json(.created, try await service.directory.makeEnrollmentToken(body).json)
+            let token = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit), as: EnrollmentTokenRequest.init(json:))
+            return json(.created, try await service.directory.makeEnrollmentToken(token).json)
         }
 
         on(.get, "v1/admin/enrollment-tokens", .admin) { request, context in

@@ -15,7 +15,7 @@ struct ConsoleWritePreconditionTests {
     func precondition(store: StoreKind) async throws {
         try await TestFleetServer.with(store: store) { server in
             try await server.putKioskMetadata()
-            let drawn = SettingsForm.drawnDigest(of: try await server.service.admin.scopeValues(app: "kiosk", scope: "app"))
+            let drawn = SettingsForm.drawnDigest(of: try await server.service.admin.scopeValues(app: "kiosk", scope: .app))
             // Another admin's change after the form was drawn.
             _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["title": "Theirs"])
             let unchangedSinceDrawn: @Sendable (ScopeValuesView) throws -> Void = { current in
@@ -23,13 +23,13 @@ struct ConsoleWritePreconditionTests {
             }
             let refused = await #expect(throws: ServiceError.self) {
                 try await server.service.admin.patchValues(
-                    app: "kiosk", scope: "app", patch: ["volume": 3], actor: "console test", precondition: unchangedSinceDrawn)
+                    app: "kiosk", scope: .app, patch: ["volume": 3], actor: "console test", precondition: unchangedSinceDrawn)
             }
             #expect(refused?.code == .changedSinceDrawn)
             #expect(try await server.admin.values(app: "kiosk", scope: "app").values == ["title": "Theirs"], "nothing written")
 
-            let current = SettingsForm.drawnDigest(of: try await server.service.admin.scopeValues(app: "kiosk", scope: "app"))
-            _ = try await server.service.admin.patchValues(app: "kiosk", scope: "app", patch: ["volume": 3], actor: "console test") {
+            let current = SettingsForm.drawnDigest(of: try await server.service.admin.scopeValues(app: "kiosk", scope: .app))
+            _ = try await server.service.admin.patchValues(app: "kiosk", scope: .app, patch: ["volume": 3], actor: "console test") {
                 view in
                 guard SettingsForm.drawnDigest(of: view) == current else { throw ServiceError(409, .changedSinceDrawn, "changed") }
             }

@@ -138,7 +138,7 @@ struct KeyPathRouteTests {
             #expect(following.values["playlist"] == [["content": "news.mp4", "seconds": 9]])
             revision = following.revision
             // The console shows the setting as the device gets it, marked as held at key paths.
-            let view = try await server.service.admin.scopeValues(app: "signage", scope: scope)
+            let view = try await server.service.admin.scopeValues(app: "signage", scope: Scope.named(scope))
             #expect(view.values["playlist"] == [["content": "news.mp4", "seconds": 9]] && view.heldAtKeyPaths == ["playlist"])
             let explained = try await server.admin.explain(app: "signage", deviceID: device.id)
             #expect(

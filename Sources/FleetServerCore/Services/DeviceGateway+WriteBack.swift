@@ -10,17 +10,15 @@ extension DeviceGateway {
     /// the device's values as they are (`{}`, or the values it already set) commits nothing:
     /// no history entry, no wake-up; the answer is the current document.
     ///
-    /// - Throws: 428 without `If-Match`, 400 for a malformed one or a body that is not an
-    ///   object, 409 when it names a stale revision, 403 naming each key that is not
+    /// - Throws: 428 without `If-Match`, 400 for a malformed one, 409 when it names a stale revision, 403 naming each key that is not
     ///   `x-writable`, 422 with each validation error the change causes.
-    public func patchSettings(app: String, device: Device, ifMatch: String?, patch body: JSONValue) async throws -> SettingsDocument {
+    public func patchSettings(app: String, device: Device, ifMatch: String?, patch: JSONObject) async throws -> SettingsDocument {
         guard let ifMatch else {
             throw ServiceError(428, .ifMatchRequired, "send If-Match with the revision the change is based on, e.g. If-Match: \"41\"")
         }
         guard let expected = RevisionTag.revision(ifMatch) else {
             throw ServiceError(400, .badPrecondition, "If-Match must be one strong revision tag like \"41\"")
         }
-        guard case .object(let patch) = body else { throw ServiceError.badRequest("the merge patch must be a JSON object of settings") }
         // Validation runs outside the write section, on a snapshot that the section checks is
         // still current before it writes (see SerialSection.checkedWrite).
         let written = try await writes.checkedWriteUnlessUnchanged(

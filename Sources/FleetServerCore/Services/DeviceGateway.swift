@@ -13,8 +13,7 @@ extension DeviceGateway {
     ///
     /// - Throws: 400 for a malformed body; 401 `invalid-enrollment-token` saying whether the
     ///   token is unknown, expired or used up.
-    public func enroll(_ body: JSONValue) async throws -> EnrollResponse {
-        let request = try Self.read(body, as: EnrollRequest.init(json:))
+    public func enroll(_ request: EnrollRequest) async throws -> EnrollResponse {
         let enrollmentTokenHash = Credentials.hash(request.enrollmentToken)
         // A read first: a token that does not exist never takes the write lock.
         guard try await store.enrollmentToken(hash: enrollmentTokenHash) != nil else {
@@ -84,8 +83,7 @@ extension DeviceGateway {
     ///
     /// One line per report, at `info` for `applied` and `pending` and `warning` otherwise, with `event=status`
     /// and the app, device, revision, schema version, state, source and message.
-    public func recordStatus(app: String, device: Device, _ body: JSONValue) async throws {
-        let report = try Self.read(body) { json throws(DocumentError) in try StatusReport(json: json) }
+    public func recordStatus(app: String, device: Device, _ report: StatusReport) async throws {
         _ = try await storedMetadata(app: app)
         try await statusWrites.submit(StatusRecord(report: report, app: app, deviceID: device.id, time: wallClock.secondsSinceEpoch()))
         metrics.statusReport(report.state)
@@ -104,10 +102,10 @@ extension DeviceGateway {
     ///
     /// - Throws: 400 naming the first fact that is unknown, of the wrong type, too long, or of
     ///   an app the device is not given; 413 `too-many-facts` when the result would pass the caps.
-    public func patchDeviceInfo(device: Device, patch body: JSONValue) async throws -> JSONObject {
+    public func patchDeviceInfo(device: Device, patch body: JSONObject) async throws -> JSONObject {
         let patch: JSONObject
         do {
-            patch = try DeviceInfo.checkPatch(body, apps: device.apps)
+            patch = try DeviceInfo.checkPatch(.object(body), apps: device.apps)
         } catch {
             throw ServiceError.badRequest("\(error.location.displayText): \(error.message)")
         }

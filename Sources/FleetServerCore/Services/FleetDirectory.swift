@@ -7,8 +7,10 @@ import PosixThreads
 
 extension FleetDirectory {
     /// Makes an enrollment token for the apps and groups it names; only its hash is stored.
-    public func makeEnrollmentToken(_ body: JSONValue) async throws -> EnrollmentTokenResponse {
-        let request = try Self.read(body, as: EnrollmentTokenRequest.init(json:))
+    public func makeEnrollmentToken(_ request: EnrollmentTokenRequest) async throws -> EnrollmentTokenResponse {
+        // Held to the wire's rules (at least one app, the lifetimes and use counts allowed) however
+        // it was made: the API decodes it, the console fills it in from a form.
+        let request = try ServiceError.decode(request.json, as: EnrollmentTokenRequest.init(json:))
         try Self.checkNames(apps: request.apps, groups: request.groups)
         let token = Credentials.generate(.enrollment)
         let expiresAt = wallClock.secondsSinceEpoch() + request.expiresInSeconds
@@ -58,8 +60,7 @@ extension FleetDirectory {
     /// get: it gets them as any device of those groups would, and reports what it makes of them.
     ///
     /// - Throws: 400 for a malformed change, 404 `unknown-device`.
-    public func updateDevice(id: String, _ body: JSONValue) async throws -> DeviceRecord {
-        let update = try Self.read(body, as: DeviceUpdate.init(json:))
+    public func updateDevice(id: String, _ update: DeviceUpdate) async throws -> DeviceRecord {
         try Self.checkNames(apps: update.apps ?? [], groups: update.groups ?? [])
         let change = DeviceChange(
             apps: update.apps, groups: update.groups, disabled: update.disabled, rotationRequested: update.rotateToken)
@@ -150,10 +151,7 @@ extension FleetDirectory {
     /// so that each learns of it at once. Returns the scope's new policy.
     ///
     /// - Throws: 400 for a malformed scope or patch, 404 for a device that does not exist.
-    public func patchPolicy(scope scopeText: String, patch body: JSONValue) async throws -> AgentPolicy {
-        guard let scope = PolicyScope(scopeText) else {
-            throw ServiceError.badParameter("a policy scope is app:APP, group:NAME or device:ID")
-        }
+    public func patchPolicy(scope: PolicyScope, patch: JSONObject) async throws -> AgentPolicy {
         switch scope {
         case .app(let app) where !Metadata.isValidAppID(app):
             throw ServiceError.badParameter("an app id has 1 to 64 characters of a-z 0-9 . _ -, starting with a letter or digit")
@@ -164,7 +162,6 @@ extension FleetDirectory {
         default:
             break
         }
-        guard case .object(let patch) = body else { throw ServiceError.badRequest("the policy patch must be a JSON object") }
         let policy = try await writes.run {
             var policy = try await self.store.agentPolicies()[scope] ?? AgentPolicy()
             for (keyText, value) in patch {

@@ -152,13 +152,10 @@ extension FleetService {
         return tag
     }
 
-    /// The scope an admin names; `defaults` is not one (defaults live in the metadata).
-    func writableScope(_ parameter: String?) async throws -> Scope {
-        guard let parameter else { throw ServiceError.badParameter("add ?scope=app, ?scope=group:NAME or ?scope=device:ID") }
-        guard let scope = Scope(parameter: parameter) else {
-            throw ServiceError.badParameter(
-                "scope must be app, group:NAME or device:ID (names: 1 to 128 characters, no control characters)")
-        }
+    /// `scope` when values can be written there: a device scope's device must exist.
+    ///
+    /// - Throws: 404 `unknown-device`.
+    func writableScope(_ scope: Scope) async throws -> Scope {
         if case .device(let id) = scope, try await store.device(id: id) == nil { throw ServiceError.unknownDevice(id) }
         return scope
     }
@@ -180,15 +177,6 @@ extension FleetService {
 
     /// Who a device's own write is recorded as.
     static func deviceActor(_ device: Device) -> String { "device \(device.id)" }
-
-    /// Reads a wire message, turning its error into a 400 that names the member.
-    static func read<Message>(_ body: JSONValue, as make: (JSONValue) throws(DocumentError) -> Message) throws(ServiceError) -> Message {
-        do {
-            return try make(body)
-        } catch {
-            throw ServiceError.badRequest("\(error.location.displayText): \(error.message)")
-        }
-    }
 }
 
 /// A settings document and the text of its body.

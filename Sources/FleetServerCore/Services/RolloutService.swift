@@ -15,10 +15,9 @@ extension RolloutService {
     /// - Throws: 400 for a malformed request or a device scope; 404 for an unknown app or
     ///   group-less device; 409 `rollout-in-progress` when the app has an active rollout;
     ///   422 `invalid-values` with each problem the change would cause.
-    public func startRollout(app: String, _ body: JSONValue, actor: String) async throws -> RolloutView {
-        let request = try Self.read(body, as: RolloutRequest.init(json:))
+    public func startRollout(app: String, _ request: RolloutRequest, actor: String) async throws -> RolloutView {
         _ = try await metadata(app: app)
-        let scope = try await writableScope(request.scope)
+        let scope = try await writableScope(Scope.named(request.scope))
         guard scope == .app || { if case .group = scope { true } else { false } }() else {
             throw ServiceError.badRequest("/scope: a rollout stages a change of app or group values; a device scope reaches one device")
         }

@@ -10,15 +10,9 @@ extension SettingsAdmin {
     /// scope; with `before`, only the entries numbered below it (the next page back); with
     /// `limit`, only the newest that many. The store reads just that page.
     ///
-    /// - Throws: 400 for a bad scope, limit or `before`, 404 for an unknown app.
-    public func history(app: String, scope parameter: String?, before: Int64? = nil, limit: Int?) async throws -> HistoryList {
+    /// - Throws: 400 for a bad limit or `before`, 404 for an unknown app.
+    public func history(app: String, scope: Scope?, before: Int64? = nil, limit: Int?) async throws -> HistoryList {
         let metadata = try await metadata(app: app)
-        let scope = try parameter.map { text throws(ServiceError) in
-            guard let scope = Scope(parameter: text), scope != .defaults else {
-                throw ServiceError.badParameter("scope must be app, group:NAME or device:ID")
-            }
-            return scope
-        }
         if let limit, limit < 1 { throw ServiceError.badParameter("limit must be a positive number of entries") }
         if let before, before < 1 { throw ServiceError.badParameter("before must be a history entry's number, 1 or more") }
         var entries = try await store.history(app: app, page: HistoryPage(scope: scope, before: before, limit: limit))
@@ -67,11 +61,10 @@ extension SettingsAdmin {
     ///   404 for an unknown app; 409 `rollout-in-progress` while a rollout of the app runs
     ///   (unless forced: the rollout is then aborted); 409 `nothing-to-revert`; 422 when the old
     ///   values are not valid now.
-    public func revert(app: String, _ body: JSONValue, actor: String) async throws -> HistoryRecord {
-        let request = try Self.read(body, as: RevertRequest.init(json:))
+    public func revert(app: String, _ request: RevertRequest, actor: String) async throws -> HistoryRecord {
         _ = try await metadata(app: app)
         var only: Scope?
-        if let parameter = request.scope { only = try await writableScope(parameter) }
+        if let parameter = request.scope { only = try await writableScope(Scope.named(parameter)) }
         let scopeOnly = only
         let entry = try await writes.checkedWrite(
             read: { () async throws -> RevertState in

@@ -42,9 +42,9 @@ extension SettingsAdmin {
     /// The values set at one scope and what it inherits from the scopes below it.
     ///
     /// - Throws: 400 for a bad scope, 404 for an unknown app or device.
-    public func scopeValues(app: String, scope parameter: String?) async throws -> ScopeValuesView {
+    public func scopeValues(app: String, scope named: Scope) async throws -> ScopeValuesView {
         let metadata = try await metadata(app: app)
-        let scope = try await writableScope(parameter)
+        let scope = try await writableScope(named)
         let all = try await store.allValues(app: app)
         var deviceGroups: [String] = []
         if case .device(let id) = scope {

@@ -130,9 +130,9 @@ extension SettingsAdmin {
     /// The values set at one scope, secrets masked.
     ///
     /// - Throws: 400 for a bad scope, 404 for an unknown app or device.
-    public func values(app: String, scope parameter: String?) async throws -> ScopedValues {
+    public func values(app: String, scope named: Scope) async throws -> ScopedValues {
         let metadata = try await metadata(app: app)
-        let scope = try await writableScope(parameter)
+        let scope = try await writableScope(named)
         let values = try await store.values(app: app, scope: scope)
         return ScopedValues(app: app, scope: scope.description, values: metadata.masked(values))
     }
@@ -140,8 +140,7 @@ extension SettingsAdmin {
     /// Applies a merge patch to the values at one scope, after validating the effective
     /// settings of every device it reaches — and of devices that enroll later.
     ///
-    /// - Throws: 400 for a bad scope or a body that is not an object; 404 for an unknown app
-    ///   or device; 422 `invalid-values` with each problem the change causes, naming the devices.
+    /// - Throws: 404 for an unknown app or device; 422 `invalid-values` with each problem the change causes, naming the devices.
     ///
     /// While a rollout of the app is active, a patch of settings it stages is refused with 409
     /// `rollout-in-progress`, unless `force`: the forced values then go to every device at once,
@@ -154,12 +153,11 @@ extension SettingsAdmin {
     ///     write section (the console's "changed since the form was drawn"): what it throws
     ///     refuses the write.
     public func patchValues(
-        app: String, scope parameter: String?, patch body: JSONValue, actor: String, message: String = "", force: Bool = false,
+        app: String, scope named: Scope, patch: JSONObject, actor: String, message: String = "", force: Bool = false,
         precondition: (@Sendable (ScopeValuesView) throws -> Void)? = nil
     ) async throws -> ScopedValues {
         _ = try await metadata(app: app)  // 404 for an unknown app
-        let scope = try await writableScope(parameter)
-        guard case .object(let patch) = body else { throw ServiceError.badRequest("the merge patch must be a JSON object of settings") }
+        let scope = try await writableScope(named)
         return try await writeValues(app: app, scope: scope, actor: actor, message: message, force: force) { state in
             try precondition?(
                 Self.scopeValuesView(
@@ -178,11 +176,11 @@ extension SettingsAdmin {
     ///   of range, a path through a string), 404 `unknown-key` for removing what is not there,
     ///   and what ``patchValues(app:scope:patch:actor:message:force:)`` throws.
     public func setValue(
-        app: String, scope parameter: String?, keyPath text: String, to value: JSONValue?, actor: String, message: String = "",
+        app: String, scope named: Scope, keyPath text: String, to value: JSONValue?, actor: String, message: String = "",
         force: Bool = false
     ) async throws -> ScopedValues {
         _ = try await metadata(app: app)
-        let scope = try await writableScope(parameter)
+        let scope = try await writableScope(named)
         guard let path = JSONPointer(keyPath: text), let key = path.topLevelKey else {
             throw ServiceError(
                 400, .badKeyPath, "a key path is the setting's name, then / and the parts inside it (~1 for a / in a name)")
