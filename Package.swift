@@ -374,7 +374,10 @@ let package = Package(
         ),
         .testTarget(
             name: "FleetServerCoreTests",
-            dependencies: ["FleetServerCore", "FleetMetadata", "FleetJSON", "FleetProtocol", "PosixThreads"],
+            dependencies: [
+                "FleetServerCore", "FleetMetadata", "FleetJSON", "FleetProtocol", "PosixThreads",
+                .product(name: "Logging", package: "swift-log"), .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(

@@ -8,9 +8,13 @@ public struct EnrollmentTokenRequest: Sendable, Hashable {
     /// The allowed numbers of uses.
     public static let useCounts: ClosedRange<Int64> = 1...100_000
 
+    /// `apps` on the wire: the apps enrolled devices may read and write; at least one, at most 256 app ids.
     public var apps: [String]
+    /// `groups` on the wire: the groups enrolled devices join, at most 32; empty for none.
     public var groups: [String]
+    /// How long the token can be used, in seconds from when it is made (``lifetimes``; a day when absent).
     public var expiresInSeconds: Int64
+    /// How many devices may enroll with the token (``useCounts``; one when absent).
     public var uses: Int64
 
     /// Creates a request; the defaults are one device within a day.
@@ -21,6 +25,8 @@ public struct EnrollmentTokenRequest: Sendable, Hashable {
         self.uses = uses
     }
 
+    /// Reads the wire form; unknown members, an empty `apps`, and a lifetime or number of uses out
+    /// of range are refused, each at its pointer.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["apps", "groups", "expiresInSeconds", "uses"])
         apps = try reader.names("apps", maximumCount: 256, maximumLength: 64) ?? []
@@ -33,6 +39,7 @@ public struct EnrollmentTokenRequest: Sendable, Hashable {
         uses = try reader.integer("uses", in: Self.useCounts, default: 1)
     }
 
+    /// The wire form, every member written (the defaults too).
     public var json: JSONValue {
         [
             "apps": .array(apps.map(JSONValue.string)), "groups": .array(groups.map(JSONValue.string)),
@@ -44,14 +51,20 @@ public struct EnrollmentTokenRequest: Sendable, Hashable {
 /// `POST /v1/admin/enrollment-tokens` response. The token is shown this once; `id` names it
 /// afterwards (to list or revoke it).
 public struct EnrollmentTokenResponse: Sendable, Hashable {
+    /// The token's id (`et-…`): how it is named afterwards, to list or revoke it.
     public var id: String
+    /// The enrollment token itself (`fse_…`), shown this once: the server keeps only its hash.
     public var enrollmentToken: String
     /// Seconds since the epoch (RFC 3339 on the wire).
     public var expiresAt: Int64
+    /// How many devices may enroll with the token.
     public var uses: Int64
+    /// The apps devices enrolled with the token may read and write.
     public var apps: [String]
+    /// The groups devices enrolled with the token join.
     public var groups: [String]
 
+    /// Creates a response.
     public init(id: String, enrollmentToken: String, expiresAt: Int64, uses: Int64, apps: [String], groups: [String]) {
         self.id = id
         self.enrollmentToken = enrollmentToken
@@ -61,6 +74,7 @@ public struct EnrollmentTokenResponse: Sendable, Hashable {
         self.groups = groups
     }
 
+    /// Reads the wire form; unknown members are refused, and `expiresAt` must be an RFC 3339 UTC timestamp.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["id", "enrollmentToken", "expiresAt", "uses", "apps", "groups"])
         id = try reader.string("id", maximumLength: 128)
@@ -71,6 +85,7 @@ public struct EnrollmentTokenResponse: Sendable, Hashable {
         groups = try reader.names("groups", maximumCount: 32) ?? []
     }
 
+    /// The wire form, `expiresAt` as an RFC 3339 UTC timestamp.
     public var json: JSONValue {
         [
             "id": .string(id), "enrollmentToken": .string(enrollmentToken), "expiresAt": .string(Timestamp.format(expiresAt)),
@@ -81,17 +96,21 @@ public struct EnrollmentTokenResponse: Sendable, Hashable {
 
 /// `PUT /v1/admin/apps/{app}/metadata` response.
 public struct MetadataPutResult: Sendable, Hashable {
+    /// The app id whose metadata was stored.
     public var app: String
+    /// The version of the metadata now stored (the document's own `version`).
     public var version: Int64
     /// The version it replaced, `nil` for an app's first metadata.
     public var previousVersion: Int64?
 
+    /// Creates a result.
     public init(app: String, version: Int64, previousVersion: Int64?) {
         self.app = app
         self.version = version
         self.previousVersion = previousVersion
     }
 
+    /// Reads the wire form; unknown members are refused, and `previousVersion` may be `null`.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["app", "version", "previousVersion"])
         app = try reader.string("app", maximumLength: 64)
@@ -99,6 +118,7 @@ public struct MetadataPutResult: Sendable, Hashable {
         previousVersion = try reader.nullableCount("previousVersion")
     }
 
+    /// The wire form, with `previousVersion` `null` for an app's first metadata.
     public var json: JSONValue {
         [
             "app": .string(app), "version": .number(.integer(version)),
@@ -110,17 +130,23 @@ public struct MetadataPutResult: Sendable, Hashable {
 /// The values set at one scope: `GET`/`PATCH /v1/admin/apps/{app}/values?scope=…`.
 /// Settings marked `x-secret` are masked.
 public struct ScopedValues: Sendable, Hashable {
+    /// The app id.
     public var app: String
     /// `app`, `group:NAME` or `device:ID`.
     public var scope: String
+    /// The values set at ``scope`` (not the effective settings), by setting name; a secret reads
+    /// `"********"`. At device scope, members named by a JSON pointer (`/playlist/0/content`) are
+    /// the device's key-path values.
     public var values: JSONObject
 
+    /// Creates the values of one scope.
     public init(app: String, scope: String, values: JSONObject) {
         self.app = app
         self.scope = scope
         self.values = values
     }
 
+    /// Reads the wire form; unknown members are refused.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["app", "scope", "values"])
         app = try reader.string("app", maximumLength: 64)
@@ -128,20 +154,26 @@ public struct ScopedValues: Sendable, Hashable {
         values = try reader.values("values")
     }
 
+    /// The wire form.
     public var json: JSONValue { ["app": .string(app), "scope": .string(scope), "values": .object(values)] }
 }
 
 /// The latest status report of a device, with when it arrived.
 public struct DeviceStatus: Sendable, Hashable {
+    /// The report as the device sent it.
     public var report: StatusReport
     /// Seconds since the epoch.
     public var receivedAt: Int64
 
+    /// Creates a status from a report and when it arrived.
     public init(report: StatusReport, receivedAt: Int64) {
         self.report = report
         self.receivedAt = receivedAt
     }
 
+    /// Reads the wire form at `location`: the report's members with `receivedAt` (an RFC 3339 UTC
+    /// timestamp) beside them. The message is taken as stored, control characters included: reports
+    /// kept from before the server refused them are escaped when shown.
     public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
         guard case .object(var object) = json else { throw DocumentError(at: location, "must be an object") }
         let received = object["receivedAt"]
@@ -154,6 +186,7 @@ public struct DeviceStatus: Sendable, Hashable {
         receivedAt = seconds
     }
 
+    /// The wire form: the report's members and `receivedAt` in one object.
     public var json: JSONValue {
         guard case .object(var object) = report.json else { return report.json }
         object["receivedAt"] = .string(Timestamp.format(receivedAt))
@@ -163,15 +196,21 @@ public struct DeviceStatus: Sendable, Hashable {
 
 /// One device in `GET /v1/admin/apps/{app}/devices`.
 public struct DeviceSummary: Sendable, Hashable {
+    /// The device's id (`d-…`).
     public var id: String
+    /// The groups the device is in.
     public var groups: [String]
+    /// When the device enrolled, in seconds since the epoch (RFC 3339 on the wire).
     public var enrolledAt: Int64
+    /// When the device last made a request, in seconds since the epoch (to within a minute); `nil`
+    /// when the server has never recorded one.
     public var lastSeenAt: Int64?
     /// The revision of the app's settings last served to the device.
     public var servedRevision: Int64?
     /// Its latest status report for the app.
     public var status: DeviceStatus?
 
+    /// Creates a summary.
     public init(id: String, groups: [String], enrolledAt: Int64, lastSeenAt: Int64?, servedRevision: Int64?, status: DeviceStatus?) {
         self.id = id
         self.groups = groups
@@ -181,6 +220,8 @@ public struct DeviceSummary: Sendable, Hashable {
         self.status = status
     }
 
+    /// Reads the wire form at `location` (an element of ``DeviceList/devices``); unknown members
+    /// are refused, and `lastSeenAt`, `servedRevision` and `status` may be `null`.
     public init(json: JSONValue, at location: JSONPointer = .root) throws(DocumentError) {
         let reader = try ObjectReader(
             json, at: location, allowed: ["id", "groups", "enrolledAt", "lastSeenAt", "servedRevision", "status"])
@@ -196,6 +237,7 @@ public struct DeviceSummary: Sendable, Hashable {
         }
     }
 
+    /// The wire form; `lastSeenAt`, `servedRevision` and `status` are `null` when the server has none.
     public var json: JSONValue {
         [
             "id": .string(id), "groups": .array(groups.map(JSONValue.string)), "enrolledAt": .string(Timestamp.format(enrolledAt)),
@@ -207,37 +249,51 @@ public struct DeviceSummary: Sendable, Hashable {
 
 /// `GET /v1/admin/apps/{app}/devices`.
 public struct DeviceList: Sendable, Hashable {
+    /// The app id.
     public var app: String
+    /// The devices given the app.
     public var devices: [DeviceSummary]
 
+    /// Creates a list.
     public init(app: String, devices: [DeviceSummary]) {
         self.app = app
         self.devices = devices
     }
 
+    /// Reads the wire form; unknown members are refused, each device's at its own pointer.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["app", "devices"])
         app = try reader.string("app", maximumLength: 64)
         devices = try reader.array("devices") { element, location throws(DocumentError) in try DeviceSummary(json: element, at: location) }
     }
 
+    /// The wire form.
     public var json: JSONValue { ["app": .string(app), "devices": .array(devices.map(\.json))] }
 }
 
 /// `GET /v1/admin/apps/{app}/devices/{id}/explain`: a device's effective values and the scope
 /// that set each (`defaults`, `app`, `group:NAME`, `device:ID`). Secrets are masked.
 public struct Explanation: Sendable, Hashable {
+    /// The app id.
     public var app: String
+    /// The device's id (`d-…`).
     public var device: String
+    /// The metadata version the values were validated against.
     public var schemaVersion: Int64
+    /// The revision of the app's settings last served to the device; `nil` before its first fetch.
     public var servedRevision: Int64?
+    /// The device's effective values, by setting name; a secret reads `"********"`.
     public var values: JSONObject
+    /// For each key of ``values``, the scope that set it: `defaults` (the metadata), `app`,
+    /// `group:NAME` or `device:ID`. A member named by a JSON pointer (`/playlist/0/content`) is one of
+    /// the device's key-path values; its source is the device, or says why the value no longer fits.
     public var sources: [String: String]
     /// The device's facts (``DeviceInfo``).
     public var deviceInfo: JSONObject
     /// What the server asks of the device's agent for this app, and where each key was set.
     public var policy: DevicePolicy.AppPolicy
 
+    /// Creates an explanation; without facts or a policy, both are empty.
     public init(
         app: String, device: String, schemaVersion: Int64, servedRevision: Int64?, values: JSONObject, sources: [String: String],
         deviceInfo: JSONObject = [:], policy: DevicePolicy.AppPolicy = DevicePolicy.AppPolicy()
@@ -252,6 +308,7 @@ public struct Explanation: Sendable, Hashable {
         self.sources = sources
     }
 
+    /// Reads the wire form; unknown members are refused. `deviceInfo` and `policy` may be absent, and are then empty.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(
             json, allowed: ["app", "device", "schemaVersion", "servedRevision", "values", "sources", "deviceInfo", "policy"])
@@ -292,6 +349,7 @@ public struct Explanation: Sendable, Hashable {
         return rows
     }
 
+    /// The wire form, `sources` in key order.
     public var json: JSONValue {
         var sourceObject = JSONObject()
         for key in sources.keys.sorted() { sourceObject[key] = .string(sources[key] ?? "") }

@@ -8,6 +8,7 @@ import FleetJSON
 public struct AgentPolicy: Sendable, Hashable {
     /// The members, in the order they are shown.
     public enum Key: String, Sendable, CaseIterable {
+        /// One per member of the wire form, its raw value the member's name.
         case logLevel, pollInterval, longPollWait, jitter, statusReports
     }
 
@@ -31,6 +32,7 @@ public struct AgentPolicy: Sendable, Hashable {
     /// The longest message of a ``ReportDetail/brief`` report.
     public static let briefMessageLength = 200
 
+    /// The agent's log level, one of ``logLevels``.
     public var logLevel: String?
     /// Seconds between polls when long-polls are not possible.
     public var pollInterval: Int64?
@@ -38,8 +40,10 @@ public struct AgentPolicy: Sendable, Hashable {
     public var longPollWait: Int64?
     /// Seconds: the most random delay added to a poll and before a hook.
     public var jitter: Int64?
+    /// How much the agent's status reports say: every problem, or only the first.
     public var statusReports: ReportDetail?
 
+    /// Creates a policy; a member left `nil` is not set, and so is left to a wider scope or the agent.
     public init(
         logLevel: String? = nil, pollInterval: Int64? = nil, longPollWait: Int64? = nil, jitter: Int64? = nil,
         statusReports: ReportDetail? = nil
@@ -146,8 +150,11 @@ public struct AgentPolicy: Sendable, Hashable {
 /// from the most specific scope that sets it: the device, then its groups (in name order, a
 /// later group winning, as with settings values), then the app.
 public enum PolicyScope: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// `app:NAME`: every device given the app.
     case app(String)
+    /// `group:NAME`: every device in the group.
     case group(String)
+    /// `device:ID`: the one device.
     case device(String)
 
     /// Reads `app:NAME`, `group:NAME` or `device:ID`.
@@ -163,6 +170,7 @@ public enum PolicyScope: Sendable, Hashable, Comparable, CustomStringConvertible
         }
     }
 
+    /// `app:NAME`, `group:NAME` or `device:ID`: the form ``init(_:)`` reads and the wire carries.
     public var description: String {
         switch self {
         case .app(let name): "app:\(name)"
@@ -171,17 +179,22 @@ public enum PolicyScope: Sendable, Hashable, Comparable, CustomStringConvertible
         }
     }
 
+    /// Orders scopes by their text (``description``), as lists show them.
     public static func < (lhs: PolicyScope, rhs: PolicyScope) -> Bool { lhs.description < rhs.description }
 }
 
 /// `GET /v1/admin/policies`: every scope's policy.
 public struct PolicyList: Sendable, Hashable {
+    /// Each scope that has a policy, with that policy.
     public var policies: [(scope: PolicyScope, policy: AgentPolicy)]
 
+    /// Creates a list.
     public init(policies: [(scope: PolicyScope, policy: AgentPolicy)]) {
         self.policies = policies
     }
 
+    /// Reads the wire form; unknown members, a malformed scope and a policy value out of range are
+    /// refused, each at its pointer.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["policies"])
         policies = try reader.array("policies") { element, location throws(DocumentError) in
@@ -194,14 +207,17 @@ public struct PolicyList: Sendable, Hashable {
         }
     }
 
+    /// The wire form: `{"policies": [{"scope": "group:lobby", "policy": {…}}]}`.
     public var json: JSONValue {
         ["policies": .array(policies.map { ["scope": .string($0.scope.description), "policy": $0.policy.json] })]
     }
 
+    /// Whether both lists hold the same scopes with the same policies, in the same order.
     public static func == (lhs: PolicyList, rhs: PolicyList) -> Bool {
         lhs.policies.map(\.scope) == rhs.policies.map(\.scope) && lhs.policies.map(\.policy) == rhs.policies.map(\.policy)
     }
 
+    /// Hashes the scopes and policies in order, as ``==(_:_:)`` compares them.
     public func hash(into hasher: inout Hasher) {
         for (scope, policy) in policies {
             hasher.combine(scope)
@@ -217,10 +233,12 @@ public struct PolicyList: Sendable, Hashable {
 public struct DevicePolicy: Sendable, Hashable {
     /// One app's policy on the device.
     public struct AppPolicy: Sendable, Hashable {
+        /// The policy that applies: each key from the most specific scope that sets it.
         public var policy: AgentPolicy
         /// The scope each key set in ``policy`` came from.
         public var sources: [AgentPolicy.Key: PolicyScope]
 
+        /// Creates an app's policy; the defaults are an empty policy with no sources.
         public init(policy: AgentPolicy = AgentPolicy(), sources: [AgentPolicy.Key: PolicyScope] = [:]) {
             self.policy = policy
             self.sources = sources
@@ -243,6 +261,7 @@ public struct DevicePolicy: Sendable, Hashable {
             }
         }
 
+        /// The wire form: `{"policy": {…}, "sources": {"logLevel": "group:lobby"}}`.
         public var json: JSONValue {
             var object = JSONObject()
             for (key, scope) in sources { object[key.rawValue] = .string(scope.description) }
@@ -250,8 +269,10 @@ public struct DevicePolicy: Sendable, Hashable {
         }
     }
 
+    /// By app id, the policy that applies to it on the device; apps without one are absent.
     public var apps: [String: AppPolicy]
 
+    /// Creates a device's policy; the default is no policy for any app.
     public init(apps: [String: AppPolicy] = [:]) {
         self.apps = apps
     }
@@ -292,6 +313,8 @@ public struct DevicePolicy: Sendable, Hashable {
         self.apps = apps
     }
 
+    /// The wire form: `{"apps": {"kiosk": {"policy": {…}, "sources": {…}}}}`; its text with sorted
+    /// keys is what ``tag`` hashes.
     public var json: JSONValue {
         var object = JSONObject()
         for (app, resolved) in apps { object[app] = resolved.json }

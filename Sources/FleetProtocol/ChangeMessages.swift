@@ -112,14 +112,19 @@ public enum RolloutWave: Sendable, Hashable, CustomStringConvertible {
 
 /// Why a list of waves was refused: which one (its index) and what is wrong.
 public struct RolloutWaveError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The index of the wave at fault in the list read; `nil` when the list as a whole is wrong
+    /// (empty, or more than 20 waves).
     public let index: Int?
+    /// What is wrong, for a person: `5% is named twice`.
     public let message: String
 
+    /// Creates an error.
     public init(index: Int?, _ message: String) {
         self.index = index
         self.message = message
     }
 
+    /// The ``message`` alone (it quotes the wave at fault itself).
     public var description: String { message }
 }
 
@@ -127,13 +132,17 @@ public struct RolloutWaveError: Error, Sendable, Hashable, CustomStringConvertib
 public struct RolloutRequest: Sendable, Hashable {
     /// `app` or `group:NAME` (a device scope reaches one device: nothing to stage).
     public var scope: String
+    /// The RFC 7396 merge patch of the scope's values to stage; it changes at least one setting.
     public var patch: JSONObject
+    /// The waves, in order: shares grow, a group is named once, and the last is `100%`
+    /// (``RolloutWave/list(_:)``).
     public var waves: [RolloutWave]
     /// Pause when `error` plus `unsupported` reports exceed this share of the devices admitted
     /// so far, in basis points (200 = 2%).
     public var pauseOnErrorsBasisPoints: Int
     /// How long each wave has to report before the rollout pauses, in seconds.
     public var waveWaitSeconds: Int64
+    /// Why, kept in the app's history (at most 1,024 characters); may be empty.
     public var message: String
 
     /// The default threshold: any error or unsupported report pauses (0%).
@@ -143,6 +152,7 @@ public struct RolloutRequest: Sendable, Hashable {
     /// The allowed times a wave has to report: 5 seconds to a week.
     public static let waveWaits: ClosedRange<Int64> = 5...604_800
 
+    /// Creates a request; the defaults pause at the first failure and give each wave 10 minutes to report.
     public init(
         scope: String, patch: JSONObject, waves: [RolloutWave], pauseOnErrorsBasisPoints: Int = defaultPauseOnErrors,
         waveWaitSeconds: Int64 = defaultWaveWait, message: String = ""
@@ -155,6 +165,9 @@ public struct RolloutRequest: Sendable, Hashable {
         self.message = message
     }
 
+    /// Reads the wire form; unknown members, an empty patch, waves ``RolloutWave/list(_:)`` refuses
+    /// and values out of range are refused, each at its pointer. `pauseOnErrorsPercent` is a
+    /// percentage from 0 to 100 with at most two decimals.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["scope", "patch", "waves", "pauseOnErrorsPercent", "waveWaitSeconds", "message"])
         scope = try reader.string("scope", maximumLength: 256)
@@ -192,6 +205,7 @@ public struct RolloutRequest: Sendable, Hashable {
         return Int(hundredths)
     }
 
+    /// The wire form, the threshold as `pauseOnErrorsPercent` (`2` for 200 basis points).
     public var json: JSONValue {
         [
             "scope": .string(scope), "patch": .object(patch), "waves": .array(waves.map { .string($0.description) }),
@@ -203,9 +217,14 @@ public struct RolloutRequest: Sendable, Hashable {
 
 /// Where a rollout is: running, paused (with why), completed or aborted.
 public enum RolloutPhase: String, Sendable, CaseIterable {
+    /// Admitting waves as their devices report.
     case running
+    /// Stopped admitting waves, for too many failures or devices that did not report in time
+    /// (``RolloutView/reason`` says which); an admin resumes or aborts it.
     case paused
+    /// Every wave passed: the patch is written into the stored values.
     case completed
+    /// Ended by an admin, a forced revert or a forced write; every device is back on the stored values.
     case aborted
 
     /// Running or paused: the rollout still decides what devices get.
@@ -215,6 +234,7 @@ public enum RolloutPhase: String, Sendable, CaseIterable {
 /// One device's part in a rollout's admitted waves, as `rollout status` lists the ones that
 /// are not done.
 public struct RolloutDeviceState: Sendable, Hashable {
+    /// Where the device stands with the staged values.
     public enum Outcome: String, Sendable, CaseIterable {
         /// Reported `applied` for the staged values (and so did its app, when it acknowledges).
         case applied
@@ -224,12 +244,16 @@ public struct RolloutDeviceState: Sendable, Hashable {
         case waiting
     }
 
+    /// The device's id (`d-…`).
     public var device: String
+    /// The index of the wave the device is in (0 for the first).
     public var wave: Int
+    /// Whether it applied the staged values, failed on them, or is still waited for.
     public var outcome: Outcome
     /// The report's state and message for a failure; what it waits for otherwise.
     public var detail: String
 
+    /// Creates a device's state.
     public init(device: String, wave: Int, outcome: Outcome, detail: String) {
         self.device = device
         self.wave = wave
@@ -237,6 +261,7 @@ public struct RolloutDeviceState: Sendable, Hashable {
         self.detail = detail
     }
 
+    /// Reads the wire form at `location` (an element of ``RolloutView/devices``); unknown members are refused.
     public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
         let reader = try ObjectReader(json, at: location, allowed: ["device", "wave", "outcome", "detail"])
         device = try reader.string("device", maximumLength: 128)
@@ -245,6 +270,7 @@ public struct RolloutDeviceState: Sendable, Hashable {
         detail = try reader.string("detail")
     }
 
+    /// The wire form.
     public var json: JSONValue {
         [
             "device": .string(device), "wave": .number(.integer(Int64(wave))), "outcome": .string(outcome.rawValue),
@@ -255,12 +281,18 @@ public struct RolloutDeviceState: Sendable, Hashable {
 
 /// How far one wave got.
 public struct RolloutWaveProgress: Sendable, Hashable {
+    /// The wave, as the request named it (`5%`, `group:canary`).
     public var wave: RolloutWave
+    /// How many devices the wave admitted (disabled devices are not counted).
     public var devices: Int64
+    /// How many of them applied the staged values (or are not changed by them).
     public var applied: Int64
+    /// How many of them reported `error` or `unsupported` for the staged values.
     public var failed: Int64
+    /// How many of them have not fetched the staged values, or not reported on them yet.
     public var waiting: Int64
 
+    /// Creates a wave's progress.
     public init(wave: RolloutWave, devices: Int64, applied: Int64, failed: Int64, waiting: Int64) {
         self.wave = wave
         self.devices = devices
@@ -269,6 +301,8 @@ public struct RolloutWaveProgress: Sendable, Hashable {
         self.waiting = waiting
     }
 
+    /// Reads the wire form at `location` (an element of ``RolloutView/progress``); unknown members
+    /// and a malformed wave are refused.
     public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
         let reader = try ObjectReader(json, at: location, allowed: ["wave", "devices", "applied", "failed", "waiting"])
         guard let wave = RolloutWave(try reader.string("wave", maximumLength: 140)) else {
@@ -281,6 +315,7 @@ public struct RolloutWaveProgress: Sendable, Hashable {
         waiting = try reader.count("waiting")
     }
 
+    /// The wire form, the wave as its text.
     public var json: JSONValue {
         [
             "wave": .string(wave.description), "devices": .number(.integer(devices)), "applied": .number(.integer(applied)),
@@ -292,28 +327,44 @@ public struct RolloutWaveProgress: Sendable, Hashable {
 /// A rollout as admins see it: `GET /v1/admin/apps/{app}/rollout` and the answers of starting,
 /// resuming and aborting one. Secrets in the patch are masked.
 public struct RolloutView: Sendable, Hashable {
+    /// The rollout's id (`r-…`).
     public var id: String
+    /// The app id.
     public var app: String
+    /// The scope whose values are staged: `app` or `group:NAME`.
     public var scope: String
+    /// The staged merge patch; a secret reads `"********"`.
     public var patch: JSONObject
+    /// The waves, in order; the last is `100%`.
     public var waves: [RolloutWave]
+    /// The share of the admitted devices that may fail before the rollout pauses, in basis points
+    /// (200 = 2%); `pauseOnErrorsPercent` on the wire.
     public var pauseOnErrorsBasisPoints: Int
+    /// How long each wave has to report before the rollout pauses, in seconds.
     public var waveWaitSeconds: Int64
+    /// Whether it is running, paused, completed or aborted.
     public var phase: RolloutPhase
     /// The index of the wave admitted last (0 for the first).
     public var currentWave: Int
+    /// When the current wave was admitted, in seconds since the epoch; its time to report runs from then.
     public var waveStartedAt: Int64
+    /// When the rollout started, in seconds since the epoch.
     public var startedAt: Int64
+    /// When it completed or was aborted, in seconds since the epoch; `nil` while it is active.
     public var endedAt: Int64?
     /// Why it paused, when it is paused; why it ended, when aborted.
     public var reason: String
+    /// Who started it, as the history names writers: `admin (token 1a2b3c4d)`,
+    /// `console (token 1a2b3c4d)`.
     public var actor: String
+    /// The message it was started with; may be empty.
     public var message: String
     /// One per wave admitted so far.
     public var progress: [RolloutWaveProgress]
     /// The admitted devices that failed or still wait, failures first (at most 50).
     public var devices: [RolloutDeviceState]
 
+    /// Creates a view.
     public init(
         id: String, app: String, scope: String, patch: JSONObject, waves: [RolloutWave], pauseOnErrorsBasisPoints: Int,
         waveWaitSeconds: Int64, phase: RolloutPhase, currentWave: Int, waveStartedAt: Int64, startedAt: Int64, endedAt: Int64?,
@@ -338,6 +389,7 @@ public struct RolloutView: Sendable, Hashable {
         self.devices = devices
     }
 
+    /// Reads the wire form; unknown members are refused, and times must be RFC 3339 UTC timestamps.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(
             json,
@@ -368,6 +420,7 @@ public struct RolloutView: Sendable, Hashable {
         devices = try reader.array("devices") { value, pointer throws(DocumentError) in try RolloutDeviceState(json: value, at: pointer) }
     }
 
+    /// The wire form, times as RFC 3339 UTC timestamps and the threshold as `pauseOnErrorsPercent`.
     public var json: JSONValue {
         [
             "id": .string(id), "app": .string(app), "scope": .string(scope), "patch": .object(patch),
@@ -386,18 +439,22 @@ public struct RolloutView: Sendable, Hashable {
 public struct HistoryRecord: Sendable, Hashable {
     /// What one scope was changed by and to.
     public struct ScopeChange: Sendable, Hashable {
+        /// The scope written: `app`, `group:NAME` or `device:ID`.
         public var scope: String
         /// The merge patch written (for a revert or a completed rollout: what it amounted to).
         public var patch: JSONObject
         /// The scope's values after the write.
         public var values: JSONObject
 
+        /// Creates a scope's change.
         public init(scope: String, patch: JSONObject, values: JSONObject) {
             self.scope = scope
             self.patch = patch
             self.values = values
         }
 
+        /// Reads the wire form at `location` (an element of ``HistoryRecord/scopes``); unknown
+        /// members are refused.
         public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
             let reader = try ObjectReader(json, at: location, allowed: ["scope", "patch", "values"])
             scope = try reader.string("scope", maximumLength: 256)
@@ -405,6 +462,7 @@ public struct HistoryRecord: Sendable, Hashable {
             values = try reader.values("values")
         }
 
+        /// The wire form.
         public var json: JSONValue { ["scope": .string(scope), "patch": .object(patch), "values": .object(values)] }
     }
 
@@ -415,17 +473,22 @@ public struct HistoryRecord: Sendable, Hashable {
     /// read (they refuse members they do not know); `entry` is read too, for the day it is
     /// renamed there.
     public var number: Int64
+    /// When the write was made, in seconds since the epoch (RFC 3339 on the wire).
     public var at: Int64
     /// Who wrote: `admin (token 1a2b3c4d)`, `console (token 1a2b3c4d)`, `device d-…`, `server`.
     public var actor: String
+    /// Why, as the writer said (the request's `message`); for a rollout's writes, what happened
+    /// (`rollout r-… completed`). May be empty.
     public var message: String
     /// `values`, `metadata`, `revert`, `rollout` (started, advanced, paused, resumed, completed,
     /// aborted) or `initial` (values stored before the history began).
     public var kind: String
+    /// The scopes the write changed, each with its patch and values after.
     public var scopes: [ScopeChange]
     /// The metadata version a `metadata` write stored.
     public var metadataVersion: Int64?
 
+    /// Creates a record.
     public init(
         number: Int64, at: Int64, actor: String, message: String, kind: String, scopes: [ScopeChange], metadataVersion: Int64?
     ) {
@@ -438,6 +501,8 @@ public struct HistoryRecord: Sendable, Hashable {
         self.metadataVersion = metadataVersion
     }
 
+    /// Reads the wire form at `location` (an element of ``HistoryList/entries``); unknown members
+    /// are refused. The number is read from `revision`, or from `entry` when only that is there.
     public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
         let reader = try ObjectReader(
             json, at: location, allowed: ["entry", "revision", "at", "actor", "message", "kind", "scopes", "metadataVersion"])
@@ -450,6 +515,7 @@ public struct HistoryRecord: Sendable, Hashable {
         metadataVersion = try reader.nullableCount("metadataVersion")
     }
 
+    /// The wire form, the number as `revision` (the member CLIs of 0.7.0 read).
     public var json: JSONValue {
         [
             "revision": .number(.integer(number)), "at": .string(Timestamp.format(at)), "actor": .string(actor),
@@ -473,32 +539,40 @@ extension HistoryRecord {
 
 /// `GET /v1/admin/apps/{app}/history`: the app's writes, oldest first.
 public struct HistoryList: Sendable, Hashable {
+    /// The app id.
     public var app: String
+    /// The entries, oldest first (one page of them, with `limit` and `before`).
     public var entries: [HistoryRecord]
 
+    /// Creates a list.
     public init(app: String, entries: [HistoryRecord]) {
         self.app = app
         self.entries = entries
     }
 
+    /// Reads the wire form; unknown members are refused.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["app", "entries"])
         app = try reader.string("app", maximumLength: 64)
         entries = try reader.array("entries") { value, pointer throws(DocumentError) in try HistoryRecord(json: value, at: pointer) }
     }
 
+    /// The wire form.
     public var json: JSONValue { ["app": .string(app), "entries": .array(entries.map(\.json))] }
 }
 
 /// `POST /v1/admin/apps/{app}/revert`: make the values as they were after history entry `to`.
 public struct RevertRequest: Sendable, Hashable {
+    /// The number of the history entry whose values to restore (``HistoryRecord/number``).
     public var to: Int64
     /// Only this scope (`app`, `group:NAME`, `device:ID`); `nil`: every scope.
     public var scope: String?
+    /// Why, kept in the app's history (at most 1,024 characters); may be empty.
     public var message: String
     /// Revert even though a rollout of the app is running (it is aborted).
     public var force: Bool
 
+    /// Creates a request; by default of every scope, without a message, and refused while a rollout runs.
     public init(to: Int64, scope: String? = nil, message: String = "", force: Bool = false) {
         self.to = to
         self.scope = scope
@@ -506,6 +580,7 @@ public struct RevertRequest: Sendable, Hashable {
         self.force = force
     }
 
+    /// Reads the wire form; unknown members are refused, and only `to` is required.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["to", "scope", "message", "force"])
         to = try reader.count("to")
@@ -514,6 +589,7 @@ public struct RevertRequest: Sendable, Hashable {
         force = try reader.optionalBool("force") ?? false
     }
 
+    /// The wire form, without `scope` when it is `nil`.
     public var json: JSONValue {
         var object: JSONObject = ["to": .number(.integer(to)), "message": .string(message), "force": .bool(force)]
         if let scope { object["scope"] = .string(scope) }

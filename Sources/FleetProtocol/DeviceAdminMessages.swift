@@ -4,12 +4,18 @@ import FleetJSON
 /// /v1/admin/devices/{id}`): the apps it may read and write, its groups, whether it is
 /// disabled.
 public struct DeviceRecord: Sendable, Hashable {
+    /// The device's id (`d-…`).
     public var id: String
+    /// The apps the device may read and write.
     public var apps: [String]
+    /// The groups the device is in.
     public var groups: [String]
     /// A disabled device's token is refused (401) until it is enabled again.
     public var disabled: Bool
+    /// When the device enrolled, in seconds since the epoch (RFC 3339 on the wire).
     public var enrolledAt: Int64
+    /// When the device last made a request, in seconds since the epoch (to within a minute); `nil`
+    /// when the server has never recorded one.
     public var lastSeenAt: Int64?
     /// The admin asked for a new token; the agent fetches one at its next request.
     public var tokenRotationRequested: Bool
@@ -18,6 +24,7 @@ public struct DeviceRecord: Sendable, Hashable {
     /// When its facts last changed.
     public var infoUpdatedAt: Int64?
 
+    /// Creates a record; without facts, ``info`` is empty and ``infoUpdatedAt`` is `nil`.
     public init(
         id: String, apps: [String], groups: [String], disabled: Bool, enrolledAt: Int64, lastSeenAt: Int64?,
         tokenRotationRequested: Bool, info: JSONObject = [:], infoUpdatedAt: Int64? = nil
@@ -33,6 +40,9 @@ public struct DeviceRecord: Sendable, Hashable {
         self.tokenRotationRequested = tokenRotationRequested
     }
 
+    /// Reads the wire form at `location` (an element of ``DeviceRecordList/devices``, or the whole
+    /// answer); unknown members are refused. `disabled`, `tokenRotationRequested`, `info` and
+    /// `infoUpdatedAt` may be absent: false, empty, `nil`.
     public init(json: JSONValue, at location: JSONPointer = .root) throws(DocumentError) {
         let reader = try ObjectReader(
             json, at: location,
@@ -48,6 +58,7 @@ public struct DeviceRecord: Sendable, Hashable {
         infoUpdatedAt = reader.object["infoUpdatedAt"] == nil ? nil : try reader.nullableTimestamp("infoUpdatedAt")
     }
 
+    /// The wire form, every member written (`null` for a time the server does not have).
     public var json: JSONValue {
         [
             "id": .string(id), "apps": .array(apps.map(JSONValue.string)), "groups": .array(groups.map(JSONValue.string)),
@@ -61,17 +72,21 @@ public struct DeviceRecord: Sendable, Hashable {
 
 /// `GET /v1/admin/devices`.
 public struct DeviceRecordList: Sendable, Hashable {
+    /// Every enrolled device, or with `where` those whose facts match.
     public var devices: [DeviceRecord]
 
+    /// Creates a list.
     public init(devices: [DeviceRecord]) {
         self.devices = devices
     }
 
+    /// Reads the wire form; unknown members are refused, each device's at its own pointer.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["devices"])
         devices = try reader.array("devices") { element, location throws(DocumentError) in try DeviceRecord(json: element, at: location) }
     }
 
+    /// The wire form.
     public var json: JSONValue { ["devices": .array(devices.map(\.json))] }
 }
 
@@ -86,6 +101,7 @@ public struct DeviceUpdate: Sendable, Hashable {
     /// Ask the agent to fetch a new token at its next request.
     public var rotateToken: Bool?
 
+    /// Creates an update; a member left `nil` is not changed.
     public init(apps: [String]? = nil, groups: [String]? = nil, disabled: Bool? = nil, rotateToken: Bool? = nil) {
         self.apps = apps
         self.groups = groups
@@ -93,6 +109,8 @@ public struct DeviceUpdate: Sendable, Hashable {
         self.rotateToken = rotateToken
     }
 
+    /// Reads the wire form; unknown members are refused, and so is `"rotateToken": false` (a
+    /// requested rotation ends only when the agent rotates).
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["apps", "groups", "disabled", "rotateToken"])
         apps = try reader.names("apps", maximumCount: 256, maximumLength: 64)
@@ -105,6 +123,7 @@ public struct DeviceUpdate: Sendable, Hashable {
         }
     }
 
+    /// The wire form, with only the members to change.
     public var json: JSONValue {
         var object = JSONObject()
         if let apps { object["apps"] = .array(apps.map(JSONValue.string)) }
@@ -118,12 +137,18 @@ public struct DeviceUpdate: Sendable, Hashable {
 /// One enrollment token that can still be used (`GET /v1/admin/enrollment-tokens`); the token
 /// itself is never shown again, only its id.
 public struct EnrollmentTokenInfo: Sendable, Hashable {
+    /// The token's id (`et-…`), which names it to revoke it.
     public var id: String
+    /// The apps devices enrolled with the token may read and write.
     public var apps: [String]
+    /// The groups devices enrolled with the token join.
     public var groups: [String]
+    /// How many more devices may enroll with the token.
     public var usesLeft: Int64
+    /// When the token expires, in seconds since the epoch (RFC 3339 on the wire).
     public var expiresAt: Int64
 
+    /// Creates a token's entry.
     public init(id: String, apps: [String], groups: [String], usesLeft: Int64, expiresAt: Int64) {
         self.id = id
         self.apps = apps
@@ -132,6 +157,8 @@ public struct EnrollmentTokenInfo: Sendable, Hashable {
         self.expiresAt = expiresAt
     }
 
+    /// Reads the wire form at `location` (an element of ``EnrollmentTokenList/tokens``); unknown
+    /// members are refused.
     public init(json: JSONValue, at location: JSONPointer = .root) throws(DocumentError) {
         let reader = try ObjectReader(json, at: location, allowed: ["id", "apps", "groups", "usesLeft", "expiresAt"])
         id = try reader.string("id", maximumLength: 128)
@@ -141,6 +168,7 @@ public struct EnrollmentTokenInfo: Sendable, Hashable {
         expiresAt = try reader.timestamp("expiresAt")
     }
 
+    /// The wire form, `expiresAt` as an RFC 3339 UTC timestamp.
     public var json: JSONValue {
         [
             "id": .string(id), "apps": .array(apps.map(JSONValue.string)), "groups": .array(groups.map(JSONValue.string)),
@@ -151,12 +179,15 @@ public struct EnrollmentTokenInfo: Sendable, Hashable {
 
 /// `GET /v1/admin/enrollment-tokens`.
 public struct EnrollmentTokenList: Sendable, Hashable {
+    /// The enrollment tokens that can still be used: not expired, not used up, not revoked.
     public var tokens: [EnrollmentTokenInfo]
 
+    /// Creates a list.
     public init(tokens: [EnrollmentTokenInfo]) {
         self.tokens = tokens
     }
 
+    /// Reads the wire form; unknown members are refused, each token's at its own pointer.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["tokens"])
         tokens = try reader.array("tokens") { element, location throws(DocumentError) in
@@ -164,5 +195,6 @@ public struct EnrollmentTokenList: Sendable, Hashable {
         }
     }
 
+    /// The wire form.
     public var json: JSONValue { ["tokens": .array(tokens.map(\.json))] }
 }

@@ -220,10 +220,14 @@ public enum DeviceInfo {
 /// dotted name equals (`=`) or differs from (`!=`) a value. A device without the fact matches
 /// only `!=`.
 public struct DeviceInfoFilter: Sendable, Hashable, CustomStringConvertible {
+    /// The fact's dotted name: `os.version`, `apps.kiosk.version`.
     public var name: String
+    /// The value to compare with, as ``DeviceInfo/fact(_:in:)`` shows the fact (integers in decimal).
     public var value: String
+    /// Whether the condition is `!=`: the fact differs from ``value``, or the device does not have it.
     public var negated: Bool
 
+    /// Creates a condition; `=` unless `negated`.
     public init(name: String, value: String, negated: Bool = false) {
         self.name = name
         self.value = value
@@ -245,6 +249,7 @@ public struct DeviceInfoFilter: Sendable, Hashable, CustomStringConvertible {
         (DeviceInfo.fact(name, in: info) == value) != negated
     }
 
+    /// `NAME=VALUE` or `NAME!=VALUE`, as ``init(_:)`` reads it.
     public var description: String { name + (negated ? "!=" : "=") + value }
 }
 

@@ -78,11 +78,15 @@ public struct StatusReport: Sendable, Hashable {
     /// The longest message accepted, in characters (Unicode scalars, as JSON Schema counts).
     public static let maximumMessageLength = 4096
 
+    /// The revision the report is about: the ``SettingsDocument/revision`` the device fetched.
     public var revision: Int64
+    /// The metadata version of that revision's values.
     public var schemaVersion: Int64
+    /// What happened to the revision, or `pending` while it waits to be applied.
     public var state: State
     /// Why, for `error` and `unsupported` (failing JSON pointers and reasons); may be empty.
     public var message: String
+    /// Who reports: the agent, or the app through it.
     public var source: Source
 
     /// Creates a report.
@@ -182,12 +186,16 @@ public struct EnrollRequest: Sendable, Hashable {
 /// `POST /v1/enroll` response: the device's id and token, and the apps and groups the
 /// enrollment token gave it.
 public struct EnrollResponse: Sendable, Hashable {
+    /// The device's id (`d-…`), at most 128 characters.
     public var deviceId: String
+    /// The device's token (`fsd_…`): the bearer token of its requests from now on.
     public var deviceToken: String
     /// The apps whose settings the device may read and write.
     public var apps: [String]
+    /// The groups the device joined.
     public var groups: [String]
 
+    /// Creates a response.
     public init(deviceId: String, deviceToken: String, apps: [String], groups: [String]) {
         self.deviceId = deviceId
         self.deviceToken = deviceToken
@@ -195,6 +203,7 @@ public struct EnrollResponse: Sendable, Hashable {
         self.groups = groups
     }
 
+    /// Reads the wire form; unknown members are refused, and `apps` and `groups` may be absent (empty).
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["deviceId", "deviceToken", "apps", "groups"])
         deviceId = try reader.string("deviceId", maximumLength: 128)
@@ -203,6 +212,7 @@ public struct EnrollResponse: Sendable, Hashable {
         groups = try reader.names("groups", maximumCount: 32) ?? []
     }
 
+    /// The wire form.
     public var json: JSONValue {
         [
             "deviceId": .string(deviceId), "deviceToken": .string(deviceToken), "apps": .array(apps.map(JSONValue.string)),
@@ -214,17 +224,21 @@ public struct EnrollResponse: Sendable, Hashable {
 /// `POST /v1/device/token` response: the device's new token. The old one keeps working until
 /// the new one is first used, so an answer lost on the way never locks the device out.
 public struct TokenRotation: Sendable, Hashable {
+    /// The device's new token (`fsd_…`), shown this once.
     public var deviceToken: String
 
+    /// Creates a response.
     public init(deviceToken: String) {
         self.deviceToken = deviceToken
     }
 
+    /// Reads the wire form; unknown members are refused.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["deviceToken"])
         deviceToken = try reader.string("deviceToken", maximumLength: 512)
     }
 
+    /// The wire form.
     public var json: JSONValue { ["deviceToken": .string(deviceToken)] }
 }
 
@@ -232,9 +246,12 @@ public struct TokenRotation: Sendable, Hashable {
 public struct ErrorBody: Sendable, Hashable {
     /// One per-key reason (for 403 and 422).
     public struct Detail: Sendable, Hashable {
+        /// The JSON pointer of the value or metadata member at fault: `/volume`.
         public var pointer: String
+        /// Why that value is refused, for a person.
         public var message: String
 
+        /// Creates a detail.
         public init(pointer: String, message: String) {
             self.pointer = pointer
             self.message = message
@@ -245,14 +262,19 @@ public struct ErrorBody: Sendable, Hashable {
     public var error: ErrorCode
     /// A sentence for a person.
     public var message: String
+    /// One per value at fault, for `not-writable`, `invalid-values`, `invalid-metadata` and
+    /// `values-invalid`; empty otherwise, and then absent on the wire.
     public var details: [Detail]
 
+    /// Creates a body; most have no details.
     public init(error: ErrorCode, message: String, details: [Detail] = []) {
         self.error = error
         self.message = message
         self.details = details
     }
 
+    /// Reads the wire form; unknown members are refused, in the body and in each detail. A code
+    /// this build does not know is kept as sent.
     public init(json: JSONValue) throws(DocumentError) {
         let reader = try ObjectReader(json, allowed: ["error", "message", "details"])
         error = ErrorCode(rawValue: try reader.string("error", maximumLength: 64))
@@ -271,6 +293,7 @@ public struct ErrorBody: Sendable, Hashable {
         self.details = details
     }
 
+    /// The wire form, without `details` when there are none.
     public var json: JSONValue {
         var object: JSONObject = ["error": .string(error.rawValue), "message": .string(message)]
         if !details.isEmpty {
