@@ -216,7 +216,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AgentSystemTests",
-            dependencies: ["ChildProcess", "SystemdNotify", "FileWatch"],
+            dependencies: ["ChildProcess", "SystemdNotify", "FileWatch", "FleetIO"],
             swiftSettings: fleetSwiftSettings
         ),
         .target(
@@ -320,7 +320,8 @@ let package = Package(
         .testTarget(
             name: "FleetServerTests",
             dependencies: [
-                "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetStorePostgres", "FleetProtocol", "FleetJSON", "FleetLogging",
+                "FleetServer", "FleetServerCore", "FleetConsole", "FleetStoreSQLite", "FleetStorePostgres", "FleetProtocol", "FleetJSON",
+                "FleetLogging",
                 "ChildProcess",
                 "Curl", "FleetClient", "FleetMetadata", "FleetIO", "PosixThreads", "FleetTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -331,7 +332,10 @@ let package = Package(
         ),
         .testTarget(
             name: "FleetConsoleTests",
-            dependencies: ["FleetConsole", "FleetServerCore", "FleetMetadata", "FleetJSON", "PosixThreads"],
+            dependencies: [
+                "FleetConsole", "FleetServerCore", "FleetMetadata", "FleetJSON", "FleetProtocol", "PosixThreads",
+                .product(name: "Logging", package: "swift-log"), .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
             swiftSettings: fleetSwiftSettings
         ),
         .target(

@@ -61,21 +61,21 @@ func timed<T>(_ body: () async throws -> T) async rethrows -> (milliseconds: Dou
 
 let csrf = "benchmark"
 let api = try await timed { try await service.admin.devices(app: "kiosk").json.serialized() }
-let apps = try await timed { ConsolePages.apps(try await service.console.overview(), csrf: csrf).text }
+let apps = try await timed { ConsolePages.apps(try await ConsoleQueries(service).overview(), csrf: csrf).text }
 let devices = try await timed {
-    ConsolePages.devices(try await service.console.overview(), filter: .init(), now: service.now, csrf: csrf).text
+    ConsolePages.devices(try await ConsoleQueries(service).overview(), filter: .init(), now: service.now, csrf: csrf).text
 }
 let filtered = try await timed {
     ConsolePages.devices(
-        try await service.console.overview(), filter: .init(group: "group-3", state: "error"), now: service.now, csrf: csrf
+        try await ConsoleQueries(service).overview(), filter: .init(group: "group-3", state: "error"), now: service.now, csrf: csrf
     ).text
 }
 let one = try await timed { () async throws -> String in
-    let (device, standings) = try await service.console.standings(deviceID: "d-000042")
+    let (device, standings) = try await ConsoleQueries(service).standings(deviceID: "d-000042")
     return ConsolePages.device(
         device, standings: standings,
         explanations: ["kiosk": ScopeValuesExplanation(try await service.admin.explain(app: "kiosk", deviceID: device.id))],
-        recentReports: try await service.console.recentReports(deviceID: device.id), now: service.now, csrf: csrf
+        recentReports: try await ConsoleQueries(service).recentReports(deviceID: device.id), now: service.now, csrf: csrf
     ).text
 }
 

@@ -66,12 +66,12 @@ public enum ChildProcess {
     ///   - directory: where the child starts; this process's own directory when `nil`. A child
     ///     running as another user needs one it may enter.
     ///   - errorOutput: where its standard error goes.
-    /// - Throws: ``SpawnError`` when the program cannot be started (missing, not executable, or
+    /// - Throws: ``FleetIO/FileError`` (operation `run`) when the program cannot be started (missing, not executable, or
     ///   `directory` cannot be entered).
     public static func run(
         _ arguments: [String], environment: [String], timeout: Duration, outputLimit: Int = 2048, directory: String? = nil,
         errorOutput: ErrorOutput = .withOutput
-    ) async throws(SpawnError) -> Result {
+    ) async throws(FileError) -> Result {
         precondition(!arguments.isEmpty, "a command needs at least the program")
         let child = try spawn(arguments, environment: environment, directory: directory, errorOutput: errorOutput)
         let pid = child.pid
@@ -93,12 +93,12 @@ public enum ChildProcess {
 
     private static func spawn(
         _ arguments: [String], environment: [String], directory: String?, errorOutput: ErrorOutput
-    ) throws(SpawnError) -> Spawned {
+    ) throws(FileError) -> Spawned {
         let pipe: PipeEnds
         do {
             pipe = try FileSystem.makePipe()
         } catch {
-            throw SpawnError(program: arguments[0], code: error.code, call: "pipe")
+            throw FileError(path: arguments[0], operation: "run", code: error.code)
         }
 
         var actions = posix_spawn_file_actions_t()
@@ -120,21 +120,9 @@ public enum ChildProcess {
         // The parent's copy of the write end goes now, so that the read end sees the end of the
         // output when the child (and whatever it started) is done.
         let output = pipe.closingWriter()
-        guard status == 0 else { throw SpawnError(program: arguments[0], code: status, call: "posix_spawn") }
+        guard status == 0 else { throw FileError(path: arguments[0], operation: "run", code: status) }
         return Spawned(pid: pid, output: output)
     }
-}
-
-/// A program that could not be started.
-public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let program: String
-    /// The `errno` value.
-    public let code: Int32
-    /// The failing call.
-    public let call: String
-
-    /// `cannot run /usr/local/bin/reload-kiosk: No such file or directory`.
-    public var description: String { "cannot run \(program): \(String(cString: strerror(code)))" }
 }
 
 /// Watches one child on its own thread: collects output, enforces the time limit, reaps it.

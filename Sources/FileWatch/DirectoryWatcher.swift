@@ -43,23 +43,23 @@ public final class DirectoryWatcher: Sendable {
 
     /// Starts watching `directories` (which must exist).
     ///
-    /// - Throws: ``WatchError`` naming the directory that cannot be watched.
-    public init(directories: [String]) throws(WatchError) {
+    /// - Throws: ``FleetIO/FileError`` (operation `watch`) naming the directory that cannot be watched.
+    public init(directories: [String]) throws(FileError) {
         // Every descriptor has one owner: whichever way this ends, each is closed once.
         let created = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        guard created >= 0 else { throw WatchError(path: "", call: "inotify_init1", code: errno) }
+        guard created >= 0 else { throw FileError(path: "", operation: "watch directories", call: "inotify_init1", code: errno) }
         let inotify = OwnedDescriptor(taking: created)
         var watches: [Int32: String] = [:]
         for directory in directories {
             let watch = inotify_add_watch(inotify.raw, directory, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_ONLYDIR))
-            guard watch >= 0 else { throw WatchError(path: directory, call: "inotify_add_watch", code: errno) }
+            guard watch >= 0 else { throw FileError(path: directory, operation: "watch", call: "inotify_add_watch", code: errno) }
             watches[watch] = directory
         }
         let stopSignal: PipeEnds
         do {
             stopSignal = try FileSystem.makePipe(nonBlocking: true)
         } catch {
-            throw WatchError(path: "", call: "pipe", code: error.code)
+            throw FileError(path: "", operation: "watch directories", call: "pipe", code: error.code)
         }
         self.inotify = inotify
         self.stopSignal = stopSignal
@@ -67,7 +67,7 @@ public final class DirectoryWatcher: Sendable {
         (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(Self.bufferSize))
 
         let started = DetachedThread.start(named: "fleetset-watch") { [self] in readLoop() }
-        guard started == 0 else { throw WatchError(path: "", call: "pthread_create", code: started) }
+        guard started == 0 else { throw FileError(path: "", operation: "watch directories", call: "pthread_create", code: started) }
     }
 
     /// Stops the thread and ends ``events``.
@@ -133,17 +133,5 @@ public final class DirectoryWatcher: Sendable {
                 }
             }
         }
-    }
-}
-
-/// A directory that cannot be watched.
-public struct WatchError: Error, Sendable, CustomStringConvertible {
-    public let path: String
-    public let call: String
-    public let code: Int32
-
-    /// `cannot watch /var/spool/fleetset/kiosk: No such file or directory (inotify_add_watch)`.
-    public var description: String {
-        "cannot watch \(path.isEmpty ? "directories" : path): \(String(cString: strerror(code))) (\(call))"
     }
 }

@@ -70,22 +70,12 @@ public struct SettingsForm: Sendable {
             if view.heldAtKeyPaths.contains(key) {
                 patch[pointer.description] = value  // the setting whole, in place of the device's places in it
             } else if case .object(let stored)? = view.values[key], case .object(let edited) = value {
-                patch[key] = mergePatch(from: .object(stored), to: .object(edited))
+                patch[key] = JSONValue.minimalMergePatch(from: .object(stored), to: .object(edited))
             } else {
                 patch[key] = value
             }
         }
         return (patch, errors)
-    }
-
-    /// The merge patch that turns `old` into `new`: members removed as `null`, nested objects
-    /// patched in turn, anything else replaced.
-    static func mergePatch(from old: JSONValue, to new: JSONValue) -> JSONValue {
-        guard case .object(let before) = old, case .object(let after) = new else { return new }
-        var patch = JSONObject()
-        for (key, value) in after where before[key] != value { patch[key] = mergePatch(from: before[key] ?? .null, to: value) }
-        for key in before.keys where after[key] == nil { patch[key] = .null }
-        return .object(patch)
     }
 
     /// A digest of what the form showed (the values at its scope and those it inherits), sent

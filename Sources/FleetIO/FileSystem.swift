@@ -4,26 +4,34 @@ import Glibc
 import Musl
 #endif
 
-/// Why a file could not be read or listed: the path, the failing call and the system's reason.
+/// Why a system call on a file, a directory or a program failed: the path, what was being done,
+/// the failing call and the system's reason. The one `errno`-style error of fleetset's POSIX
+/// code: reading and writing files, watching directories, starting programs.
 public struct FileError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The file or directory.
+    /// The file, directory or program (empty: none in particular, e.g. an `inotify_init1`).
     public let path: String
-    /// What was being done: `open`, `read`, `opendir`, `stat`.
+    /// What was being done: `open`, `read`, `opendir`, `stat`, `watch`, `run`.
     public let operation: String
+    /// The failing system call when it is not named by ``operation`` (`posix_spawn`,
+    /// `inotify_add_watch`), or `nil`.
+    public let call: String?
     /// The `errno` value.
     public let code: Int32
 
     /// Creates an error from the current `errno`.
-    public init(path: String, operation: String, code: Int32 = errno) {
+    public init(path: String, operation: String, call: String? = nil, code: Int32 = errno) {
         self.path = path
         self.operation = operation
+        self.call = call
         self.code = code
     }
 
-    /// `cannot read /etc/x.json: No such file or directory`.
+    /// `cannot read /etc/x.json: No such file or directory`; with a call of its own,
+    /// `cannot watch /var/spool/x: No such file or directory (inotify_add_watch)`.
     public var description: String {
         let reason = String(cString: strerror(code))
-        return "cannot \(operation) \(path): \(reason)"
+        let subject = path.isEmpty ? "" : " \(path)"
+        return "cannot \(operation)\(subject): \(reason)" + (call.map { " (\($0))" } ?? "")
     }
 }
 

@@ -23,11 +23,24 @@ extension JSONValue {
     /// for each member of `old` that `new` lacks. So a whole new value can be written by merge
     /// patch without knowing whether the target holds the old one. (A `null` inside `new` is
     /// lost, as in any merge patch.)
-    public static func mergePatch(from old: JSONValue?, to new: JSONValue) -> JSONValue {
+    public static func wholeValueMergePatch(from old: JSONValue?, to new: JSONValue) -> JSONValue {
         guard case .object(let newMembers) = new, case .object(let oldMembers)? = old else { return new }
         var patch = JSONObject()
-        for (key, value) in newMembers { patch[key] = mergePatch(from: oldMembers[key], to: value) }
+        for (key, value) in newMembers { patch[key] = wholeValueMergePatch(from: oldMembers[key], to: value) }
         for key in oldMembers.keys where newMembers[key] == nil { patch[key] = .null }
+        return .object(patch)
+    }
+}
+
+extension JSONValue {
+    /// The smallest merge patch that turns `old` into `new`: only the members that differ,
+    /// removed ones as `null`, nested objects patched in turn, anything else replaced. (Compare
+    /// ``wholeValueMergePatch(from:to:)``, which writes `new` whole.)
+    public static func minimalMergePatch(from old: JSONValue, to new: JSONValue) -> JSONValue {
+        guard case .object(let before) = old, case .object(let after) = new else { return new }
+        var patch = JSONObject()
+        for (key, value) in after where before[key] != value { patch[key] = minimalMergePatch(from: before[key] ?? .null, to: value) }
+        for key in before.keys where after[key] == nil { patch[key] = .null }
         return .object(patch)
     }
 }

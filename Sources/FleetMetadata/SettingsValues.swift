@@ -10,13 +10,13 @@ public enum SettingsValues {
     ///
     /// An object patch sets each member, removing members whose patch value is `null`, and
     /// merges nested objects; any other patch replaces the target entirely.
-    public static func mergePatch(_ target: JSONValue, _ patch: JSONValue) -> JSONValue {
+    public static func applyingMergePatch(_ target: JSONValue, _ patch: JSONValue) -> JSONValue {
         target.applyingMergePatch(patch)
     }
 
     /// `values` with an RFC 7396 merge patch applied (a `null` removes the key).
     public static func merged(_ values: JSONObject, _ patch: JSONObject) -> JSONObject {
-        guard case .object(let result) = mergePatch(.object(values), .object(patch)) else { return [:] }
+        guard case .object(let result) = applyingMergePatch(.object(values), .object(patch)) else { return [:] }
         return result
     }
 

@@ -157,11 +157,12 @@ public enum PolicyScope: Sendable, Hashable, Comparable, CustomStringConvertible
     /// `device:ID`: the one device.
     case device(String)
 
-    /// Reads `app:NAME`, `group:NAME` or `device:ID`.
+    /// Reads `app:NAME`, `group:NAME` or `device:ID`; names follow the one rule of every scope
+    /// (``Scope/isValidName(_:)``: 1 to 128 characters, no control characters).
     public init?(_ text: String) {
         guard let colon = text.firstIndex(of: ":") else { return nil }
         let name = String(text[text.index(after: colon)...])
-        guard !name.isEmpty, name.utf8.count <= 128, !name.contains("/") else { return nil }
+        guard Scope.isValidName(name) else { return nil }
         switch text[..<colon] {
         case "app": self = .app(name)
         case "group": self = .group(name)

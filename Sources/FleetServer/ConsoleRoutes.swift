@@ -34,6 +34,8 @@ struct ConsoleRoutes: Sendable {
     ]
 
     let service: FleetServices
+    /// The console's read models over ``service``.
+    var queries: ConsoleQueries { ConsoleQueries(service) }
     let sessions: ConsoleSessions
     let limits: RequestLimits
     let logger: Logger
@@ -70,7 +72,7 @@ struct ConsoleRoutes: Sendable {
         }
         on(.get, "console/apps") { request, _ in
             try await signedIn(request) { session, _ in
-                page(ConsolePages.apps(try await service.console.overview(), csrf: sessions.csrfToken(for: session)))
+                page(ConsolePages.apps(try await queries.overview(), csrf: sessions.csrfToken(for: session)))
             }
         }
         on(.get, "console/apps/:app") { request, context in
@@ -134,7 +136,7 @@ struct ConsoleRoutes: Sendable {
                     page: parameters.get("page").flatMap { Int($0) } ?? 1)
                 return page(
                     ConsolePages.devices(
-                        try await service.console.overview(), filter: filter, now: service.now, csrf: sessions.csrfToken(for: session)))
+                        try await queries.overview(), filter: filter, now: service.now, csrf: sessions.csrfToken(for: session)))
             }
         }
         on(.get, "console/devices/:id") { request, context in
@@ -176,7 +178,7 @@ struct ConsoleRoutes: Sendable {
 
     /// Signs in with the admin token: a session cookie, then the Apps page. A wrong token counts
     /// against the client's address as a failed API authentication does.
-    private func signIn(_ request: Request, _ context: FleetRequestContext) async throws -> Response {
+    func signIn(_ request: Request, _ context: FleetRequestContext) async throws -> Response {
         let client = limits.client(of: request, context)
         let fields: FormFields
         do {
@@ -207,20 +209,20 @@ struct ConsoleRoutes: Sendable {
         return response
     }
 
-    private func cookie(_ value: String, maxAge: Int, request: Request) -> String {
+    func cookie(_ value: String, maxAge: Int, request: Request) -> String {
         let secure = tls || request.headers[HTTPField.Name("X-Forwarded-Proto")!] == "https"
         return "\(Self.cookieName)=\(value); Path=/console; Max-Age=\(maxAge); HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
     }
 
     /// The session the request's cookie carries, if any is valid and was not signed out (here,
     /// on another instance, or before a restart: the store keeps sign-outs).
-    private func session(_ request: Request) async throws -> ConsoleSessions.Session? {
+    func session(_ request: Request) async throws -> ConsoleSessions.Session? {
         guard let session = sessionCookie(request).flatMap({ sessions.session(cookie: $0, now: service.now) }) else { return nil }
         return try await service.directory.isConsoleSessionEnded(id: session.id) ? nil : session
     }
 
     /// The first valid session cookie of the request.
-    private func sessionCookie(_ request: Request) -> String? {
+    func sessionCookie(_ request: Request) -> String? {
         let values = request.headers[values: .cookie].flatMap { $0.split(separator: ";") }.compactMap { part -> String? in
             let pair = part.split(separator: "=", maxSplits: 1).map { $0.trimmingSpaces() }
             return pair.count == 2 && pair[0] == Self.cookieName[...] ? String(pair[1]) : nil
@@ -231,7 +233,7 @@ struct ConsoleRoutes: Sendable {
     /// Runs `body` for a signed-in admin. A page without a session sends the browser to sign
     /// in; a form without a session, or without the session's CSRF token, or from another
     /// origin, is refused with 403 and changes nothing.
-    private func signedIn(
+    func signedIn(
         _ request: Request, form: Bool = false, _ body: (ConsoleSessions.Session, FormFields) async throws -> Response
     ) async throws -> Response {
         guard let session = try await session(request) else {
@@ -255,7 +257,7 @@ struct ConsoleRoutes: Sendable {
     }
 
     /// A form post must come from the console's own origin when the browser says where from.
-    private func checkOrigin(_ request: Request) throws(ServiceError) {
+    func checkOrigin(_ request: Request) throws(ServiceError) {
         guard let origin = request.headers[HTTPField.Name("Origin")!] else { return }
         let host = request.head.authority ?? ""
         guard origin == "http://\(host)" || origin == "https://\(host)" else {
@@ -263,297 +265,31 @@ struct ConsoleRoutes: Sendable {
         }
     }
 
-    private func form(_ request: Request, limit: Int = Self.formLimit) async throws(ServiceError) -> FormFields {
+    func form(_ request: Request, limit: Int = Self.formLimit) async throws(ServiceError) -> FormFields {
         FormFields(urlEncoded: try await collectBody(request, limit: limit, what: "The form").readableBytesView)
-    }
-
-    // MARK: - Pages
-
-    /// The app's history page: its rollout (active or latest, `nil` when it never had one)
-    /// and its newest 200 writes.
-    private func historyPage(app: String, csrf: String, notice: HTML?) async throws -> HTML {
-        let history = try await service.admin.history(app: app, scope: nil, limit: Self.historyShown)
-        var rollout: RolloutView?
-        do {
-            rollout = try await service.rollouts.rolloutStatus(app: app)
-        } catch let error as ServiceError where error.code == .noRollout {
-            rollout = nil
-        }
-        return ConsolePages.history(app: app, entries: history.entries, rollout: rollout, csrf: csrf, notice: notice)
-    }
-
-    /// How many history entries the console's history page shows (the newest).
-    static let historyShown = 200
-
-    private func settingsPage(_ request: Request, app: String, session: ConsoleSessions.Session) async throws -> Response {
-        let scope = request.uri.queryParameters.get("scope").map { String($0) } ?? "app"
-        let view = try await service.admin.scopeValues(app: app, scope: Scope.named(scope))
-        let notice = request.uri.queryParameters.get("saved") != nil ? ConsoleFrame.notice("Saved.") : nil
-        return page(
-            ConsolePages.appSettings(
-                app: app, form: SettingsForm(view: view), scopes: try await scopes(app: app), csrf: sessions.csrfToken(for: session),
-                notice: notice))
-    }
-
-    /// The most devices the scope picker suggests (any other can be typed).
-    static let suggestedDevices = 500
-
-    /// The scopes the picker suggests: the app, every group of its devices, and its first
-    /// ``suggestedDevices`` devices.
-    private func scopes(app: String) async throws -> [String] {
-        let devices = try await service.directory.allDevices().devices.filter { $0.apps.contains(app) }
-        return ["app"] + Set(devices.flatMap(\.groups)).sorted().map { "group:" + $0 }
-            + devices.prefix(Self.suggestedDevices).map { "device:" + $0.id }
-    }
-
-    /// One merge patch from the form. A browser with the script gets JSON (the errors by
-    /// pointer, which it puts next to their fields); without it, the page again with the
-    /// errors in place, or a redirect to the saved page.
-    private func saveSettings(_ request: Request, app: String, fields: FormFields, session: ConsoleSessions.Session) async throws
-        -> Response
-    {
-        let scope = request.uri.queryParameters.get("scope").map { String($0) } ?? "app"
-        let view = try await service.admin.scopeValues(app: app, scope: Scope.named(scope))
-        let wantsJSON = request.headers[.accept]?.contains("application/json") == true
-        // Saving a form drawn before someone else's change would put back what it showed. Checked
-        // here for an answer at once, and again in the write section as the write's precondition.
-        let drawn = fields[SettingsForm.drawnField]
-        let unchangedSinceDrawn: @Sendable (ScopeValuesView) throws(ServiceError) -> Void = {
-            (current: ScopeValuesView) throws(ServiceError) in
-            guard let drawn, drawn != SettingsForm.drawnDigest(of: current) else { return }
-            throw ServiceError(
-                409, .changedSinceDrawn,
-                "These settings changed after this page was drawn (another admin or a device changed them). Reload the page to see them, then make your change again."
-            )
-        }
-        do {
-            try unchangedSinceDrawn(view)
-        } catch {
-            if wantsJSON { return json(.conflict, ["saved": false, "errors": [["pointer": "", "message": .string(error.message)]]]) }
-            return errorPage(error, session: session)
-        }
-        let (patch, readErrors) = SettingsForm.patch(from: fields, view: view)
-        var errors = readErrors
-        var status = HTTPResponse.Status.unprocessableContent
-        if errors.isEmpty {
-            if patch.isEmpty {
-                return wantsJSON ? json(.ok, ["saved": true, "changed": []]) : redirect(settingsPath(app, scope: scope, saved: true))
-            }
-            do {
-                _ = try await service.admin.patchValues(
-                    app: app, scope: view.scope, patch: patch, actor: service.auth.consoleActor, precondition: unchangedSinceDrawn)
-                logger.notice(
-                    "console change",
-                    metadata: ["event": "console-values", "app": "\(app)", "scope": "\(scope)", "session": "\(session.id)"])
-                if wantsJSON { return json(.ok, ["saved": true, "changed": .array(patch.keys.map { JSONValue.string($0) })]) }
-                return redirect(settingsPath(app, scope: scope, saved: true))
-            } catch let error as ServiceError {
-                status = error.status
-                errors = Self.errorsByPointer(error)
-            }
-        }
-        if wantsJSON {
-            let details = errors.sorted { $0.key < $1.key }.map { pointer, message -> JSONValue in
-                ["pointer": .string(pointer), "message": .string(message)]
-            }
-            return json(status, ["saved": false, "errors": .array(details)])
-        }
-        var submitted = JSONObject()
-        for (key, value) in patch where value != .null && !view.metadata.secretKeys.contains(key) { submitted[key] = value }
-        return page(
-            ConsolePages.appSettings(
-                app: app, form: SettingsForm(view: view, errors: errors, submitted: submitted), scopes: try await scopes(app: app),
-                csrf: sessions.csrfToken(for: session)),
-            status: status)
-    }
-
-    /// A refusal's details by pointer; one without details under `""` (the whole form).
-    static func errorsByPointer(_ error: ServiceError) -> [String: String] {
-        guard !error.body.details.isEmpty else { return ["": error.body.message] }
-        var errors: [String: String] = [:]
-        for detail in error.body.details {
-            errors[detail.pointer] = errors[detail.pointer].map { $0 + "; " + detail.message } ?? detail.message
-        }
-        return errors
-    }
-
-    private func settingsPath(_ app: String, scope: String, saved: Bool) -> String {
-        "/console/apps/\(app)?scope=\(ConsolePages.percentEncoded(scope))" + (saved ? "&saved=1" : "")
-    }
-
-    private func uploadMetadata(app: String, fields: FormFields, session: ConsoleSessions.Session) async throws -> Response {
-        let document = fields["document"] ?? ""
-        let csrf = sessions.csrfToken(for: session)
-        let current = try? await service.admin.currentMetadata(app: app)
-        // A refusal (unreadable, invalid, not a newer version, values it breaks) is drawn on the
-        // page with the document as sent, whichever button was pressed.
-        do {
-            if fields["action"] == "store" {
-                let result = try await service.admin.putMetadata(
-                    app: app, document: Array(document.utf8), force: fields["force"] == "true", actor: service.auth.consoleActor)
-                logger.notice(
-                    "console metadata",
-                    metadata: ["event": "console-metadata", "app": "\(app)", "version": "\(result.version)", "session": "\(session.id)"])
-                return redirect("/console/apps/\(app)/metadata?stored=\(result.version)")
-            }
-            let preview = try await service.admin.previewMetadata(app: app, document: Array(document.utf8))
-            return page(
-                ConsolePages.metadata(app: app, current: current, review: .init(document: document, preview: preview), csrf: csrf))
-        } catch let error as ServiceError {
-            let review = ConsolePages.MetadataReview(
-                document: document, preview: nil, problems: error.body.details, message: error.body.message)
-            return page(
-                ConsolePages.metadata(app: app, current: current, review: review, csrf: csrf),
-                status: error.status)
-        }
-    }
-
-    private func devicePage(id: String, session: ConsoleSessions.Session, notice: HTML?) async throws -> Response {
-        let (device, standings) = try await service.console.standings(deviceID: id)
-        var explanations: [String: ScopeValuesExplanation] = [:]
-        for app in standings.keys {
-            explanations[app] = ScopeValuesExplanation(try await service.admin.explain(app: app, deviceID: id))
-        }
-        return page(
-            ConsolePages.device(
-                device, standings: standings, explanations: explanations,
-                recentReports: try await service.console.recentReports(deviceID: id),
-                facts: try await service.directory.deviceFacts(id: id), policy: try await service.gateway.devicePolicy(device),
-                now: service.now,
-                csrf: sessions.csrfToken(for: session), notice: notice))
-    }
-
-    private func manageDevice(id: String, action: String, fields: FormFields, session: ConsoleSessions.Session) async throws -> Response {
-        switch action {
-        case "disable", "enable":
-            _ = try await service.directory.updateDevice(id: id, DeviceUpdate(disabled: action == "disable"))
-            logger.notice(
-                "console device",
-                metadata: ["event": "console-device", "device": "\(id)", "action": "\(action)", "session": "\(session.id)"])
-            return try await devicePage(id: id, session: session, notice: ConsoleFrame.notice("The device is \(action)d."))
-        case "delete":
-            guard fields["confirm"] == "yes" else {
-                throw ServiceError(400, .notConfirmed, "Tick the box to confirm the deletion.")
-            }
-            try await service.directory.deleteDevice(id: id)
-            logger.notice(
-                "console device", metadata: ["event": "console-device", "device": "\(id)", "action": "delete", "session": "\(session.id)"])
-            return redirect("/console/devices")
-        default:
-            throw ServiceError(404, .notFound, "No such action on a device: \(action).")
-        }
-    }
-
-    private func tokensPage(created: EnrollmentTokenResponse?, session: ConsoleSessions.Session, notice: HTML?) async throws -> Response {
-        let apps = try await service.console.overview().apps.map(\.app)
-        return page(
-            ConsolePages.tokens(
-                try await service.directory.enrollmentTokens(), apps: apps, created: created, now: service.now,
-                csrf: sessions.csrfToken(for: session),
-                notice: notice))
-    }
-
-    private func makeToken(fields: FormFields, session: ConsoleSessions.Session) async throws -> Response {
-        let apps = fields.pairs.filter { $0.name == "apps" }.map(\.value)
-        let groups = (fields["groups"] ?? "").split(separator: ",").map { $0.trimmingSpaces() }.filter { !$0.isEmpty }.map(String.init)
-        guard let uses = Int64(fields["uses"] ?? ""), let expires = Int64(fields["expiresIn"] ?? "") else {
-            throw ServiceError(400, .badRequest, "Uses and validity must be whole numbers.")
-        }
-        let created = try await service.directory.makeEnrollmentToken(
-            EnrollmentTokenRequest(apps: apps, groups: groups, expiresInSeconds: expires, uses: uses))
-        // Shown once, on this answer: no redirect, and the page is not stored (no-store).
-        return try await tokensPage(created: created, session: session, notice: nil)
-    }
-
-    /// Server-sent events: one `change` event per service event, a comment every 25 s so that
-    /// proxies keep the stream open. The page re-reads itself on each. A graceful shutdown ends
-    /// every stream at once (a console left open must not hold up a restart); the session's end
-    /// (signed out, expired) ends its stream at the next comment.
-    private func events(for session: ConsoleSessions.Session, cookie: String) -> Response {
-        let sessions = sessions
-        var headers = Self.securityHeaders
-        headers[.contentType] = "text/event-stream"
-        headers[.cacheControl] = "no-store"
-        let (service, logger) = (service, logger)
-        return Response(
-            status: .ok, headers: headers,
-            body: ResponseBody { writer in
-                let (items, continuation) = AsyncStream<StreamItem>.makeStream(bufferingPolicy: .bufferingNewest(256))
-                let subscription = service.events.subscribe()
-                let feed = Task {
-                    for await event in subscription { continuation.yield(.event(event)) }
-                    continuation.finish()
-                }
-                let ticks = Task {
-                    while !Task.isCancelled {
-                        try? await Task.sleep(for: .seconds(min(25, max(1, Double(session.expiresAt - service.now)))))
-                        guard let current = sessions.session(cookie: cookie, now: service.now),
-                            (try? await service.directory.isConsoleSessionEnded(id: current.id)) == false
-                        else {
-                            continuation.finish()
-                            return
-                        }
-                        continuation.yield(.keepAlive)
-                    }
-                }
-                defer {
-                    feed.cancel()
-                    ticks.cancel()
-                }
-                logger.debug("console event stream", metadata: ["event": "console-events", "state": "open"])
-                try await writer.write(ByteBuffer(string: "retry: 2000\n: connected\n\n"))
-                try await withGracefulShutdownHandler {
-                    for await item in items {
-                        let text: String
-                        switch item {
-                        case .event(let event): text = "event: change\ndata: \(Self.eventData(event).serialized())\n\n"
-                        case .keepAlive: text = ": keep-alive\n\n"
-                        }
-                        try await writer.write(ByteBuffer(string: text))
-                    }
-                } onGracefulShutdown: {
-                    continuation.finish()
-                }
-                try await writer.finish(nil)
-            })
-    }
-
-    private enum StreamItem: Sendable {
-        case event(ServiceEvent)
-        case keepAlive
-    }
-
-    static func eventData(_ event: ServiceEvent) -> JSONValue {
-        switch event {
-        case .statusReported(let app, let device, let state):
-            ["kind": "status", "app": .string(app), "device": .string(device), "state": .string(state.rawValue)]
-        case .settingsChanged(let app, let scope): ["kind": "settings", "app": .string(app), "scope": .string(scope.description)]
-        case .deviceChanged(let device): ["kind": "device", "device": .string(device)]
-        case .unknown: ["kind": "unknown"]
-        }
     }
 
     // MARK: - Answers
 
-    private func app(_ context: FleetRequestContext) throws -> String {
+    func app(_ context: FleetRequestContext) throws -> String {
         context.parameters.get("app") ?? ""
     }
 
-    private func page(_ html: HTML, status: HTTPResponse.Status = .ok) -> Response {
+    func page(_ html: HTML, status: HTTPResponse.Status = .ok) -> Response {
         var headers = Self.securityHeaders
         headers[.contentType] = "text/html; charset=utf-8"
         headers[.cacheControl] = "no-store"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html.text)))
     }
 
-    private func redirect(_ location: String) -> Response {
+    func redirect(_ location: String) -> Response {
         var headers = Self.securityHeaders
         headers[.location] = location
         headers[.cacheControl] = "no-store"
         return Response(status: .seeOther, headers: headers)
     }
 
-    private func errorPage(_ error: ServiceError, session: ConsoleSessions.Session?) -> Response {
+    func errorPage(_ error: ServiceError, session: ConsoleSessions.Session?) -> Response {
         let html = ConsoleFrame.page(
             title: "Refused", section: nil, csrf: session.map { sessions.csrfToken(for: $0) },
             main: """

@@ -1,5 +1,6 @@
 import FleetJSON
 import FleetMetadata
+import FleetProtocol
 
 /// A device's effective values for one app, and which scope set each.
 ///

@@ -1,4 +1,5 @@
 import ChildProcess
+import FleetIO
 import Foundation
 import Testing
 
@@ -76,7 +77,7 @@ struct ChildProcessTests {
 
     @Test("a missing program is an error naming it")
     func missing() async throws {
-        await #expect(throws: SpawnError.self) { try await ChildProcess.run(["/nonexistent/hook"], environment: [], timeout: .seconds(1)) }
+        await #expect(throws: FileError.self) { try await ChildProcess.run(["/nonexistent/hook"], environment: [], timeout: .seconds(1)) }
         do {
             _ = try await ChildProcess.run(["/nonexistent/hook"], environment: [], timeout: .seconds(1))
         } catch {

@@ -1,4 +1,5 @@
 import FileWatch
+import FleetIO
 import Foundation
 import Testing
 
@@ -27,6 +28,6 @@ struct DirectoryWatcherTests {
 
     @Test("a directory that does not exist is an error naming it")
     func missing() {
-        #expect(throws: WatchError.self) { try DirectoryWatcher(directories: ["/nonexistent/spool"]) }
+        #expect(throws: FileError.self) { try DirectoryWatcher(directories: ["/nonexistent/spool"]) }
     }
 }

@@ -1,6 +1,7 @@
 import FleetConsole
 import FleetJSON
 import FleetMetadata
+import FleetProtocol
 import FleetServerCore
 import Testing
 
@@ -219,7 +220,7 @@ struct SettingsFormSafetyTests {
         let fields = FormFields([("v:/limits", #"{"memory": {"soft": 1}, "disk": 5}"#)])
         let (patch, _) = SettingsForm.patch(from: fields, view: view)
         #expect(patch == ["limits": ["cpu": nil, "memory": ["hard": nil], "disk": 5]])
-        let after = SettingsValues.mergePatch(.object(view.values), .object(patch))
+        let after = SettingsValues.applyingMergePatch(.object(view.values), .object(patch))
         #expect(after["limits"] == ["memory": ["soft": 1], "disk": 5])
     }
 

@@ -41,11 +41,11 @@ struct KeyPathTests {
     func mergePatchBetween() {
         let old: JSONValue = ["a": 1, "b": ["c": 2, "d": 3], "e": [1, 2]]
         let new: JSONValue = ["a": 1, "b": ["c": 4], "e": [1]]
-        let patch = JSONValue.mergePatch(from: old, to: new)
+        let patch = JSONValue.wholeValueMergePatch(from: old, to: new)
         #expect(old.applyingMergePatch(patch) == new)
         #expect(JSONValue.null.applyingMergePatch(patch) == new)
-        #expect(JSONValue.mergePatch(from: nil, to: new) == new)
-        #expect(JSONValue.mergePatch(from: "text", to: new) == new)
+        #expect(JSONValue.wholeValueMergePatch(from: nil, to: new) == new)
+        #expect(JSONValue.wholeValueMergePatch(from: "text", to: new) == new)
     }
 
     @Test("what cannot be done says where: an index past the end, a path through text, removing what is not there")

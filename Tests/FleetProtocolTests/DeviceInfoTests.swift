@@ -108,7 +108,11 @@ struct DeviceInfoTests {
         #expect(try DevicePolicy(json: newer, ignoringUnknownKeys: true).apps["kiosk"]?.policy == AgentPolicy(logLevel: "debug"))
         #expect(PolicyScope("group:lobby") == .group("lobby"))
         #expect(PolicyScope("device:d-1")?.description == "device:d-1")
-        for bad in ["lobby", "team:x", "app:", "group:a/b"] { #expect(PolicyScope(bad) == nil) }
+        // The names of every scope: 1 to 128 characters, no control characters ("/" is one).
+        for bad in ["lobby", "team:x", "app:", "group:a\u{7}b", "device:" + String(repeating: "d", count: 129)] {
+            #expect(PolicyScope(bad) == nil)
+        }
+        #expect(PolicyScope("group:a/b") == .group("a/b") && Scope(parameter: "group:a/b") == .group("a/b"))
     }
 
     @Test("percent-encoding round-trips every byte; a malformed escape is refused")

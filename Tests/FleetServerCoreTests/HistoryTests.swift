@@ -1,5 +1,6 @@
 import FleetJSON
 import FleetMetadata
+import FleetProtocol
 import FleetServerCore
 import Testing
 

@@ -1,5 +1,6 @@
 import Curl
 import FleetClient
+import FleetConsole
 import FleetJSON
 import FleetProtocol
 import FleetServer
@@ -332,21 +333,21 @@ struct ConsoleRouteTests {
                 try await device.client.reportStatus(
                     app: "kiosk", StatusReport(revision: settings?.revision ?? 0, schemaVersion: 1, state: state, source: .agent))
             }
-            var kiosk = try await server.service.console.overview().apps.first { $0.app == "kiosk" }
+            var kiosk = try await ConsoleQueries(server.service).overview().apps.first { $0.app == "kiosk" }
             #expect(kiosk?.devices == 3 && kiosk?.onNewest == 2)
             #expect(kiosk?.states == [.applied: 1, .error: 1, .waiting: 1])
 
             // A change for the lobby: the second device's report is about an older revision now.
             _ = try await server.admin.patchValues(app: "kiosk", scope: "group:lobby", patch: ["volume": 2])
-            kiosk = try await server.service.console.overview().apps.first { $0.app == "kiosk" }
+            kiosk = try await ConsoleQueries(server.service).overview().apps.first { $0.app == "kiosk" }
             #expect(kiosk?.onNewest == 1)
             #expect(kiosk?.states == [.applied: 1, .waiting: 2])
-            let overview = try await server.service.console.overview()
+            let overview = try await ConsoleQueries(server.service).overview()
             let standing = overview.standings[second.id]?["kiosk"]
             #expect(standing?.servedIsNewest == false && standing?.latest?.report.state == .error)
             // The Device page reads one device alone, and sees what the fleet's overview sees.
             for device in [first, second] {
-                let alone = try await server.service.console.standings(deviceID: device.id)
+                let alone = try await ConsoleQueries(server.service).standings(deviceID: device.id)
                 #expect(alone.standings == overview.standings[device.id] ?? [:])
             }
         }

@@ -78,13 +78,6 @@ public struct FleetDirectory: FleetService {
     public init(context: ServiceContext) { self.context = context }
 }
 
-/// The console's read models: the fleet overview and a device's standing with its apps.
-public struct ConsoleQueries: FleetService {
-    public let context: ServiceContext
-
-    public init(context: ServiceContext) { self.context = context }
-}
-
 /// Every service of one server over one ``ServiceContext``: what the HTTP layer calls.
 public final class FleetServices: Sendable {
     public let context: ServiceContext
@@ -93,7 +86,6 @@ public final class FleetServices: Sendable {
     public let admin: SettingsAdmin
     public let rollouts: RolloutService
     public let directory: FleetDirectory
-    public let console: ConsoleQueries
 
     /// - Parameters:
     ///   - adminTokenHash: ``Credentials/hash(_:)`` of the admin token.
@@ -119,7 +111,6 @@ public final class FleetServices: Sendable {
         admin = SettingsAdmin(context: context)
         rollouts = RolloutService(context: context)
         directory = FleetDirectory(context: context)
-        console = ConsoleQueries(context: context)
     }
 
     /// The wall clock's time, in seconds since the epoch.

@@ -84,3 +84,41 @@ extension SettingsAdmin {
             inheritedSources: below.sources, heldAtKeyPaths: heldAtKeyPaths)
     }
 }
+
+/// What an admin sees when editing one scope: the values set there and what it inherits.
+public struct ScopeValuesView: Sendable {
+    public let metadata: Metadata
+    public let scope: Scope
+    /// The values set at this scope, secrets masked.
+    public let values: JSONObject
+    /// What each setting would be without this scope, secrets masked.
+    public let inherited: JSONObject
+    /// Which scope each inherited value comes from.
+    public let inheritedSources: [String: Scope]
+    /// The settings a device holds only some places of (``KeyPathValues``): ``values`` shows
+    /// each as the device gets it, and a change of one replaces the setting whole.
+    public let heldAtKeyPaths: Set<String>
+
+    public init(
+        metadata: Metadata, scope: Scope, values: JSONObject, inherited: JSONObject, inheritedSources: [String: Scope],
+        heldAtKeyPaths: Set<String> = []
+    ) {
+        self.metadata = metadata
+        self.scope = scope
+        self.values = values
+        self.inherited = inherited
+        self.inheritedSources = inheritedSources
+        self.heldAtKeyPaths = heldAtKeyPaths
+    }
+}
+
+/// What uploading a new metadata version would do, before it is stored.
+public struct MetadataPreview: Sendable {
+    /// The stored version (`nil`: the app is new).
+    public let stored: Metadata?
+    public let proposed: Metadata
+    /// Why the upload would be refused whatever the values (its version is not greater).
+    public let versionProblem: String?
+    /// The stored values the new version would refuse, for which devices (the 409 details).
+    public let breaks: [ErrorBody.Detail]
+}

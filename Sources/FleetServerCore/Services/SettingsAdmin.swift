@@ -206,11 +206,11 @@ extension SettingsAdmin {
                 throw ServiceError(404, .unknownKey, "\(scope) sets no \(key)")
             }
             // A whole setting: what the scope holds is replaced (members it no longer has: null).
-            if path.tokens.count == 1 { return [key: value.map { JSONValue.mergePatch(from: own, to: $0) } ?? .null] }
+            if path.tokens.count == 1 { return [key: value.map { JSONValue.wholeValueMergePatch(from: own, to: $0) } ?? .null] }
             do throws(KeyPathError) {
                 let new = try (base ?? .object([:])).setting(value, at: JSONPointer(tokens: Array(path.tokens.dropFirst())))
                 // The whole new setting, as a merge patch of what the scope holds (members gone: null).
-                return [key: JSONValue.mergePatch(from: own, to: new)]
+                return [key: JSONValue.wholeValueMergePatch(from: own, to: new)]
             } catch {
                 let missing = error.kind == .missing
                 throw ServiceError(

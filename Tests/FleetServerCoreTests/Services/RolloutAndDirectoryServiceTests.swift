@@ -91,7 +91,7 @@ struct RolloutServiceTests {
     }
 }
 
-@Suite("Services: the fleet directory and the console's read models")
+@Suite("Services: the fleet directory")
 struct DirectoryServiceTests {
     @Test("a device's apps and groups change; an unknown device is 404")
     func updateDevice() async throws {
@@ -156,23 +156,5 @@ struct DirectoryServiceTests {
         try await harness.directory.endConsoleSession(id: "s-1", expiresAt: harness.wallClock.secondsSinceEpoch() + 60)
         #expect(try await harness.directory.isConsoleSessionEnded(id: "s-1"))
         #expect(try await !harness.directory.isConsoleSessionEnded(id: "s-2"))
-    }
-
-    @Test("the overview counts each app's devices on the newest revision and their states")
-    func overview() async throws {
-        let harness = ServiceHarness()
-        try await harness.putKiosk()
-        let (device, _) = try await harness.enroll()
-        _ = try await harness.enroll()
-        let served = try await harness.gateway.settings(app: "kiosk", device: device)
-        try await harness.gateway.recordStatus(
-            app: "kiosk", device: device, StatusReport(revision: served.revision, schemaVersion: 1, state: .applied, source: .agent))
-        let overview = try await harness.services.console.overview()
-        let kiosk = try #require(overview.apps.first)
-        #expect(kiosk.devices == 2 && kiosk.onNewest == 1 && kiosk.states[.applied] == 1 && kiosk.states[.waiting] == 1)
-        let (_, standings) = try await harness.services.console.standings(deviceID: device.id)
-        #expect(standings["kiosk"]?.state == .applied)
-        let unknown = await serviceError { try await harness.services.console.standings(deviceID: "d-nobody") }
-        #expect(unknown?.code == .unknownDevice)
     }
 }

@@ -1,9 +1,7 @@
 import FleetJSON
 import FleetMetadata
 import FleetProtocol
-import HTTPTypes
-import Logging
-import PosixThreads
+import FleetServerCore
 
 /// Where a device stands with one app's newest settings.
 public enum RolloutState: String, Sendable, Hashable, CaseIterable {
@@ -65,42 +63,18 @@ public struct FleetOverview: Sendable {
     }
 }
 
-/// What an admin sees when editing one scope: the values set there and what it inherits.
-public struct ScopeValuesView: Sendable {
-    public let metadata: Metadata
-    public let scope: Scope
-    /// The values set at this scope, secrets masked.
-    public let values: JSONObject
-    /// What each setting would be without this scope, secrets masked.
-    public let inherited: JSONObject
-    /// Which scope each inherited value comes from.
-    public let inheritedSources: [String: Scope]
-    /// The settings a device holds only some places of (``KeyPathValues``): ``values`` shows
-    /// each as the device gets it, and a change of one replaces the setting whole.
-    public let heldAtKeyPaths: Set<String>
+/// The console's read models: the fleet overview and a device's standing with its apps, read
+/// from the store through the services' public API (the console is not the hot path).
+public struct ConsoleQueries: Sendable {
+    let context: ServiceContext
+    let admin: SettingsAdmin
 
-    public init(
-        metadata: Metadata, scope: Scope, values: JSONObject, inherited: JSONObject, inheritedSources: [String: Scope],
-        heldAtKeyPaths: Set<String> = []
-    ) {
-        self.metadata = metadata
-        self.scope = scope
-        self.values = values
-        self.inherited = inherited
-        self.inheritedSources = inheritedSources
-        self.heldAtKeyPaths = heldAtKeyPaths
+    public init(_ services: FleetServices) {
+        context = services.context
+        admin = services.admin
     }
-}
 
-/// What uploading a new metadata version would do, before it is stored.
-public struct MetadataPreview: Sendable {
-    /// The stored version (`nil`: the app is new).
-    public let stored: Metadata?
-    public let proposed: Metadata
-    /// Why the upload would be refused whatever the values (its version is not greater).
-    public let versionProblem: String?
-    /// The stored values the new version would refuse, for which devices (the 409 details).
-    public let breaks: [ErrorBody.Detail]
+    private var store: any SettingsStore { context.store }
 }
 
 extension ConsoleQueries {
@@ -113,7 +87,7 @@ extension ConsoleQueries {
         var standings: [String: [String: DeviceAppStanding]] = [:]
         var metadataByApp: [String: Metadata] = [:]
         for entry in stored {
-            guard let metadata = try? await metadata(app: entry.app) else { continue }
+            guard let metadata = (try? await admin.currentMetadata(app: entry.app)) ?? nil else { continue }
             metadataByApp[entry.app] = metadata
             async let values = store.allValues(app: entry.app)
             async let revisions = store.revisions(app: entry.app)
@@ -147,8 +121,7 @@ extension ConsoleQueries {
         guard let device = try await store.device(id: deviceID) else { throw ServiceError.unknownDevice(deviceID) }
         var standings: [String: DeviceAppStanding] = [:]
         for app in device.apps {
-            guard try await store.metadata(app: app) != nil else { continue }
-            let metadata = try await metadata(app: app)
+            guard let metadata = try await admin.currentMetadata(app: app) else { continue }
             let layers = try await store.valueLayers(app: app, groups: device.groups, deviceID: device.id)
             var values: [Scope: JSONObject] = [.app: layers.app, .device(device.id): layers.device]
             for (group, groupValues) in layers.groups { values[.group(group)] = groupValues }
