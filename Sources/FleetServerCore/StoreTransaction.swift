@@ -108,6 +108,17 @@ public enum StoredKind: String, Sendable, CaseIterable {
     case devices
     case enrollmentTokens = "enrollment tokens"
     case agentPolicies = "agent policies"
+
+    /// The table every database keeps them in.
+    public var table: String {
+        switch self {
+        case .metadata: "metadata"
+        case .values: "scoped_values"
+        case .devices: "devices"
+        case .enrollmentTokens: "enrollment_tokens"
+        case .agentPolicies: "agent_policies"
+        }
+    }
 }
 
 /// The enrollment a device came from: the token presented and the agent's request id, which

@@ -212,15 +212,7 @@ struct PostgresTransaction: StoreTransaction {
     }
 
     func count(of kind: StoredKind) async throws -> Int {
-        let table =
-            switch kind {
-            case .metadata: "metadata"
-            case .values: "scoped_values"
-            case .devices: "devices"
-            case .enrollmentTokens: "enrollment_tokens"
-            case .agentPolicies: "agent_policies"
-            }
-        return try await rows("SELECT count(*) FROM \(unescaped: table)").first.map { Int(try $0.decode(Int64.self)) } ?? 0
+        try await rows("SELECT count(*) FROM \(unescaped: kind.table)").first.map { Int(try $0.decode(Int64.self)) } ?? 0
     }
 
     /// Triggers write every change of a table to the change feed; this adds "forget everything"

@@ -198,15 +198,7 @@ struct SQLiteTransaction: StoreTransaction {
     }
 
     func count(of kind: StoredKind) async throws -> Int {
-        let table =
-            switch kind {
-            case .metadata: "metadata"
-            case .values: "scoped_values"
-            case .devices: "devices"
-            case .enrollmentTokens: "enrollment_tokens"
-            case .agentPolicies: "agent_policies"
-            }
-        return try await run { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0 }
+        try await run { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(kind.table)") ?? 0 }
     }
 
     /// No other instance shares a SQLite file: nothing to tell.

@@ -22,13 +22,7 @@ extension RolloutService {
             throw ServiceError.badRequest("/scope: a rollout stages a change of app or group values; a device scope reaches one device")
         }
         let rollout = try await writes.checkedWrite(
-            read: { () async throws -> RolloutWriteState in
-                RolloutWriteState(
-                    values: ValuesWriteState(
-                        metadata: try await self.metadata(app: app), values: try await self.store.allValues(app: app),
-                        audiences: try await self.audiences(of: scope, app: app)),
-                    rollout: try await self.store.activeRollout(app: app))
-            },
+            read: { try await self.rolloutWriteState(app: app, scope: scope) },
             check: { state in
                 if let running = state.rollout { throw ServiceError.rolloutInProgress(running, doing: nil) }
                 var after = state.values.values

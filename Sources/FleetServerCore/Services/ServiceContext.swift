@@ -5,8 +5,9 @@ import PosixThreads
 
 /// What the services share: the store and what stands in front of it (the serving cache, the
 /// change notifier, the write section), the clocks, and where they report (logger, metrics,
-/// events). One per server; every service holds the same one.
-public struct ServiceContext: Sendable {
+/// events). One per server; every service holds the same one (a reference: a service reading
+/// one part of it copies nothing else).
+public final class ServiceContext: Sendable {
     /// Where the state is kept.
     public let store: any SettingsStore
     /// Wakes long-polls and keeps the serving cache (``ChangeNotifier/cache``) current.

@@ -237,13 +237,7 @@ extension SettingsAdmin {
     ) async throws -> ScopedValues {
         // Validated outside the write section; written only if nothing checked has changed.
         return try await writes.checkedWrite(
-            read: { () async throws -> RolloutWriteState in
-                RolloutWriteState(
-                    values: ValuesWriteState(
-                        metadata: try await self.metadata(app: app), values: try await self.store.allValues(app: app),
-                        audiences: try await self.audiences(of: scope, app: app)),
-                    rollout: try await self.store.activeRollout(app: app))
-            },
+            read: { try await self.rolloutWriteState(app: app, scope: scope) },
             check: { whole -> (values: JSONObject, rollout: Rollout?, patch: JSONObject) in
                 let state = whole.values
                 let patch = try makePatch(state)

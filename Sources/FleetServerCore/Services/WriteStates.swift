@@ -14,10 +14,22 @@ struct ValuesWriteState: Equatable, Sendable {
     }
 }
 
-/// What starting a rollout is checked against.
+/// What a write of values at a scope, or starting a rollout there, is checked against: the
+/// values, whom the scope reaches, and the app's active rollout.
 struct RolloutWriteState: Equatable, Sendable {
     let values: ValuesWriteState
     let rollout: Rollout?
+}
+
+extension FleetService {
+    /// The state a write at `scope` of `app` is checked against, read from the store.
+    func rolloutWriteState(app: String, scope: Scope) async throws -> RolloutWriteState {
+        RolloutWriteState(
+            values: ValuesWriteState(
+                metadata: try await metadata(app: app), values: try await store.allValues(app: app),
+                audiences: try await audiences(of: scope, app: app)),
+            rollout: try await store.activeRollout(app: app))
+    }
 }
 
 extension ServiceError {
