@@ -182,8 +182,11 @@ final class MemoryTransaction: StoreTransaction {
 
     func replaceRollout(_ rollout: Rollout, storedVersion version: Int64) async throws -> Bool {
         let stored = try Rollout(storedText: rollout.storedJSON.serialized())
-        return change { state in
+        return try change { state in
             guard state.rollouts[rollout.id]?.version == version else { return false }
+            if rollout.phase.isActive, let active = state.activeRollout(app: rollout.app), active.id != rollout.id {
+                throw Self.violation("\(rollout.app) has an active rollout")
+            }
             state.rollouts[rollout.id] = stored
             return true
         }

@@ -219,7 +219,11 @@ extension SettingsStore {
                 let count = try await transaction.count(of: kind)
                 if count > 0 { throw StoreNotEmpty(holds: "\(count) \(kind.rawValue)") }
             }
-            for metadata in snapshot.metadata { _ = try await transaction.insertMetadata(metadata) }
+            for metadata in snapshot.metadata {
+                guard try await transaction.insertMetadata(metadata) else {
+                    throw StoreCorruption(what: "snapshot, which holds the metadata of \(metadata.app) twice")
+                }
+            }
             for entry in snapshot.values { try await transaction.setValues(entry.values, app: entry.app, scope: entry.scope) }
             for entry in snapshot.devices {
                 try await transaction.insertDevice(

@@ -7,9 +7,12 @@ import FleetProtocol
 ///
 /// A primitive reads or writes rows and maps them; it decides nothing. The rules (which token
 /// use is spent, which history number comes next, whether a rollout version may follow the
-/// stored one) are the scripts'. Reads inside a write transaction lock what they read where the
-/// database locks rows (PostgreSQL: `FOR UPDATE`), so that two instances checking the same row
-/// take turns; SQLite and the in-memory store run one write transaction at a time anyway.
+/// stored one) are the scripts'. Where the database locks rows (PostgreSQL: `FOR UPDATE`), the
+/// rows a script checks before it writes are read locked (a metadata version, a device, an
+/// enrollment token), so that two instances checking the same row take turns; the other reads
+/// race safely, a second writer failing on a constraint (the history's number, the one active
+/// rollout per app) and rolling back. SQLite and the in-memory store run one write transaction
+/// at a time anyway.
 public protocol StoreTransaction: Sendable {
     // MARK: Metadata and values
 

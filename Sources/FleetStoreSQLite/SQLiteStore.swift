@@ -76,6 +76,8 @@ public final class SQLiteStore: SettingsStore {
 
     private func transaction<T: Sendable>(_ body: @Sendable (any StoreTransaction) async throws -> T) async throws -> T {
         try await pool.writeWithoutTransaction { db in
+            // A transaction a failed rollback left open would refuse every later BEGIN: end it.
+            if db.isInsideTransaction { try? db.rollback() }
             try db.execute(sql: "PRAGMA synchronous = FULL")
             do {
                 try db.beginTransaction(.immediate)
@@ -88,9 +90,10 @@ public final class SQLiteStore: SettingsStore {
         do {
             result = try await body(SQLiteTransaction(pool: pool))
         } catch {
-            try await pool.writeWithoutTransaction { db in
+            // The script's error is what the caller hears, whatever the rollback meets.
+            try? await pool.writeWithoutTransaction { db in
                 defer { try? db.execute(sql: "PRAGMA synchronous = NORMAL") }
-                if db.isInsideTransaction { try db.rollback() }
+                if db.isInsideTransaction { try? db.rollback() }
             }
             throw error
         }
