@@ -283,8 +283,8 @@ let package = Package(
         .executableTarget(
             name: "fleetset-server",
             dependencies: [
-                "FleetServer", "FleetServerCore", "FleetStoreSQLite", "FleetStorePostgres", "FleetLogging", "FleetIO", "FleetVersion",
-                "SystemdNotify",
+                "FleetServer", "FleetServerCore", "FleetProtocol", "FleetStoreSQLite", "FleetStorePostgres", "FleetLogging", "FleetIO",
+                "FleetVersion", "SystemdNotify",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -375,7 +375,7 @@ public struct FleetClient: Sendable {
 
     // MARK: - Transport
 
-    private func send(
+    func send(
         _ method: HTTPClient.Method, _ path: String, json: JSONValue? = nil, body: [UInt8]? = nil, contentType: String = "application/json",
         headers: HTTPClient.Headers = [:], limits: TransferLimits? = nil, startDelay: Duration = .zero,
         repeats: HTTPClient.NotModifiedRepeats? = nil, expect: Set<Int>
@@ -396,7 +396,7 @@ public struct FleetClient: Sendable {
         return response
     }
 
-    private func decode<Message>(_ response: HTTPClient.Response, _ make: (JSONValue) throws(DocumentError) -> Message) throws -> Message {
+    func decode<Message>(_ response: HTTPClient.Response, _ make: (JSONValue) throws(DocumentError) -> Message) throws -> Message {
         do {
             return try make(try JSONParser.parse(response.body))
         } catch let error as DocumentError {

@@ -17,13 +17,34 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public var description: String { rawValue }
 
     /// Every code protocol v1's routes send, as the OpenAPI document lists them.
-    public static let all: [ErrorCode] = [
-        .adminOnly, .appMismatch, .badKeyPath, .badParameter, .badPrecondition, .badRequest, .concurrentWrite, .deviceDisabled, .deviceOnly,
-        .ifMatchRequired, .internalError, .invalidEnrollmentToken, .invalidMetadata, .invalidValues, .methodNotAllowed, .noRollout,
-        .notFound, .notWritable, .nothingToRevert, .overloaded, .rateLimited, .rolloutInProgress, .rolloutNotPaused, .shuttingDown,
-        .staleRevision, .tooLarge, .tooManyFacts, .unauthenticated, .unknownApp, .unknownDevice, .unknownEnrollmentToken, .unknownKey,
-        .unsupportedMediaType, .unsupportedMetadata, .valuesInvalid, .versionNotIncreased,
-    ]
+    public static let all: [ErrorCode] =
+        [
+            .adminOnly, .appMismatch, .badKeyPath, .badParameter, .badPrecondition, .badRequest, .concurrentWrite, .deviceDisabled,
+            .deviceOnly,
+            .ifMatchRequired, .internalError, .invalidEnrollmentToken, .invalidMetadata, .invalidValues, .methodNotAllowed, .noRollout,
+            .notFound, .notWritable, .nothingToRevert, .overloaded, .rateLimited, .rolloutInProgress, .rolloutNotPaused, .shuttingDown,
+            .staleRevision, .tooLarge, .tooManyFacts, .unauthenticated, .unknownApp, .unknownDevice, .unknownEnrollmentToken, .unknownKey,
+            .unsupportedMediaType, .unsupportedMetadata, .valuesInvalid, .versionNotIncreased, .accountExists, .lastOwner, .unknownAccount,
+            .unknownAPIToken,
+        ] + AdminRight.allCases.map(ErrorCode.needs)
+
+    /// `needs-<right>`, 403: the caller's role does not have the right (`needs-write-values`),
+    /// or its scope does not cover what the request names (the message says which).
+    public static func needs(_ right: AdminRight) -> ErrorCode { ErrorCode("needs-" + right.rawValue) }
+
+    /// The right a `needs-<right>` code names, or `nil` for any other code.
+    public var missingRight: AdminRight? {
+        rawValue.hasPrefix("needs-") ? AdminRight(rawValue: String(rawValue.dropFirst("needs-".count))) : nil
+    }
+
+    /// `account-exists`, 409: an account with the name exists.
+    public static let accountExists = ErrorCode("account-exists")
+    /// `last-owner`, 409: the change would leave no enabled owner.
+    public static let lastOwner = ErrorCode("last-owner")
+    /// `unknown-account`, 404: no such account.
+    public static let unknownAccount = ErrorCode("unknown-account")
+    /// `unknown-token`, 404: no such API token (of the caller's, for one who manages only its own).
+    public static let unknownAPIToken = ErrorCode("unknown-token")
 
     /// The codes only the admin console's pages use (HTML for browsers, not protocol v1).
     public static let console: [ErrorCode] = [.changedSinceDrawn, .crossOrigin, .csrf, .noSession, .notConfirmed]

@@ -84,7 +84,7 @@ extension ConsoleRoutes {
             }
             do {
                 _ = try await service.admin.patchValues(
-                    app: app, scope: view.scope, patch: patch, actor: service.auth.consoleActor, precondition: unchangedSinceDrawn)
+                    app: app, scope: view.scope, patch: patch, actor: Authenticator.bootstrapOwner, precondition: unchangedSinceDrawn)
                 logger.notice(
                     "console change",
                     metadata: ["event": "console-values", "app": "\(app)", "scope": "\(scope)", "session": "\(session.id)"])
@@ -133,7 +133,7 @@ extension ConsoleRoutes {
         do {
             if fields["action"] == "store" {
                 let result = try await service.admin.putMetadata(
-                    app: app, document: Array(document.utf8), force: fields["force"] == "true", actor: service.auth.consoleActor)
+                    app: app, document: Array(document.utf8), force: fields["force"] == "true", actor: Authenticator.bootstrapOwner)
                 logger.notice(
                     "console metadata",
                     metadata: ["event": "console-metadata", "app": "\(app)", "version": "\(result.version)", "session": "\(session.id)"])

@@ -60,8 +60,8 @@ struct ConsoleRoutes: Sendable {
             headers[.cacheControl] = "public, max-age=31536000, immutable"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: asset.body)))
         }
-        on(.post, "console/sign-out") { request, _ in
-            try await signedIn(request, form: true) { session, _ in
+        on(.post, "console/sign-out") { request, context in
+            try await signedIn(request, context, form: true) { session, _ in
                 sessions.end(session, now: service.now)
                 try await service.directory.endConsoleSession(id: session.id, expiresAt: session.expiresAt)
                 logger.notice("console sign-out", metadata: ["event": "console-sign-out", "session": "\(session.id)"])
@@ -70,23 +70,23 @@ struct ConsoleRoutes: Sendable {
                 return response
             }
         }
-        on(.get, "console/apps") { request, _ in
-            try await signedIn(request) { session, _ in
+        on(.get, "console/apps") { request, context in
+            try await signedIn(request, context) { session, _ in
                 page(ConsolePages.apps(try await queries.overview(), csrf: sessions.csrfToken(for: session)))
             }
         }
         on(.get, "console/apps/:app") { request, context in
-            try await signedIn(request) { session, _ in
+            try await signedIn(request, context) { session, _ in
                 try await settingsPage(request, app: try app(context), session: session)
             }
         }
         on(.post, "console/apps/:app/settings") { request, context in
-            try await signedIn(request, form: true) { session, fields in
+            try await signedIn(request, context, form: true) { session, fields in
                 try await saveSettings(request, app: try app(context), fields: fields, session: session)
             }
         }
         on(.get, "console/apps/:app/metadata") { request, context in
-            try await signedIn(request) { session, _ in
+            try await signedIn(request, context) { session, _ in
                 let app = try app(context)
                 let notice = request.uri.queryParameters.get("stored").map { ConsoleFrame.notice("Version \($0) is stored.") }
                 return page(
@@ -97,12 +97,12 @@ struct ConsoleRoutes: Sendable {
             }
         }
         on(.post, "console/apps/:app/metadata") { request, context in
-            try await signedIn(request, form: true) { session, fields in
+            try await signedIn(request, context, form: true) { session, fields in
                 try await uploadMetadata(app: try app(context), fields: fields, session: session)
             }
         }
         on(.get, "console/apps/:app/history") { request, context in
-            try await signedIn(request) { session, _ in
+            try await signedIn(request, context) { session, _ in
                 let app = try app(context)
                 let notice = request.uri.queryParameters.get("done").map { ConsoleFrame.notice("The rollout is \($0).") }
                 return page(try await historyPage(app: app, csrf: sessions.csrfToken(for: session), notice: notice))
@@ -110,13 +110,13 @@ struct ConsoleRoutes: Sendable {
         }
         for action in ["resume", "abort"] {
             on(.post, "console/apps/:app/rollout/\(action)") { request, context in
-                try await signedIn(request, form: true) { session, _ in
+                try await signedIn(request, context, form: true) { session, _ in
                     let app = try app(context)
                     do {
                         let rollout =
                             action == "resume"
-                            ? try await service.rollouts.resumeRollout(app: app, actor: service.auth.consoleActor)
-                            : try await service.rollouts.abortRollout(app: app, actor: service.auth.consoleActor)
+                            ? try await service.rollouts.resumeRollout(app: app, actor: Authenticator.bootstrapOwner)
+                            : try await service.rollouts.abortRollout(app: app, actor: Authenticator.bootstrapOwner)
                         return redirect("/console/apps/\(app)/history?done=\(rollout.phase.rawValue)")
                     } catch let error as ServiceError where error.status == 409 || error.code == .noRollout {
                         return page(
@@ -127,8 +127,8 @@ struct ConsoleRoutes: Sendable {
                 }
             }
         }
-        on(.get, "console/devices") { request, _ in
-            try await signedIn(request) { session, _ in
+        on(.get, "console/devices") { request, context in
+            try await signedIn(request, context) { session, _ in
                 let parameters = request.uri.queryParameters
                 let filter = ConsolePages.DeviceFilter(
                     group: parameters.get("group"), app: parameters.get("app"), state: parameters.get("state"),
@@ -140,37 +140,37 @@ struct ConsoleRoutes: Sendable {
             }
         }
         on(.get, "console/devices/:id") { request, context in
-            try await signedIn(request) { session, _ in
+            try await signedIn(request, context) { session, _ in
                 try await devicePage(id: context.parameters.get("id") ?? "", session: session, notice: nil)
             }
         }
         on(.post, "console/devices/:id/:action") { request, context in
-            try await signedIn(request, form: true) { session, fields in
+            try await signedIn(request, context, form: true) { session, fields in
                 try await manageDevice(
                     id: context.parameters.get("id") ?? "", action: context.parameters.get("action") ?? "", fields: fields, session: session
                 )
             }
         }
-        on(.get, "console/tokens") { request, _ in
-            try await signedIn(request) { session, _ in
+        on(.get, "console/tokens") { request, context in
+            try await signedIn(request, context) { session, _ in
                 let notice = request.uri.queryParameters.get("revoked").map { ConsoleFrame.notice("Enrollment token \($0) is revoked.") }
                 return try await tokensPage(created: nil, session: session, notice: notice)
             }
         }
-        on(.post, "console/tokens") { request, _ in
-            try await signedIn(request, form: true) { session, fields in
+        on(.post, "console/tokens") { request, context in
+            try await signedIn(request, context, form: true) { session, fields in
                 try await makeToken(fields: fields, session: session)
             }
         }
         on(.post, "console/tokens/:id/revoke") { request, context in
-            try await signedIn(request, form: true) { _, _ in
+            try await signedIn(request, context, form: true) { _, _ in
                 let id = context.parameters.get("id") ?? ""
                 try await service.directory.revokeEnrollmentToken(id: id)
                 return redirect("/console/tokens?revoked=\(ConsolePages.percentEncoded(id))")
             }
         }
-        on(.get, "console/events") { request, _ in
-            try await signedIn(request) { session, _ in events(for: session, cookie: sessionCookie(request) ?? "") }
+        on(.get, "console/events") { request, context in
+            try await signedIn(request, context) { session, _ in events(for: session, cookie: sessionCookie(request) ?? "") }
         }
     }
 
@@ -193,8 +193,10 @@ struct ConsoleRoutes: Sendable {
         var token = Substring(fields["token"] ?? "")
         while token.first?.isWhitespace == true { token = token.dropFirst() }
         while token.last?.isWhitespace == true { token = token.dropLast() }
-        guard service.auth.isAdminToken(String(token)) else {
+        guard service.auth.isAdminToken(String(token)), try await service.auth.bootstrapCaller(session: "-") != nil else {
             logger.warning("console sign-in refused", metadata: ["event": "console-sign-in", "outcome": "refused", "client": "\(client)"])
+            await audit(
+                "console.sign-in", target: "", status: 401, outcome: ErrorCode.unauthenticated.rawValue, client: client, session: nil)
             do {
                 try limits.recordFailure(client: client, credential: String(token))
             } catch {
@@ -204,6 +206,7 @@ struct ConsoleRoutes: Sendable {
         }
         let (session, value) = sessions.start(now: service.now)
         logger.notice("console sign-in", metadata: ["event": "console-sign-in", "outcome": "signed-in", "session": "\(session.id)"])
+        await audit("console.sign-in", target: "", status: 303, outcome: "ok", client: client, session: session)
         var response = redirect("/console/apps")
         response.headers[.setCookie] = cookie(value, maxAge: Int(ConsoleSessions.defaultLifetime), request: request)
         return response
@@ -234,7 +237,35 @@ struct ConsoleRoutes: Sendable {
     /// in; a form without a session, or without the session's CSRF token, or from another
     /// origin, is refused with 403 and changes nothing.
     func signedIn(
-        _ request: Request, form: Bool = false, _ body: (ConsoleSessions.Session, FormFields) async throws -> Response
+        _ request: Request, _ context: FleetRequestContext, form: Bool = false,
+        _ body: (ConsoleSessions.Session, FormFields) async throws -> Response
+    ) async throws -> Response {
+        let session = form ? try await session(request) : nil
+        let response = try await signedInAnswer(request, form: form, body)
+        if form {
+            let outcome = response.status.code < 400 ? "ok" : "refused"
+            await audit(
+                "console.\(request.method.rawValue.lowercased()) \(request.uri.path)", target: "", status: Int(response.status.code),
+                outcome: outcome, client: limits.client(of: request, context), session: session)
+        }
+        return response
+    }
+
+    /// Appends a console action to the audit trail, as the bootstrap owner (whose admin token signs in).
+    func audit(_ action: String, target: String, status: Int, outcome: String, client: String?, session: ConsoleSessions.Session?) async {
+        let draft = AuditDraft(
+            actor: session == nil && outcome != "ok" ? "-" : Authenticator.bootstrapOwner,
+            credential: session.map { Caller.Credential.consoleSession(id: $0.id).description } ?? "admin token file",
+            address: client ?? "-", action: action, target: target, status: status, outcome: outcome)
+        do {
+            try await service.audit.record(draft)
+        } catch {
+            logger.error("audit entry not written", metadata: ["event": "audit-failed", "action": "\(action)", "error": "\(error)"])
+        }
+    }
+
+    private func signedInAnswer(
+        _ request: Request, form: Bool, _ body: (ConsoleSessions.Session, FormFields) async throws -> Response
     ) async throws -> Response {
         guard let session = try await session(request) else {
             if form { return errorPage(ServiceError(403, .noSession, "Your session has ended; sign in again."), session: nil) }

@@ -27,6 +27,31 @@ struct FleetRequestContext: RequestContext, RemoteAddressRequestContext {
         return principal
     }
 
+    /// The account that sent the request, on an account's route.
+    func account() throws(ServiceError) -> Caller { try Authenticator.requireAccount(try caller()) }
+
+    /// What an account's request names, for its authorization: the path's app, its device
+    /// (on routes whose `:id` is one), the `scope` query parameter.
+    ///
+    /// - Throws: 400 `bad-parameter` for a malformed scope (as the route would).
+    func operationTarget(_ operation: AdminOperation, _ request: Request) throws(ServiceError) -> OperationTarget {
+        OperationTarget(
+            app: parameters.get("app"), deviceID: operation.targetsDevice ? parameters.get("id") : nil,
+            scope: try request.uri.queryParameters.get("scope").map { text throws(ServiceError) in try Scope.named(String(text)) })
+    }
+
+    /// What the request names, for the audit trail: `app=kiosk scope=device:d-1 key=/a/b`.
+    func auditTarget(_ request: Request) -> String {
+        var parts: [String] = []
+        for name in ["app", "id", "name", "scope", "tokenId"] {
+            if let value = parameters.get(name) { parts.append("\(name)=\(PercentEncoding.decoded(value) ?? value)") }
+        }
+        if let scope = request.uri.queryParameters.get("scope") { parts.append("scope=\(scope)") }
+        let keyPath = parameters.getCatchAll()
+        if !keyPath.isEmpty { parts.append("key=/" + keyPath.map { PercentEncoding.decoded($0) ?? String($0) }.joined(separator: "/")) }
+        return parts.joined(separator: " ")
+    }
+
     /// The device that sent the request, on a device route.
     func device() throws(ServiceError) -> Device { try Authenticator.requireDevice(try caller()) }
 

@@ -125,6 +125,11 @@ extension ServiceError: HTTPResponseError {
 /// Authenticates every request of a group of routes, refuses one from the wrong kind of
 /// caller (403 `admin-only` or `device-only`), and puts who sent it on the request's context
 /// (``FleetRequestContext/principal``) for the route.
+///
+/// On an account's route it is also the one place where the request is authorized (the
+/// operation's right from the permission table, and what the request names against the
+/// caller's scope: ``AccountService/authorize(_:_:_:)``) and audited: every write, whatever its
+/// outcome, and every refusal (401, 403) of a read, becomes an entry of the audit trail.
 struct Authentication: RouterMiddleware {
     typealias Context = FleetRequestContext
 
@@ -132,17 +137,68 @@ struct Authentication: RouterMiddleware {
     let required: Routes.Access
     /// Finds who sent the request (rate limits and failures counted), or throws 401.
     let authenticate: @Sendable (Request, FleetRequestContext) async throws -> Authenticator.Principal
+    /// What account routes need besides (`nil` on the devices' routes).
+    let accounts: AccountChecks?
+
+    /// The authorization and the audit trail of account routes.
+    struct AccountChecks: Sendable {
+        let service: FleetServices
+        let limits: RequestLimits
+    }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        var context = context
-        let principal = try await authenticate(request, context)
-        switch required {
-        case .admin: try Authenticator.requireAdmin(principal)
-        case .device: _ = try Authenticator.requireDevice(principal)
-        case .anyone: break
+        guard case .account(let operation) = required else {
+            var context = context
+            let principal = try await authenticate(request, context)
+            if case .device = required { _ = try Authenticator.requireDevice(principal) }
+            context.principal = principal
+            return try await next(request, context)
         }
-        context.principal = principal
-        return try await next(request, context)
+        var context = context
+        var caller: Caller?
+        do {
+            let principal = try await authenticate(request, context)
+            caller = try Authenticator.requireAccount(principal)
+            try await accounts?.service.accounts.authorize(caller!, operation, try context.operationTarget(operation, request))
+            context.principal = principal
+            let response = try await next(request, context)
+            if operation.isWrite { await record(operation, request, context, caller, status: Int(response.status.code), outcome: "ok") }
+            return response
+        } catch let error as ServiceError {
+            // A rate limit is not an action: 429s are counted, not written down (a flood of them
+            // would flood the trail).
+            if error.status != .tooManyRequests && (operation.isWrite || error.status == .unauthorized || error.status == .forbidden) {
+                await record(
+                    operation, request, context, caller, status: Int(error.status.code), outcome: error.code.rawValue, detail: error.message
+                )
+            }
+            throw error
+        } catch {
+            if operation.isWrite {
+                await record(operation, request, context, caller, status: 500, outcome: ErrorCode.internalError.rawValue)
+            }
+            throw error
+        }
+    }
+
+    private func record(
+        _ operation: AdminOperation, _ request: Request, _ context: Context, _ caller: Caller?, status: Int, outcome: String,
+        detail: String? = nil
+    ) async {
+        guard let accounts else { return }
+        let draft = AuditDraft(
+            actor: caller?.name ?? "-", credential: caller?.credential.description ?? "-",
+            address: accounts.limits.client(of: request, context),
+            action: operation.rawValue, target: context.auditTarget(request), status: status, outcome: outcome,
+            detail: detail ?? request.uri.queryParameters.get("message") ?? "")
+        do {
+            try await accounts.service.audit.record(draft)
+        } catch {
+            // The action happened (or was refused) already; a trail that cannot be written is
+            // the log's to say, loudly.
+            accounts.service.context.logger.error(
+                "audit entry not written", metadata: ["event": "audit-failed", "action": "\(operation.rawValue)", "error": "\(error)"])
+        }
     }
 }
 

@@ -9,27 +9,29 @@ import Prometheus
 import ServiceLifecycle
 
 extension Routes {
-    /// The routes the admin calls with the admin token.
-    func defineAdminRoutes(_ on: (HTTPRequest.Method, String, Access, @escaping Handler) -> Void) {
-        on(.get, "v1/admin/devices", .admin) { request, context in
+    /// The routes accounts call, each by its operation in the permission table (``AdminOperation``):
+    /// the ``Authentication`` middleware checks the operation's right and what the request
+    /// names against the caller's role and scope before the route runs.
+    func defineAdminRoutes(_ on: (AdminOperation, @escaping Handler) -> Void) {
+        on(.listAllDevices) { request, context in
             let filters = try request.uri.queryParameters.getAll("where").map { text throws(ServiceError) in
                 guard let filter = DeviceInfoFilter(String(text)) else {
                     throw ServiceError(400, .badParameter, "where must be FACT=VALUE or FACT!=VALUE, e.g. os.version=12")
                 }
                 return filter
             }
-            return json(.ok, try await service.directory.allDevices(matching: filters).json)
+            return json(.ok, try await service.directory.allDevices(matching: filters, visibleTo: try context.account()).json)
         }
 
-        on(.get, "v1/admin/devices/:id/policy", .admin) { request, context in
+        on(.getDevicePolicyAsAdmin) { request, context in
             return json(.ok, try await service.directory.devicePolicy(id: context.parameters.get("id") ?? "").json)
         }
 
-        on(.get, "v1/admin/policies", .admin) { request, context in
-            return json(.ok, try await service.directory.policyList().json)
+        on(.listPolicies) { request, context in
+            return json(.ok, try await service.directory.policyList(visibleTo: try context.account()).json)
         }
 
-        on(.patch, "v1/admin/policies/:scope", .admin) { request, context in
+        on(.patchPolicy) { request, context in
             let body = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
             guard let scope = PolicyScope(PercentEncoding.decoded(context.parameters.get("scope") ?? "") ?? "") else {
                 throw ServiceError(400, .badParameter, "a policy scope is app:APP, group:NAME or device:ID")
@@ -38,22 +40,24 @@ extension Routes {
             return json(.ok, try await service.directory.patchPolicy(scope: scope, patch: patch).json)
         }
 
-        on(.get, "v1/admin/devices/:id", .admin) { request, context in
+        on(.getDevice) { request, context in
             return json(.ok, try await service.directory.device(id: context.parameters.get("id") ?? "").json)
         }
 
-        on(.patch, "v1/admin/devices/:id", .admin) { request, context in
+        on(.updateDevice) { request, context in
             let body = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
             let update = try ServiceError.decode(body, as: DeviceUpdate.init(json:))
+            // Disabling, enabling and token rotations are an operator's; apps and groups are not.
+            if update.apps != nil || update.groups != nil { try context.account().require(.manageDevices) }
             return json(.ok, try await service.directory.updateDevice(id: context.parameters.get("id") ?? "", update).json)
         }
 
-        on(.delete, "v1/admin/devices/:id", .admin) { request, context in
+        on(.deleteDevice) { request, context in
             try await service.directory.deleteDevice(id: context.parameters.get("id") ?? "")
             return Response(status: .noContent)
         }
 
-        on(.put, "v1/admin/apps/:app/metadata", .admin) { request, context in
+        on(.putMetadata) { request, context in
             let app = try app(context)
             let force = try booleanParameter(request, "force")
             try requireMediaType(request, "application/json")
@@ -62,21 +66,21 @@ extension Routes {
             return json(
                 .ok,
                 try await service.admin.putMetadata(
-                    app: app, document: bytes, force: force, actor: service.auth.adminActor, message: message
+                    app: app, document: bytes, force: force, actor: try context.account().name, message: message
                 ).json)
         }
 
-        on(.get, "v1/admin/apps/:app/metadata", .admin) { request, context in
+        on(.getAdminMetadata) { request, context in
             return try await metadataResponse(request, app: try app(context))
         }
 
-        on(.get, "v1/admin/apps/:app/values", .admin) { request, context in
+        on(.getValues) { request, context in
             let app = try app(context)
             let values = try await service.admin.values(app: app, scope: Scope.named(request.uri.queryParameters.get("scope")))
             return json(.ok, values.json)
         }
 
-        on(.patch, "v1/admin/apps/:app/values", .admin) { request, context in
+        on(.patchValues) { request, context in
             let app = try app(context)
             let scope = try Scope.named(request.uri.queryParameters.get("scope"))
             let body = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
@@ -86,27 +90,28 @@ extension Routes {
             return json(
                 .ok,
                 try await service.admin.patchValues(
-                    app: app, scope: scope, patch: patch, actor: service.auth.adminActor, message: message, force: force
+                    app: app, scope: scope, patch: patch, actor: try context.account().name, message: message, force: force
                 ).json)
         }
 
         // One value inside a setting at a scope, by key path: set (PUT, the value as the body)
         // or removed (DELETE); the service makes it a merge patch of the whole setting.
-        for method in [HTTPRequest.Method.put, .delete] {
-            on(method, "v1/admin/apps/:app/values/**", .admin) { request, context in
+        for operation in [AdminOperation.setValueAtKeyPath, .removeValueAtKeyPath] {
+            on(operation) { request, context in
                 let app = try app(context)
                 // (Not a ternary: its `nil` would become JSON's null, which JSONValue takes as a literal.)
                 var value: JSONValue?
-                if method == .put { value = try await jsonBody(request, limit: Self.bodyLimit) }
+                if operation == .setValueAtKeyPath { value = try await jsonBody(request, limit: Self.bodyLimit) }
                 let scope = try Scope.named(request.uri.queryParameters.get("scope"))
                 let values = try await service.admin.setValue(
                     app: app, scope: scope, keyPath: try keyPath(context).keyPath, to: value,
-                    actor: service.auth.adminActor, message: try messageParameter(request), force: try booleanParameter(request, "force"))
+                    actor: try context.account().name, message: try messageParameter(request), force: try booleanParameter(request, "force")
+                )
                 return json(.ok, values.json)
             }
         }
 
-        on(.get, "v1/admin/apps/:app/history", .admin) { request, context in
+        on(.getHistory) { request, context in
             let limit = try request.uri.queryParameters.get("limit").map { text throws(ServiceError) in
                 guard let limit = Int(text) else { throw ServiceError(400, .badParameter, "limit must be a positive number of entries") }
                 return limit
@@ -122,50 +127,131 @@ extension Routes {
             return json(.ok, history.json)
         }
 
-        on(.post, "v1/admin/apps/:app/revert", .admin) { request, context in
+        on(.revert) { request, context in
             let revert = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit), as: RevertRequest.init(json:))
-            return json(.created, try await service.admin.revert(app: try app(context), revert, actor: service.auth.adminActor).json)
+            return json(.created, try await service.admin.revert(app: try app(context), revert, actor: try context.account().name).json)
         }
 
-        on(.post, "v1/admin/apps/:app/rollouts", .admin) { request, context in
+        on(.startRollout) { request, context in
             let rollout = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit), as: RolloutRequest.init(json:))
             return json(
-                .created, try await service.rollouts.startRollout(app: try app(context), rollout, actor: service.auth.adminActor).json)
+                .created, try await service.rollouts.startRollout(app: try app(context), rollout, actor: try context.account().name).json)
         }
 
-        on(.get, "v1/admin/apps/:app/rollout", .admin) { request, context in
+        on(.getRollout) { request, context in
             return json(.ok, try await service.rollouts.rolloutStatus(app: try app(context)).json)
         }
 
-        on(.post, "v1/admin/apps/:app/rollout/resume", .admin) { request, context in
-            return json(.ok, try await service.rollouts.resumeRollout(app: try app(context), actor: service.auth.adminActor).json)
+        on(.resumeRollout) { request, context in
+            return json(.ok, try await service.rollouts.resumeRollout(app: try app(context), actor: try context.account().name).json)
         }
 
-        on(.post, "v1/admin/apps/:app/rollout/abort", .admin) { request, context in
-            return json(.ok, try await service.rollouts.abortRollout(app: try app(context), actor: service.auth.adminActor).json)
+        on(.abortRollout) { request, context in
+            return json(.ok, try await service.rollouts.abortRollout(app: try app(context), actor: try context.account().name).json)
         }
 
-        on(.get, "v1/admin/apps/:app/devices", .admin) { request, context in
-            return json(.ok, try await service.admin.devices(app: try app(context)).json)
+        on(.listDevices) { request, context in
+            return json(.ok, try await service.admin.devices(app: try app(context), visibleTo: try context.account()).json)
         }
 
-        on(.get, "v1/admin/apps/:app/devices/:id/explain", .admin) { request, context in
+        on(.explainDevice) { request, context in
             let id = context.parameters.get("id") ?? ""
             return json(.ok, try await service.admin.explain(app: try app(context), deviceID: id).json)
         }
 
-        on(.post, "v1/admin/enrollment-tokens", .admin) { request, context in
+        on(.createEnrollmentToken) { request, context in
             let token = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit), as: EnrollmentTokenRequest.init(json:))
             return json(.created, try await service.directory.makeEnrollmentToken(token).json)
         }
 
-        on(.get, "v1/admin/enrollment-tokens", .admin) { request, context in
+        on(.listEnrollmentTokens) { request, context in
             return json(.ok, try await service.directory.enrollmentTokens().json)
         }
 
-        on(.delete, "v1/admin/enrollment-tokens/:id", .admin) { request, context in
+        on(.revokeEnrollmentToken) { request, context in
             try await service.directory.revokeEnrollmentToken(id: context.parameters.get("id") ?? "")
             return Response(status: .noContent)
         }
+
+        defineAccountRoutes(on)
+    }
+
+    /// Accounts, API tokens, the caller itself and the audit trail.
+    func defineAccountRoutes(_ on: (AdminOperation, @escaping Handler) -> Void) {
+        on(.getCaller) { _, context in
+            return json(.ok, service.accounts.describe(try context.account()).json)
+        }
+
+        on(.listAccounts) { _, _ in
+            return json(.ok, try await service.accounts.accounts().json)
+        }
+
+        on(.createAccount) { request, _ in
+            let account = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit), as: AccountRequest.init(json:))
+            return json(.created, try await service.accounts.createAccount(account).json)
+        }
+
+        on(.getAccount) { _, context in
+            return json(.ok, try await service.accounts.account(name: context.parameters.get("name") ?? "").json)
+        }
+
+        on(.updateAccount) { request, context in
+            let body = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
+            let change = try ServiceError.decode(body, as: AccountRequest.init(json:))
+            return json(.ok, try await service.accounts.updateAccount(name: context.parameters.get("name") ?? "", change).json)
+        }
+
+        on(.deleteAccount) { _, context in
+            try await service.accounts.removeAccount(name: context.parameters.get("name") ?? "")
+            return Response(status: .noContent)
+        }
+
+        on(.listAPITokens) { request, context in
+            let account = try limitedParameter(request, "account", length: 64)
+            return json(.ok, try await service.accounts.tokens(account: account, by: try context.account()).json)
+        }
+
+        on(.createAPIToken) { request, context in
+            let token = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit), as: APITokenRequest.init(json:))
+            var response = json(.created, try await service.accounts.createToken(token, by: try context.account()).json)
+            response.headers[.cacheControl] = "no-store"
+            return response
+        }
+
+        on(.revokeAPIToken) { _, context in
+            return json(
+                .ok, try await service.accounts.revokeToken(id: context.parameters.get("tokenId") ?? "", by: try context.account()).json)
+        }
+
+        on(.listAudit) { request, _ in
+            let parameters = request.uri.queryParameters
+            let since = try parameters.get("since").map { text throws(ServiceError) in
+                guard let time = Timestamp.parse(String(text)) else {
+                    throw ServiceError(400, .badParameter, "since must be an RFC 3339 UTC time like 2026-11-22T10:00:00Z")
+                }
+                return time
+            }
+            let number = { (name: String, text: String?) throws(ServiceError) -> Int64? in
+                guard let text else { return nil }
+                guard let value = Int64(text), value >= 0 else { throw ServiceError(400, .badParameter, "\(name) must be a whole number") }
+                return value
+            }
+            let limit = try number("limit", parameters.get("limit")) ?? 1000
+            guard (1...1000).contains(limit) else { throw ServiceError(400, .badParameter, "limit must be from 1 to 1000") }
+            let query = AuditQuery(
+                after: try number("after", parameters.get("after")) ?? 0, since: since,
+                actor: try limitedParameter(request, "who", length: 64),
+                action: try limitedParameter(request, "action", length: 128), limit: Int(limit))
+            return json(.ok, try await service.audit.entries(query).json)
+        }
+    }
+
+    /// The query parameter `name`, at most `length` characters.
+    func limitedParameter(_ request: Request, _ name: String, length: Int) throws(ServiceError) -> String? {
+        guard let value = request.uri.queryParameters.get(name) else { return nil }
+        guard value.unicodeScalars.count <= length else {
+            throw ServiceError(400, .badParameter, "\(name) must be at most \(length) characters")
+        }
+        return value
     }
 }

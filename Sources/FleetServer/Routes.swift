@@ -43,14 +43,17 @@ struct Routes: Sendable {
         // answer the error middleware makes of a refusal.
         router.add(middleware: RequestMetricsMiddleware(metrics: service.metrics))
         router.add(middleware: ErrorBodyMiddleware(logger: logger, routes: RouteTable(routes.map { ($0.method, $0.path) })))
-        // The admin's and the devices' routes each behind one authentication, which puts who
-        // sent the request on its context.
-        let admins = router.group().add(middleware: Authentication(required: .admin, authenticate: authenticate))
-        let devices = router.group().add(middleware: Authentication(required: .device, authenticate: authenticate))
+        // The accounts' and the devices' routes each behind one authentication, which puts who
+        // sent the request on its context; an account's operation is authorized and audited there.
+        let devices = router.group().add(middleware: Authentication(required: .device, authenticate: authenticate, accounts: nil))
         for route in routes {
             switch route.access {
             case .anyone: router.on(RouterPath(route.path), method: route.method, use: route.handler)
-            case .admin: admins.on(RouterPath(route.path), method: route.method, use: route.handler)
+            case .account(let operation):
+                router.group().add(
+                    middleware: Authentication(
+                        required: .account(operation), authenticate: authenticate, accounts: .init(service: service, limits: limits))
+                ).on(RouterPath(route.path), method: route.method, use: route.handler)
             case .device: devices.on(RouterPath(route.path), method: route.method, use: route.handler)
             }
         }
@@ -60,11 +63,11 @@ struct Routes: Sendable {
     typealias Handler = @Sendable (Request, FleetRequestContext) async throws -> Response
 
     /// Who may call a route.
-    enum Access {
+    enum Access: Sendable {
         /// Anyone: the route checks what it needs itself (enrollment, health, the console's pages).
         case anyone
-        /// The admin token.
-        case admin
+        /// An account whose role and scope allow the operation (the permission table).
+        case account(AdminOperation)
         /// A device's token.
         case device
     }
@@ -74,9 +77,10 @@ struct Routes: Sendable {
 
         console?.define { method, path, handler in on(method, path, .anyone, handler) }
 
-        // Prometheus' text format, for the admin token (a scraper sends it as a bearer token).
+        // Prometheus' text format, for an account with read-metrics (a scraper sends its API
+        // token, or the admin token file's, as a bearer token).
         if let metrics {
-            on(.get, "metrics", .admin) { request, context in
+            on(.get, "metrics", .account(.getMetrics)) { request, context in
                 return Response(
                     status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                     body: .init(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
@@ -84,7 +88,7 @@ struct Routes: Sendable {
         }
 
         defineDeviceRoutes(on)
-        defineAdminRoutes(on)
+        defineAdminRoutes { operation, handler in on(operation.route.method, operation.route.path, .account(operation), handler) }
     }
 
     // MARK: - Reading requests
@@ -100,7 +104,7 @@ struct Routes: Sendable {
             if let known = try service.auth.knownPrincipal(authorization: authorization) {
                 principal = known
             } else {
-                principal = try await service.auth.authenticate(authorization: authorization)
+                principal = try await service.auth.authenticate(authorization: authorization, from: client)
             }
         } catch let error as ServiceError where error.status == 401 {
             try limits.recordFailure(client: client, credential: Authenticator.bearerToken(request.headers[.authorization]))

@@ -4,7 +4,8 @@ import Crypto
 ///
 /// Every secret is 32 bytes from the system's random source (`getrandom`), base64url-encoded
 /// behind a prefix that says what it is, so a leaked token is recognisable by secret scanners
-/// and by a person: `fsd_` device token, `fsa_` admin token, `fse_` enrollment token. A fast
+/// and by a person: `fsd_` device token, `fsa_` admin token, `fse_` enrollment token, `fsk_` an
+/// account's API token. A fast
 /// hash is the right one here: the secrets have 256 bits of entropy, so there is nothing to
 /// brute-force, and the lookup stays a single indexed query.
 public enum Credentials {
@@ -13,6 +14,8 @@ public enum Credentials {
         case device = "fsd_"
         case admin = "fsa_"
         case enrollment = "fse_"
+        /// An account's API token.
+        case api = "fsk_"
     }
 
     /// A fresh random secret of the given kind.

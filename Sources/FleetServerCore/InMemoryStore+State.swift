@@ -34,6 +34,15 @@ struct MemoryState: Sendable {
     var policies: [PolicyScope: AgentPolicy] = [:]
     /// Ended console sessions: when each expires.
     var endedSessions: [String: Int64] = [:]
+    /// By name.
+    var accounts: [String: StoredAccount] = [:]
+    /// By id.
+    var apiTokens: [String: StoredAPIToken] = [:]
+    /// Oldest first.
+    var audit: [AuditRecord] = []
+
+    /// The accounts by name, in byte order (as the databases sort them).
+    var sortedAccounts: [StoredAccount] { accounts.values.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) } }
 
     func activeRollout(app: String) -> Rollout? {
         rollouts.values.first { $0.app == app && $0.phase.isActive }
@@ -78,6 +87,9 @@ struct MemoryState: Sendable {
         snapshot.historyFloors = historyFloors
         snapshot.rollouts = rollouts.values.sorted { byteOrder($0.id, $1.id) }
         snapshot.deviceInfo = deviceInfo
+        snapshot.accounts = sortedAccounts
+        snapshot.apiTokens = apiTokens.values.sorted { byteOrder($0.id, $1.id) }
+        snapshot.audit = audit
         snapshot.policies = policies
         return snapshot
     }
@@ -312,7 +324,56 @@ final class MemoryTransaction: StoreTransaction {
             case .devices: state.devices.count
             case .enrollmentTokens: state.tokens.count
             case .agentPolicies: state.policies.count
+            case .accounts: state.accounts.count
+            case .apiTokens: state.apiTokens.count
+            case .auditEntries: state.audit.count
             }
+        }
+    }
+
+    func accounts() async throws -> [StoredAccount] { change { $0.sortedAccounts } }
+
+    func account(name: String) async throws -> StoredAccount? { change { $0.accounts[name] } }
+
+    func insertAccount(_ account: StoredAccount) async throws -> Bool {
+        change { state in
+            guard state.accounts[account.name] == nil else { return false }
+            state.accounts[account.name] = account
+            return true
+        }
+    }
+
+    func updateAccount(_ account: StoredAccount) async throws { change { $0.accounts[account.name] = account } }
+
+    func removeAccount(name: String) async throws -> Bool {
+        change { state in
+            state.apiTokens = state.apiTokens.filter { $0.value.info.account != name }
+            return state.accounts.removeValue(forKey: name) != nil
+        }
+    }
+
+    func apiToken(id: String) async throws -> StoredAPIToken? { change { $0.apiTokens[id] } }
+
+    func insertAPIToken(_ token: StoredAPIToken) async throws {
+        try change { state in
+            guard state.apiTokens[token.id] == nil, !state.apiTokens.values.contains(where: { $0.hash == token.hash }) else {
+                throw Self.violation("an API token with id \(token.id) or its hash exists")
+            }
+            state.apiTokens[token.id] = token
+        }
+    }
+
+    func updateAPIToken(_ token: StoredAPIToken) async throws { change { $0.apiTokens[token.id]?.info = token.info } }
+
+    func lastAuditRecord() async throws -> AuditRecord? { change { $0.audit.last } }
+
+    func insertAuditRecord(_ record: AuditRecord) async throws {
+        try change { state in
+            guard !state.audit.contains(where: { $0.sequence == record.sequence }) else {
+                throw Self.violation("audit entry \(record.sequence) exists")
+            }
+            state.audit.append(record)
+            state.audit.sort { $0.sequence < $1.sequence }
         }
     }
 

@@ -195,4 +195,30 @@ public final class InMemoryStore: SettingsStore {
     public func snapshot() async throws -> StoreSnapshot {
         read { $0.snapshot }
     }
+
+    // MARK: - Accounts, API tokens, the audit trail
+
+    public func accounts() async throws -> [StoredAccount] { read { $0.sortedAccounts } }
+
+    public func account(name: String) async throws -> StoredAccount? { read { $0.accounts[name] } }
+
+    public func apiToken(hash: String) async throws -> StoredAPIToken? { read { $0.apiTokens.values.first { $0.hash == hash } } }
+
+    public func apiTokens(account: String?) async throws -> [StoredAPIToken] {
+        read { state in
+            state.apiTokens.values.filter { account == nil || $0.info.account == account }.sorted {
+                ($0.info.createdAt, $0.id) < ($1.info.createdAt, $1.id)
+            }
+        }
+    }
+
+    public func auditRecords(_ query: AuditQuery) async throws -> [AuditRecord] {
+        read { state in
+            Array(
+                state.audit.lazy.filter { record in
+                    record.sequence > query.after && query.since.map { record.at >= $0 } ?? true
+                        && query.actor.map { record.actor == $0 } ?? true && query.action.map { record.action == $0 } ?? true
+                }.prefix(query.limit))
+        }
+    }
 }

@@ -110,6 +110,17 @@ public protocol SettingsStore: Sendable {
     /// Everything stored, read in one transaction (for `fleetset-server migrate`).
     func snapshot() async throws -> StoreSnapshot
 
+    /// Every account, by name.
+    func accounts() async throws -> [StoredAccount]
+    /// The account named `name`, or `nil`.
+    func account(name: String) async throws -> StoredAccount?
+    /// The API token whose hash is `hash`, or `nil`.
+    func apiToken(hash: String) async throws -> StoredAPIToken?
+    /// The API tokens of `account` (`nil`: of every account), oldest first.
+    func apiTokens(account: String?) async throws -> [StoredAPIToken]
+    /// The audit entries `query` asks for, oldest first.
+    func auditRecords(_ query: AuditQuery) async throws -> [AuditRecord]
+
     /// Runs `body` in one write transaction, durable when it returns: committed when `body`
     /// returns, rolled back when it throws (rethrowing what `body` threw). The transaction
     /// scripts (StoreScripts.swift) are its only callers; it runs to its end even when the calling

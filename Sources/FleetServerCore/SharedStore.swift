@@ -100,6 +100,10 @@ public struct StoreSnapshot: Sendable, Hashable {
     /// Facts by device id.
     public var deviceInfo: [String: StoredDeviceInfo] = [:]
     public var policies: [PolicyScope: AgentPolicy] = [:]
+    public var accounts: [StoredAccount] = []
+    public var apiTokens: [StoredAPIToken] = []
+    /// The audit trail, oldest first, exactly as stored (its hashes move with it).
+    public var audit: [AuditRecord] = []
 
     public init() {}
 
@@ -108,7 +112,8 @@ public struct StoreSnapshot: Sendable, Hashable {
         [
             "metadata": metadata.count, "values": values.count, "devices": devices.count, "enrollment tokens": enrollmentTokens.count,
             "revisions": revisions.count, "status reports": reports.count, "history entries": history.count, "rollouts": rollouts.count,
-            "device facts": deviceInfo.count, "agent policies": policies.count,
+            "device facts": deviceInfo.count, "agent policies": policies.count, "accounts": accounts.count, "API tokens": apiTokens.count,
+            "audit entries": audit.count,
         ]
     }
 
@@ -123,6 +128,9 @@ public struct StoreSnapshot: Sendable, Hashable {
         copy.reports.sort { ($0.app, $0.deviceID) < ($1.app, $1.deviceID) }
         copy.history.sort { ($0.app, $0.number) < ($1.app, $1.number) }
         copy.rollouts.sort { $0.id < $1.id }
+        copy.accounts.sort { $0.name < $1.name }
+        copy.apiTokens.sort { $0.id < $1.id }
+        copy.audit.sort { $0.sequence < $1.sequence }
         return copy
     }
 }

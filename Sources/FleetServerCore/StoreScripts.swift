@@ -241,6 +241,13 @@ extension SettingsStore {
             for rollout in snapshot.rollouts { try await transaction.insertRollout(rollout) }
             for (id, stored) in snapshot.deviceInfo { try await transaction.setDeviceInfo(stored, id: id) }
             for (scope, policy) in snapshot.policies { try await transaction.setAgentPolicy(policy, scope: scope) }
+            for account in snapshot.accounts {
+                guard try await transaction.insertAccount(account) else {
+                    throw StoreCorruption(what: "snapshot, which holds account \(account.name) twice")
+                }
+            }
+            for token in snapshot.apiTokens { try await transaction.insertAPIToken(token) }
+            for record in snapshot.audit { try await transaction.insertAuditRecord(record) }
             try await transaction.announce(.unknown)
         }
     }

@@ -97,6 +97,33 @@ public protocol StoreTransaction: Sendable {
     /// How many of `kind` the store holds.
     func count(of kind: StoredKind) async throws -> Int
 
+    // MARK: Accounts, API tokens, the audit trail
+
+    /// Every account (read in the write lock: a check of the owners that remain sees them all).
+    func accounts() async throws -> [StoredAccount]
+    /// The account named `name`, or `nil`.
+    func account(name: String) async throws -> StoredAccount?
+    /// Inserts an account; false, inserting nothing, when one with its name exists.
+    func insertAccount(_ account: StoredAccount) async throws -> Bool
+    /// Replaces the stored account of the same name.
+    func updateAccount(_ account: StoredAccount) async throws
+    /// Removes the account and its API tokens; false when there is none.
+    func removeAccount(name: String) async throws -> Bool
+    /// The API token with `id`, or `nil`.
+    func apiToken(id: String) async throws -> StoredAPIToken?
+    /// Inserts an API token.
+    ///
+    /// - Throws: when its id or hash exists.
+    func insertAPIToken(_ token: StoredAPIToken) async throws
+    /// Replaces the stored API token with the same id (its listing; the hash never changes).
+    func updateAPIToken(_ token: StoredAPIToken) async throws
+    /// The audit trail's newest entry, or `nil` (read in the write lock: the next entry follows it).
+    func lastAuditRecord() async throws -> AuditRecord?
+    /// Appends an entry to the audit trail.
+    ///
+    /// - Throws: when an entry with its sequence exists.
+    func insertAuditRecord(_ record: AuditRecord) async throws
+
     // MARK: Changes
 
     /// Tells the other server instances on the same database of `change`, delivered when this
@@ -111,6 +138,9 @@ public enum StoredKind: String, Sendable, CaseIterable {
     case devices
     case enrollmentTokens = "enrollment tokens"
     case agentPolicies = "agent policies"
+    case accounts
+    case apiTokens = "API tokens"
+    case auditEntries = "audit entries"
 
     /// The table every database keeps them in.
     public var table: String {
@@ -120,6 +150,9 @@ public enum StoredKind: String, Sendable, CaseIterable {
         case .devices: "devices"
         case .enrollmentTokens: "enrollment_tokens"
         case .agentPolicies: "agent_policies"
+        case .accounts: "accounts"
+        case .apiTokens: "api_tokens"
+        case .auditEntries: "audit_log"
         }
     }
 }

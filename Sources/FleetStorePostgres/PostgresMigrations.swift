@@ -104,6 +104,18 @@ enum PostgresMigrations {
         CREATE TRIGGER change_feed AFTER UPDATE OF token_hash, pending_token_hash, apps, "groups", disabled, rotation_requested OR DELETE ON devices FOR EACH ROW EXECUTE FUNCTION fleetset_feed_devices();
         CREATE TRIGGER change_feed AFTER INSERT OR UPDATE OR DELETE ON agent_policies FOR EACH ROW EXECUTE FUNCTION fleetset_feed_policies();
         """#,
+        // An account and an API token are documents (what sign-in adds later needs no
+        // migration); the columns beside them are what is looked up and ordered by.
+        8: #"""
+        CREATE TABLE accounts (name TEXT PRIMARY KEY, document TEXT NOT NULL);
+        CREATE TABLE api_tokens (
+            id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, account TEXT NOT NULL, created_at BIGINT NOT NULL, document TEXT NOT NULL);
+        CREATE INDEX api_tokens_account ON api_tokens (account, created_at);
+        CREATE TABLE audit_log (
+            sequence BIGINT PRIMARY KEY, at BIGINT NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL, entry TEXT NOT NULL,
+            hash TEXT NOT NULL);
+        CREATE INDEX audit_log_at ON audit_log (at);
+        """#,
     ]
 
     /// The names the releases before the one version list recorded, with the versions of

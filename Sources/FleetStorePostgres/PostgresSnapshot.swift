@@ -67,6 +67,7 @@ extension PostgresStore {
                 let (scope, policy) = try PostgresRows.scopedPolicy(row)
                 snapshot.policies[scope] = policy
             }
+            try await PostgresAccountRows.snapshot(into: &snapshot, connection, logger: self.logger)
             return snapshot
         }
     }

@@ -116,7 +116,23 @@ extension SQLiteStore {
         // The change feed and the write lock's key are PostgreSQL's (no other instance shares a
         // SQLite file), and history_scopes is written with each entry (SQLiteRows.insertHistory).
         migrator.registerMigration(Self.version(7).name) { _ in }
-        precondition(StoreSchema.current.number == 7, "a new StoreSchema version needs its SQLite migration")
+        // An account and an API token are documents (what sign-in adds later needs no
+        // migration); the columns beside them are what is looked up and ordered by.
+        migrator.registerMigration(Self.version(8).name) { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE accounts (name TEXT PRIMARY KEY, document TEXT NOT NULL);
+                    CREATE TABLE api_tokens (
+                        id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, account TEXT NOT NULL, created_at INTEGER NOT NULL,
+                        document TEXT NOT NULL);
+                    CREATE INDEX api_tokens_account ON api_tokens (account, created_at);
+                    CREATE TABLE audit_log (
+                        sequence INTEGER PRIMARY KEY, at INTEGER NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL,
+                        entry TEXT NOT NULL, hash TEXT NOT NULL);
+                    CREATE INDEX audit_log_at ON audit_log (at);
+                    """)
+        }
+        precondition(StoreSchema.current.number == 8, "a new StoreSchema version needs its SQLite migration")
         return migrator
     }
 

@@ -110,7 +110,7 @@ public final class SQLiteStore: SettingsStore {
     }
 
     /// `pool.read` of `body`, run as ``StoreCalls`` runs every call.
-    private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await calls.run("read") { try await self.pool.read(body) }
     }
 
@@ -408,6 +408,7 @@ public final class SQLiteStore: SettingsStore {
             snapshot.rollouts = try String.fetchAll(db, sql: "SELECT document FROM rollouts ORDER BY id").map(Rollout.init(storedText:))
             snapshot.deviceInfo = try SQLiteRows.allDeviceInfo(db)
             snapshot.policies = try SQLiteRows.agentPolicies(db)
+            try SQLiteAccountRows.snapshot(into: &snapshot, db)
             return snapshot
         }
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FleetIO
 import FleetLogging
+import FleetProtocol
 import FleetServer
 import FleetServerCore
 import FleetStorePostgres
@@ -22,7 +23,7 @@ struct FleetsetServer: AsyncParsableCommand {
         commandName: "fleetset-server",
         abstract: "Serves fleetset's protocol v1: devices pull their settings, admins manage them.",
         version: FleetVersion.current,
-        subcommands: [Serve.self, Migrate.self, CheckDatabase.self],
+        subcommands: [Serve.self, Migrate.self, CheckDatabase.self, Audit.self, Accounts.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -248,6 +249,9 @@ struct Serve: AsyncParsableCommand {
             store: store, adminTokenHash: running.adminTokenHash, wallClock: SystemWallClock(),
             busyPollDelay: { DeviceGateway.busyPollDelay(busyInterval, fraction: .random(in: 0..<1)) }, notifier: notifier,
             metrics: metrics, writeLock: shared?.writeLock, logger: logger)
+        // A store without accounts (new, or from a release before them) gets the bootstrap
+        // owner, whom the admin token file acts as.
+        try await service.accounts.bootstrap()
         guard let (host, port) = Self.address(listen) else { throw ExitCode(2) }
         let tls = tlsCertificate.flatMap { certificate in tlsKey.map { (certificateFile: certificate, keyFile: $0) } }
         let systemd = running.systemd
@@ -365,15 +369,10 @@ struct Migrate: AsyncParsableCommand {
         }
     }
 
-    /// `body` with the store `text` names.
     private func withStore<T: Sendable>(_ text: String, logger: Logger, _ body: (any SettingsStore) async throws -> T) async throws
         -> T
     {
-        if PostgresLocation.isPostgresURL(text) {
-            let location = try DatabasePassword.location(url: text, passwordFile: databasePasswordFile)
-            return try await PostgresStore.with(location, logger: logger) { store in try await body(store) }
-        }
-        return try await body(try SQLiteStore(path: String(text.dropFirst("sqlite:".count))))
+        try await openStore(text, passwordFile: databasePasswordFile, logger: logger, body)
     }
 
     /// The store's name without a password.
@@ -425,5 +424,124 @@ struct CheckDatabase: AsyncParsableCommand {
         for finding in findings { print("finding: \(finding)") }
         print("fix (as the database's owner or a superuser): \(fix)")
         throw ExitCode(1)
+    }
+}
+
+/// `body` with the store `text` names: `sqlite:PATH` or `postgres://…` (the password from
+/// `passwordFile` or PGPASSWORD).
+func openStore<T: Sendable>(
+    _ text: String, passwordFile: String?, logger: Logger, _ body: (any SettingsStore) async throws -> T
+) async throws -> T {
+    if PostgresLocation.isPostgresURL(text) {
+        let location = try DatabasePassword.location(url: text, passwordFile: passwordFile)
+        return try await PostgresStore.with(location, logger: logger) { store in try await body(store) }
+    }
+    return try await body(try SQLiteStore(path: String(text.dropFirst(text.hasPrefix("sqlite:") ? "sqlite:".count : 0))))
+}
+
+/// Where the server-side commands find the store: the same `--database` as `serve`.
+struct StoreOptions: ParsableArguments {
+    @Option(help: "The SQLite database file, or postgres://USER@HOST[:PORT]/DATABASE[?…] (as serve takes it).")
+    var database: String
+
+    @Option(help: "A file whose first line is the PostgreSQL password (PGPASSWORD works too).")
+    var databasePasswordFile: String?
+
+    func validate() throws {
+        try DatabasePassword.refuseInURL(database, option: "--database")
+        if !PostgresLocation.isPostgresURL(database), access(database, F_OK) != 0 {
+            throw ValidationError("--database: no SQLite database at \(database)")
+        }
+    }
+
+    func withStore<T: Sendable>(_ name: String, _ body: (any SettingsStore) async throws -> T) async throws -> T {
+        LoggingSystem.bootstrap { _ in LogfmtLogHandler(level: .warning, style: .timestamped) }
+        do {
+            return try await openStore(database, passwordFile: databasePasswordFile, logger: Logger(label: "fleetset-server \(name)"), body)
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            print("fleetset-server \(name): \(PostgresStore.describe(error))")
+            throw ExitCode(2)
+        }
+    }
+}
+
+/// `fleetset-server audit verify`.
+struct Audit: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The audit trail, read from the database directly.", subcommands: [Verify.self])
+
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Walk the audit trail's hash chain and name the first entry that was changed, removed or reordered.",
+            discussion: """
+                Exits 0 when every entry follows the one before it (printing how many and the newest \
+                hash), 1 naming the first that does not. The server logs each entry's hash \
+                (event=audit hash=…): give the last one logged with --head to find a trail that was \
+                rewritten from some entry on, or cut short.
+                """)
+
+        @OptionGroup var store: StoreOptions
+
+        @Option(help: "The hash the trail must end at (the last event=audit hash=… the log shows).")
+        var head: String?
+
+        func run() async throws {
+            let outcome: Result<AuditChain.Position, AuditChain.Break> = try await store.withStore("audit verify") { store in
+                do {
+                    return .success(try await AuditTrail.verify(store))
+                } catch let broken as AuditChain.Break {
+                    return .failure(broken)
+                }
+            }
+            switch outcome {
+            case .failure(let broken):
+                print("the audit trail does not hold: \(broken)")
+                throw ExitCode(1)
+            case .success(let position):
+                if let head, head != position.hash {
+                    print(
+                        "the audit trail's \(position.sequence) entries follow each other, but it ends at \(position.hash), not \(head): it was rewritten or cut short"
+                    )
+                    throw ExitCode(1)
+                }
+                print("the audit trail holds: \(position.sequence) entries, the newest hash \(position.hash)")
+            }
+        }
+    }
+}
+
+/// `fleetset-server accounts restore-owner`.
+struct Accounts: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Accounts, from the server machine.", subcommands: [RestoreOwner.self])
+
+    struct RestoreOwner: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "restore-owner",
+            abstract: "Make the bootstrap account 'owner' an enabled owner again (when no owner can sign in).",
+            discussion: """
+                Run it on the server machine as the server's user (it reads the database directly): \
+                the account named owner, whom the admin token file acts as, becomes an enabled owner \
+                of the whole fleet, made if it was removed. Sign in with the admin token file and \
+                set things right; the change is in the audit trail.
+                """)
+
+        @OptionGroup var store: StoreOptions
+
+        func run() async throws {
+            let account = try await store.withStore("accounts restore-owner") { store in
+                let services = FleetServices(
+                    store: store, adminTokenHash: "", wallClock: SystemWallClock(), logger: Logger(label: "fleetset-server"))
+                let account = try await services.accounts.restoreOwner()
+                try await services.audit.record(
+                    AuditDraft(
+                        actor: account.name, credential: "server machine", address: "-", action: "restoreOwner",
+                        target: "name=\(account.name)", status: 200, outcome: "ok"))
+                return account
+            }
+            print("account \(account.name) is an enabled owner; the admin token file signs in as it")
+        }
     }
 }

@@ -29,7 +29,7 @@ struct AdminCommand: AsyncParsableCommand {
         subcommands: [
             AdminPutMetadata.self, AdminValues.self, AdminSet.self, AdminClear.self, AdminUnset.self, AdminHistory.self, AdminRevert.self,
             AdminRollout.self, AdminDevices.self, AdminPolicy.self, AdminExplain.self, AdminEnrollmentToken.self,
-            AdminEnrollmentTokens.self,
+            AdminEnrollmentTokens.self, AdminUsers.self, AdminTokens.self, AdminWhoami.self, AdminAudit.self,
         ]
     )
 }
@@ -39,7 +39,7 @@ struct ServerOptions: ParsableArguments {
     @Option(help: "The server's base URL (default: $FLEETSET_SERVER).")
     var server: String?
 
-    @Option(help: "A file holding the admin token (default: $FLEETSET_ADMIN_TOKEN_FILE).")
+    @Option(help: "A file holding the admin token or an API token (default: $FLEETSET_ADMIN_TOKEN_FILE).")
     var tokenFile: String?
 
     @Option(help: "PEM CA bundle to verify the server with (default: the system's).")

@@ -272,11 +272,11 @@ struct ConsoleRouteTests {
             let resumed = try await visitor.request(.post, "/console/apps/kiosk/rollout/resume", form: [("csrf", csrf)])
             #expect(resumed.status == 303 && resumed.headers["Location"] == path + "?done=running")
             let status = try await server.admin.rollout(app: "kiosk")
-            #expect(status.currentWave == 1 && status.actor == server.service.auth.adminActor)
+            #expect(status.currentWave == 1 && status.actor == Authenticator.bootstrapOwner)
             let aborted = try await visitor.request(.post, "/console/apps/kiosk/rollout/abort", form: [("csrf", csrf)])
             #expect(aborted.status == 303 && aborted.headers["Location"] == path + "?done=aborted")
             let history = try await server.admin.history(app: "kiosk").entries
-            #expect(history.last?.actor == server.service.auth.consoleActor && history.last?.message.hasSuffix("aborted") == true)
+            #expect(history.last?.actor == Authenticator.bootstrapOwner && history.last?.message.hasSuffix("aborted") == true)
             let again = try await visitor.request(.post, "/console/apps/kiosk/rollout/resume", form: [("csrf", csrf)])
             #expect(again.status == 409 && String(decoding: again.body, as: UTF8.self).contains("has no active rollout"))
         }

@@ -65,8 +65,8 @@ struct HistoryAndRolloutRouteTests {
             let history = try await server.admin.history(app: "kiosk")
             #expect(history.entries.map(\.number) == [1, 2, 3, 4])
             #expect(history.entries.map(\.kind) == ["metadata", "values", "values", "values"])
-            let admin = server.service.auth.adminActor
-            #expect(admin.hasPrefix("admin (token ") && !admin.contains(TestFleetServer.adminToken))
+            // Who: the account's name (the admin token file acts as the bootstrap owner), never a token.
+            let admin = Authenticator.bootstrapOwner
             #expect(history.entries.map(\.actor) == [admin, admin, admin, "device \(enrolled.id)"])
             #expect(history.entries.map(\.message) == ["first version", "greet — ünïcode & more", "", ""])
             #expect(history.entries[0].metadataVersion == 1)
@@ -145,7 +145,7 @@ struct HistoryAndRolloutRouteTests {
             var devices = try await Self.threeDevices(server)
             let started = try await server.admin.startRollout(
                 app: "kiosk", RolloutRequest(scope: "app", patch: ["title": "Staged"], waves: Self.groupWaves, message: "new title"))
-            #expect(started.phase == .running && started.currentWave == 0 && started.actor == server.service.auth.adminActor)
+            #expect(started.phase == .running && started.currentWave == 0 && started.actor == Authenticator.bootstrapOwner)
             #expect(started.progress == [RolloutWaveProgress(wave: .group("w1"), devices: 1, applied: 0, failed: 0, waiting: 1)])
             #expect(started.devices.map(\.detail) == ["has not fetched the staged values"])
 
@@ -229,7 +229,7 @@ struct HistoryAndRolloutRouteTests {
             #expect(devices[1].title == "Staged")
 
             status = try await server.admin.abortRollout(app: "kiosk")
-            #expect(status.phase == .aborted && status.reason == "aborted by \(server.service.auth.adminActor)")
+            #expect(status.phase == .aborted && status.reason == "aborted by \(Authenticator.bootstrapOwner)")
             for index in 0..<2 {
                 #expect(try await devices[index].fetch())
                 #expect(devices[index].title == "Welcome")
@@ -240,7 +240,7 @@ struct HistoryAndRolloutRouteTests {
             let messages = try await server.admin.history(app: "kiosk").entries.filter { $0.kind == "rollout" }.map(\.message)
             #expect(messages.count == 4)
             #expect(messages[1].contains("paused: 1 of 1 admitted device(s)"))
-            #expect(messages[2].contains("wave 2 of 3 (group:w2) admitted — resumed by admin (token"))
+            #expect(messages[2].contains("wave 2 of 3 (group:w2) admitted — resumed by \(Authenticator.bootstrapOwner)"))
             #expect(messages[3].hasSuffix("aborted"))
         }
     }

@@ -8,42 +8,98 @@ import PosixThreads
 extension Authenticator {
     /// Who is calling.
     public enum Principal: Sendable, Hashable {
-        case admin
+        /// An account, with the credential it used.
+        case account(Caller)
         case device(Device)
     }
+
+    /// The account the admin token file acts as: made when the server first starts on a store
+    /// without accounts (and by `fleetset-server accounts restore-owner`).
+    public static let bootstrapOwner = "owner"
+
+    /// How stale an API token's last use may get before a request writes it again: 60 s.
+    public static let lastUsedResolution: Int64 = 60
 
     /// How stale a device's `lastSeenAt` may get before a request writes it again: 60 s. Keeps
     /// the hot path (a 304 long-poll) free of write transactions.
     public static let lastSeenResolution: Int64 = 60
 
-    /// The caller of a request with this `Authorization` header value.
+    /// The caller of a request with this `Authorization` header value, sent from `address`:
+    /// an account (the admin token file's, or an API token's) or a device.
     ///
-    /// - Throws: 401 `unauthenticated` for a missing, malformed or unknown bearer token.
-    public func authenticate(authorization: String?) async throws -> Principal {
+    /// - Throws: 401 `unauthenticated` for a missing, malformed, unknown, expired or revoked
+    ///   token, or one whose account is disabled; 401 `device-disabled` for a disabled device.
+    public func authenticate(authorization: String?, from address: String = "-") async throws -> Principal {
         let hash = try Self.tokenHash(authorization)
+        if Credentials.constantTimeEquals(hash, adminTokenHash) {
+            // A store from before accounts gets its bootstrap owner at the first use of the token.
+            if try await store.account(name: Self.bootstrapOwner) == nil { try await AccountService(context: context).bootstrap() }
+            let owner = try await enabledAccount(Self.bootstrapOwner, credential: "the admin token file")
+            return .account(Caller(account: owner, credential: .adminTokenFile))
+        }
         if let known = knownPrincipal(tokenHash: hash) { return known }
-        guard var device = try await device(tokenHash: hash) else {
+        let isAPIToken = Self.bearerToken(authorization)?.hasPrefix(Credentials.Kind.api.rawValue) == true
+        if !isAPIToken, var device = try await device(tokenHash: hash) {
+            guard !device.disabled else { throw ServiceError.deviceDisabled }
+            if device.pendingTokenHash == hash {
+                // The first use of a rotated token: from now on the old one is refused.
+                device = try await store.promotePendingToken(deviceID: device.id, hash: hash) ?? device
+                await notifyDeviceChanged(device.id)
+                logger.notice("device token rotated", metadata: ["event": "token-rotated", "device": "\(device.id)"])
+            }
+            let now = wallClock.secondsSinceEpoch()
+            if !Self.seenLately(device, now: now) {
+                try await seenWrites.submit(DeviceSeen(deviceID: device.id, time: now))
+                cache.touch(deviceID: device.id, at: now)
+                device.lastSeenAt = now
+            }
+            return .device(device)
+        }
+        guard let token = try await store.apiToken(hash: hash) else {
             throw ServiceError(401, .unauthenticated, "the bearer token is not one this server issued")
         }
-        guard !device.disabled else { throw ServiceError.deviceDisabled }
-        if device.pendingTokenHash == hash {
-            // The first use of a rotated token: from now on the old one is refused.
-            device = try await store.promotePendingToken(deviceID: device.id, hash: hash) ?? device
-            await notifyDeviceChanged(device.id)
-            logger.notice("device token rotated", metadata: ["event": "token-rotated", "device": "\(device.id)"])
-        }
         let now = wallClock.secondsSinceEpoch()
-        if !Self.seenLately(device, now: now) {
-            try await seenWrites.submit(DeviceSeen(deviceID: device.id, time: now))
-            cache.touch(deviceID: device.id, at: now)
-            device.lastSeenAt = now
+        guard !token.info.revoked else { throw ServiceError(401, .unauthenticated, "API token \(token.id) was revoked") }
+        guard now < token.info.expiresAt else {
+            throw ServiceError(401, .unauthenticated, "API token \(token.id) expired at \(Timestamp.format(token.info.expiresAt))")
         }
-        return .device(device)
+        let account = try await enabledAccount(token.info.account, credential: "API token \(token.id)")
+        if now - (token.info.lastUsedAt ?? .min / 2) >= Self.lastUsedResolution || token.info.lastUsedFrom != address {
+            _ = try await store.changeAPIToken(id: token.id) { stored in
+                var used = stored
+                used.info.lastUsedAt = now
+                used.info.lastUsedFrom = address
+                return used
+            }
+        }
+        return .account(Caller(account: account, credential: .apiToken(id: token.id)))
+    }
+
+    /// The account named `name`, which must exist and be enabled.
+    ///
+    /// - Throws: 401 `unauthenticated` naming the credential.
+    private func enabledAccount(_ name: String, credential: String) async throws -> Account {
+        guard let stored = try await store.account(name: name) else {
+            throw ServiceError(401, .unauthenticated, "\(credential) acts as account \(name), which does not exist")
+        }
+        guard !stored.account.disabled else {
+            throw ServiceError(401, .unauthenticated, "\(credential) acts as account \(name), which is disabled")
+        }
+        return stored.account
+    }
+
+    /// The bootstrap owner as the console's admin-token sign-in acts (`nil`: that account is
+    /// missing or disabled).
+    public func bootstrapCaller(session: String) async throws -> Caller? {
+        if try await store.account(name: Self.bootstrapOwner) == nil { try await AccountService(context: context).bootstrap() }
+        guard let stored = try await store.account(name: Self.bootstrapOwner), !stored.account.disabled else { return nil }
+        return Caller(account: stored.account, credential: .consoleSession(id: session))
     }
 
     /// The caller of a request with this `Authorization` header value when that needs nothing
-    /// but memory: the admin, or a known, enabled device using its current token and seen
-    /// lately. `nil` when ``authenticate(authorization:)`` has more to do.
+    /// but memory: a known, enabled device using its current token and seen lately. `nil` when
+    /// ``authenticate(authorization:from:)`` has more to do (an account's token is always checked
+    /// against the store: a disabled account or a revoked token is refused on every instance at once).
     ///
     /// Synchronous on purpose: most requests of a fleet end here, and an asynchronous call would
     /// take its frame from the task's stack, which keeps the memory for the connection's life.
@@ -54,14 +110,13 @@ extension Authenticator {
     }
 
     private func knownPrincipal(tokenHash hash: String) -> Principal? {
-        if Credentials.constantTimeEquals(hash, adminTokenHash) { return .admin }
         guard let device = cache.device(tokenHash: hash), device.tokenHash == hash, !device.disabled else { return nil }
         let now = wallClock.secondsSinceEpoch()
         guard Self.seenLately(device, now: now) else { return nil }
         return .device(device)
     }
 
-    /// Whether `token` is the admin token (the console's sign-in).
+    /// Whether `token` is the admin token file's (the console's sign-in as the bootstrap owner).
     public func isAdminToken(_ token: String) -> Bool {
         Credentials.constantTimeEquals(Credentials.hash(token), adminTokenHash)
     }
@@ -96,10 +151,10 @@ extension Authenticator {
 
     /// The device calling a device route.
     ///
-    /// - Throws: 403 `device-only` for the admin.
+    /// - Throws: 403 `device-only` for an account.
     public static func requireDevice(_ principal: Principal) throws(ServiceError) -> Device {
         guard case .device(let device) = principal else {
-            throw ServiceError(403, .deviceOnly, "this route is for devices; the admin token cannot act as a device")
+            throw ServiceError(403, .deviceOnly, "this route is for devices; an account's token cannot act as a device")
         }
         return device
     }
@@ -115,13 +170,14 @@ extension Authenticator {
         return device
     }
 
-    /// Checks that the caller of an admin route is the admin.
+    /// The account calling an admin route.
     ///
     /// - Throws: 403 `admin-only` for a device.
-    public static func requireAdmin(_ principal: Principal) throws(ServiceError) {
-        guard principal == .admin else {
-            throw ServiceError(403, .adminOnly, "this route needs the admin token; device tokens are refused")
+    public static func requireAccount(_ principal: Principal) throws(ServiceError) -> Caller {
+        guard case .account(let caller) = principal else {
+            throw ServiceError(403, .adminOnly, "this route is for admin accounts; device tokens are refused")
         }
+        return caller
     }
 
     /// The token of an `Authorization: Bearer <token>` header value (the scheme in any case,
@@ -141,11 +197,4 @@ extension Authenticator {
         guard (1...512).contains(token.utf8.count), !token.utf8.contains(UInt8(ascii: " ")) else { return nil }
         return String(token)
     }
-
-    /// Who an admin write through the API is recorded as: `admin (token 1a2b3c4d)`, naming the
-    /// credential by a digest of its hash (never the token).
-    public var adminActor: String { "admin (token \(adminCredentialDigest))" }
-
-    /// Who an admin write through the console is recorded as.
-    public var consoleActor: String { "console (token \(adminCredentialDigest))" }
 }

@@ -100,7 +100,7 @@ extension FleetDirectory {
 
     /// The devices whose facts match every filter (all of them with none), each with its apps,
     /// groups, facts, whether it is disabled, and when it was seen.
-    public func allDevices(matching filters: [DeviceInfoFilter] = []) async throws -> DeviceRecordList {
+    public func allDevices(matching filters: [DeviceInfoFilter] = [], visibleTo caller: Caller? = nil) async throws -> DeviceRecordList {
         async let devices = store.devices()
         async let facts = store.allDeviceInfo()
         let (all, info) = try await (devices, facts)
@@ -108,7 +108,7 @@ extension FleetDirectory {
             devices: all.compactMap { device in
                 let stored = info[device.id]
                 let facts = DeviceInfo.visible(stored?.info ?? [:], apps: device.apps)
-                guard filters.allSatisfy({ $0.matches(facts) }) else { return nil }
+                guard filters.allSatisfy({ $0.matches(facts) }), caller.map({ $0.sees(device) }) ?? true else { return nil }
                 return Self.record(device, info: stored)
             })
     }
@@ -142,8 +142,13 @@ extension FleetDirectory {
     }
 
     /// Every scope's policy, in scope order (`GET /v1/admin/policies`).
-    public func policyList() async throws -> PolicyList {
-        PolicyList(policies: try await agentPolicies().sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+    public func policyList(visibleTo caller: Caller? = nil) async throws -> PolicyList {
+        var policies = try await agentPolicies()
+        if let caller, !caller.scope.isEverything {
+            let devices = Dictionary(uniqueKeysWithValues: try await store.devices().map { ($0.id, $0) })
+            policies = policies.filter { caller.sees($0.key, devices: devices) }
+        }
+        return PolicyList(policies: policies.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
     }
 
     /// Changes the policy at the scope named `scopeText` by a merge patch (`null` removes a

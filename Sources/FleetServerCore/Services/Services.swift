@@ -3,13 +3,12 @@ import FleetProtocol
 import Logging
 import PosixThreads
 
-/// Who is calling, and the admin credential's name in the history: the bearer tokens of
-/// devices (their rotation and last-seen times included) and the admin token.
+/// Who is calling: the bearer tokens of devices (their rotation and last-seen times included),
+/// accounts' API tokens (their expiry, revocation and last use) and the admin token file, the
+/// bootstrap owner's.
 public struct Authenticator: FleetService {
     public let context: ServiceContext
     let adminTokenHash: String
-    /// Names the admin credential in the history: a digest of its hash, never the token.
-    let adminCredentialDigest: String
     /// Last-seen times, written in shared transactions.
     let seenWrites: GroupCommit<DeviceSeen, Void>
 
@@ -17,9 +16,24 @@ public struct Authenticator: FleetService {
     public init(context: ServiceContext, adminTokenHash: String) {
         self.context = context
         self.adminTokenHash = adminTokenHash
-        self.adminCredentialDigest = String(Credentials.shortDigest(adminTokenHash.utf8).prefix(8))
         self.seenWrites = GroupCommit { [store = context.store] in try await store.touch($0) }
     }
+}
+
+/// People and service accounts, their roles and scopes, their API tokens; who may see which
+/// device (``AccessControl``).
+public struct AccountService: FleetService {
+    public let context: ServiceContext
+
+    public init(context: ServiceContext) { self.context = context }
+}
+
+/// The tamper-evident audit trail: every admin action appended, hash-chained, logged as
+/// `event=audit`; read back and verified.
+public struct AuditTrail: FleetService {
+    public let context: ServiceContext
+
+    public init(context: ServiceContext) { self.context = context }
 }
 
 /// What a device does: enroll, fetch and long-poll its settings, write back the ones it may
@@ -86,6 +100,8 @@ public final class FleetServices: Sendable {
     public let admin: SettingsAdmin
     public let rollouts: RolloutService
     public let directory: FleetDirectory
+    public let accounts: AccountService
+    public let audit: AuditTrail
 
     /// - Parameters:
     ///   - adminTokenHash: ``Credentials/hash(_:)`` of the admin token.
@@ -111,6 +127,8 @@ public final class FleetServices: Sendable {
         admin = SettingsAdmin(context: context)
         rollouts = RolloutService(context: context)
         directory = FleetDirectory(context: context)
+        accounts = AccountService(context: context)
+        audit = AuditTrail(context: context)
     }
 
     /// The wall clock's time, in seconds since the epoch.

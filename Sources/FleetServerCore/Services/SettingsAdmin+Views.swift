@@ -7,7 +7,7 @@ import PosixThreads
 
 extension SettingsAdmin {
     /// Every device with when it was last seen, the revision served and its latest report.
-    public func devices(app: String) async throws -> DeviceList {
+    public func devices(app: String, visibleTo caller: Caller? = nil) async throws -> DeviceList {
         _ = try await storedMetadata(app: app)
         async let devices = store.devices()
         async let revisions = store.revisions(app: app)
@@ -15,7 +15,7 @@ extension SettingsAdmin {
         let (allDevices, served, reports) = try await (devices, revisions, statuses)
         return DeviceList(
             app: app,
-            devices: allDevices.filter { $0.has(app: app) }.map { device in
+            devices: allDevices.filter { $0.has(app: app) && caller.map($0.isSeen(by:)) ?? true }.map { device in
                 DeviceSummary(
                     id: device.id, groups: device.groups, enrolledAt: device.enrolledAt, lastSeenAt: device.lastSeenAt,
                     servedRevision: served[device.id]?.revision,

@@ -7,11 +7,19 @@ import Testing
 /// Who is calling: the admin and device tokens, rotation and last-seen times, in process.
 @Suite("Services: authentication")
 struct AuthenticatorServiceTests {
-    @Test("the admin token is the admin")
+    @Test("the admin token file acts as the bootstrap owner, made at its first use on a store without accounts")
     func admin() async throws {
         let harness = ServiceHarness()
-        #expect(try await harness.auth.authenticate(authorization: "Bearer " + ServiceHarness.adminToken) == .admin)
-        #expect(try harness.auth.knownPrincipal(authorization: "Bearer " + ServiceHarness.adminToken) == .admin)
+        #expect(try await harness.store.accounts().isEmpty)
+        let principal = try await harness.auth.authenticate(authorization: "Bearer " + ServiceHarness.adminToken)
+        guard case .account(let caller) = principal else {
+            Issue.record("not an account: \(principal)")
+            return
+        }
+        #expect(caller.name == Authenticator.bootstrapOwner && caller.role == .owner && caller.credential == .adminTokenFile)
+        #expect(try await harness.store.accounts().map(\.name) == [Authenticator.bootstrapOwner])
+        // Never from memory alone: a disabled owner is refused on every instance at once.
+        #expect(try harness.auth.knownPrincipal(authorization: "Bearer " + ServiceHarness.adminToken) == nil)
         #expect(harness.auth.isAdminToken(ServiceHarness.adminToken) && !harness.auth.isAdminToken("fsa_other"))
     }
 
@@ -61,7 +69,8 @@ struct AuthenticatorServiceTests {
         let harness = ServiceHarness()
         try await harness.putKiosk()
         let (device, _) = try await harness.enroll()
-        #expect(throws: ServiceError.self) { try Authenticator.requireDevice(.admin) }
+        let owner = try await harness.owner()
+        #expect(throws: ServiceError.self) { try Authenticator.requireDevice(.account(owner)) }
         do {
             _ = try Authenticator.requireDevice(.device(device), app: "signage")
             Issue.record("an app the device was not given was let through")
@@ -72,17 +81,18 @@ struct AuthenticatorServiceTests {
     }
 
     @Test("admin routes refuse a device with 403 admin-only")
-    func requireAdmin() async throws {
+    func requireAccount() async throws {
         let harness = ServiceHarness()
         try await harness.putKiosk()
         let (device, _) = try await harness.enroll()
         do {
-            try Authenticator.requireAdmin(.device(device))
-            Issue.record("a device passed as the admin")
+            _ = try Authenticator.requireAccount(.device(device))
+            Issue.record("a device passed as an account")
         } catch {
             #expect(error.code == .adminOnly && error.status == .forbidden)
         }
-        try Authenticator.requireAdmin(.admin)
+        let owner = try await harness.owner()
+        #expect(try Authenticator.requireAccount(.account(owner)) == owner)
     }
 
     @Test("a rotated token: the old one works until the new one is first used, then only the new one")
@@ -110,12 +120,5 @@ struct AuthenticatorServiceTests {
         harness.wallClock.advance(by: 2)
         _ = try await harness.device(token: token)
         #expect(try await harness.store.device(id: device.id)?.lastSeenAt == enrolledAt + Authenticator.lastSeenResolution + 1)
-    }
-
-    @Test("history names the admin credential by a digest, never the token")
-    func actors() {
-        let harness = ServiceHarness()
-        #expect(harness.auth.adminActor.hasPrefix("admin (token ") && !harness.auth.adminActor.contains(ServiceHarness.adminToken))
-        #expect(harness.auth.consoleActor.hasPrefix("console (token "))
     }
 }

@@ -127,6 +127,19 @@ struct ServiceHarness {
         return (try await device(token: identity.deviceToken), identity.deviceToken)
     }
 
+    /// The bootstrap owner, as the admin token file authenticates it.
+    func owner() async throws -> Caller {
+        try await account(token: Self.adminToken)
+    }
+
+    /// The account a token authenticates.
+    func account(token: String, from address: String = "192.0.2.1") async throws -> Caller {
+        guard case .account(let caller) = try await auth.authenticate(authorization: "Bearer " + token, from: address) else {
+            throw ServiceError(500, .internalError, "not an account")
+        }
+        return caller
+    }
+
     /// The device a token authenticates.
     func device(token: String) async throws -> Device {
         guard case .device(let device) = try await auth.authenticate(authorization: "Bearer " + token) else {

@@ -1,0 +1,170 @@
+import FleetJSON
+import FleetProtocol
+
+/// An account as the stores keep it: what the API shows, and what only the server reads.
+///
+/// Every store keeps it as one text column (``storedText``), so that what a sign-in needs later
+/// (a password's hash, a second factor) adds members, not migrations.
+public struct StoredAccount: Sendable, Hashable {
+    public var account: Account
+    /// Raised by every change of the role, the scope or `disabled`: a console session started
+    /// under an older generation has ended (on every instance: each reads the account).
+    public var generation: Int64
+
+    public init(account: Account, generation: Int64 = 1) {
+        self.account = account
+        self.generation = generation
+    }
+
+    public var name: String { account.name }
+
+    /// The text a store keeps.
+    public var storedText: String {
+        guard case .object(var object) = account.json else { return "" }
+        object["generation"] = .number(.integer(generation))
+        return JSONValue.object(object).serialized()
+    }
+
+    /// Reads what ``storedText`` wrote.
+    ///
+    /// - Throws: ``StoreCorruption`` naming the account.
+    public init(storedText: String) throws {
+        guard case .object(var object)? = try? JSONParser.parse(Array(storedText.utf8)),
+            case .number(let number)? = object["generation"], let generation = number.int64Value
+        else { throw StoreCorruption(what: "a stored account") }
+        object["generation"] = nil
+        guard let account = try? Account(json: .object(object)) else { throw StoreCorruption(what: "a stored account") }
+        self.account = account
+        self.generation = generation
+    }
+}
+
+/// An API token as the stores keep it: its listing and the SHA-256 of the token.
+public struct StoredAPIToken: Sendable, Hashable {
+    public var info: APITokenInfo
+    /// ``Credentials/hash(_:)`` of the token.
+    public var hash: String
+
+    public init(info: APITokenInfo, hash: String) {
+        self.info = info
+        self.hash = hash
+    }
+
+    public var id: String { info.id }
+
+    /// The text a store keeps (without the hash, which has its own indexed column).
+    public var storedText: String { info.json.serialized() }
+
+    /// Reads what ``storedText`` wrote.
+    public init(storedText: String, hash: String) throws {
+        guard let json = try? JSONParser.parse(Array(storedText.utf8)), let info = try? APITokenInfo(json: json) else {
+            throw StoreCorruption(what: "a stored API token")
+        }
+        self.info = info
+        self.hash = hash
+    }
+}
+
+/// One stored entry of the audit trail: the text its hash covers, as stored, and the hash.
+/// The stores index `sequence`, `at`, `actor` and `action` besides, which ``AuditChain``
+/// checks against the text.
+public struct AuditRecord: Sendable, Hashable {
+    public var sequence: Int64
+    public var at: Int64
+    public var actor: String
+    public var action: String
+    /// The entry's wire form without its hash, serialized: what ``hash`` covers.
+    public var text: String
+    public var hash: String
+
+    public init(sequence: Int64, at: Int64, actor: String, action: String, text: String, hash: String) {
+        self.sequence = sequence
+        self.at = at
+        self.actor = actor
+        self.action = action
+        self.text = text
+        self.hash = hash
+    }
+
+    /// The record of `entry` (whose ``AuditEntry/hash`` is ignored): its text and its hash.
+    public init(_ entry: AuditEntry) {
+        var unhashed = entry
+        unhashed.hash = ""
+        let text = unhashed.json.serialized()
+        self.init(
+            sequence: entry.sequence, at: entry.at, actor: entry.actor, action: entry.action, text: text,
+            hash: AuditChain.hash(previous: entry.previousHash, text: text))
+    }
+
+    /// The entry the text holds, with the stored hash.
+    public func entry() throws -> AuditEntry {
+        guard let json = try? JSONParser.parse(Array(text.utf8)), var entry = try? AuditEntry(json: json) else {
+            throw StoreCorruption(what: "audit entry \(sequence)")
+        }
+        entry.hash = hash
+        return entry
+    }
+}
+
+/// Which audit entries to read, oldest first.
+public struct AuditQuery: Sendable, Hashable {
+    /// Entries numbered above this.
+    public var after: Int64
+    /// At or after this time.
+    public var since: Int64?
+    /// By this account.
+    public var actor: String?
+    /// This action.
+    public var action: String?
+    /// At most this many.
+    public var limit: Int
+
+    public init(after: Int64 = 0, since: Int64? = nil, actor: String? = nil, action: String? = nil, limit: Int = 1000) {
+        self.after = after
+        self.since = since
+        self.actor = actor
+        self.action = action
+        self.limit = limit
+    }
+}
+
+/// What an action's audit entry says before it is numbered and chained.
+public struct AuditDraft: Sendable, Hashable {
+    public var actor: String
+    public var credential: String
+    public var address: String
+    public var action: String
+    public var target: String
+    public var status: Int
+    public var outcome: String
+    public var detail: String
+
+    public init(
+        actor: String, credential: String, address: String, action: String, target: String, status: Int, outcome: String,
+        detail: String = ""
+    ) {
+        self.actor = actor
+        self.credential = credential
+        self.address = address
+        self.action = action
+        self.target = target
+        self.status = status
+        self.outcome = outcome
+        self.detail = detail
+    }
+
+    /// The entry it makes after `previous` (`nil`: the first), at `time`.
+    public func entry(after previous: AuditRecord?, at time: Int64) -> AuditRecord {
+        AuditRecord(
+            AuditEntry(
+                sequence: (previous?.sequence ?? 0) + 1, at: time, actor: Self.cut(actor, 64), credential: Self.cut(credential, 128),
+                address: Self.cut(address, 64), action: Self.cut(action, 128), target: Self.cut(target, 1024), status: status,
+                outcome: Self.cut(outcome, 64), detail: Self.cut(detail, 2048), previousHash: previous?.hash ?? AuditChain.origin, hash: "")
+        )
+    }
+
+    /// At most `length` characters of `text` (what ``AuditEntry`` reads back).
+    private static func cut(_ text: String, _ length: Int) -> String {
+        text.unicodeScalars.count <= length ? text : String(String.UnicodeScalarView(text.unicodeScalars.prefix(length)))
+    }
+}

@@ -1,0 +1,45 @@
+import FleetProtocol
+import Logging
+
+extension AuditTrail {
+    /// Appends `draft`, numbered and chained after the newest entry (one append at a time,
+    /// across instances on one database), and logs it as one `event=audit` line with its hash.
+    @discardableResult
+    public func record(_ draft: AuditDraft) async throws -> AuditRecord {
+        let time = now
+        let record = try await writes.run { try await store.appendAudit(draft, at: time) }
+        logger.notice(
+            "audit",
+            metadata: [
+                "event": "audit", "seq": "\(record.sequence)", "actor": "\(draft.actor)", "credential": "\(draft.credential)",
+                "address": "\(draft.address)", "action": "\(draft.action)", "target": "\(draft.target)", "status": "\(draft.status)",
+                "outcome": "\(draft.outcome)", "hash": "\(record.hash)",
+            ])
+        return record
+    }
+
+    /// The entries `query` asks for, oldest first (at most 1,000).
+    public func entries(_ query: AuditQuery) async throws -> AuditPage {
+        var query = query
+        query.limit = min(max(query.limit, 1), 1000)
+        return AuditPage(entries: try await store.auditRecords(query).map { try $0.entry() })
+    }
+
+    /// Walks the whole chain from its first entry.
+    ///
+    /// - Returns: the position after the last entry (how many, and the newest hash).
+    /// - Throws: ``AuditChain/Break`` naming the first entry that was changed, removed or reordered.
+    public func verify() async throws -> AuditChain.Position {
+        try await Self.verify(store)
+    }
+
+    /// Walks the chain of `store` (`fleetset-server audit verify` opens the database itself).
+    public static func verify(_ store: any SettingsStore) async throws -> AuditChain.Position {
+        var position = AuditChain.Position.start
+        while true {
+            let page = try await store.auditRecords(AuditQuery(after: position.sequence, limit: 1000))
+            guard !page.isEmpty else { return position }
+            position = try AuditChain.verify(page, from: position)
+        }
+    }
+}
