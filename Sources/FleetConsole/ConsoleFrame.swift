@@ -7,12 +7,14 @@ public enum ConsoleFrame {
         case apps = "Apps"
         case devices = "Devices"
         case tokens = "Enrollment tokens"
+        case audit = "Audit trail"
 
         var path: String {
             switch self {
             case .apps: "/console/apps"
             case .devices: "/console/devices"
             case .tokens: "/console/tokens"
+            case .audit: "/console/audit"
             }
         }
     }

@@ -15,7 +15,7 @@ public struct APITokenInfo: Sendable, Hashable {
     public var lastUsedAt: Int64?
     /// The client address it was last used from.
     public var lastUsedFrom: String?
-    /// A revoked token is refused; it stays listed until it would have expired.
+    /// A revoked token is refused; it stays listed as long as an expired one (30 days after its expiry).
     public var revoked: Bool
 
     public init(

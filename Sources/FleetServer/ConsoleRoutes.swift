@@ -169,6 +169,19 @@ struct ConsoleRoutes: Sendable {
                 return redirect("/console/tokens?revoked=\(ConsolePages.percentEncoded(id))")
             }
         }
+        on(.get, "console/audit") { request, context in
+            try await signedIn(request, context) { session, _ in
+                let parameters = request.uri.queryParameters
+                let filter = ConsolePages.AuditFilter(
+                    who: parameters.get("who"), action: parameters.get("action"), after: parameters.get("after").flatMap { Int64($0) } ?? 0)
+                let trail = try await service.audit.entries(
+                    AuditQuery(
+                        after: max(0, filter.after), actor: filter.who.map { String($0.prefix(64)) },
+                        action: filter.action.map { String($0.prefix(128)) },
+                        limit: ConsolePages.auditPageSize))
+                return page(ConsolePages.audit(trail.entries, filter: filter, csrf: sessions.csrfToken(for: session)))
+            }
+        }
         on(.get, "console/events") { request, context in
             try await signedIn(request, context) { session, _ in events(for: session, cookie: sessionCookie(request) ?? "") }
         }
@@ -221,7 +234,10 @@ struct ConsoleRoutes: Sendable {
     /// on another instance, or before a restart: the store keeps sign-outs).
     func session(_ request: Request) async throws -> ConsoleSessions.Session? {
         guard let session = sessionCookie(request).flatMap({ sessions.session(cookie: $0, now: service.now) }) else { return nil }
-        return try await service.directory.isConsoleSessionEnded(id: session.id) ? nil : session
+        guard try await service.directory.isConsoleSessionEnded(id: session.id) == false else { return nil }
+        // The console acts as the bootstrap owner: a session ends as soon as that account is
+        // disabled, removed or no longer an owner.
+        return try await service.auth.bootstrapCaller(session: session.id) == nil ? nil : session
     }
 
     /// The first valid session cookie of the request.

@@ -2,6 +2,7 @@ import FleetProtocol
 import FleetServerCore
 import Hummingbird
 import NIOCore
+import PosixThreads
 
 /// The request context of fleetset's routes: Hummingbird's core context plus the connection the
 /// request came on, so that a long-poll ends when its client goes away, and limits can be kept
@@ -12,6 +13,9 @@ struct FleetRequestContext: RequestContext, RemoteAddressRequestContext {
     let channel: any Channel
     /// Who sent the request, once ``Authentication`` found it (`nil` on routes anyone may call).
     var principal: Authenticator.Principal?
+    /// What an account's write did beyond its path and query, for its audit entry: the route
+    /// notes it here (the middleware made it before calling the route).
+    var auditNote: AuditNote?
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
@@ -41,6 +45,7 @@ struct FleetRequestContext: RequestContext, RemoteAddressRequestContext {
     }
 
     /// What the request names, for the audit trail: `app=kiosk scope=device:d-1 key=/a/b`.
+    /// Anything that looks like one of fleetset's secrets (pasted as an id) is left out.
     func auditTarget(_ request: Request) -> String {
         var parts: [String] = []
         for name in ["app", "id", "name", "scope", "tokenId"] {
@@ -49,7 +54,7 @@ struct FleetRequestContext: RequestContext, RemoteAddressRequestContext {
         if let scope = request.uri.queryParameters.get("scope") { parts.append("scope=\(scope)") }
         let keyPath = parameters.getCatchAll()
         if !keyPath.isEmpty { parts.append("key=/" + keyPath.map { PercentEncoding.decoded($0) ?? String($0) }.joined(separator: "/")) }
-        return parts.joined(separator: " ")
+        return Credentials.redacted(parts.joined(separator: " "))
     }
 
     /// The device that sent the request, on a device route.
@@ -76,4 +81,25 @@ func whileOpen<T>(
     }
     defer { connections.remove(channel, hook) }
     return try await operation(cancellation)
+}
+
+/// What an account's write adds to its audit entry beyond the path and query (the account a
+/// token was made for, the role given, a revert's scope): a route writes it, the
+/// ``Authentication`` middleware reads it after the route returned.
+final class AuditNote: Sendable {
+    private let parts = Locked<(target: [String], reason: String?)>(([], nil))
+
+    /// Adds `what=value` pairs to the entry's target.
+    func add(_ pairs: KeyValuePairs<String, String>) {
+        parts.withLock { $0.target += pairs.map { "\($0.key)=\($0.value)" } }
+    }
+
+    /// The reason given in the body (a revert's or a rollout's message).
+    func reason(_ text: String) {
+        guard !text.isEmpty else { return }
+        parts.withLock { $0.reason = text }
+    }
+
+    var text: String { Credentials.redacted(parts.withLock { $0.target.joined(separator: " ") }) }
+    var reason: String? { parts.withLock { $0.reason } }
 }

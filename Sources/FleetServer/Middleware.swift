@@ -161,6 +161,7 @@ struct Authentication: RouterMiddleware {
             caller = try Authenticator.requireAccount(principal)
             try await accounts?.service.accounts.authorize(caller!, operation, try context.operationTarget(operation, request))
             context.principal = principal
+            if operation.isWrite { context.auditNote = AuditNote() }
             let response = try await next(request, context)
             if operation.isWrite { await record(operation, request, context, caller, status: Int(response.status.code), outcome: "ok") }
             return response
@@ -169,8 +170,9 @@ struct Authentication: RouterMiddleware {
             // would flood the trail).
             if error.status != .tooManyRequests && (operation.isWrite || error.status == .unauthorized || error.status == .forbidden) {
                 await record(
-                    operation, request, context, caller, status: Int(error.status.code), outcome: error.code.rawValue, detail: error.message
-                )
+                    operation, request, context, caller, status: Int(error.status.code), outcome: error.code.rawValue,
+                    detail: error.message,
+                    refused: error.refusedCaller)
             }
             throw error
         } catch {
@@ -183,14 +185,16 @@ struct Authentication: RouterMiddleware {
 
     private func record(
         _ operation: AdminOperation, _ request: Request, _ context: Context, _ caller: Caller?, status: Int, outcome: String,
-        detail: String? = nil
+        detail: String? = nil, refused: ServiceError.RefusedCaller? = nil
     ) async {
         guard let accounts else { return }
         let draft = AuditDraft(
-            actor: caller?.name ?? "-", credential: caller?.credential.description ?? "-",
-            address: accounts.limits.client(of: request, context),
-            action: operation.rawValue, target: context.auditTarget(request), status: status, outcome: outcome,
-            detail: detail ?? request.uri.queryParameters.get("message") ?? "")
+            actor: caller?.name ?? refused?.account ?? "-", credential: caller?.credential.description ?? refused?.credential ?? "-",
+            address: accounts.limits.address(of: request, context),
+            action: operation.rawValue,
+            target: [context.auditTarget(request), context.auditNote?.text ?? ""].filter { !$0.isEmpty }
+                .joined(separator: " "), status: status, outcome: outcome,
+            detail: detail ?? request.uri.queryParameters.get("message") ?? context.auditNote?.reason ?? "")
         do {
             try await accounts.service.audit.record(draft)
         } catch {
@@ -215,6 +219,12 @@ func collectBody(_ request: Request, limit: Int, what: String) async throws(Serv
 }
 
 extension RequestLimits {
+    /// The address `request` came from (behind a trusted proxy, the one it names), for the
+    /// audit trail.
+    func address(of request: Request, _ context: FleetRequestContext) -> String {
+        address(peer: context.remoteAddress?.ipAddress ?? "unknown", forwardedFor: request.headers[Routes.forwardedForHeader])
+    }
+
     /// Who `request` counts against (see ``client(peer:forwardedFor:)``): its peer's address, or
     /// behind a trusted proxy the address the proxy names.
     func client(of request: Request, _ context: FleetRequestContext) -> String {

@@ -88,6 +88,17 @@ public final class RequestLimits: Sendable {
         return Self.key(peer)
     }
 
+    /// The client's own address (not the /64 it is counted by), in one form (``canonical(_:)``):
+    /// what the audit trail and an API token's last use record.
+    func address(peer: String, forwardedFor: String?) -> String {
+        if !trustedProxies.isEmpty, trustedProxies.contains(Self.canonical(peer)),
+            let forwarded = forwardedFor?.split(separator: ",").last
+        {
+            return Self.canonical(String(forwarded.trimmingSpaces()))
+        }
+        return Self.canonical(peer)
+    }
+
     /// `address` in one form: an IPv4-mapped IPv6 address (`::ffff:127.0.0.2`, as a dual-stack
     /// socket reports an IPv4 peer) as its IPv4 address, any other IPv6 address as `inet_ntop`
     /// writes it (lower case, zeros compressed); anything else unchanged.

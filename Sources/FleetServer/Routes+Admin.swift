@@ -37,6 +37,7 @@ extension Routes {
                 throw ServiceError(400, .badParameter, "a policy scope is app:APP, group:NAME or device:ID")
             }
             let patch = try ServiceError.object(body, what: "the policy patch")
+            context.auditNote?.add(["keys": patch.keys.sorted().joined(separator: ",")])
             return json(.ok, try await service.directory.patchPolicy(scope: scope, patch: patch).json)
         }
 
@@ -47,6 +48,7 @@ extension Routes {
         on(.updateDevice) { request, context in
             let body = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
             let update = try ServiceError.decode(body, as: DeviceUpdate.init(json:))
+            context.auditNote?.add(Self.deviceChange(update))
             // Disabling, enabling and token rotations are an operator's; apps and groups are not.
             if update.apps != nil || update.groups != nil { try context.account().require(.manageDevices) }
             return json(.ok, try await service.directory.updateDevice(id: context.parameters.get("id") ?? "", update).json)
@@ -123,17 +125,24 @@ extension Routes {
                 return before
             }
             let scope = try request.uri.queryParameters.get("scope").map { text throws(ServiceError) in try Scope.named(String(text)) }
-            let history = try await service.admin.history(app: try app(context), scope: scope, before: before, limit: limit)
+            let history = try await service.admin.history(
+                app: try app(context), scope: scope, before: before, limit: limit, visibleTo: try context.account())
             return json(.ok, history.json)
         }
 
         on(.revert) { request, context in
             let revert = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit), as: RevertRequest.init(json:))
+            context.auditNote?.add(["to": "\(revert.to)", "reverted": revert.scope ?? "every-scope"])
+            context.auditNote?.reason(revert.message)
             return json(.created, try await service.admin.revert(app: try app(context), revert, actor: try context.account().name).json)
         }
 
         on(.startRollout) { request, context in
             let rollout = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit), as: RolloutRequest.init(json:))
+            context.auditNote?.add([
+                "staged": rollout.scope, "keys": rollout.patch.keys.sorted().joined(separator: ","), "waves": "\(rollout.waves.count)",
+            ])
+            context.auditNote?.reason(rollout.message)
             return json(
                 .created, try await service.rollouts.startRollout(app: try app(context), rollout, actor: try context.account().name).json)
         }
@@ -161,6 +170,7 @@ extension Routes {
 
         on(.createEnrollmentToken) { request, context in
             let token = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit), as: EnrollmentTokenRequest.init(json:))
+            context.auditNote?.add(["apps": token.apps.joined(separator: ","), "groups": token.groups.joined(separator: ",")])
             return json(.created, try await service.directory.makeEnrollmentToken(token).json)
         }
 
@@ -186,8 +196,9 @@ extension Routes {
             return json(.ok, try await service.accounts.accounts().json)
         }
 
-        on(.createAccount) { request, _ in
+        on(.createAccount) { request, context in
             let account = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit), as: AccountRequest.init(json:))
+            context.auditNote?.add(Self.accountChange(account))
             return json(.created, try await service.accounts.createAccount(account).json)
         }
 
@@ -198,6 +209,7 @@ extension Routes {
         on(.updateAccount) { request, context in
             let body = try await jsonBody(request, limit: Self.bodyLimit, mediaType: "application/merge-patch+json")
             let change = try ServiceError.decode(body, as: AccountRequest.init(json:))
+            context.auditNote?.add(Self.accountChange(change))
             return json(.ok, try await service.accounts.updateAccount(name: context.parameters.get("name") ?? "", change).json)
         }
 
@@ -213,7 +225,9 @@ extension Routes {
 
         on(.createAPIToken) { request, context in
             let token = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit), as: APITokenRequest.init(json:))
-            var response = json(.created, try await service.accounts.createToken(token, by: try context.account()).json)
+            let caller = try context.account()
+            context.auditNote?.add(["for": token.account ?? caller.name, "token-name": token.name, "expires-in": "\(token.expiresIn)s"])
+            var response = json(.created, try await service.accounts.createToken(token, by: caller).json)
             response.headers[.cacheControl] = "no-store"
             return response
         }
@@ -253,5 +267,22 @@ extension Routes {
             throw ServiceError(400, .badParameter, "\(name) must be at most \(length) characters")
         }
         return value
+    }
+
+    /// What an account request sets, for its audit entry.
+    static func accountChange(_ request: AccountRequest) -> KeyValuePairs<String, String> {
+        [
+            "account": request.name ?? "-", "role": request.role?.rawValue ?? "-",
+            "scope": request.scope.map { $0.summary.replacing(" ", with: "_") } ?? "-",
+            "disabled": request.disabled.map { "\($0)" } ?? "-",
+        ]
+    }
+
+    /// What a device update changes, for its audit entry.
+    static func deviceChange(_ update: DeviceUpdate) -> KeyValuePairs<String, String> {
+        [
+            "apps": update.apps?.joined(separator: ",") ?? "-", "groups": update.groups?.joined(separator: ",") ?? "-",
+            "disabled": update.disabled.map { "\($0)" } ?? "-", "rotate-token": update.rotateToken.map { "\($0)" } ?? "-",
+        ]
     }
 }

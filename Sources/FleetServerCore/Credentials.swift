@@ -38,6 +38,34 @@ public enum Credentials {
         return prefix + String(decoding: characters, as: UTF8.self)
     }
 
+    /// `text` with every run that starts like one of fleetset's secrets (`fsa_`, `fsd_`, `fse_`,
+    /// `fsk_` and at least 8 token characters) replaced by its prefix and `…`: for what an
+    /// admin may have pasted a secret into (an id in a path, a message) before it is logged or
+    /// kept.
+    public static func redacted(_ text: String) -> String {
+        let bytes = Array(text.utf8)
+        let prefixes = Kind.allCases.map { Array($0.rawValue.utf8) }
+        func isTokenByte(_ byte: UInt8) -> Bool {
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || byte == 0x2D || byte == 0x5F
+        }
+        var output: [UInt8] = []
+        var index = 0
+        while index < bytes.count {
+            if let prefix = prefixes.first(where: { bytes[index...].starts(with: $0) }) {
+                var end = index + prefix.count
+                while end < bytes.count, isTokenByte(bytes[end]) { end += 1 }
+                if end - index - prefix.count >= 8 {
+                    output += prefix + Array("…".utf8)
+                    index = end
+                    continue
+                }
+            }
+            output.append(bytes[index])
+            index += 1
+        }
+        return String(decoding: output, as: UTF8.self)
+    }
+
     /// Compares two strings in time that depends only on their lengths.
     public static func constantTimeEquals(_ left: String, _ right: String) -> Bool {
         let a = Array(left.utf8)

@@ -14,6 +14,20 @@ public struct ServiceError: Error, Sendable, Hashable, CustomStringConvertible {
     public let details: [ErrorBody.Detail]
     /// Whole seconds to wait before trying again (`Retry-After`), for 429 and 503.
     public let retryAfterSeconds: Int?
+    /// For a 401 of a credential the server knows (an expired or revoked API token, a disabled
+    /// account): whose it is, for the audit trail. Never in the answer.
+    public var refusedCaller: RefusedCaller?
+
+    /// The account and credential of a refused request (see ``refusedCaller``).
+    public struct RefusedCaller: Sendable, Hashable {
+        public var account: String
+        public var credential: String
+
+        public init(account: String, credential: String) {
+            self.account = account
+            self.credential = credential
+        }
+    }
 
     public init(
         _ status: HTTPResponse.Status, _ code: ErrorCode, _ message: String, details: [ErrorBody.Detail] = [], retryAfterSeconds: Int? = nil

@@ -115,6 +115,8 @@ enum PostgresMigrations {
             sequence BIGINT PRIMARY KEY, at BIGINT NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL, entry TEXT NOT NULL,
             hash TEXT NOT NULL);
         CREATE INDEX audit_log_at ON audit_log (at);
+        CREATE INDEX audit_log_actor ON audit_log (actor, sequence);
+        CREATE INDEX audit_log_action ON audit_log (action, sequence);
         """#,
     ]
 

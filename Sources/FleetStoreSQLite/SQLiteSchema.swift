@@ -130,6 +130,8 @@ extension SQLiteStore {
                         sequence INTEGER PRIMARY KEY, at INTEGER NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL,
                         entry TEXT NOT NULL, hash TEXT NOT NULL);
                     CREATE INDEX audit_log_at ON audit_log (at);
+                    CREATE INDEX audit_log_actor ON audit_log (actor, sequence);
+                    CREATE INDEX audit_log_action ON audit_log (action, sequence);
                     """)
         }
         precondition(StoreSchema.current.number == 8, "a new StoreSchema version needs its SQLite migration")

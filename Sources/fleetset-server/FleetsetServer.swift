@@ -314,7 +314,8 @@ struct Migrate: AsyncParsableCommand {
         abstract: "Copy a fleet from one store to another (SQLite to PostgreSQL, to scale out).",
         discussion: """
             Copies everything: metadata, values at every scope, devices with their token hashes, \
-            enrollment tokens (hashes), revisions, status reports, the history of writes and the rollouts. The destination must be empty \
+            enrollment tokens (hashes), revisions, status reports, the history of writes and the rollouts, \
+            accounts, API tokens (hashes) and the audit trail with its hashes. The destination must be empty \
             (its schema is made if missing). The copy is one transaction; afterwards the destination \
             is read back and compared with the source, count by count and row by row, and the \
             command fails if they differ. Stop the server on the source first: writes made during \
@@ -531,17 +532,21 @@ struct Accounts: AsyncParsableCommand {
         @OptionGroup var store: StoreOptions
 
         func run() async throws {
-            let account = try await store.withStore("accounts restore-owner") { store in
+            let restored = try await store.withStore("accounts restore-owner") { store in
+                // On PostgreSQL, in turn with the running instances' writes (the audit trail's next
+                // entry follows theirs).
                 let services = FleetServices(
-                    store: store, adminTokenHash: "", wallClock: SystemWallClock(), logger: Logger(label: "fleetset-server"))
+                    store: store, adminTokenHash: "", wallClock: SystemWallClock(), writeLock: (store as? PostgresStore)?.writeLock,
+                    logger: Logger(label: "fleetset-server"))
                 let account = try await services.accounts.restoreOwner()
-                try await services.audit.record(
+                let entry = try await services.audit.record(
                     AuditDraft(
                         actor: account.name, credential: "server machine", address: "-", action: "restoreOwner",
                         target: "name=\(account.name)", status: 200, outcome: "ok"))
-                return account
+                return (account, entry)
             }
-            print("account \(account.name) is an enabled owner; the admin token file signs in as it")
+            print("account \(restored.0.name) is an enabled owner; the admin token file signs in as it")
+            print("audit entry \(restored.1.sequence), hash \(restored.1.hash)")
         }
     }
 }

@@ -242,12 +242,15 @@ struct AdminTokenCreate: AsyncParsableCommand {
     /// `90d` as seconds.
     static func seconds(_ text: String) -> Int64? {
         guard let unit = text.last, let count = Int64(text.dropLast()), count > 0 else { return nil }
+        let seconds: Int64
         switch unit {
-        case "m": return count * 60
-        case "h": return count * 3600
-        case "d": return count * 86_400
+        case "m": seconds = 60
+        case "h": seconds = 3600
+        case "d": seconds = 86_400
         default: return nil
         }
+        let (total, overflow) = count.multipliedReportingOverflow(by: seconds)
+        return overflow ? nil : total
     }
 
     func run() async throws {

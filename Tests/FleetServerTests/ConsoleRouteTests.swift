@@ -113,6 +113,34 @@ struct ConsoleRouteTests {
         }
     }
 
+    @Test("sign-ins, failed and not, and console forms are in the audit trail, which the audit page shows escaped, refusals marked")
+    func auditTrail() async throws {
+        try await Self.withVisitor { server, visitor in
+            try await server.putKioskMetadata()
+            #expect(try await visitor.signIn(token: "fsa_wrong-token-0123456789").status == 401)
+            #expect(try await visitor.signIn().status == 303)
+            let csrf = try await visitor.csrf()
+            let made = try await visitor.request(
+                .post, "/console/tokens", form: [("csrf", csrf), ("apps", "kiosk"), ("uses", "1"), ("expiresIn", "3600")])
+            #expect(made.status == 200)
+            // An API write whose reason would be markup if it were not escaped.
+            _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["title": "Hi"], message: "<script>x</script>")
+            let entries = try await server.admin.audit().entries
+            let signIns = entries.filter { $0.action == "console.sign-in" }
+            #expect(signIns.map(\.status) == [401, 303] && signIns.map(\.actor) == ["-", Authenticator.bootstrapOwner])
+            #expect(signIns[1].credential.hasPrefix("session cs-"))
+            #expect(entries.contains { $0.action == "console.post /console/tokens" && $0.outcome == "ok" })
+            let page = String(decoding: try await visitor.request(.get, "/console/audit").body, as: UTF8.self)
+            #expect(page.contains("<h1>Audit trail</h1>") && page.contains("<tr class=\"refused\">"))
+            #expect(page.contains("&lt;script&gt;x&lt;/script&gt;") && !page.contains("<script>x"))
+            let filtered = String(decoding: try await visitor.request(.get, "/console/audit?action=patchValues").body, as: UTF8.self)
+            #expect(filtered.contains("patchValues") && !filtered.contains("console.sign-in"))
+            // Without a session, the page sends the browser to sign in.
+            visitor.cookie = nil
+            #expect(try await visitor.request(.get, "/console/audit").status == 303)
+        }
+    }
+
     @Test("behind a TLS proxy the cookie is Secure; every answer carries a policy that allows no inline script or style")
     func headers() async throws {
         try await Self.withVisitor { _, visitor in

@@ -7,8 +7,8 @@ import FleetProtocol
 /// (a password's hash, a second factor) adds members, not migrations.
 public struct StoredAccount: Sendable, Hashable {
     public var account: Account
-    /// Raised by every change of the role, the scope or `disabled`: a console session started
-    /// under an older generation has ended (on every instance: each reads the account).
+    /// Raised by every change of the role, the scope or `disabled` (what a server-side session
+    /// of the account compares, to end when the account changed).
     public var generation: Int64
 
     public init(account: Account, generation: Int64 = 1) {
@@ -66,8 +66,8 @@ public struct StoredAPIToken: Sendable, Hashable {
 }
 
 /// One stored entry of the audit trail: the text its hash covers, as stored, and the hash.
-/// The stores index `sequence`, `at`, `actor` and `action` besides, which ``AuditChain``
-/// checks against the text.
+/// The stores keep `sequence`, `at`, `actor` and `action` in columns besides (indexed, to
+/// filter by), which ``AuditChain`` checks against the text.
 public struct AuditRecord: Sendable, Hashable {
     public var sequence: Int64
     public var at: Int64
@@ -159,7 +159,8 @@ public struct AuditDraft: Sendable, Hashable {
             AuditEntry(
                 sequence: (previous?.sequence ?? 0) + 1, at: time, actor: Self.cut(actor, 64), credential: Self.cut(credential, 128),
                 address: Self.cut(address, 64), action: Self.cut(action, 128), target: Self.cut(target, 1024), status: status,
-                outcome: Self.cut(outcome, 64), detail: Self.cut(detail, 2048), previousHash: previous?.hash ?? AuditChain.origin, hash: "")
+                outcome: Self.cut(outcome, 64), detail: Self.cut(Credentials.redacted(detail), 2048),
+                previousHash: previous?.hash ?? AuditChain.origin, hash: "")
         )
     }
 

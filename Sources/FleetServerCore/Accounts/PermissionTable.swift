@@ -100,11 +100,11 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
     /// the audit trail whatever their outcome; reads only when refused.
     public var isWrite: Bool { route.method != .get }
 
-    /// Whether the operation reaches every device of its app (metadata, rollouts, reverts):
-    /// an account limited to groups may not do it.
+    /// Whether the operation reaches every device of its app (metadata, rollouts and their
+    /// status, which lists every admitted device, reverts): an account limited to groups may not do it.
     public var reachesWholeApp: Bool {
         switch self {
-        case .putMetadata, .startRollout, .resumeRollout, .abortRollout, .revert: true
+        case .putMetadata, .startRollout, .getRollout, .resumeRollout, .abortRollout, .revert: true
         default: false
         }
     }

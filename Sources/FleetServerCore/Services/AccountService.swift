@@ -157,7 +157,8 @@ extension AccountService {
     // MARK: - API tokens
 
     /// A new API token for the caller, or (with ``AdminRight/manageAccounts``) for the account
-    /// the request names: shown once, kept as its hash.
+    /// the request names: shown once, kept as its hash. Made with an API token, it expires no
+    /// later than that token.
     ///
     /// - Throws: 403 `needs-manage-accounts` for another account's token without the right;
     ///   404 `unknown-account`.
@@ -166,21 +167,33 @@ extension AccountService {
         if account != caller.name { try caller.require(.manageAccounts) }
         let token = Credentials.generate(.api)
         let time = now
+        var expiresAt = time + request.expiresIn
+        if case .apiToken(let id) = caller.credential,
+            let creating = try await store.apiTokens(account: caller.name).first(where: { $0.id == id })
+        {
+            // A token cannot outlive the one that made it: a leaked short-lived token does not
+            // become lasting access.
+            expiresAt = min(expiresAt, creating.info.expiresAt)
+        }
         let info = APITokenInfo(
-            id: Credentials.identifier(prefix: "at-"), name: request.name, account: account, createdAt: time,
-            expiresAt: time + request.expiresIn)
+            id: Credentials.identifier(prefix: "at-"), name: request.name, account: account, createdAt: time, expiresAt: expiresAt)
         guard try await store.addAPIToken(StoredAPIToken(info: info, hash: Credentials.hash(token))) else {
             throw Self.unknownAccount(account)
         }
         return CreatedAPIToken(info: info, token: token)
     }
 
+    /// How long a token is still listed after it expired: 30 days (to see what needs making again).
+    public static let expiredTokensListed: Int64 = 30 * 86_400
+
     /// The API tokens the caller may see: its own, or with ``AdminRight/manageAccounts`` every
-    /// account's (or `account`'s).
+    /// account's (or `account`'s); those that expired more than ``expiredTokensListed`` ago are left out.
     public func tokens(account: String?, by caller: Caller) async throws -> APITokenList {
         let whose = caller.has(.manageAccounts) ? account : caller.name
         if let account, account != caller.name { try caller.require(.manageAccounts) }
-        return APITokenList(tokens: try await store.apiTokens(account: whose).map(\.info))
+        let time = now
+        return APITokenList(
+            tokens: try await store.apiTokens(account: whose).map(\.info).filter { $0.expiresAt + Self.expiredTokensListed > time })
     }
 
     /// Revokes an API token of the caller's (or, with ``AdminRight/manageAccounts``, anyone's).

@@ -59,13 +59,27 @@ extension Authenticator {
             throw ServiceError(401, .unauthenticated, "the bearer token is not one this server issued")
         }
         let now = wallClock.secondsSinceEpoch()
-        guard !token.info.revoked else { throw ServiceError(401, .unauthenticated, "API token \(token.id) was revoked") }
-        guard now < token.info.expiresAt else {
-            throw ServiceError(401, .unauthenticated, "API token \(token.id) expired at \(Timestamp.format(token.info.expiresAt))")
+        let whose = ServiceError.RefusedCaller(account: token.info.account, credential: "token \(token.id)")
+        guard !token.info.revoked else {
+            var refused = ServiceError(401, .unauthenticated, "API token \(token.id) was revoked")
+            refused.refusedCaller = whose
+            throw refused
         }
-        let account = try await enabledAccount(token.info.account, credential: "API token \(token.id)")
-        if now - (token.info.lastUsedAt ?? .min / 2) >= Self.lastUsedResolution || token.info.lastUsedFrom != address {
-            _ = try await store.changeAPIToken(id: token.id) { stored in
+        guard now < token.info.expiresAt else {
+            var refused = ServiceError(401, .unauthenticated, "API token \(token.id) expired at \(Timestamp.format(token.info.expiresAt))")
+            refused.refusedCaller = whose
+            throw refused
+        }
+        let account: Account
+        do {
+            account = try await enabledAccount(token.info.account, credential: "API token \(token.id)")
+        } catch var refused as ServiceError {
+            refused.refusedCaller = whose
+            throw refused
+        }
+        if now - (token.info.lastUsedAt ?? .min / 2) >= Self.lastUsedResolution {
+            // Best effort: a request is not refused because its token's last use was not written.
+            _ = try? await store.changeAPIToken(id: token.id) { stored in
                 var used = stored
                 used.info.lastUsedAt = now
                 used.info.lastUsedFrom = address
@@ -89,10 +103,12 @@ extension Authenticator {
     }
 
     /// The bootstrap owner as the console's admin-token sign-in acts (`nil`: that account is
-    /// missing or disabled).
+    /// missing, disabled or no longer an owner). Read from the store at every console request:
+    /// a change of the account ends its console sessions on every instance at once.
     public func bootstrapCaller(session: String) async throws -> Caller? {
         if try await store.account(name: Self.bootstrapOwner) == nil { try await AccountService(context: context).bootstrap() }
-        guard let stored = try await store.account(name: Self.bootstrapOwner), !stored.account.disabled else { return nil }
+        guard let stored = try await store.account(name: Self.bootstrapOwner), !stored.account.disabled, stored.account.role == .owner
+        else { return nil }
         return Caller(account: stored.account, credential: .consoleSession(id: session))
     }
 

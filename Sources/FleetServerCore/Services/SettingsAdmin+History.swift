@@ -11,13 +11,32 @@ extension SettingsAdmin {
     /// `limit`, only the newest that many. The store reads just that page.
     ///
     /// - Throws: 400 for a bad limit or `before`, 404 for an unknown app.
-    public func history(app: String, scope: Scope?, before: Int64? = nil, limit: Int?) async throws -> HistoryList {
+    public func history(app: String, scope: Scope?, before: Int64? = nil, limit: Int?, visibleTo caller: Caller? = nil) async throws
+        -> HistoryList
+    {
         let metadata = try await metadata(app: app)
         if let limit, limit < 1 { throw ServiceError.badParameter("limit must be a positive number of entries") }
         if let before, before < 1 { throw ServiceError.badParameter("before must be a history entry's number, 1 or more") }
         var entries = try await store.history(app: app, page: HistoryPage(scope: scope, before: before, limit: limit))
         if let scope {
             for index in entries.indices { entries[index].change.scopes.removeAll { $0.scope != scope } }
+        }
+        if let caller, !caller.scope.isEverything {
+            // A scoped caller sees what was written at the app's scope, its groups' and its devices'.
+            let devices = Dictionary(uniqueKeysWithValues: try await store.devices().map { ($0.id, $0) })
+            entries = entries.compactMap { entry in
+                var entry = entry
+                let wrote = !entry.change.scopes.isEmpty
+                entry.change.scopes.removeAll { change in
+                    switch change.scope {
+                    case .defaults, .app: false
+                    case .group(let group): !caller.scope.covers(group: group)
+                    case .device(let id): !(devices[id].map(caller.sees) ?? false)
+                    }
+                }
+                // An entry that wrote only where the caller does not see is left out whole.
+                return wrote && entry.change.scopes.isEmpty ? nil : entry
+            }
         }
         return HistoryList(app: app, entries: entries.map { Self.record($0, masking: metadata) })
     }

@@ -141,6 +141,16 @@ struct AccountServiceTests {
         let listed = try await harness.directory.allDevices(visibleTo: editor).devices.map(\.id)
         #expect(listed == [lobby.id])
         #expect(try await harness.admin.devices(app: "kiosk", visibleTo: editor).devices.map(\.id) == [lobby.id])
+        // The history shows it the app's scope, its group's and its devices', not the others'.
+        try await harness.set(["title": "Lobby"], at: .group("lobby"))
+        try await harness.set(["title": "Office"], at: .group("office"))
+        try await harness.set(["volume": 2], at: .device(office.id))
+        try await harness.set(["volume": 3], at: .device(lobby.id))
+        let seen = try await harness.admin.history(app: "kiosk", scope: nil, limit: nil, visibleTo: editor).entries.flatMap(\.scopes).map(
+            \.scope)
+        #expect(seen == ["group:lobby", "device:\(lobby.id)"])
+        let all = try await harness.admin.history(app: "kiosk", scope: nil, limit: nil).entries.flatMap(\.scopes).map(\.scope)
+        #expect(all.count == 4)
     }
 
     @Test("the audit trail: appended in order, hash-chained, read back by filter; the chain verifies")
@@ -209,9 +219,9 @@ struct AuditChainTests {
     }
 
     @Test("a changed entry whose hash was recomputed: it is named, by the next entry's link")
-    func recomputed() {
+    func recomputed() throws {
         var records = Self.chain(5)
-        guard var forged = try? records[1].entry() else { return Issue.record("a chain's record does not read") }
+        var forged = try records[1].entry()
         forged.actor = "mallory"
         records[1] = AuditRecord(forged)
         #expect(broken(records)?.sequence == 2 && broken(records)?.reason.contains("recomputed") == true)
@@ -236,5 +246,18 @@ struct AuditChainTests {
         (records[1].sequence, records[2].sequence) = (records[2].sequence, records[1].sequence)
         records.swapAt(1, 2)
         #expect(broken(records)?.sequence == 2)
+    }
+}
+
+@Suite("Credentials: redaction")
+struct CredentialRedactionTests {
+    @Test("every kind of fleetset secret is cut to its prefix; short lookalikes and other text stay")
+    func redacted() {
+        for kind in Credentials.Kind.allCases {
+            let secret = Credentials.generate(kind)
+            #expect(Credentials.redacted("id=\(secret) done") == "id=\(kind.rawValue)… done")
+        }
+        #expect(Credentials.redacted("fsk_short and fsd_1234567 stay") == "fsk_short and fsd_1234567 stay")
+        #expect(Credentials.redacted("ünïcode fsa_abcdefgh/x") == "ünïcode fsa_…/x")
     }
 }
