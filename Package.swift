@@ -234,6 +234,7 @@ let package = Package(
             dependencies: [
                 "FleetJSON", "FleetMetadata", "FleetProtocol", "FleetSchema", "PosixThreads",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

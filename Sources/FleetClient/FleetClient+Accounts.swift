@@ -69,3 +69,40 @@ extension FleetClient {
         return try decode(try await send(.get, "/v1/admin/audit" + query, expect: [200]), AuditPage.init(json:))
     }
 }
+
+/// Passwords, second factors and sign-in.
+extension FleetClient {
+    /// Signs in with a name and password (and code): a personal API token, shown once.
+    public func signIn(_ request: SignInRequest) async throws -> CreatedAPIToken {
+        try decode(try await send(.post, "/v1/admin/sign-in", json: request.json, expect: [201]), CreatedAPIToken.init(json:))
+    }
+
+    /// Sets a person's password (an owner).
+    public func setPassword(account: String, to password: String) async throws {
+        _ = try await send(
+            .put, "/v1/admin/accounts/\(Self.percentEncoded(account))/password", json: PasswordChange(password: password).json,
+            expect: [204])
+    }
+
+    /// Removes an account's second factor (an owner).
+    public func resetTwoFactor(account: String) async throws {
+        _ = try await send(.delete, "/v1/admin/accounts/\(Self.percentEncoded(account))/two-factor", expect: [204])
+    }
+
+    /// Changes the caller's own password.
+    public func changeOwnPassword(_ change: PasswordChange) async throws {
+        _ = try await send(.put, "/v1/admin/whoami/password", json: change.json, expect: [204])
+    }
+
+    /// Starts setting up the caller's second factor.
+    public func startTwoFactor() async throws -> TwoFactorSetup {
+        try decode(try await send(.post, "/v1/admin/whoami/two-factor", expect: [201]), TwoFactorSetup.init(json:))
+    }
+
+    /// Confirms the caller's second factor with a code: the recovery codes, once.
+    public func confirmTwoFactor(code: String) async throws -> RecoveryCodeList {
+        try decode(
+            try await send(.post, "/v1/admin/whoami/two-factor/confirm", json: TwoFactorCode(code: code).json, expect: [200]),
+            RecoveryCodeList.init(json:))
+    }
+}

@@ -147,6 +147,10 @@ public struct Account: Sendable, Hashable {
     /// Seconds since the epoch (RFC 3339 on the wire).
     public var createdAt: Int64
     public var updatedAt: Int64
+    /// Whether it has a password (a person signs in with it).
+    public var hasPassword: Bool = false
+    /// Whether signing in also takes a code from its authenticator.
+    public var hasTwoFactor: Bool = false
 
     /// Creates an account.
     public init(
@@ -178,7 +182,8 @@ public struct Account: Sendable, Hashable {
     /// Reads the wire form at `location`; unknown members are refused.
     public init(json: JSONValue, at location: JSONPointer = .root) throws(DocumentError) {
         let reader = try ObjectReader(
-            json, at: location, allowed: ["name", "displayName", "kind", "role", "scope", "disabled", "createdAt", "updatedAt"])
+            json, at: location,
+            allowed: ["name", "displayName", "kind", "role", "scope", "disabled", "createdAt", "updatedAt", "hasPassword", "hasTwoFactor"])
         name = try reader.string("name", maximumLength: 64)
         displayName = try reader.string("displayName", maximumLength: 128)
         kind = try reader.oneOf("kind", AccountKind.self)
@@ -188,6 +193,8 @@ public struct Account: Sendable, Hashable {
         disabled = try reader.optionalBool("disabled") ?? false
         createdAt = try reader.timestamp("createdAt")
         updatedAt = try reader.timestamp("updatedAt")
+        hasPassword = try reader.optionalBool("hasPassword") ?? false
+        hasTwoFactor = try reader.optionalBool("hasTwoFactor") ?? false
     }
 
     /// The wire form.
@@ -195,7 +202,7 @@ public struct Account: Sendable, Hashable {
         [
             "name": .string(name), "displayName": .string(displayName), "kind": .string(kind.rawValue), "role": .string(role.rawValue),
             "scope": scope.json, "disabled": .bool(disabled), "createdAt": .string(Timestamp.format(createdAt)),
-            "updatedAt": .string(Timestamp.format(updatedAt)),
+            "updatedAt": .string(Timestamp.format(updatedAt)), "hasPassword": .bool(hasPassword), "hasTwoFactor": .bool(hasTwoFactor),
         ]
     }
 }

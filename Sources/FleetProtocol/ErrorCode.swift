@@ -20,12 +20,11 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let all: [ErrorCode] =
         [
             .adminOnly, .appMismatch, .badKeyPath, .badParameter, .badPrecondition, .badRequest, .concurrentWrite, .deviceDisabled,
-            .deviceOnly,
-            .ifMatchRequired, .internalError, .invalidEnrollmentToken, .invalidMetadata, .invalidValues, .methodNotAllowed, .noRollout,
+            .deviceOnly, .ifMatchRequired, .internalError, .invalidEnrollmentToken, .invalidMetadata, .invalidValues, .methodNotAllowed, .noRollout,
             .notFound, .notWritable, .nothingToRevert, .overloaded, .rateLimited, .rolloutInProgress, .rolloutNotPaused, .shuttingDown,
             .staleRevision, .tooLarge, .tooManyFacts, .unauthenticated, .unknownApp, .unknownDevice, .unknownEnrollmentToken, .unknownKey,
             .unsupportedMediaType, .unsupportedMetadata, .valuesInvalid, .versionNotIncreased, .accountExists, .lastOwner, .unknownAccount,
-            .unknownAPIToken,
+            .unknownAPIToken, .weakPassword, .twoFactorRequired,
         ] + AdminRight.allCases.map(ErrorCode.needs)
 
     /// `needs-<right>`, 403: the caller's role does not have the right (`needs-write-values`),
@@ -37,6 +36,10 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
         rawValue.hasPrefix("needs-") ? AdminRight(rawValue: String(rawValue.dropFirst("needs-".count))) : nil
     }
 
+    /// `weak-password`, 400: a password shorter than 12 or longer than 256 characters.
+    public static let weakPassword = ErrorCode("weak-password")
+    /// `two-factor-required`, 401: the account signs in with a code from its authenticator too.
+    public static let twoFactorRequired = ErrorCode("two-factor-required")
     /// `account-exists`, 409: an account with the name exists.
     public static let accountExists = ErrorCode("account-exists")
     /// `last-owner`, 409: the change would leave no enabled owner.

@@ -218,6 +218,36 @@ extension Routes {
             return Response(status: .noContent)
         }
 
+        on(.setPassword) { request, context in
+            let change = try ServiceError.decode(try await jsonBody(request, limit: Self.signInLimit), as: PasswordChange.init(json:))
+            try await service.accounts.setPassword(name: context.parameters.get("name") ?? "", to: change.password)
+            return Response(status: .noContent)
+        }
+
+        on(.resetTwoFactor) { _, context in
+            try await service.accounts.resetTwoFactor(name: context.parameters.get("name") ?? "")
+            return Response(status: .noContent)
+        }
+
+        on(.changeOwnPassword) { request, context in
+            let change = try ServiceError.decode(try await jsonBody(request, limit: Self.signInLimit), as: PasswordChange.init(json:))
+            try await service.accounts.changeOwnPassword(change, by: try context.account())
+            return Response(status: .noContent)
+        }
+
+        on(.startTwoFactor) { _, context in
+            var response = json(.created, try await service.accounts.startTwoFactor(by: try context.account()).json)
+            response.headers[.cacheControl] = "no-store"
+            return response
+        }
+
+        on(.confirmTwoFactor) { request, context in
+            let code = try ServiceError.decode(try await jsonBody(request, limit: Self.signInLimit), as: TwoFactorCode.init(json:))
+            var response = json(.ok, try await service.accounts.confirmTwoFactor(code: code.code, by: try context.account()).json)
+            response.headers[.cacheControl] = "no-store"
+            return response
+        }
+
         on(.listAPITokens) { request, context in
             let account = try limitedParameter(request, "account", length: 64)
             return json(.ok, try await service.accounts.tokens(account: account, by: try context.account()).json)

@@ -26,6 +26,8 @@ struct Routes: Sendable {
     static let forwardedForHeader = HTTPField.Name("X-Forwarded-For")!
     /// The largest metadata document accepted: 4 MiB.
     static let metadataLimit = 4 << 20
+    /// The largest sign-in or password body read: 4 KiB.
+    static let signInLimit = 4 << 10
 
     let service: FleetServices
     let logger: Logger
@@ -87,6 +89,10 @@ struct Routes: Sendable {
             }
         }
 
+        // A person's name and password (and code) for a personal API token (`fleetset admin
+        // login`): no token yet, so the route checks everything itself.
+        on(.post, "v1/admin/sign-in", .anyone) { request, context in try await signIn(request, context) }
+
         defineDeviceRoutes(on)
         defineAdminRoutes { operation, handler in on(operation.route.method, operation.route.path, .account(operation), handler) }
     }
@@ -115,6 +121,36 @@ struct Routes: Sendable {
     }
 
     func client(_ request: Request, _ context: FleetRequestContext) -> String { limits.client(of: request, context) }
+
+    /// `POST /v1/admin/sign-in`: within the address's limits (a failure counts as a failed
+    /// authentication) and the account's (``SignInGuard``); audited either way.
+    func signIn(_ request: Request, _ context: FleetRequestContext) async throws -> Response {
+        let client = client(request, context)
+        try limits.admit(client: client)
+        let sent = try ServiceError.decode(try await jsonBody(request, limit: Self.signInLimit), as: SignInRequest.init(json:))
+        let actor = Account.isValidName(sent.name) ? sent.name : "-"
+        let audit = { (status: Int, outcome: String, detail: String) in
+            try? await service.audit.record(
+                AuditDraft(
+                    actor: actor, credential: "password", address: limits.address(of: request, context), action: "signIn",
+                    target: "token-name=\(sent.tokenName)", status: status, outcome: outcome, detail: detail))
+        }
+        do {
+            let account = try await service.accounts.signIn(name: sent.name, password: sent.password, code: sent.code)
+            let made = try await service.accounts.createToken(
+                APITokenRequest(name: sent.tokenName, expiresIn: sent.expiresIn), by: Caller(account: account, credential: .password))
+            _ = await audit(201, "ok", "")
+            var response = json(.created, made.json)
+            response.headers[.cacheControl] = "no-store"
+            return response
+        } catch let error as ServiceError {
+            _ = await audit(Int(error.status.code), error.code.rawValue, error.message)
+            if error.status == .unauthorized && error.code != .twoFactorRequired {
+                try limits.recordFailure(client: client, credential: sent.name)
+            }
+            throw error
+        }
+    }
 
     func app(_ context: FleetRequestContext) throws -> String {
         context.parameters.get("app") ?? ""

@@ -55,6 +55,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Where to listen, HOST:PORT (port 0: any free port; the log names it).")
     var listen: String = "127.0.0.1:8443"
 
+    @Option(help: "What a new password hash costs: scrypt's N = 2^COST (r = 8, p = 1), 10 to 20; 17 (128 MiB) unless told.")
+    var passwordCost: Int = 17
+
     @Option(help: "PEM certificate chain: serve HTTPS (HTTP/2 and HTTP/1.1) with it.")
     var tlsCertificate: String?
 
@@ -120,6 +123,7 @@ struct Serve: AsyncParsableCommand {
     var historyKeep: String = "100000"
 
     func validate() throws {
+        guard (10...20).contains(passwordCost) else { throw ValidationError("--password-cost is 10 to 20 (scrypt's N = 2^COST)") }
         guard HistoryRetention(historyKeep) != nil else {
             throw ValidationError("--history-keep must be DAYSd, a COUNT, both as DAYSd,COUNT (e.g. 365d,100000), or keep-all")
         }
@@ -248,7 +252,15 @@ struct Serve: AsyncParsableCommand {
         let service = FleetServices(
             store: store, adminTokenHash: running.adminTokenHash, wallClock: SystemWallClock(),
             busyPollDelay: { DeviceGateway.busyPollDelay(busyInterval, fraction: .random(in: 0..<1)) }, notifier: notifier,
-            metrics: metrics, writeLock: shared?.writeLock, logger: logger)
+            metrics: metrics, writeLock: shared?.writeLock, passwordParameters: PasswordHash.Parameters(cost: passwordCost), logger: logger)
+        if passwordCost < 15 {
+            logger.warning(
+                "password hashes are cheap",
+                metadata: [
+                    "event": "password-cost", "cost": "\(passwordCost)",
+                    "advice": "use --password-cost 15 or more (the default, 17, is OWASP's minimum for scrypt); lower is for tests",
+                ])
+        }
         // A store without accounts (new, or from a release before them) gets the bootstrap
         // owner, whom the admin token file acts as.
         try await service.accounts.bootstrap()

@@ -16,6 +16,7 @@ struct AdminUsers: AsyncParsableCommand {
             """,
         subcommands: [
             AdminUserList.self, AdminUserAdd.self, AdminUserShow.self, AdminUserUpdate.self, AdminUserDisable.self, AdminUserRemove.self,
+            AdminUserSetPassword.self, AdminUserResetTwoFactor.self,
         ], defaultSubcommand: AdminUserList.self)
 }
 
@@ -56,6 +57,7 @@ enum AccountText {
               kind: \(account.kind.rawValue)
               role: \(account.role.rawValue)
               scope: \(account.scope.summary)
+              sign-in: \(account.kind == .service ? "API tokens only" : account.hasPassword ? (account.hasTwoFactor ? "password and second factor" : "password") : "no password yet")
               created: \(Timestamp.format(account.createdAt)), changed: \(Timestamp.format(account.updatedAt))
             """, keepingNewlinesAndTabs: true)
     }

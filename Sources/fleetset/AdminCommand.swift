@@ -19,8 +19,8 @@ struct AdminCommand: AsyncParsableCommand {
         commandName: "admin",
         abstract: "Manage a fleetset server: metadata, values per scope, devices, enrollment tokens.",
         discussion: """
-            The server and the admin token come from --server and --token-file, or from \
-            FLEETSET_SERVER and FLEETSET_ADMIN_TOKEN_FILE. Plain http:// is accepted only for a \
+            The server and the token come from --server and --token-file, or from \
+            FLEETSET_SERVER and FLEETSET_ADMIN_TOKEN_FILE, or from `fleetset admin login`. Plain http:// is accepted only for a \
             loopback server; anything else must be https:// (verified against the system's CAs or \
             --ca-file). Values of settings marked x-secret are shown as ******** (the server \
             never returns them to admins). Tokens are never printed: an enrollment token is \
@@ -29,7 +29,8 @@ struct AdminCommand: AsyncParsableCommand {
         subcommands: [
             AdminPutMetadata.self, AdminValues.self, AdminSet.self, AdminClear.self, AdminUnset.self, AdminHistory.self, AdminRevert.self,
             AdminRollout.self, AdminDevices.self, AdminPolicy.self, AdminExplain.self, AdminEnrollmentToken.self,
-            AdminEnrollmentTokens.self, AdminUsers.self, AdminTokens.self, AdminWhoami.self, AdminAudit.self,
+            AdminEnrollmentTokens.self, AdminUsers.self, AdminTokens.self, AdminWhoami.self, AdminAudit.self, AdminLoginCommand.self,
+            AdminLogoutCommand.self, AdminPasswordCommand.self, AdminTwoFactor.self,
         ]
     )
 }
@@ -48,15 +49,25 @@ struct ServerOptions: ParsableArguments {
     @Flag(help: "Print the server's JSON answer instead of text.")
     var json = false
 
-    /// Runs `body` with a client for the server; a refusal exits 1, a failure to connect 2.
-    func withClient<T>(_ body: (FleetClient) async throws -> T) async throws -> T {
+    /// The server's URL: --server, $FLEETSET_SERVER, or the one `fleetset admin login` kept.
+    func serverURL() throws -> String {
         let environment = { (name: String) in getenv(name).map { String(cString: $0) } }
-        guard let url = server ?? environment("FLEETSET_SERVER") else {
+        guard let url = server ?? environment("FLEETSET_SERVER") ?? AdminLogin.savedServer else {
             StandardError.write("fleetset admin: give the server with --server URL or FLEETSET_SERVER")
             throw CLIExit.usageOrIO
         }
-        guard let tokenPath = tokenFile ?? environment("FLEETSET_ADMIN_TOKEN_FILE") else {
-            StandardError.write("fleetset admin: give the admin token file with --token-file FILE or FLEETSET_ADMIN_TOKEN_FILE")
+        return url
+    }
+
+    /// The token: from --token-file, $FLEETSET_ADMIN_TOKEN_FILE, or the file `fleetset admin
+    /// login` wrote.
+    func token() throws -> String {
+        let environment = { (name: String) in getenv(name).map { String(cString: $0) } }
+        let login = AdminLogin.tokenFile.flatMap { access($0, F_OK) == 0 ? $0 : nil }
+        guard let tokenPath = tokenFile ?? environment("FLEETSET_ADMIN_TOKEN_FILE") ?? login else {
+            StandardError.write(
+                "fleetset admin: give a token file with --token-file FILE or FLEETSET_ADMIN_TOKEN_FILE, or sign in with `fleetset admin login`"
+            )
             throw CLIExit.usageOrIO
         }
         let token: String
@@ -70,6 +81,17 @@ struct ServerOptions: ParsableArguments {
             StandardError.write("fleetset admin: \(tokenPath) holds no token")
             throw CLIExit.usageOrIO
         }
+        return token
+    }
+
+    /// Runs `body` with a client for the server; a refusal exits 1, a failure to connect 2.
+    func withClient<T>(_ body: (FleetClient) async throws -> T) async throws -> T {
+        try await withClient(token: try token(), body)
+    }
+
+    /// Runs `body` with a client sending `token` (`nil`: none, for sign-in).
+    func withClient<T>(token: String?, _ body: (FleetClient) async throws -> T) async throws -> T {
+        let url = try serverURL()
         let configuration = HTTPClient.Configuration(
             tls: .init(caFile: caFile), allowInsecureHTTP: ServerURL.isLoopbackHTTP(url), userAgent: "fleetset-admin")
         do {

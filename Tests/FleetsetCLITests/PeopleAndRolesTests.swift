@@ -115,4 +115,43 @@ struct PeopleAndRolesTests {
         let broken = try await CLIRunner.run(["audit", "verify"] + database, executable: CLIRunner.product("fleetset-server"))
         #expect(broken.status == 1 && broken.standardOutput.contains("audit entry \(tampered.sequence): was changed"), "\(broken)")
     }
+
+    @Test("fleetset admin login keeps a personal token in the config folder (0600), later commands use it, logout revokes it")
+    func loginAndLogout() async throws {
+        let directory = try CLIRunner.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let folder = directory.path
+        let server = try await ServerProcess.start(in: folder, extraArguments: ["--password-cost", "10"])
+        defer { server.kill() }
+        let url = "http://127.0.0.1:\(server.port)"
+        let owner = ["--server", url, "--token-file", folder + "/admin.token"]
+        #expect(try await CLIRunner.run(["admin", "users", "add", "alice", "--role", "viewer"] + owner).status == 0)
+        try "correct horse battery\n".write(toFile: folder + "/password", atomically: true, encoding: .utf8)
+        let set = try await CLIRunner.run(["admin", "users", "set-password", "alice", "--password-file", folder + "/password"] + owner)
+        #expect(set.status == 0, "\(set)")
+        let config = folder + "/config"
+        let fleetset = ["XDG_CONFIG_HOME=\(config)", CLIRunner.binary]
+        // The password from standard input, as a script would give it.
+        let login = try await CLIRunner.run(
+            fleetset + ["admin", "login", "--server", url, "--name", "alice"], executable: "/usr/bin/env", input: "correct horse battery\n")
+        #expect(login.status == 0 && login.standardOutput.contains("signed in to \(url) as alice"), "\(login)")
+        let token = try String(contentsOfFile: config + "/fleetset/admin-token", encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        #expect(token.hasPrefix("fsk_") && !login.standardOutput.contains(token) && !login.standardError.contains(token))
+        #expect((try FileManager.default.attributesOfItem(atPath: config + "/fleetset/admin-token")[.posixPermissions] as? Int) == 0o600)
+        #expect((try FileManager.default.attributesOfItem(atPath: config + "/fleetset")[.posixPermissions] as? Int) == 0o700)
+        let whoami = try await CLIRunner.run(fleetset + ["admin", "whoami"], executable: "/usr/bin/env")
+        #expect(
+            whoami.status == 0 && whoami.standardOutput.contains("alice") && whoami.standardOutput.contains("sign-in: password"),
+            "\(whoami)")
+        let wrong = try await CLIRunner.run(
+            fleetset + ["admin", "login", "--server", url, "--name", "alice"], executable: "/usr/bin/env", input: "not the password\n")
+        #expect(wrong.status == 1 && wrong.standardError.contains("401 unauthenticated"), "\(wrong)")
+        let logout = try await CLIRunner.run(fleetset + ["admin", "logout"], executable: "/usr/bin/env")
+        #expect(logout.status == 0 && logout.standardOutput.contains("signed out alice"), "\(logout)")
+        #expect(!FileManager.default.fileExists(atPath: config + "/fleetset/admin-token"))
+        let tokens = try await CLIRunner.run(["admin", "tokens", "list", "--account", "alice", "--json"] + owner)
+        let listed = try APITokenList(json: try JSONParser.parse(Array(tokens.standardOutput.utf8))).tokens
+        #expect(listed.count == 1 && listed[0].revoked && listed[0].name == "login", "\(tokens)")
+    }
 }

@@ -1,19 +1,67 @@
 import FleetJSON
 import FleetProtocol
 
-/// An account as the stores keep it: what the API shows, and what only the server reads.
+/// An account as the stores keep it: what the API shows, and what only the server reads (its
+/// password's hash, its second factor).
 ///
-/// Every store keeps it as one text column (``storedText``), so that what a sign-in needs later
-/// (a password's hash, a second factor) adds members, not migrations.
+/// Every store keeps it as one text column (``storedText``), so that what sign-in needs adds
+/// members, not migrations.
 public struct StoredAccount: Sendable, Hashable {
     public var account: Account
-    /// Raised by every change of the role, the scope or `disabled` (what a server-side session
-    /// of the account compares, to end when the account changed).
+    /// Raised by every change of the role, the scope, `disabled`, the password or the second
+    /// factor (what a server-side session of the account compares, to end when the account changed).
     public var generation: Int64
+    /// The password's hash, when it has one.
+    public var password: PasswordHash? {
+        didSet { account.hasPassword = password != nil }
+    }
+    /// Its second factor, when one was set up.
+    public var twoFactor: TwoFactor? {
+        didSet { account.hasTwoFactor = twoFactor?.confirmed == true }
+    }
 
-    public init(account: Account, generation: Int64 = 1) {
+    /// A second factor: the TOTP secret, whether it was confirmed with a code, the last step
+    /// used (a code is good once), and the recovery codes' hashes not used yet.
+    public struct TwoFactor: Sendable, Hashable {
+        public var totp: TOTP
+        public var confirmed: Bool
+        public var lastStep: Int64?
+        public var recoveryHashes: [String]
+
+        public init(totp: TOTP, confirmed: Bool = false, lastStep: Int64? = nil, recoveryHashes: [String] = []) {
+            self.totp = totp
+            self.confirmed = confirmed
+            self.lastStep = lastStep
+            self.recoveryHashes = recoveryHashes
+        }
+
+        var json: JSONValue {
+            var object: JSONObject = [
+                "secret": .string(totp.base32), "confirmed": .bool(confirmed),
+                "recovery": .array(recoveryHashes.map(JSONValue.string)),
+            ]
+            if let lastStep { object["lastStep"] = .number(.integer(lastStep)) }
+            return .object(object)
+        }
+
+        init?(json: JSONValue) {
+            guard case .object(let object) = json, case .string(let secret)? = object["secret"], let totp = TOTP(base32: secret),
+                case .bool(let confirmed)? = object["confirmed"], case .array(let recovery)? = object["recovery"]
+            else { return nil }
+            self.totp = totp
+            self.confirmed = confirmed
+            recoveryHashes = recovery.compactMap { if case .string(let hash) = $0 { hash } else { nil } }
+            if case .number(let number)? = object["lastStep"] { lastStep = number.int64Value } else { lastStep = nil }
+        }
+    }
+
+    public init(account: Account, generation: Int64 = 1, password: PasswordHash? = nil, twoFactor: TwoFactor? = nil) {
         self.account = account
         self.generation = generation
+        self.password = password
+        self.twoFactor = twoFactor
+        self.account.hasPassword = password != nil
+        self.account.hasTwoFactor = twoFactor?.confirmed == true
     }
 
     public var name: String { account.name }
@@ -22,6 +70,10 @@ public struct StoredAccount: Sendable, Hashable {
     public var storedText: String {
         guard case .object(var object) = account.json else { return "" }
         object["generation"] = .number(.integer(generation))
+        object["hasPassword"] = nil
+        object["hasTwoFactor"] = nil
+        if let password { object["password"] = .string(password.text) }
+        if let twoFactor { object["twoFactor"] = twoFactor.json }
         return JSONValue.object(object).serialized()
     }
 
@@ -32,10 +84,19 @@ public struct StoredAccount: Sendable, Hashable {
         guard case .object(var object)? = try? JSONParser.parse(Array(storedText.utf8)),
             case .number(let number)? = object["generation"], let generation = number.int64Value
         else { throw StoreCorruption(what: "a stored account") }
-        object["generation"] = nil
+        var password: PasswordHash?
+        if case .string(let text)? = object["password"] {
+            guard let hash = PasswordHash(text: text) else { throw StoreCorruption(what: "a stored account's password") }
+            password = hash
+        }
+        var twoFactor: TwoFactor?
+        if let stored = object["twoFactor"] {
+            guard let read = TwoFactor(json: stored) else { throw StoreCorruption(what: "a stored account's second factor") }
+            twoFactor = read
+        }
+        for key in ["generation", "password", "twoFactor"] { object[key] = nil }
         guard let account = try? Account(json: .object(object)) else { throw StoreCorruption(what: "a stored account") }
-        self.account = account
-        self.generation = generation
+        self.init(account: account, generation: generation, password: password, twoFactor: twoFactor)
     }
 }
 

@@ -12,6 +12,8 @@ public struct Caller: Sendable, Hashable {
         case apiToken(id: String)
         /// A console session (its id).
         case consoleSession(id: String)
+        /// A name and password (and second factor) just now: sign-in itself.
+        case password
 
         /// `admin token file`, `token at-…`, `session cs-…`: what the audit trail records.
         public var description: String {
@@ -19,6 +21,7 @@ public struct Caller: Sendable, Hashable {
             case .adminTokenFile: "admin token file"
             case .apiToken(let id): "token \(id)"
             case .consoleSession(let id): "session \(id)"
+            case .password: "password"
             }
         }
     }

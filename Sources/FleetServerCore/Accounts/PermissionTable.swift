@@ -20,7 +20,8 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
     case createEnrollmentToken, listEnrollmentTokens, revokeEnrollmentToken
     case listAllDevices, getDevice, updateDevice, deleteDevice, getDevicePolicyAsAdmin
     case listPolicies, patchPolicy
-    case listAccounts, createAccount, getAccount, updateAccount, deleteAccount
+    case listAccounts, createAccount, getAccount, updateAccount, deleteAccount, setPassword, resetTwoFactor
+    case changeOwnPassword, startTwoFactor, confirmTwoFactor
     case listAPITokens, createAPIToken, revokeAPIToken
     case listAudit
 
@@ -59,6 +60,11 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
         case .getAccount: (.get, "v1/admin/accounts/:name")
         case .updateAccount: (.patch, "v1/admin/accounts/:name")
         case .deleteAccount: (.delete, "v1/admin/accounts/:name")
+        case .setPassword: (.put, "v1/admin/accounts/:name/password")
+        case .resetTwoFactor: (.delete, "v1/admin/accounts/:name/two-factor")
+        case .changeOwnPassword: (.put, "v1/admin/whoami/password")
+        case .startTwoFactor: (.post, "v1/admin/whoami/two-factor")
+        case .confirmTwoFactor: (.post, "v1/admin/whoami/two-factor/confirm")
         case .listAPITokens: (.get, "v1/admin/tokens")
         case .createAPIToken: (.post, "v1/admin/tokens")
         case .revokeAPIToken: (.delete, "v1/admin/tokens/:tokenId")
@@ -66,14 +72,15 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
         }
     }
 
-    /// The right the operation needs; `nil` for ``getCaller``, which any account may call.
+    /// The right the operation needs; `nil` for what any account may do to itself: ``getCaller``,
+    /// ``changeOwnPassword``, ``startTwoFactor``, ``confirmTwoFactor``.
     ///
     /// Some operations need more than this for some requests, checked by their service:
     /// ``updateDevice`` needs ``AdminRight/manageDevices`` to change apps or groups, and the
     /// token operations need ``AdminRight/manageAccounts`` for another account's tokens.
     public var right: AdminRight? {
         switch self {
-        case .getCaller: nil
+        case .getCaller, .changeOwnPassword, .startTwoFactor, .confirmTwoFactor: nil
         case .getMetrics: .readMetrics
         case .getAdminMetadata, .getValues, .getRollout, .listDevices, .explainDevice, .listAllDevices, .getDevice,
             .getDevicePolicyAsAdmin, .listPolicies:
@@ -88,7 +95,7 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
         case .deleteDevice: .manageDevices
         case .createEnrollmentToken, .listEnrollmentTokens, .revokeEnrollmentToken: .manageEnrollment
         case .patchPolicy: .writePolicies
-        case .listAccounts, .createAccount, .getAccount, .updateAccount, .deleteAccount: .manageAccounts
+        case .listAccounts, .createAccount, .getAccount, .updateAccount, .deleteAccount, .setPassword, .resetTwoFactor: .manageAccounts
         case .listAPITokens, .createAPIToken, .revokeAPIToken: .ownTokens
         }
     }

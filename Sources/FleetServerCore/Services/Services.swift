@@ -20,12 +20,17 @@ public struct Authenticator: FleetService {
     }
 }
 
-/// People and service accounts, their roles and scopes, their API tokens; who may see which
-/// device (``AccessControl``).
+/// People and service accounts, their roles and scopes, their API tokens, passwords and second
+/// factors, sign-in; who may see which device (``AccessControl``).
 public struct AccountService: FleetService {
     public let context: ServiceContext
+    /// Password hashing, at most two at a time, and the failed sign-ins per account.
+    let signIns: SignInGuard
 
-    public init(context: ServiceContext) { self.context = context }
+    public init(context: ServiceContext, signIns: SignInGuard = SignInGuard()) {
+        self.context = context
+        self.signIns = signIns
+    }
 }
 
 /// The tamper-evident audit trail: every admin action appended, hash-chained, logged as
@@ -109,6 +114,7 @@ public final class FleetServices: Sendable {
     ///   - waitSpread, busyPollDelay: see ``DeviceGateway/init(context:waitSpread:busyPollDelay:)``.
     ///   - notifier: the change notifier, made with `clock` (a new one by default).
     ///   - writeLock: the lock shared with the other instances on the same database, if any.
+    ///   - passwordParameters: what new password hashes cost (scrypt's N = 2^17 unless told).
     public init(
         store: any SettingsStore, adminTokenHash: String, wallClock: any WallClock, clock: ServiceClock = .continuous,
         waitSpread: @escaping @Sendable (Duration) -> Duration = { DeviceGateway.spreadWait($0, fraction: .random(in: 0..<1)) },
@@ -116,7 +122,7 @@ public final class FleetServices: Sendable {
             DeviceGateway.busyPollDelay(DeviceGateway.defaultBusyPollInterval, fraction: .random(in: 0..<1))
         },
         notifier: ChangeNotifier? = nil, metrics: ServerMetrics = ServerMetrics(), writeLock: (any SharedWriteLock)? = nil,
-        logger: Logger
+        passwordParameters: PasswordHash.Parameters = .current, logger: Logger
     ) {
         let context = ServiceContext(
             store: store, wallClock: wallClock, clock: clock, notifier: notifier ?? ChangeNotifier(clock: clock), metrics: metrics,
@@ -127,7 +133,7 @@ public final class FleetServices: Sendable {
         admin = SettingsAdmin(context: context)
         rollouts = RolloutService(context: context)
         directory = FleetDirectory(context: context)
-        accounts = AccountService(context: context)
+        accounts = AccountService(context: context, signIns: SignInGuard(parameters: passwordParameters))
         audit = AuditTrail(context: context)
     }
 

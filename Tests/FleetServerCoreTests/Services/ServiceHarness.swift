@@ -91,7 +91,7 @@ struct ServiceHarness {
             store: store, adminTokenHash: Credentials.hash(Self.adminToken), wallClock: wallClock, clock: ServiceClock(clock),
             waitSpread: { $0 }, busyPollDelay: { .seconds(90) },
             notifier: ChangeNotifier(capacity: capacity, busyLimit: busyLimit, clock: ServiceClock(clock)),
-            logger: Logger(label: "service-test") { _ in SwiftLogNoOpLogHandler() })
+            passwordParameters: PasswordHash.Parameters(cost: 10), logger: Logger(label: "service-test") { _ in SwiftLogNoOpLogHandler() })
     }
 
     var auth: Authenticator { services.auth }

@@ -135,7 +135,8 @@ struct TestFleetServer: Sendable {
         let notifier = ChangeNotifier(capacity: maxLongPolls, busyLimit: busyLimit, onHeldCountChange: { metrics.longPollsHeld($0) })
         let service = FleetServices(
             store: store, adminTokenHash: Credentials.hash(adminToken), wallClock: clock, waitSpread: waitSpread, notifier: notifier,
-            metrics: metrics, writeLock: writeLock, logger: logger)
+            // Cheap password hashes: a debug build's scrypt at N = 2^17 takes seconds.
+            metrics: metrics, writeLock: writeLock, passwordParameters: PasswordHash.Parameters(cost: 10), logger: logger)
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let app = try FleetServerApplication.make(
             service: service,

@@ -1,0 +1,167 @@
+import Crypto
+import FleetJSON
+import FleetProtocol
+import HTTPTypes
+import PosixThreads
+import _CryptoExtras
+
+/// A password as the server keeps it: scrypt's output with its salt and parameters, in one
+/// text (`scrypt$N=131072,r=8,p=1$<salt>$<key>`, base64url), never the password.
+///
+/// **Parameters: N = 2^17, r = 8, p = 1** (128 MiB and about a quarter of a second per hash on
+/// this project's machine): OWASP's recommended minimum for scrypt. scrypt is memory-hard, so a
+/// guess costs an attacker with GPUs about what it costs the server; the server bounds what
+/// sign-ins can cost it by hashing at most two at a time (``PasswordHasher``) and by the
+/// failure limits of sign-in. Parameters are kept with each hash, so raising them later
+/// re-hashes a password at its next sign-in, and old hashes still verify.
+public struct PasswordHash: Sendable, Hashable {
+    /// scrypt's cost parameters.
+    public struct Parameters: Sendable, Hashable {
+        public var rounds: Int
+        public var blockSize: Int
+        public var parallelism: Int
+
+        /// What new hashes use: N = 2^17, r = 8, p = 1.
+        public static let current = Parameters(rounds: 1 << 17, blockSize: 8, parallelism: 1)
+
+        public init(rounds: Int, blockSize: Int, parallelism: Int) {
+            self.rounds = rounds
+            self.blockSize = blockSize
+            self.parallelism = parallelism
+        }
+
+        /// N = 2^`cost`, r = 8, p = 1 (`fleetset-server serve --password-cost`).
+        public init(cost: Int) { self.init(rounds: 1 << cost, blockSize: 8, parallelism: 1) }
+    }
+
+    /// The stored text.
+    public let text: String
+
+    /// Reads a stored text; `nil` when it is not one this server writes.
+    public init?(text: String) {
+        guard Self.parts(text) != nil else { return nil }
+        self.text = text
+    }
+
+    private init(parameters: Parameters, salt: [UInt8], key: [UInt8]) {
+        text =
+            "scrypt$N=\(parameters.rounds),r=\(parameters.blockSize),p=\(parameters.parallelism)$"
+            + Credentials.base64URL(salt) + "$" + Credentials.base64URL(key)
+    }
+
+    /// The parameters this hash was made with.
+    public var parameters: Parameters? { Self.parts(text)?.parameters }
+
+    /// Hashes `password` with a fresh 16-byte salt (slow: call it through ``PasswordHasher``).
+    public static func make(_ password: String, parameters: Parameters = .current) throws -> PasswordHash {
+        var generator = SystemRandomNumberGenerator()
+        let salt = (0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return PasswordHash(parameters: parameters, salt: salt, key: try derive(password, salt: salt, parameters: parameters))
+    }
+
+    /// Whether `password` is the one hashed, compared in constant time (slow: call it through
+    /// ``PasswordHasher``).
+    public func verifies(_ password: String) -> Bool {
+        guard let parts = Self.parts(text), let key = try? Self.derive(password, salt: parts.salt, parameters: parts.parameters) else {
+            return false
+        }
+        return Credentials.constantTimeEquals(Credentials.base64URL(key), Credentials.base64URL(parts.key))
+    }
+
+    private static func derive(_ password: String, salt: [UInt8], parameters: Parameters) throws -> [UInt8] {
+        let key = try KDF.Scrypt.deriveKey(
+            from: Array(password.utf8), salt: salt, outputByteCount: 32, rounds: parameters.rounds, blockSize: parameters.blockSize,
+            parallelism: parameters.parallelism)
+        return key.withUnsafeBytes { Array($0) }
+    }
+
+    private static func parts(_ text: String) -> (parameters: Parameters, salt: [UInt8], key: [UInt8])? {
+        let fields = text.split(separator: "$", omittingEmptySubsequences: false)
+        guard fields.count == 4, fields[0] == "scrypt" else { return nil }
+        var values: [String: Int] = [:]
+        for pair in fields[1].split(separator: ",") {
+            let item = pair.split(separator: "=")
+            guard item.count == 2, let value = Int(item[1]), value > 0 else { return nil }
+            values[String(item[0])] = value
+        }
+        guard let rounds = values["N"], rounds.nonzeroBitCount == 1, rounds <= 1 << 20, let blockSize = values["r"], blockSize <= 32,
+            let parallelism = values["p"], parallelism <= 16, let salt = Base64URL.decode(fields[2]), let key = Base64URL.decode(fields[3]),
+            salt.count >= 16, key.count == 32
+        else { return nil }
+        return (Parameters(rounds: rounds, blockSize: blockSize, parallelism: parallelism), salt, key)
+    }
+
+    /// What a password must be: 12 to 256 characters. Length is what makes a password hard to
+    /// guess; no other composition rule is imposed (NIST SP 800-63B).
+    public static func check(_ password: String) throws(ServiceError) {
+        guard (12...256).contains(password.unicodeScalars.count) else {
+            throw ServiceError(400, .weakPassword, "a password has 12 to 256 characters")
+        }
+    }
+}
+
+/// Runs the slow password hashes off the concurrency pool, at most two at a time (each takes
+/// 128 MiB): a burst of sign-ins waits its turn instead of exhausting the server's memory.
+public final class PasswordHasher: Sendable {
+    private let permits: Locked<(free: Int, waiting: [CheckedContinuation<Void, Never>])>
+
+    public init(concurrent: Int = 2) {
+        permits = Locked((concurrent, []))
+    }
+
+    /// `work` on a thread of its own, when a permit is free.
+    public func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let granted = permits.withLock { state -> Bool in
+                if state.free > 0 {
+                    state.free -= 1
+                    return true
+                }
+                state.waiting.append(continuation)
+                return false
+            }
+            if granted { continuation.resume() }
+        }
+        defer {
+            let next = permits.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard !state.waiting.isEmpty else {
+                    state.free += 1
+                    return nil
+                }
+                return state.waiting.removeFirst()
+            }
+            next?.resume()
+        }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
+            _ = DetachedThread.start(named: "fleetset-kdf") { continuation.resume(returning: work()) }
+        }
+    }
+}
+
+/// base64url without padding, read back.
+enum Base64URL {
+    static func decode(_ text: Substring) -> [UInt8]? {
+        var values: [UInt8] = []
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): values.append(byte - UInt8(ascii: "A"))
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): values.append(byte - UInt8(ascii: "a") + 26)
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): values.append(byte - UInt8(ascii: "0") + 52)
+            case UInt8(ascii: "-"): values.append(62)
+            case UInt8(ascii: "_"): values.append(63)
+            default: return nil
+            }
+        }
+        guard values.count % 4 != 1 else { return nil }
+        var output: [UInt8] = []
+        var index = 0
+        while index < values.count {
+            let chunk = values[index..<min(index + 4, values.count)]
+            var group: UInt32 = 0
+            for (offset, value) in chunk.enumerated() { group |= UInt32(value) << (18 - 6 * offset) }
+            for position in 0..<(chunk.count - 1) { output.append(UInt8((group >> (16 - 8 * position)) & 0xFF)) }
+            index += 4
+        }
+        return output
+    }
+}

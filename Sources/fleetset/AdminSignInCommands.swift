@@ -1,0 +1,275 @@
+import ArgumentParser
+import FleetClient
+import FleetIO
+import FleetJSON
+import FleetProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where `fleetset admin login` keeps a person's token and server: `$XDG_CONFIG_HOME/fleetset/`
+/// (default `~/.config/fleetset/`), the folder 0700, the token 0600.
+enum AdminLogin {
+    static var folder: String? {
+        let environment = { (name: String) in getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
+        if let config = environment("XDG_CONFIG_HOME") { return config + "/fleetset" }
+        return environment("HOME").map { $0 + "/.config/fleetset" }
+    }
+
+    /// The token file a login wrote, when there is one.
+    static var tokenFile: String? { folder.map { $0 + "/admin-token" } }
+    /// The server a login was made to.
+    static var serverFile: String? { folder.map { $0 + "/admin-server" } }
+
+    static var savedServer: String? {
+        guard let path = serverFile, let bytes = try? FileSystem.readFileIfPresent(path) else { return nil }
+        let text = String(decoding: bytes, as: UTF8.self).split(separator: "\n").first.map(String.init)
+        return text?.isEmpty == false ? text : nil
+    }
+}
+
+/// A password: the first line of `--password-file`, else typed at a terminal (not echoed), else
+/// the first line of standard input.
+enum PasswordInput {
+    /// `text` on standard error as it is (no line break added).
+    static func prompt(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    }
+
+    static func read(file: String?, prompt: String) throws -> String {
+        if let file {
+            do {
+                return try FileSystem.readToken(file)
+            } catch {
+                StandardError.write("fleetset admin: \(error)")
+                throw CLIExit.usageOrIO
+            }
+        }
+        var saved = termios()
+        let terminal = isatty(STDIN_FILENO) == 1 && tcgetattr(STDIN_FILENO, &saved) == 0
+        if terminal {
+            Self.prompt(prompt)
+            var quiet = saved
+            quiet.c_lflag &= ~tcflag_t(ECHO)
+            _ = tcsetattr(STDIN_FILENO, TCSANOW, &quiet)
+        }
+        defer {
+            if terminal {
+                _ = tcsetattr(STDIN_FILENO, TCSANOW, &saved)
+                Self.prompt("\n")
+            }
+        }
+        guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+            StandardError.write("fleetset admin: no password given (--password-file FILE, or type it)")
+            throw CLIExit.usageOrIO
+        }
+        return line
+    }
+}
+
+/// `fleetset admin login --server URL --name NAME [--password-file F] [--code C] [--expires 30d]`.
+struct AdminLoginCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "login", abstract: "Sign in with your name and password; keep a personal API token for the next commands.",
+        discussion: """
+            The token is written to $XDG_CONFIG_HOME/fleetset/admin-token (default \
+            ~/.config/fleetset/admin-token, mode 0600, its folder 0700) and the server to \
+            admin-server beside it: later `fleetset admin` commands use them when neither \
+            --token-file nor FLEETSET_ADMIN_TOKEN_FILE is given. An account with a second factor \
+            needs --code (the authenticator's code, or a recovery code). `fleetset admin logout` \
+            revokes the token and removes the file.
+            """)
+
+    @Option(help: "The server's base URL (default: $FLEETSET_SERVER).")
+    var server: String?
+
+    @Option(help: "Your account's name.")
+    var name: String
+
+    @Option(help: "A file whose first line is your password (default: typed, or standard input).")
+    var passwordFile: String?
+
+    @Option(help: "The code from your authenticator app, or a recovery code.")
+    var code: String?
+
+    @Option(help: "How long the token lives: 12h, 30d (at most 400d).")
+    var expires: String = "30d"
+
+    @Option(help: "PEM CA bundle to verify the server with (default: the system's).")
+    var caFile: String?
+
+    func validate() throws {
+        guard let seconds = AdminTokenCreate.seconds(expires), (60...APITokenRequest.longestLifetime).contains(seconds) else {
+            throw ValidationError("--expires is a number and m, h or d, from 1m to 400d (e.g. 30d)")
+        }
+    }
+
+    func run() async throws {
+        guard let folder = AdminLogin.folder, let tokenFile = AdminLogin.tokenFile, let serverFile = AdminLogin.serverFile else {
+            StandardError.write("fleetset admin login: set HOME or XDG_CONFIG_HOME: the token is kept in their config folder")
+            throw CLIExit.usageOrIO
+        }
+        let password = try PasswordInput.read(file: passwordFile, prompt: "Password for \(name): ")
+        let request = SignInRequest(
+            name: name, password: password, code: code, tokenName: "login",
+            expiresIn: AdminTokenCreate.seconds(expires) ?? SignInRequest.defaultLifetime)
+        let options = try ServerOptions.parse((server.map { ["--server", $0] } ?? []) + (caFile.map { ["--ca-file", $0] } ?? []))
+        let url = try options.serverURL()
+        let made = try await options.withClient(token: nil) { try await $0.signIn(request) }
+        do {
+            try FileSystem.makeDirectories(folder, mode: 0o700)
+            try FileSystem.writeAtomically(Array((made.token + "\n").utf8), to: tokenFile, mode: 0o600)
+            try FileSystem.writeAtomically(Array((url + "\n").utf8), to: serverFile, mode: 0o600)
+        } catch {
+            StandardError.write("fleetset admin login: \(error)")
+            throw CLIExit.usageOrIO
+        }
+        print(
+            TerminalText.escaped(
+                "signed in to \(url) as \(made.info.account); token \(made.info.id) valid until \(Timestamp.format(made.info.expiresAt)), kept in \(tokenFile)"
+            ))
+    }
+}
+
+/// `fleetset admin logout`: revokes the login's token and removes it.
+struct AdminLogoutCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "logout", abstract: "Revoke the token `fleetset admin login` kept, and remove it.")
+
+    @Option(help: "PEM CA bundle to verify the server with (default: the system's).")
+    var caFile: String?
+
+    func run() async throws {
+        guard let tokenFile = AdminLogin.tokenFile, access(tokenFile, F_OK) == 0 else {
+            print("not signed in")
+            return
+        }
+        let options = try ServerOptions.parse(["--token-file", tokenFile] + (caFile.map { ["--ca-file", $0] } ?? []))
+        let caller = try await options.withClient { try await $0.whoami() }
+        if caller.credential.hasPrefix("token ") {
+            let id = String(caller.credential.dropFirst("token ".count))
+            _ = try await options.withClient { try await $0.revokeAPIToken(id: id) }
+        }
+        unlink(tokenFile)
+        print(TerminalText.escaped("signed out \(caller.account.name); its login token is revoked"))
+    }
+}
+
+/// `fleetset admin password [--password-file F] [--current-file F]`: change your own password.
+struct AdminPasswordCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "password", abstract: "Change your own password.")
+
+    @OptionGroup var server: ServerOptions
+
+    @Option(help: "A file whose first line is your current password (default: typed).")
+    var currentFile: String?
+
+    @Option(help: "A file whose first line is the new password, 12 to 256 characters (default: typed).")
+    var passwordFile: String?
+
+    func run() async throws {
+        let caller = try await server.withClient { try await $0.whoami() }
+        let current = caller.account.hasPassword ? try PasswordInput.read(file: currentFile, prompt: "Current password: ") : nil
+        let password = try PasswordInput.read(file: passwordFile, prompt: "New password: ")
+        try await server.withClient { try await $0.changeOwnPassword(PasswordChange(current: current, password: password)) }
+        print(TerminalText.escaped("the password of \(caller.account.name) is changed"))
+    }
+}
+
+/// `fleetset admin users set-password NAME [--password-file F]`.
+struct AdminUserSetPassword: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set-password", abstract: "Set a person's password (a first one, or a replacement for a forgotten one).")
+
+    @OptionGroup var server: ServerOptions
+
+    @Argument(help: "The account's name.")
+    var name: String
+
+    @Option(help: "A file whose first line is the password, 12 to 256 characters (default: typed).")
+    var passwordFile: String?
+
+    func run() async throws {
+        let password = try PasswordInput.read(file: passwordFile, prompt: "Password for \(name): ")
+        try await server.withClient { try await $0.setPassword(account: name, to: password) }
+        print(TerminalText.escaped("the password of \(name) is set"))
+    }
+}
+
+/// `fleetset admin users reset-two-factor NAME`.
+struct AdminUserResetTwoFactor: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reset-two-factor", abstract: "Remove a person's second factor (its authenticator and recovery codes were lost).")
+
+    @OptionGroup var server: ServerOptions
+
+    @Argument(help: "The account's name.")
+    var name: String
+
+    func run() async throws {
+        try await server.withClient { try await $0.resetTwoFactor(account: name) }
+        print(TerminalText.escaped("\(name) signs in with its password alone until it sets up another second factor"))
+    }
+}
+
+/// `fleetset admin two-factor setup|confirm`.
+struct AdminTwoFactor: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "two-factor", abstract: "Set up your second factor: an authenticator app's codes at sign-in.",
+        subcommands: [Setup.self, Confirm.self])
+
+    struct Setup: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Make a new TOTP secret; write its otpauth:// URI to a file (0600) for your authenticator app.")
+
+        @OptionGroup var server: ServerOptions
+
+        @Option(help: "Where to write the otpauth:// URI (created with mode 0600; never printed).")
+        var out: String
+
+        func run() async throws {
+            let setup = try await server.withClient { try await $0.startTwoFactor() }
+            try AdminSecretFile.write(setup.uri + "\n", to: out)
+            print(
+                TerminalText.escaped(
+                    "the otpauth:// URI is in \(out); add it to your authenticator app, then run `fleetset admin two-factor confirm CODE --out FILE`"
+                ))
+        }
+    }
+
+    struct Confirm: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Confirm with a code from the authenticator; write the ten recovery codes to a file (0600).")
+
+        @OptionGroup var server: ServerOptions
+
+        @Argument(help: "The code the authenticator app shows now.")
+        var code: String
+
+        @Option(help: "Where to write the recovery codes (created with mode 0600; never printed).")
+        var out: String
+
+        func run() async throws {
+            let codes = try await server.withClient { try await $0.confirmTwoFactor(code: code) }
+            try AdminSecretFile.write(codes.codes.joined(separator: "\n") + "\n", to: out)
+            print(
+                TerminalText.escaped(
+                    "second factor on: sign-in takes a code from now on; \(codes.codes.count) recovery codes, each good once, are in \(out)"
+                ))
+        }
+    }
+}
+
+/// A secret the CLI was given once, written to a file only its user can read.
+enum AdminSecretFile {
+    static func write(_ text: String, to path: String) throws {
+        do {
+            try FileSystem.writeAtomically(Array(text.utf8), to: path, mode: 0o600)
+        } catch {
+            StandardError.write("fleetset admin: \(error)")
+            throw CLIExit.usageOrIO
+        }
+    }
+}

@@ -1,0 +1,148 @@
+import FleetJSON
+import FleetProtocol
+import FleetServerCore
+import HTTPTypes
+import Testing
+
+/// TOTP against RFC 6238's own vectors, and the codes as sign-in takes them.
+@Suite("TOTP")
+struct TOTPTests {
+    /// RFC 6238, appendix B (SHA-1, the ASCII secret "12345678901234567890"): the six low digits of each code.
+    @Test(
+        "the RFC's test vectors",
+        arguments: [
+            (59, "287082"), (1_111_111_109, "081804"), (1_111_111_111, "050471"), (1_234_567_890, "005924"), (2_000_000_000, "279037"),
+            (20_000_000_000, "353130"),
+        ] as [(Int64, String)])
+    func vectors(time: Int64, code: String) {
+        let totp = TOTP(secret: Array("12345678901234567890".utf8))
+        #expect(totp.code(step: TOTP.step(at: time)) == code)
+    }
+
+    @Test("a secret reads back from its base32; a code matches its step and the steps beside it, once")
+    func matching() throws {
+        let totp = TOTP.generate()
+        #expect(try #require(TOTP(base32: totp.base32)) == totp)
+        #expect(TOTP(base32: totp.base32.lowercased()) == totp)
+        #expect(TOTP(base32: "not base32!") == nil)
+        let time: Int64 = 1_790_000_015
+        let step = TOTP.step(at: time)
+        #expect(totp.matchingStep(totp.code(step: step), at: time, after: nil) == step)
+        #expect(totp.matchingStep(totp.code(step: step - 1), at: time, after: nil) == step - 1)
+        #expect(totp.matchingStep(totp.code(step: step + 1), at: time, after: nil) == step + 1)
+        #expect(totp.matchingStep(totp.code(step: step - 2), at: time, after: nil) == nil)
+        #expect(totp.matchingStep(totp.code(step: step), at: time, after: step) == nil, "a code is good once")
+        #expect(totp.matchingStep("12345", at: time, after: nil) == nil)
+        #expect(totp.uri(account: "alice").hasPrefix("otpauth://totp/fleetset:alice?secret=\(totp.base32)&issuer=fleetset"))
+    }
+
+    @Test("a password hash verifies its password only, keeps its parameters, and reads back from its text")
+    func passwords() throws {
+        let hash = try PasswordHash.make("correct horse battery", parameters: PasswordHash.Parameters(cost: 10))
+        #expect(hash.verifies("correct horse battery") && !hash.verifies("correct horse batterY"))
+        #expect(hash.parameters == PasswordHash.Parameters(cost: 10))
+        #expect(hash.text.hasPrefix("scrypt$N=1024,r=8,p=1$") && !hash.text.contains("correct"))
+        #expect(PasswordHash(text: hash.text) == hash)
+        #expect(PasswordHash(text: "scrypt$N=1000,r=8,p=1$AAAA$BBBB") == nil)
+        let again = try PasswordHash.make("correct horse battery", parameters: PasswordHash.Parameters(cost: 10))
+        #expect(again != hash, "a fresh salt each time")
+    }
+}
+
+/// Passwords, second factors and sign-in, in process.
+@Suite("Services: sign-in")
+struct SignInServiceTests {
+    static func person(_ harness: ServiceHarness, _ name: String = "alice") async throws -> Caller {
+        _ = try await harness.owner()
+        _ = try await harness.services.accounts.createAccount(AccountRequest(name: name, role: .viewer))
+        try await harness.services.accounts.setPassword(name: name, to: "a long enough password")
+        return Caller(account: try await harness.services.accounts.account(name: name), credential: .password)
+    }
+
+    @Test("a password: set by an owner (not for a service account, not a short one), checked at sign-in, the same answer for every wrong")
+    func passwords() async throws {
+        let harness = ServiceHarness()
+        let accounts = harness.services.accounts
+        _ = try await Self.person(harness)
+        #expect(try await harness.store.account(name: "alice")?.account.hasPassword == true)
+        #expect(await serviceError { try await accounts.setPassword(name: "alice", to: "short") }?.code == .weakPassword)
+        _ = try await accounts.createAccount(AccountRequest(name: "ci", kind: .service, role: .viewer))
+        #expect(await serviceError { try await accounts.setPassword(name: "ci", to: "a long enough password") }?.status == .badRequest)
+        #expect(try await accounts.signIn(name: "alice", password: "a long enough password", code: nil).name == "alice")
+        let wrong = await serviceError { try await accounts.signIn(name: "alice", password: "a wrong password!", code: nil) }
+        let unknown = await serviceError { try await accounts.signIn(name: "nobody", password: "a wrong password!", code: nil) }
+        let noPassword = await serviceError { try await accounts.signIn(name: "ci", password: "a wrong password!", code: nil) }
+        #expect(wrong == unknown && unknown == noPassword && wrong?.status == .unauthorized)
+        _ = try await accounts.updateAccount(name: "alice", AccountRequest(disabled: true))
+        #expect(await serviceError { try await accounts.signIn(name: "alice", password: "a long enough password", code: nil) } == wrong)
+    }
+
+    @Test("ten failed sign-ins of an account lock it for a while, even for the right password; other accounts go on")
+    func lockout() async throws {
+        let harness = ServiceHarness()
+        let accounts = harness.services.accounts
+        _ = try await Self.person(harness)
+        _ = try await Self.person(harness, "bob")
+        for _ in 0..<Int(SignInGuard.failures.burst) {
+            #expect(
+                await serviceError { try await accounts.signIn(name: "alice", password: "guess guess guess", code: nil) }?.status
+                    == .unauthorized)
+        }
+        let locked = await serviceError { try await accounts.signIn(name: "alice", password: "a long enough password", code: nil) }
+        #expect(locked?.status == .tooManyRequests && locked?.retryAfterSeconds != nil)
+        #expect(try await accounts.signIn(name: "bob", password: "a long enough password", code: nil).name == "bob")
+    }
+
+    @Test("changing one's own password needs the current one")
+    func ownPassword() async throws {
+        let harness = ServiceHarness()
+        let accounts = harness.services.accounts
+        let alice = try await Self.person(harness)
+        let wrong = PasswordChange(current: "not the password", password: "another long password")
+        #expect(await serviceError { try await accounts.changeOwnPassword(wrong, by: alice) }?.status == .unauthorized)
+        try await accounts.changeOwnPassword(
+            PasswordChange(current: "a long enough password", password: "another long password"), by: alice)
+        #expect(try await accounts.signIn(name: "alice", password: "another long password", code: nil).name == "alice")
+    }
+
+    @Test("a second factor: confirmed with a code, then sign-in takes a code once, or a recovery code once; an owner can reset it")
+    func twoFactor() async throws {
+        let harness = ServiceHarness()
+        let accounts = harness.services.accounts
+        let alice = try await Self.person(harness)
+        let generation = try #require(try await harness.store.account(name: "alice")).generation
+        let setup = try await accounts.startTwoFactor(by: alice)
+        let totp = try #require(TOTP(base32: setup.secret))
+        // Not confirmed yet: the password alone still signs in.
+        #expect(try await accounts.signIn(name: "alice", password: "a long enough password", code: nil).hasTwoFactor == false)
+        let now = harness.wallClock.secondsSinceEpoch()
+        #expect(await serviceError { try await accounts.confirmTwoFactor(code: "000000", by: alice) }?.status == .badRequest)
+        let recovery = try await accounts.confirmTwoFactor(code: totp.code(step: TOTP.step(at: now)), by: alice)
+        #expect(recovery.codes.count == 10 && Set(recovery.codes).count == 10)
+        #expect(try await harness.store.account(name: "alice")?.generation ?? 0 > generation)
+        #expect(await serviceError { try await accounts.startTwoFactor(by: alice) }?.status == .conflict)
+
+        let password = "a long enough password"
+        let needed = await serviceError { try await accounts.signIn(name: "alice", password: password, code: nil) }
+        #expect(needed?.code == .twoFactorRequired)
+        // The code used to confirm is spent; the next step's works, once.
+        #expect(
+            await serviceError { try await accounts.signIn(name: "alice", password: password, code: totp.code(step: TOTP.step(at: now))) }
+                != nil)
+        harness.wallClock.advance(by: TOTP.period)
+        let next = totp.code(step: TOTP.step(at: now + TOTP.period))
+        #expect(try await accounts.signIn(name: "alice", password: password, code: next).hasTwoFactor)
+        #expect(await serviceError { try await accounts.signIn(name: "alice", password: password, code: next) }?.status == .unauthorized)
+        // A recovery code, typed any way, once.
+        let code = recovery.codes[3]
+        #expect(try await accounts.signIn(name: "alice", password: password, code: " " + code.uppercased() + " ").name == "alice")
+        #expect(await serviceError { try await accounts.signIn(name: "alice", password: password, code: code) }?.status == .unauthorized)
+        #expect(try await harness.store.account(name: "alice")?.twoFactor?.recoveryHashes.count == 9)
+        // The authenticator is lost: an owner resets the second factor.
+        try await accounts.resetTwoFactor(name: "alice")
+        #expect(try await accounts.signIn(name: "alice", password: password, code: nil).hasTwoFactor == false)
+        // Nothing secret is in what the API shows of the account.
+        let shown = try await accounts.account(name: "alice").json.serialized()
+        #expect(!shown.contains("scrypt") && !shown.contains(setup.secret))
+    }
+}
