@@ -20,7 +20,8 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let all: [ErrorCode] =
         [
             .adminOnly, .appMismatch, .badKeyPath, .badParameter, .badPrecondition, .badRequest, .concurrentWrite, .deviceDisabled,
-            .deviceOnly, .ifMatchRequired, .internalError, .invalidEnrollmentToken, .invalidMetadata, .invalidValues, .methodNotAllowed, .noRollout,
+            .deviceOnly, .ifMatchRequired, .internalError, .invalidEnrollmentToken, .invalidMetadata, .invalidValues, .methodNotAllowed,
+            .noRollout,
             .notFound, .notWritable, .nothingToRevert, .overloaded, .rateLimited, .rolloutInProgress, .rolloutNotPaused, .shuttingDown,
             .staleRevision, .tooLarge, .tooManyFacts, .unauthenticated, .unknownApp, .unknownDevice, .unknownEnrollmentToken, .unknownKey,
             .unsupportedMediaType, .unsupportedMetadata, .valuesInvalid, .versionNotIncreased, .accountExists, .lastOwner, .unknownAccount,
