@@ -8,8 +8,8 @@ import _CryptoExtras
 /// A password as the server keeps it: scrypt's output with its salt and parameters, in one
 /// text (`scrypt$N=131072,r=8,p=1$<salt>$<key>`, base64url), never the password.
 ///
-/// **Parameters: N = 2^17, r = 8, p = 1** (128 MiB and about a quarter of a second per hash on
-/// this project's machine): OWASP's recommended minimum for scrypt. scrypt is memory-hard, so a
+/// **Parameters: N = 2^17, r = 8, p = 1** (128 MiB and about 0.4 s per hash on this project's
+/// machine, release build): OWASP's recommended minimum for scrypt. scrypt is memory-hard, so a
 /// guess costs an attacker with GPUs about what it costs the server; the server bounds what
 /// sign-ins can cost it by hashing at most two at a time (``PasswordHasher``) and by the
 /// failure limits of sign-in. Parameters are kept with each hash, so raising them later
