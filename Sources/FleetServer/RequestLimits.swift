@@ -158,6 +158,15 @@ public final class RequestLimits: Sendable {
         if let refusal { throw ServiceError.rateLimited("this address or credential", retryAfter: refusal) }
     }
 
+    /// Admits a sign-in from `client` before its password is checked: refused (429) while the
+    /// address's failed-authentication budget is spent, so that a guesser's next guess costs it
+    /// a wait, not the server a hash. Takes nothing (``recordFailure(client:credential:)`` does, on a failure).
+    func admitSignIn(client: String) throws(ServiceError) {
+        let now = now
+        guard buckets.withLock({ $0.failures.isExhausted(client, now: now) }) else { return }
+        throw ServiceError.rateLimited("this address", retryAfter: .seconds(1))
+    }
+
     /// Admits one request of an authenticated device.
     func admit(device: String) throws(ServiceError) {
         let now = now

@@ -122,29 +122,36 @@ struct Routes: Sendable {
 
     func client(_ request: Request, _ context: FleetRequestContext) -> String { limits.client(of: request, context) }
 
-    /// `POST /v1/admin/sign-in`: within the address's limits (a failure counts as a failed
-    /// authentication) and the account's (``SignInGuard``); audited either way.
+    /// `POST /v1/admin/sign-in`: within the address's limits (refused before any hashing while
+    /// its failed-authentication budget is spent; a failure counts against it) and the
+    /// account's (``SignInGuard``). Every answer but a 429 is audited.
     func signIn(_ request: Request, _ context: FleetRequestContext) async throws -> Response {
         let client = client(request, context)
         try limits.admit(client: client)
+        try limits.admitSignIn(client: client)
         let sent = try ServiceError.decode(try await jsonBody(request, limit: Self.signInLimit), as: SignInRequest.init(json:))
-        let actor = Account.isValidName(sent.name) ? sent.name : "-"
+        // Who: the account's name when there is one (never a name typed that is none: it may be a password).
+        let actor = try await service.accounts.exists(sent.name) ? sent.name : "-"
         let audit = { (status: Int, outcome: String, detail: String) in
-            try? await service.audit.record(
-                AuditDraft(
-                    actor: actor, credential: "password", address: limits.address(of: request, context), action: "signIn",
-                    target: "token-name=\(sent.tokenName)", status: status, outcome: outcome, detail: detail))
+            do {
+                try await service.audit.record(
+                    AuditDraft(
+                        actor: actor, credential: "password", address: limits.address(of: request, context), action: "signIn",
+                        target: "token-name=\(sent.tokenName)", status: status, outcome: outcome, detail: detail))
+            } catch {
+                logger.error("audit entry not written", metadata: ["event": "audit-failed", "action": "signIn", "error": "\(error)"])
+            }
         }
         do {
             let account = try await service.accounts.signIn(name: sent.name, password: sent.password, code: sent.code)
             let made = try await service.accounts.createToken(
                 APITokenRequest(name: sent.tokenName, expiresIn: sent.expiresIn), by: Caller(account: account, credential: .password))
-            _ = await audit(201, "ok", "")
+            await audit(201, "ok", "")
             var response = json(.created, made.json)
             response.headers[.cacheControl] = "no-store"
             return response
         } catch let error as ServiceError {
-            _ = await audit(Int(error.status.code), error.code.rawValue, error.message)
+            if error.status != .tooManyRequests { await audit(Int(error.status.code), error.code.rawValue, error.message) }
             if error.status == .unauthorized && error.code != .twoFactorRequired {
                 try limits.recordFailure(client: client, credential: sent.name)
             }

@@ -49,6 +49,14 @@ public struct RateLimiter<Key: Hashable & Sendable>: Sendable {
         return nil
     }
 
+    /// Gives back one request `take(_:now:)` took from `key` (up to its burst).
+    public mutating func refund(_ key: Key, now: Duration) {
+        guard var bucket = buckets[key] else { return }
+        bucket = refilled(bucket, now: now)
+        bucket.tokens = min(limit.burst, bucket.tokens + 1)
+        buckets[key] = bucket
+    }
+
     /// Whether `key` has nothing left at `now`, without taking anything.
     public func isExhausted(_ key: Key, now: Duration) -> Bool {
         guard let bucket = buckets[key] else { return false }

@@ -49,10 +49,12 @@ struct ServerOptions: ParsableArguments {
     @Flag(help: "Print the server's JSON answer instead of text.")
     var json = false
 
-    /// The server's URL: --server, $FLEETSET_SERVER, or the one `fleetset admin login` kept.
+    /// The server's URL: --server, $FLEETSET_SERVER, or (when no token file is given either)
+    /// the one `fleetset admin login` kept.
     func serverURL() throws -> String {
         let environment = { (name: String) in getenv(name).map { String(cString: $0) } }
-        guard let url = server ?? environment("FLEETSET_SERVER") ?? AdminLogin.savedServer else {
+        let givenToken = tokenFile ?? environment("FLEETSET_ADMIN_TOKEN_FILE")
+        guard let url = server ?? environment("FLEETSET_SERVER") ?? (givenToken == nil ? AdminLogin.savedServer : nil) else {
             StandardError.write("fleetset admin: give the server with --server URL or FLEETSET_SERVER")
             throw CLIExit.usageOrIO
         }
@@ -60,11 +62,20 @@ struct ServerOptions: ParsableArguments {
     }
 
     /// The token: from --token-file, $FLEETSET_ADMIN_TOKEN_FILE, or the file `fleetset admin
-    /// login` wrote.
+    /// login` wrote — that one only for the server it was made for.
     func token() throws -> String {
         let environment = { (name: String) in getenv(name).map { String(cString: $0) } }
-        let login = AdminLogin.tokenFile.flatMap { access($0, F_OK) == 0 ? $0 : nil }
-        guard let tokenPath = tokenFile ?? environment("FLEETSET_ADMIN_TOKEN_FILE") ?? login else {
+        var tokenPath = tokenFile ?? environment("FLEETSET_ADMIN_TOKEN_FILE")
+        if tokenPath == nil, let login = AdminLogin.tokenFile, access(login, F_OK) == 0 {
+            guard try serverURL() == AdminLogin.savedServer else {
+                StandardError.write(
+                    "fleetset admin: the token of `fleetset admin login` is for \(AdminLogin.savedServer ?? "another server"); give --token-file for this one, or log in to it"
+                )
+                throw CLIExit.usageOrIO
+            }
+            tokenPath = login
+        }
+        guard let tokenPath else {
             StandardError.write(
                 "fleetset admin: give a token file with --token-file FILE or FLEETSET_ADMIN_TOKEN_FILE, or sign in with `fleetset admin login`"
             )

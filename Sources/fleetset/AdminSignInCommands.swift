@@ -9,7 +9,8 @@ import Glibc
 #endif
 
 /// Where `fleetset admin login` keeps a person's token and server: `$XDG_CONFIG_HOME/fleetset/`
-/// (default `~/.config/fleetset/`), the folder 0700, the token 0600.
+/// (default `~/.config/fleetset/`), the folder 0700 and the user's own, the token 0600. A
+/// folder that is not the user's own, or that others may write to, is not used.
 enum AdminLogin {
     static var folder: String? {
         let environment = { (name: String) in getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
@@ -17,15 +18,35 @@ enum AdminLogin {
         return environment("HOME").map { $0 + "/.config/fleetset" }
     }
 
-    /// The token file a login wrote, when there is one.
-    static var tokenFile: String? { folder.map { $0 + "/admin-token" } }
+    /// Whether `folder` is a directory (not a link) of this user's that no one else may write to.
+    static func isPrivate(_ folder: String) -> Bool {
+        var info = stat()
+        return lstat(folder, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR && info.st_uid == getuid() && info.st_mode & 0o022 == 0
+    }
+
+    /// The token file a login wrote, when its folder is private.
+    static var tokenFile: String? { folder.flatMap { isPrivate($0) ? $0 + "/admin-token" : nil } }
     /// The server a login was made to.
-    static var serverFile: String? { folder.map { $0 + "/admin-server" } }
+    static var serverFile: String? { folder.flatMap { isPrivate($0) ? $0 + "/admin-server" : nil } }
 
     static var savedServer: String? {
         guard let path = serverFile, let bytes = try? FileSystem.readFileIfPresent(path) else { return nil }
         let text = String(decoding: bytes, as: UTF8.self).split(separator: "\n").first.map(String.init)
         return text?.isEmpty == false ? text : nil
+    }
+
+    /// Makes the folder (0700) or checks the one there, and makes it 0700.
+    static func prepare(_ folder: String) throws {
+        try FileSystem.makeDirectories(folder, mode: 0o700)
+        var info = stat()
+        guard lstat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == getuid() else {
+            StandardError.write("fleetset admin login: \(folder) is not a folder of yours; the token is not written there")
+            throw CLIExit.usageOrIO
+        }
+        guard chmod(folder, 0o700) == 0 else {
+            StandardError.write("fleetset admin login: cannot make \(folder) private (chmod 700)")
+            throw CLIExit.usageOrIO
+        }
     }
 }
 
@@ -40,8 +61,11 @@ enum PasswordInput {
 
     static func read(file: String?, prompt: String) throws -> String {
         if let file {
+            // The first line as it is: a password may begin or end with a space.
             do {
-                return try FileSystem.readToken(file)
+                let text = String(decoding: try FileSystem.readFile(file, maximumSize: 4096), as: UTF8.self)
+                let line = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+                return String(line.hasSuffix("\r") ? line.dropLast() : line)
             } catch {
                 StandardError.write("fleetset admin: \(error)")
                 throw CLIExit.usageOrIO
@@ -107,10 +131,12 @@ struct AdminLoginCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        guard let folder = AdminLogin.folder, let tokenFile = AdminLogin.tokenFile, let serverFile = AdminLogin.serverFile else {
+        guard let folder = AdminLogin.folder else {
             StandardError.write("fleetset admin login: set HOME or XDG_CONFIG_HOME: the token is kept in their config folder")
             throw CLIExit.usageOrIO
         }
+        let tokenFile = folder + "/admin-token"
+        let serverFile = folder + "/admin-server"
         let password = try PasswordInput.read(file: passwordFile, prompt: "Password for \(name): ")
         let request = SignInRequest(
             name: name, password: password, code: code, tokenName: "login",
@@ -118,8 +144,8 @@ struct AdminLoginCommand: AsyncParsableCommand {
         let options = try ServerOptions.parse((server.map { ["--server", $0] } ?? []) + (caFile.map { ["--ca-file", $0] } ?? []))
         let url = try options.serverURL()
         let made = try await options.withClient(token: nil) { try await $0.signIn(request) }
+        try AdminLogin.prepare(folder)
         do {
-            try FileSystem.makeDirectories(folder, mode: 0o700)
             try FileSystem.writeAtomically(Array((made.token + "\n").utf8), to: tokenFile, mode: 0o600)
             try FileSystem.writeAtomically(Array((url + "\n").utf8), to: serverFile, mode: 0o600)
         } catch {
@@ -142,18 +168,30 @@ struct AdminLogoutCommand: AsyncParsableCommand {
     var caFile: String?
 
     func run() async throws {
-        guard let tokenFile = AdminLogin.tokenFile, access(tokenFile, F_OK) == 0 else {
+        guard let tokenFile = AdminLogin.tokenFile, access(tokenFile, F_OK) == 0, let server = AdminLogin.savedServer else {
             print("not signed in")
             return
         }
-        let options = try ServerOptions.parse(["--token-file", tokenFile] + (caFile.map { ["--ca-file", $0] } ?? []))
-        let caller = try await options.withClient { try await $0.whoami() }
-        if caller.credential.hasPrefix("token ") {
-            let id = String(caller.credential.dropFirst("token ".count))
-            _ = try await options.withClient { try await $0.revokeAPIToken(id: id) }
+        // Revoked at the server it was made for, when it can be; removed here whatever happens.
+        var outcome = "its login token is revoked"
+        do {
+            let options = try ServerOptions.parse(
+                ["--server", server, "--token-file", tokenFile] + (caFile.map { ["--ca-file", $0] } ?? []))
+            let caller = try await options.withClient { try await $0.whoami() }
+            if caller.credential.hasPrefix("token ") {
+                let id = String(caller.credential.dropFirst("token ".count))
+                _ = try await options.withClient { try await $0.revokeAPIToken(id: id) }
+            }
+            outcome = "signed out \(caller.account.name); " + outcome
+        } catch {
+            outcome =
+                "the token could not be revoked (it may have expired, or the server is out of reach); revoke it with `fleetset admin tokens revoke` if it still works"
         }
-        unlink(tokenFile)
-        print(TerminalText.escaped("signed out \(caller.account.name); its login token is revoked"))
+        for path in [tokenFile, AdminLogin.serverFile].compactMap(\.self) where unlink(path) != 0 && errno != ENOENT {
+            StandardError.write("fleetset admin logout: cannot remove \(path): \(String(cString: strerror(errno)))")
+            throw CLIExit.usageOrIO
+        }
+        print(TerminalText.escaped(outcome))
     }
 }
 

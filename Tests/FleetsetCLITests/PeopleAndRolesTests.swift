@@ -144,6 +144,10 @@ struct PeopleAndRolesTests {
         #expect(
             whoami.status == 0 && whoami.standardOutput.contains("alice") && whoami.standardOutput.contains("sign-in: password"),
             "\(whoami)")
+        // The login's token goes only to the server it was made for.
+        let elsewhere = try await CLIRunner.run(
+            fleetset + ["admin", "whoami", "--server", "http://127.0.0.1:9"], executable: "/usr/bin/env")
+        #expect(elsewhere.status == 2 && elsewhere.standardError.contains("is for \(url)"), "\(elsewhere)")
         let wrong = try await CLIRunner.run(
             fleetset + ["admin", "login", "--server", url, "--name", "alice"], executable: "/usr/bin/env", input: "not the password\n")
         #expect(wrong.status == 1 && wrong.standardError.contains("401 unauthenticated"), "\(wrong)")
@@ -153,5 +157,14 @@ struct PeopleAndRolesTests {
         let tokens = try await CLIRunner.run(["admin", "tokens", "list", "--account", "alice", "--json"] + owner)
         let listed = try APITokenList(json: try JSONParser.parse(Array(tokens.standardOutput.utf8))).tokens
         #expect(listed.count == 1 && listed[0].revoked && listed[0].name == "login", "\(tokens)")
+        // Signed in again and the server gone: logout still removes the token, saying it could not revoke it.
+        let again = try await CLIRunner.run(
+            fleetset + ["admin", "login", "--server", url, "--name", "alice"], executable: "/usr/bin/env", input: "correct horse battery\n")
+        #expect(again.status == 0, "\(again)")
+        server.kill()
+        let offline = try await CLIRunner.run(fleetset + ["admin", "logout"], executable: "/usr/bin/env")
+        #expect(offline.status == 0 && offline.standardOutput.contains("could not be revoked"), "\(offline)")
+        #expect(!FileManager.default.fileExists(atPath: config + "/fleetset/admin-token"))
+        #expect(!FileManager.default.fileExists(atPath: config + "/fleetset/admin-server"))
     }
 }

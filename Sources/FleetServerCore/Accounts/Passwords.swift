@@ -13,7 +13,7 @@ import _CryptoExtras
 /// guess costs an attacker with GPUs about what it costs the server; the server bounds what
 /// sign-ins can cost it by hashing at most two at a time (``PasswordHasher``) and by the
 /// failure limits of sign-in. Parameters are kept with each hash, so raising them later
-/// re-hashes a password at its next sign-in, and old hashes still verify.
+/// changes what a password set from then on costs, and old hashes still verify.
 public struct PasswordHash: Sendable, Hashable {
     /// scrypt's cost parameters.
     public struct Parameters: Sendable, Hashable {
@@ -32,6 +32,10 @@ public struct PasswordHash: Sendable, Hashable {
 
         /// N = 2^`cost`, r = 8, p = 1 (`fleetset-server serve --password-cost`).
         public init(cost: Int) { self.init(rounds: 1 << cost, blockSize: 8, parallelism: 1) }
+
+        /// Whether a hash with these takes at most 1 GiB (128·N·r bytes) and 4 lanes: what the
+        /// server is willing to compute (cost 20 is the most `serve` makes).
+        public var isAffordable: Bool { 128 * rounds * blockSize <= 1 << 30 && parallelism <= 4 }
     }
 
     /// The stored text.
@@ -60,11 +64,12 @@ public struct PasswordHash: Sendable, Hashable {
     }
 
     /// Whether `password` is the one hashed, compared in constant time (slow: call it through
-    /// ``PasswordHasher``).
+    /// ``PasswordHasher``). A hash whose parameters would take more than 1 GiB or a parallelism
+    /// above 4 (not one this server makes) verifies nothing rather than exhaust the server.
     public func verifies(_ password: String) -> Bool {
-        guard let parts = Self.parts(text), let key = try? Self.derive(password, salt: parts.salt, parameters: parts.parameters) else {
-            return false
-        }
+        guard let parts = Self.parts(text), parts.parameters.isAffordable,
+            let key = try? Self.derive(password, salt: parts.salt, parameters: parts.parameters)
+        else { return false }
         return Credentials.constantTimeEquals(Credentials.base64URL(key), Credentials.base64URL(parts.key))
     }
 
@@ -84,8 +89,9 @@ public struct PasswordHash: Sendable, Hashable {
             guard item.count == 2, let value = Int(item[1]), value > 0 else { return nil }
             values[String(item[0])] = value
         }
-        guard let rounds = values["N"], rounds.nonzeroBitCount == 1, rounds <= 1 << 20, let blockSize = values["r"], blockSize <= 32,
-            let parallelism = values["p"], parallelism <= 16, let salt = Base64URL.decode(fields[2]), let key = Base64URL.decode(fields[3]),
+        guard let rounds = values["N"], rounds.nonzeroBitCount == 1, rounds <= 1 << 30, let blockSize = values["r"], blockSize <= 1024,
+            let parallelism = values["p"], parallelism <= 1024, let salt = Base64URL.decode(fields[2]),
+            let key = Base64URL.decode(fields[3]),
             salt.count >= 16, key.count == 32
         else { return nil }
         return (Parameters(rounds: rounds, blockSize: blockSize, parallelism: parallelism), salt, key)
@@ -101,39 +107,64 @@ public struct PasswordHash: Sendable, Hashable {
 }
 
 /// Runs the slow password hashes off the concurrency pool, at most two at a time (each takes
-/// 128 MiB): a burst of sign-ins waits its turn instead of exhausting the server's memory.
+/// 128 MiB), with at most ``maximumWaiting`` more waiting: a burst of sign-ins waits its turn,
+/// and beyond that is told to come back (503), instead of exhausting the server's memory or
+/// holding everyone's sign-in behind a flood.
 public final class PasswordHasher: Sendable {
-    private let permits: Locked<(free: Int, waiting: [CheckedContinuation<Void, Never>])>
+    private let permits: Locked<(free: Int, waiting: [CheckedContinuation<Bool, Never>])>
+    /// How many may wait for a permit.
+    public let maximumWaiting: Int
 
-    public init(concurrent: Int = 2) {
+    public init(concurrent: Int = 2, maximumWaiting: Int = 32) {
         permits = Locked((concurrent, []))
+        self.maximumWaiting = maximumWaiting
     }
 
+    /// How many wait for a permit now.
+    public var waitingCount: Int { permits.withLock { $0.waiting.count } }
+
     /// `work` on a thread of its own, when a permit is free.
-    public func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let granted = permits.withLock { state -> Bool in
+    ///
+    /// - Throws: 503 `overloaded` when ``maximumWaiting`` wait already.
+    public func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async throws(ServiceError) -> T {
+        let maximumWaiting = maximumWaiting
+        // True once a permit is this call's: at once, or when a finished call hands its permit on.
+        let admitted = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let answer = permits.withLock { state -> Bool? in
                 if state.free > 0 {
                     state.free -= 1
                     return true
                 }
+                guard state.waiting.count < maximumWaiting else { return false }
                 state.waiting.append(continuation)
-                return false
+                return nil
             }
-            if granted { continuation.resume() }
+            if let answer { continuation.resume(returning: answer) }
+        }
+        guard admitted else {
+            throw ServiceError(503, .overloaded, "too many password checks are waiting; retry in a few seconds", retryAfterSeconds: 5)
         }
         defer {
-            let next = permits.withLock { state -> CheckedContinuation<Void, Never>? in
+            let next = permits.withLock { state -> CheckedContinuation<Bool, Never>? in
                 guard !state.waiting.isEmpty else {
                     state.free += 1
                     return nil
                 }
                 return state.waiting.removeFirst()
             }
-            next?.resume()
+            next?.resume(returning: true)
         }
         return await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
-            _ = DetachedThread.start(named: "fleetset-kdf") { continuation.resume(returning: work()) }
+            let pending = Locked<CheckedContinuation<T, Never>?>(continuation)
+            let claim = { @Sendable () -> CheckedContinuation<T, Never>? in
+                pending.withLock { waiting in
+                    defer { waiting = nil }
+                    return waiting
+                }
+            }
+            let started = DetachedThread.start(named: "fleetset-kdf") { claim()?.resume(returning: work()) }
+            // No thread (the system is out of them): do the work here rather than never.
+            if started != 0 { claim()?.resume(returning: work()) }
         }
     }
 }

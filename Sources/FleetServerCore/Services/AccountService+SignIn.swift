@@ -3,19 +3,23 @@ import FleetProtocol
 import HTTPTypes
 import PosixThreads
 
-/// What sign-in keeps between requests: the password hasher (two hashes at a time) and the
-/// failed sign-ins per account.
+/// What sign-in keeps between requests: the password hasher (two hashes at a time), the
+/// sign-in attempts per account, and a decoy hash to verify against for names without a password.
+///
+/// Kept in memory on each instance: with several instances on one database, each has its own
+/// budget per account (documented).
 public final class SignInGuard: Sendable {
-    /// Failed sign-ins an account may have at once (10), then one more every 30 s: a guesser
-    /// gets 2,880 guesses a day at most per account, whatever addresses it uses (the
-    /// per-address limit of every request comes on top).
+    /// Password checks an account may have at once (10), then one more every 30 s; a check that
+    /// succeeds is given back. A guesser gets 2,880 guesses a day at most per account and
+    /// instance, whatever addresses it uses (the per-address failure limit comes on top).
     public static let failures = RateLimiter<String>.Limit(rate: 1.0 / 30, burst: 10)
 
     let hasher: PasswordHasher
     /// What new password hashes cost (``PasswordHash/Parameters/current`` unless told).
     let parameters: PasswordHash.Parameters
-    private let failed = Locked(RateLimiter<String>(SignInGuard.failures, maximumKeys: 100_000))
+    private let attempts = Locked(RateLimiter<String>(SignInGuard.failures, maximumKeys: 100_000))
     private let origin = ContinuousClock.now
+    private let decoyHash = Locked<PasswordHash?>(nil)
 
     public init(hasher: PasswordHasher = PasswordHasher(), parameters: PasswordHash.Parameters = .current) {
         self.hasher = hasher
@@ -24,11 +28,35 @@ public final class SignInGuard: Sendable {
 
     private var now: Duration { origin.duration(to: .now) }
 
-    /// Whether `account` may try to sign in now.
-    func isLockedOut(_ account: String) -> Bool { failed.withLock { $0.isExhausted(account, now: now) } }
+    /// Takes one password check of `account`'s budget, before the hash.
+    ///
+    /// - Throws: 429 `rate-limited` when it is spent.
+    func admit(_ account: String) throws(ServiceError) {
+        let now = now
+        if let wait = attempts.withLock({ $0.take(account, now: now) }) {
+            throw ServiceError.rateLimited("sign-ins of \(account)", retryAfter: wait)
+        }
+    }
 
-    /// Counts a failed sign-in of `account`.
-    func recordFailure(_ account: String) { _ = failed.withLock { $0.take(account, now: now) } }
+    /// Gives back the check of a password that was right.
+    func refund(_ account: String) {
+        let now = now
+        attempts.withLock { $0.refund(account, now: now) }
+    }
+
+    /// A hash at this server's cost that no password matches: what a name without a password is
+    /// checked against, so that its refusal takes as long as a wrong password's.
+    func decoy() async -> PasswordHash? {
+        if let made = decoyHash.withLock({ $0 }) { return made }
+        let parameters = parameters
+        let made = try? await hasher.run {
+            var generator = SystemRandomNumberGenerator()
+            let random = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+            return try? PasswordHash.make(Credentials.base64URL(random), parameters: parameters)
+        }
+        decoyHash.withLock { $0 = $0 ?? made ?? nil }
+        return made ?? nil
+    }
 }
 
 extension AccountService {
@@ -43,6 +71,8 @@ extension AccountService {
         }
         let parameters = signIns.parameters
         let hash = try await signIns.hasher.run { Result { try PasswordHash.make(password, parameters: parameters) } }.get()
+        // Sign-in tokens stay valid: an owner resetting a compromised account revokes them too
+        // (`tokens list --account`, `tokens revoke`), as the docs say.
         try await changeStored(name: name) { stored throws(ServiceError) in
             guard stored.account.kind == .person else {
                 throw ServiceError.badRequest("\(name) is a service account: it uses API tokens, never a password")
@@ -59,9 +89,12 @@ extension AccountService {
         try PasswordHash.check(change.password)
         let stored = try await storedAccount(caller.name)
         if let hash = stored.password {
-            guard await verify(change.current ?? "", against: hash, account: caller.name) else {
+            // The same budget as sign-in: a stolen API token cannot guess the password faster.
+            try signIns.admit(caller.name)
+            guard try await verify(change.current ?? "", against: hash) else {
                 throw ServiceError(401, .unauthenticated, "the current password is not right")
             }
+            signIns.refund(caller.name)
         }
         try await setPassword(name: caller.name, to: change.password)
     }
@@ -120,49 +153,51 @@ extension AccountService {
     ///   (``SignInGuard/failures``).
     public func signIn(name: String, password: String, code: String?) async throws -> Account {
         let refused = ServiceError(401, .unauthenticated, "the name or the password is not right")
-        guard !signIns.isLockedOut(name) else {
-            throw ServiceError(429, .rateLimited, "too many failed sign-ins of \(name); retry in a minute", retryAfterSeconds: 30)
-        }
+        // Taken before the hash, so that requests sent together cannot all get past the budget.
+        try signIns.admit(name)
         let stored = try await store.account(name: name)
         guard let stored, let hash = stored.password else {
             // The same work as a real check, so that the time does not tell which names exist.
-            _ = await signIns.hasher.run { PasswordHash.decoy.verifies(password) }
-            signIns.recordFailure(name)
+            if let decoy = await signIns.decoy() { _ = try await verify(password, against: decoy) }
             throw refused
         }
-        guard await verify(password, against: hash, account: name), !stored.account.disabled else { throw refused }
-        guard let twoFactor = stored.twoFactor, twoFactor.confirmed else { return stored.account }
+        guard try await verify(password, against: hash), !stored.account.disabled else { throw refused }
+        guard let twoFactor = stored.twoFactor, twoFactor.confirmed else {
+            signIns.refund(name)
+            return stored.account
+        }
         guard let code, !code.isEmpty else {
+            signIns.refund(name)
             throw ServiceError(401, .twoFactorRequired, "enter the code from your authenticator app, or a recovery code")
         }
         let time = now
+        let wrongCode = ServiceError(401, .unauthenticated, "that code is not right (or was used already)")
+        // The code is checked and spent in one write: two sign-ins with one code cannot both pass.
         let accepted = try await writes.run {
             try await store.changeAccount(name: name) { current, _ in
-                var changed = current
-                guard var factor = current.twoFactor, factor.confirmed else { return current }
+                guard var factor = current.twoFactor, factor.confirmed, !current.account.disabled else { throw wrongCode }
                 if let step = factor.totp.matchingStep(code, at: time, after: factor.lastStep) {
                     factor.lastStep = step
                 } else if let index = factor.recoveryHashes.firstIndex(of: RecoveryCodes.hash(code)) {
                     factor.recoveryHashes.remove(at: index)
                 } else {
-                    return current
+                    throw wrongCode
                 }
+                var changed = current
                 changed.twoFactor = factor
                 return changed
             }
         }
-        guard let accepted, accepted != stored else {
-            signIns.recordFailure(name)
-            throw ServiceError(401, .unauthenticated, "that code is not right (or was used already)")
-        }
+        guard let accepted else { throw refused }
+        signIns.refund(name)
         return accepted.account
     }
 
-    /// Whether `password` is `hash`'s, off the concurrency pool; a failure counts against the account.
-    private func verify(_ password: String, against hash: PasswordHash, account: String) async -> Bool {
-        let right = await signIns.hasher.run { hash.verifies(password) }
-        if !right { signIns.recordFailure(account) }
-        return right
+    /// Whether `password` is `hash`'s, off the concurrency pool.
+    ///
+    /// - Throws: 503 `overloaded` when too many checks wait already.
+    private func verify(_ password: String, against hash: PasswordHash) async throws -> Bool {
+        try await signIns.hasher.run { hash.verifies(password) }
     }
 
     private func storedAccount(_ name: String) async throws -> StoredAccount {
@@ -184,15 +219,4 @@ extension AccountService {
         }
         guard changed != nil else { throw Self.unknownAccount(name) }
     }
-}
-
-extension PasswordHash {
-    /// A hash no password matches (of 32 random bytes), verified against for a name without a
-    /// password so that a refusal takes as long either way.
-    static let decoy: PasswordHash = {
-        var generator = SystemRandomNumberGenerator()
-        let random = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return (try? PasswordHash.make(Credentials.base64URL(random))) ?? PasswordHash(
-            text: "scrypt$N=2,r=1,p=1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")!
-    }()
 }

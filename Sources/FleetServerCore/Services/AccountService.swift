@@ -56,6 +56,11 @@ extension AccountService {
         AccountList(accounts: try await store.accounts().map(\.account))
     }
 
+    /// Whether an account is named `name`.
+    public func exists(_ name: String) async throws -> Bool {
+        Account.isValidName(name) ? try await store.account(name: name) != nil : false
+    }
+
     /// The account named `name`.
     ///
     /// - Throws: 404 `unknown-account`.

@@ -2,7 +2,12 @@ import FleetJSON
 import FleetProtocol
 import FleetServerCore
 import HTTPTypes
+import PosixThreads
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// TOTP against RFC 6238's own vectors, and the codes as sign-in takes them.
 @Suite("TOTP")
@@ -145,4 +150,78 @@ struct SignInServiceTests {
         let shown = try await accounts.account(name: "alice").json.serialized()
         #expect(!shown.contains("scrypt") && !shown.contains(setup.secret))
     }
+
+    @Test("two sign-ins with one code at the same time: one gets in, the other is refused; a recovery code likewise")
+    func codeRace() async throws {
+        let harness = ServiceHarness()
+        let accounts = harness.services.accounts
+        let alice = try await Self.person(harness)
+        let setup = try await accounts.startTwoFactor(by: alice)
+        let totp = try #require(TOTP(base32: setup.secret))
+        let now = harness.wallClock.secondsSinceEpoch()
+        let recovery = try await accounts.confirmTwoFactor(code: totp.code(step: TOTP.step(at: now)), by: alice)
+        harness.wallClock.advance(by: TOTP.period)
+        for code in [totp.code(step: TOTP.step(at: now + TOTP.period)), recovery.codes[0]] {
+            async let first = serviceError { try await accounts.signIn(name: "alice", password: "a long enough password", code: code) }
+            async let second = serviceError { try await accounts.signIn(name: "alice", password: "a long enough password", code: code) }
+            let outcomes = await [first, second]
+            #expect(outcomes.filter { $0 == nil }.count == 1 && outcomes.contains { $0?.status == .unauthorized }, "\(outcomes)")
+        }
+    }
+
+    @Test("sign-ins sent together cannot get past the account's budget: it is taken before the hash")
+    func budgetTakenFirst() async throws {
+        let harness = ServiceHarness()
+        let accounts = harness.services.accounts
+        _ = try await Self.person(harness)
+        let outcomes = await withTaskGroup(of: ServiceError?.self) { group in
+            for _ in 0..<16 {
+                group.addTask { await serviceError { try await accounts.signIn(name: "alice", password: "guess guess guess", code: nil) } }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0?.status == .unauthorized }.count == Int(SignInGuard.failures.burst))
+        #expect(outcomes.filter { $0?.status == .tooManyRequests }.count == 16 - Int(SignInGuard.failures.burst))
+        // The budget covers changing one's own password with a stolen token too.
+        let alice = Caller(account: try await accounts.account(name: "alice"), credential: .apiToken(id: "at-stolen"))
+        let guess = PasswordChange(current: "guess guess guess", password: "a new long password")
+        #expect(await serviceError { try await accounts.changeOwnPassword(guess, by: alice) }?.status == .tooManyRequests)
+    }
+
+    @Test("the hasher runs two at a time, turns away what is past its queue with 503, and never computes an unaffordable hash")
+    func hasherLimits() async throws {
+        let hasher = PasswordHasher(concurrent: 1, maximumWaiting: 1)
+        let gate = ManualGate()
+        let first = Task {
+            try await hasher.run {
+                gate.wait(); return 1
+            }
+        }
+        while !gate.isWaiting { await Task.yield() }
+        let second = Task { try await hasher.run { 2 } }
+        while hasher.waitingCount < 1 { await Task.yield() }
+        // The second waits; a third finds the queue full.
+        let third = await serviceError { try await hasher.run { 3 } }
+        #expect(third?.status == .serviceUnavailable && third?.code == .overloaded)
+        gate.open()
+        #expect(try await first.value == 1)
+        #expect(try await second.value == 2)
+        let huge = try #require(
+            PasswordHash(text: "scrypt$N=1073741824,r=8,p=1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"))
+        #expect(huge.verifies("anything") == false)
+    }
+}
+
+/// A thread blocks in ``wait()`` until ``open()``.
+final class ManualGate: Sendable {
+    private let state = Locked((waiting: false, open: false))
+
+    var isWaiting: Bool { state.withLock { $0.waiting } }
+
+    func wait() {
+        state.withLock { $0.waiting = true }
+        while !state.withLock({ $0.open }) { usleep(1000) }
+    }
+
+    func open() { state.withLock { $0.open = true } }
 }
