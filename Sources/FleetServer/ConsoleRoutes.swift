@@ -273,11 +273,7 @@ struct ConsoleRoutes: Sendable {
             actor: session == nil && outcome != "ok" ? "-" : Authenticator.bootstrapOwner,
             credential: session.map { Caller.Credential.consoleSession(id: $0.id).description } ?? "admin token file",
             address: client ?? "-", action: action, target: target, status: status, outcome: outcome)
-        do {
-            try await service.audit.record(draft)
-        } catch {
-            logger.error("audit entry not written", metadata: ["event": "audit-failed", "action": "\(action)", "error": "\(error)"])
-        }
+        await service.audit.recordAfterTheFact(draft)
     }
 
     private func signedInAnswer(

@@ -195,14 +195,7 @@ struct Authentication: RouterMiddleware {
             target: [context.auditTarget(request), context.auditNote?.text ?? ""].filter { !$0.isEmpty }
                 .joined(separator: " "), status: status, outcome: outcome,
             detail: detail ?? request.uri.queryParameters.get("message") ?? context.auditNote?.reason ?? "")
-        do {
-            try await accounts.service.audit.record(draft)
-        } catch {
-            // The action happened (or was refused) already; a trail that cannot be written is
-            // the log's to say, loudly.
-            accounts.service.context.logger.error(
-                "audit entry not written", metadata: ["event": "audit-failed", "action": "\(operation.rawValue)", "error": "\(error)"])
-        }
+        await accounts.service.audit.recordAfterTheFact(draft)
     }
 }
 

@@ -133,14 +133,10 @@ struct Routes: Sendable {
         // Who: the account's name when there is one (never a name typed that is none: it may be a password).
         let actor = try await service.accounts.exists(sent.name) ? sent.name : "-"
         let audit = { (status: Int, outcome: String, detail: String) in
-            do {
-                try await service.audit.record(
-                    AuditDraft(
-                        actor: actor, credential: "password", address: limits.address(of: request, context), action: "signIn",
-                        target: "token-name=\(sent.tokenName)", status: status, outcome: outcome, detail: detail))
-            } catch {
-                logger.error("audit entry not written", metadata: ["event": "audit-failed", "action": "signIn", "error": "\(error)"])
-            }
+            await service.audit.recordAfterTheFact(
+                AuditDraft(
+                    actor: actor, credential: "password", address: limits.address(of: request, context), action: "signIn",
+                    target: "token-name=\(sent.tokenName)", status: status, outcome: outcome, detail: detail))
         }
         do {
             let account = try await service.accounts.signIn(name: sent.name, password: sent.password, code: sent.code)

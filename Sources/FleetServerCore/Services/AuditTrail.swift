@@ -22,6 +22,16 @@ extension AuditTrail {
         return record
     }
 
+    /// Appends `draft` after an action that happened (or was refused) already: a trail that
+    /// cannot be written is the log's to say, loudly (`event=audit-failed`), not the caller's.
+    public func recordAfterTheFact(_ draft: AuditDraft) async {
+        do {
+            try await record(draft)
+        } catch {
+            logger.error("audit entry not written", metadata: ["event": "audit-failed", "action": "\(draft.action)", "error": "\(error)"])
+        }
+    }
+
     /// The entries `query` asks for, oldest first (at most 1,000).
     public func entries(_ query: AuditQuery) async throws -> AuditPage {
         var query = query
