@@ -337,6 +337,7 @@ let package = Package(
                 "FleetConsole", "FleetServerCore", "FleetMetadata", "FleetJSON", "FleetProtocol", "PosixThreads",
                 .product(name: "Logging", package: "swift-log"), .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
+            exclude: ["QRCode/Scripts"],
             swiftSettings: fleetSwiftSettings
         ),
         .target(

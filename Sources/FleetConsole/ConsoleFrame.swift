@@ -8,6 +8,8 @@ public enum ConsoleFrame {
         case devices = "Devices"
         case tokens = "Enrollment tokens"
         case audit = "Audit trail"
+        case people = "People"
+        case account = "Your account"
 
         var path: String {
             switch self {
@@ -15,6 +17,8 @@ public enum ConsoleFrame {
             case .devices: "/console/devices"
             case .tokens: "/console/tokens"
             case .audit: "/console/audit"
+            case .people: "/console/people"
+            case .account: "/console/account"
             }
         }
     }

@@ -16,11 +16,37 @@ public enum ConsolePages {
                 <h1>Sign in to the fleetset console</h1>
                 \(error.map { ConsoleFrame.notice($0, error: true) })
                 <form method="post" action="/console/sign-in" class="sign-in">
-                <label for="token">Admin token</label>
-                <input type="password" id="token" name="token" autocomplete="current-password" required aria-describedby="token-help">
-                <p class="help" id="token-help">The token in the server's admin token file (<code>fsa_…</code>). It is sent once; the console then keeps a session cookie.</p>
+                <label for="name">Name</label>
+                <input type="text" id="name" name="name" autocomplete="username" autocapitalize="none" spellcheck="false" required>
+                <label for="password">Password</label>
+                <input type="password" id="password" name="password" autocomplete="current-password" required>
                 <button type="submit" class="primary">Sign in</button>
                 </form>
+                <details class="admin-token"><summary>Sign in with the server's admin token file</summary>
+                <form method="post" action="/console/sign-in" class="sign-in token-sign-in">
+                <label for="token">Admin token</label>
+                <input type="password" id="token" name="token" autocomplete="current-password" required aria-describedby="token-help">
+                <p class="help" id="token-help">The token in the server's admin token file (<code>fsa_…</code>): you act as the account <code>owner</code>. It is sent once; the console then keeps a session cookie.</p>
+                <button type="submit">Sign in with the token</button>
+                </form></details>
+                """)
+    }
+
+    /// The second step of a sign-in for an account with a second factor: the code.
+    public static func signInCode(csrf: String, error: String? = nil) -> HTML {
+        ConsoleFrame.page(
+            title: "Your code", section: nil, csrf: nil,
+            main: """
+                <h1>Enter your code</h1>
+                \(error.map { ConsoleFrame.notice($0, error: true) })
+                <form method="post" action="/console/sign-in/code" class="sign-in">
+                <input type="hidden" name="csrf" value="\(csrf)">
+                <label for="code">Code</label>
+                <input type="text" id="code" name="code" inputmode="numeric" autocomplete="off" autocapitalize="none" spellcheck="false" required aria-describedby="code-help">
+                <p class="help" id="code-help">The six digits your authenticator app shows now, or one of your recovery codes (each works once).</p>
+                <button type="submit" class="primary">Sign in</button>
+                </form>
+                <p><a href="/console/sign-in">Start again</a></p>
                 """)
     }
 

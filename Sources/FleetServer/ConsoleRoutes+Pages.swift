@@ -14,27 +14,27 @@ extension ConsoleRoutes {
 
     /// The app's history page: its rollout (active or latest, `nil` when it never had one)
     /// and its newest 200 writes.
-    func historyPage(app: String, csrf: String, notice: HTML?) async throws -> HTML {
-        let history = try await service.admin.history(app: app, scope: nil, limit: Self.historyShown)
+    func historyPage(app: String, signed: SignedIn, notice: HTML?) async throws -> HTML {
+        let history = try await service.admin.history(app: app, scope: nil, limit: Self.historyShown, visibleTo: signed.caller)
         var rollout: RolloutView?
         do {
             rollout = try await service.rollouts.rolloutStatus(app: app)
         } catch let error as ServiceError where error.code == .noRollout {
             rollout = nil
         }
-        return ConsolePages.history(app: app, entries: history.entries, rollout: rollout, csrf: csrf, notice: notice)
+        return ConsolePages.history(app: app, entries: history.entries, rollout: rollout, csrf: signed.csrf, notice: notice)
     }
 
     /// How many history entries the console's history page shows (the newest).
     static let historyShown = 200
 
-    func settingsPage(_ request: Request, app: String, session: ConsoleSessions.Session) async throws -> Response {
+    func settingsPage(_ request: Request, app: String, signed: SignedIn) async throws -> Response {
         let scope = request.uri.queryParameters.get("scope").map { String($0) } ?? "app"
         let view = try await service.admin.scopeValues(app: app, scope: Scope.named(scope))
         let notice = request.uri.queryParameters.get("saved") != nil ? ConsoleFrame.notice("Saved.") : nil
         return page(
             ConsolePages.appSettings(
-                app: app, form: SettingsForm(view: view), scopes: try await scopes(app: app), csrf: sessions.csrfToken(for: session),
+                app: app, form: SettingsForm(view: view), scopes: try await scopes(app: app, for: signed.caller), csrf: signed.csrf,
                 notice: notice))
     }
 
@@ -42,9 +42,9 @@ extension ConsoleRoutes {
     static let suggestedDevices = 500
 
     /// The scopes the picker suggests: the app, every group of its devices, and its first
-    /// ``suggestedDevices`` devices.
-    func scopes(app: String) async throws -> [String] {
-        let devices = try await service.directory.allDevices().devices.filter { $0.apps.contains(app) }
+    /// ``suggestedDevices`` devices (of those `caller` sees).
+    func scopes(app: String, for caller: Caller) async throws -> [String] {
+        let devices = try await service.directory.allDevices(visibleTo: caller).devices.filter { $0.apps.contains(app) }
         return ["app"] + Set(devices.flatMap(\.groups)).sorted().map { "group:" + $0 }
             + devices.prefix(Self.suggestedDevices).map { "device:" + $0.id }
     }
@@ -52,7 +52,7 @@ extension ConsoleRoutes {
     /// One merge patch from the form. A browser with the script gets JSON (the errors by
     /// pointer, which it puts next to their fields); without it, the page again with the
     /// errors in place, or a redirect to the saved page.
-    func saveSettings(_ request: Request, app: String, fields: FormFields, session: ConsoleSessions.Session) async throws
+    func saveSettings(_ request: Request, app: String, fields: FormFields, signed: SignedIn) async throws
         -> Response
     {
         let scope = request.uri.queryParameters.get("scope").map { String($0) } ?? "app"
@@ -73,7 +73,7 @@ extension ConsoleRoutes {
             try unchangedSinceDrawn(view)
         } catch {
             if wantsJSON { return json(.conflict, ["saved": false, "errors": [["pointer": "", "message": .string(error.message)]]]) }
-            return errorPage(error, session: session)
+            return errorPage(error, signed: signed)
         }
         let (patch, readErrors) = SettingsForm.patch(from: fields, view: view)
         var errors = readErrors
@@ -84,10 +84,10 @@ extension ConsoleRoutes {
             }
             do {
                 _ = try await service.admin.patchValues(
-                    app: app, scope: view.scope, patch: patch, actor: Authenticator.bootstrapOwner, precondition: unchangedSinceDrawn)
+                    app: app, scope: view.scope, patch: patch, actor: signed.caller.name, precondition: unchangedSinceDrawn)
                 logger.notice(
                     "console change",
-                    metadata: ["event": "console-values", "app": "\(app)", "scope": "\(scope)", "session": "\(session.id)"])
+                    metadata: ["event": "console-values", "app": "\(app)", "scope": "\(scope)", "session": "\(signed.session.id)"])
                 if wantsJSON { return json(.ok, ["saved": true, "changed": .array(patch.keys.map { JSONValue.string($0) })]) }
                 return redirect(settingsPath(app, scope: scope, saved: true))
             } catch let error as ServiceError {
@@ -105,8 +105,9 @@ extension ConsoleRoutes {
         for (key, value) in patch where value != .null && !view.metadata.secretKeys.contains(key) { submitted[key] = value }
         return page(
             ConsolePages.appSettings(
-                app: app, form: SettingsForm(view: view, errors: errors, submitted: submitted), scopes: try await scopes(app: app),
-                csrf: sessions.csrfToken(for: session)),
+                app: app, form: SettingsForm(view: view, errors: errors, submitted: submitted),
+                scopes: try await scopes(app: app, for: signed.caller),
+                csrf: signed.csrf),
             status: status)
     }
 
@@ -124,19 +125,23 @@ extension ConsoleRoutes {
         "/console/apps/\(app)?scope=\(ConsolePages.percentEncoded(scope))" + (saved ? "&saved=1" : "")
     }
 
-    func uploadMetadata(app: String, fields: FormFields, session: ConsoleSessions.Session) async throws -> Response {
+    func uploadMetadata(app: String, fields: FormFields, signed: SignedIn) async throws -> Response {
         let document = fields["document"] ?? ""
-        let csrf = sessions.csrfToken(for: session)
+        let csrf = signed.csrf
         let current = try? await service.admin.currentMetadata(app: app)
         // A refusal (unreadable, invalid, not a newer version, values it breaks) is drawn on the
         // page with the document as sent, whichever button was pressed.
         do {
             if fields["action"] == "store" {
+                // Reviewing is reading; storing needs the right to write metadata for the whole app.
+                try await service.accounts.authorize(signed.caller, .putMetadata, OperationTarget(app: app))
                 let result = try await service.admin.putMetadata(
-                    app: app, document: Array(document.utf8), force: fields["force"] == "true", actor: Authenticator.bootstrapOwner)
+                    app: app, document: Array(document.utf8), force: fields["force"] == "true", actor: signed.caller.name)
                 logger.notice(
                     "console metadata",
-                    metadata: ["event": "console-metadata", "app": "\(app)", "version": "\(result.version)", "session": "\(session.id)"])
+                    metadata: [
+                        "event": "console-metadata", "app": "\(app)", "version": "\(result.version)", "session": "\(signed.session.id)",
+                    ])
                 return redirect("/console/apps/\(app)/metadata?stored=\(result.version)")
             }
             let preview = try await service.admin.previewMetadata(app: app, document: Array(document.utf8))
@@ -151,8 +156,10 @@ extension ConsoleRoutes {
         }
     }
 
-    func devicePage(id: String, session: ConsoleSessions.Session, notice: HTML?) async throws -> Response {
-        let (device, standings) = try await queries.standings(deviceID: id)
+    func devicePage(id: String, signed: SignedIn, notice: HTML?) async throws -> Response {
+        let (device, allStandings) = try await queries.standings(deviceID: id)
+        // A scoped account sees the device's apps it is scoped to, not the others.
+        let standings = allStandings.filter { signed.caller.scope.covers(app: $0.key) }
         var explanations: [String: ScopeValuesExplanation] = [:]
         for app in standings.keys {
             explanations[app] = ScopeValuesExplanation(try await service.admin.explain(app: app, deviceID: id))
@@ -163,40 +170,41 @@ extension ConsoleRoutes {
                 recentReports: try await queries.recentReports(deviceID: id),
                 facts: try await service.directory.deviceFacts(id: id), policy: try await service.gateway.devicePolicy(device),
                 now: service.now,
-                csrf: sessions.csrfToken(for: session), notice: notice))
+                csrf: signed.csrf, notice: notice))
     }
 
-    func manageDevice(id: String, action: String, fields: FormFields, session: ConsoleSessions.Session) async throws -> Response {
+    func manageDevice(id: String, action: String, fields: FormFields, signed: SignedIn) async throws -> Response {
         switch action {
         case "disable", "enable":
             _ = try await service.directory.updateDevice(id: id, DeviceUpdate(disabled: action == "disable"))
             logger.notice(
                 "console device",
-                metadata: ["event": "console-device", "device": "\(id)", "action": "\(action)", "session": "\(session.id)"])
-            return try await devicePage(id: id, session: session, notice: ConsoleFrame.notice("The device is \(action)d."))
+                metadata: ["event": "console-device", "device": "\(id)", "action": "\(action)", "session": "\(signed.session.id)"])
+            return try await devicePage(id: id, signed: signed, notice: ConsoleFrame.notice("The device is \(action)d."))
         case "delete":
             guard fields["confirm"] == "yes" else {
                 throw ServiceError(400, .notConfirmed, "Tick the box to confirm the deletion.")
             }
             try await service.directory.deleteDevice(id: id)
             logger.notice(
-                "console device", metadata: ["event": "console-device", "device": "\(id)", "action": "delete", "session": "\(session.id)"])
+                "console device",
+                metadata: ["event": "console-device", "device": "\(id)", "action": "delete", "session": "\(signed.session.id)"])
             return redirect("/console/devices")
         default:
             throw ServiceError(404, .notFound, "No such action on a device: \(action).")
         }
     }
 
-    func tokensPage(created: EnrollmentTokenResponse?, session: ConsoleSessions.Session, notice: HTML?) async throws -> Response {
-        let apps = try await queries.overview().apps.map(\.app)
+    func tokensPage(created: EnrollmentTokenResponse?, signed: SignedIn, notice: HTML?) async throws -> Response {
+        let apps = try await overview(for: signed.caller).apps.map(\.app)
         return page(
             ConsolePages.tokens(
                 try await service.directory.enrollmentTokens(), apps: apps, created: created, now: service.now,
-                csrf: sessions.csrfToken(for: session),
+                csrf: signed.csrf,
                 notice: notice))
     }
 
-    func makeToken(fields: FormFields, session: ConsoleSessions.Session) async throws -> Response {
+    func makeToken(fields: FormFields, signed: SignedIn) async throws -> Response {
         let apps = fields.pairs.filter { $0.name == "apps" }.map(\.value)
         let groups = (fields["groups"] ?? "").split(separator: ",").map { $0.trimmingSpaces() }.filter { !$0.isEmpty }.map(String.init)
         guard let uses = Int64(fields["uses"] ?? ""), let expires = Int64(fields["expiresIn"] ?? "") else {
@@ -205,15 +213,15 @@ extension ConsoleRoutes {
         let created = try await service.directory.makeEnrollmentToken(
             EnrollmentTokenRequest(apps: apps, groups: groups, expiresInSeconds: expires, uses: uses))
         // Shown once, on this answer: no redirect, and the page is not stored (no-store).
-        return try await tokensPage(created: created, session: session, notice: nil)
+        return try await tokensPage(created: created, signed: signed, notice: nil)
     }
 
     /// Server-sent events: one `change` event per service event, a comment every 25 s so that
     /// proxies keep the stream open. The page re-reads itself on each. A graceful shutdown ends
     /// every stream at once (a console left open must not hold up a restart); the session's end
-    /// (signed out, expired) ends its stream at the next comment.
-    func events(for session: ConsoleSessions.Session, cookie: String) -> Response {
-        let sessions = sessions
+    /// (signed out, expired, its account changed) ends its stream at the next comment.
+    func events(for signed: SignedIn) -> Response {
+        let session = signed.session
         var headers = Self.securityHeaders
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
@@ -229,10 +237,8 @@ extension ConsoleRoutes {
                 }
                 let ticks = Task {
                     while !Task.isCancelled {
-                        try? await Task.sleep(for: .seconds(min(25, max(1, Double(session.expiresAt - service.now)))))
-                        guard let current = sessions.session(cookie: cookie, now: service.now),
-                            (try? await service.directory.isConsoleSessionEnded(id: current.id)) == false
-                        else {
+                        try? await Task.sleep(for: .seconds(25))
+                        guard (try? await service.accounts.consoleCaller(session)) != nil else {
                             continuation.finish()
                             return
                         }

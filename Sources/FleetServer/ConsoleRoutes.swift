@@ -10,8 +10,10 @@ import NIOCore
 import ServiceLifecycle
 
 /// The admin console under `/console/`: HTML pages drawn from the service, a session cookie
-/// from signing in with the admin token, a CSRF token in every form, a strict Content
-/// Security Policy, and server-sent events for live pages.
+/// from signing in with a name and password (and a second factor's code), or with the admin
+/// token file as the bootstrap owner; every page and form allowed by the account's role, as
+/// the API's are; a CSRF token in every form, a strict Content Security Policy, and
+/// server-sent events for live pages.
 ///
 /// The console and the API never share credentials: console routes read only the session
 /// cookie (a bearer token is ignored there), and API routes only the bearer token.
@@ -36,7 +38,6 @@ struct ConsoleRoutes: Sendable {
     let service: FleetServices
     /// The console's read models over ``service``.
     var queries: ConsoleQueries { ConsoleQueries(service) }
-    let sessions: ConsoleSessions
     let limits: RequestLimits
     let logger: Logger
     /// Whether the server speaks TLS itself (the cookie is then `Secure`).
@@ -44,13 +45,27 @@ struct ConsoleRoutes: Sendable {
 
     typealias Handler = Routes.Handler
 
+    /// A signed-in request: its session and the account it acts as.
+    struct SignedIn: Sendable {
+        let session: ConsoleSession
+        let caller: Caller
+        var csrf: String { session.csrfToken }
+    }
+
     func define(_ on: (HTTPRequest.Method, String, @escaping Handler) -> Void) {
         on(.get, "console") { _, _ in redirect("/console/apps") }
         on(.get, "console/sign-in") { request, _ in
-            if try await session(request) != nil { return redirect("/console/apps") }
+            if try await signedInCaller(request) != nil { return redirect("/console/apps") }
             return page(ConsolePages.signIn())
         }
         on(.post, "console/sign-in") { request, context in try await signIn(request, context) }
+        on(.get, "console/sign-in/code") { request, _ in
+            guard let session = sessionCookie(request), try await service.accounts.awaitsCode(session) else {
+                return redirect("/console/sign-in")
+            }
+            return page(ConsolePages.signInCode(csrf: session.csrfToken))
+        }
+        on(.post, "console/sign-in/code") { request, context in try await signInCode(request, context) }
         on(.get, "console/assets/:name") { _, context in
             guard let asset = ConsoleAssets.named(context.parameters.get("name") ?? "") else {
                 return page(ConsolePages.signIn(error: "No such file."), status: .notFound)
@@ -61,116 +76,115 @@ struct ConsoleRoutes: Sendable {
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: asset.body)))
         }
         on(.post, "console/sign-out") { request, context in
-            try await signedIn(request, context, form: true) { session, _ in
-                sessions.end(session, now: service.now)
-                try await service.directory.endConsoleSession(id: session.id, expiresAt: session.expiresAt)
-                logger.notice("console sign-out", metadata: ["event": "console-sign-out", "session": "\(session.id)"])
+            try await signedIn(request, context, form: true) { signed, _ in
+                try await service.accounts.endConsoleSession(signed.session)
+                logger.notice(
+                    "console sign-out",
+                    metadata: ["event": "console-sign-out", "session": "\(signed.session.id)", "account": "\(signed.caller.name)"])
                 var response = redirect("/console/sign-in")
                 response.headers[.setCookie] = cookie("", maxAge: 0, request: request)
                 return response
             }
         }
         on(.get, "console/apps") { request, context in
-            try await signedIn(request, context) { session, _ in
-                page(ConsolePages.apps(try await queries.overview(), csrf: sessions.csrfToken(for: session)))
+            try await signedIn(request, context, .listAllDevices) { signed, _ in
+                page(ConsolePages.apps(try await overview(for: signed.caller), csrf: signed.csrf))
             }
         }
         on(.get, "console/apps/:app") { request, context in
-            try await signedIn(request, context) { session, _ in
-                try await settingsPage(request, app: try app(context), session: session)
+            try await signedIn(request, context, .getValues, target: try valuesTarget(request, context)) { signed, _ in
+                try await settingsPage(request, app: try app(context), signed: signed)
             }
         }
         on(.post, "console/apps/:app/settings") { request, context in
-            try await signedIn(request, context, form: true) { session, fields in
-                try await saveSettings(request, app: try app(context), fields: fields, session: session)
+            try await signedIn(request, context, .patchValues, target: try valuesTarget(request, context), form: true) { signed, fields in
+                try await saveSettings(request, app: try app(context), fields: fields, signed: signed)
             }
         }
         on(.get, "console/apps/:app/metadata") { request, context in
-            try await signedIn(request, context) { session, _ in
+            try await signedIn(request, context, .getAdminMetadata, target: OperationTarget(app: try app(context))) { signed, _ in
                 let app = try app(context)
                 let notice = request.uri.queryParameters.get("stored").map { ConsoleFrame.notice("Version \($0) is stored.") }
                 return page(
                     ConsolePages.metadata(
-                        app: app, current: try await service.admin.currentMetadata(app: app), review: nil,
-                        csrf: sessions.csrfToken(for: session),
+                        app: app, current: try await service.admin.currentMetadata(app: app), review: nil, csrf: signed.csrf,
                         notice: notice))
             }
         }
         on(.post, "console/apps/:app/metadata") { request, context in
-            try await signedIn(request, context, form: true) { session, fields in
-                try await uploadMetadata(app: try app(context), fields: fields, session: session)
+            try await signedIn(request, context, .getAdminMetadata, target: OperationTarget(app: try app(context)), form: true) {
+                signed, fields in
+                try await uploadMetadata(app: try app(context), fields: fields, signed: signed)
             }
         }
         on(.get, "console/apps/:app/history") { request, context in
-            try await signedIn(request, context) { session, _ in
+            try await signedIn(request, context, .getHistory, target: OperationTarget(app: try app(context))) { signed, _ in
                 let app = try app(context)
                 let notice = request.uri.queryParameters.get("done").map { ConsoleFrame.notice("The rollout is \($0).") }
-                return page(try await historyPage(app: app, csrf: sessions.csrfToken(for: session), notice: notice))
+                return page(try await historyPage(app: app, signed: signed, notice: notice))
             }
         }
-        for action in ["resume", "abort"] {
+        for (action, operation) in [("resume", AdminOperation.resumeRollout), ("abort", .abortRollout)] {
             on(.post, "console/apps/:app/rollout/\(action)") { request, context in
-                try await signedIn(request, context, form: true) { session, _ in
+                try await signedIn(request, context, operation, target: OperationTarget(app: try app(context)), form: true) { signed, _ in
                     let app = try app(context)
                     do {
                         let rollout =
                             action == "resume"
-                            ? try await service.rollouts.resumeRollout(app: app, actor: Authenticator.bootstrapOwner)
-                            : try await service.rollouts.abortRollout(app: app, actor: Authenticator.bootstrapOwner)
+                            ? try await service.rollouts.resumeRollout(app: app, actor: signed.caller.name)
+                            : try await service.rollouts.abortRollout(app: app, actor: signed.caller.name)
                         return redirect("/console/apps/\(app)/history?done=\(rollout.phase.rawValue)")
                     } catch let error as ServiceError where error.status == 409 || error.code == .noRollout {
                         return page(
-                            try await historyPage(
-                                app: app, csrf: sessions.csrfToken(for: session), notice: ConsoleFrame.notice(error.message, error: true)),
+                            try await historyPage(app: app, signed: signed, notice: ConsoleFrame.notice(error.message, error: true)),
                             status: .conflict)
                     }
                 }
             }
         }
         on(.get, "console/devices") { request, context in
-            try await signedIn(request, context) { session, _ in
+            try await signedIn(request, context, .listAllDevices) { signed, _ in
                 let parameters = request.uri.queryParameters
                 let filter = ConsolePages.DeviceFilter(
                     group: parameters.get("group"), app: parameters.get("app"), state: parameters.get("state"),
                     seen: parameters.get("seen"),
                     page: parameters.get("page").flatMap { Int($0) } ?? 1)
                 return page(
-                    ConsolePages.devices(
-                        try await queries.overview(), filter: filter, now: service.now, csrf: sessions.csrfToken(for: session)))
+                    ConsolePages.devices(try await overview(for: signed.caller), filter: filter, now: service.now, csrf: signed.csrf))
             }
         }
         on(.get, "console/devices/:id") { request, context in
-            try await signedIn(request, context) { session, _ in
-                try await devicePage(id: context.parameters.get("id") ?? "", session: session, notice: nil)
+            try await signedIn(request, context, .getDevice, target: deviceTarget(context)) { signed, _ in
+                try await devicePage(id: context.parameters.get("id") ?? "", signed: signed, notice: nil)
             }
         }
         on(.post, "console/devices/:id/:action") { request, context in
-            try await signedIn(request, context, form: true) { session, fields in
+            let operation: AdminOperation = context.parameters.get("action") == "delete" ? .deleteDevice : .updateDevice
+            return try await signedIn(request, context, operation, target: deviceTarget(context), form: true) { signed, fields in
                 try await manageDevice(
-                    id: context.parameters.get("id") ?? "", action: context.parameters.get("action") ?? "", fields: fields, session: session
-                )
+                    id: context.parameters.get("id") ?? "", action: context.parameters.get("action") ?? "", fields: fields, signed: signed)
             }
         }
         on(.get, "console/tokens") { request, context in
-            try await signedIn(request, context) { session, _ in
+            try await signedIn(request, context, .listEnrollmentTokens) { signed, _ in
                 let notice = request.uri.queryParameters.get("revoked").map { ConsoleFrame.notice("Enrollment token \($0) is revoked.") }
-                return try await tokensPage(created: nil, session: session, notice: notice)
+                return try await tokensPage(created: nil, signed: signed, notice: notice)
             }
         }
         on(.post, "console/tokens") { request, context in
-            try await signedIn(request, context, form: true) { session, fields in
-                try await makeToken(fields: fields, session: session)
+            try await signedIn(request, context, .createEnrollmentToken, form: true) { signed, fields in
+                try await makeToken(fields: fields, signed: signed)
             }
         }
         on(.post, "console/tokens/:id/revoke") { request, context in
-            try await signedIn(request, context, form: true) { _, _ in
+            try await signedIn(request, context, .revokeEnrollmentToken, form: true) { _, _ in
                 let id = context.parameters.get("id") ?? ""
                 try await service.directory.revokeEnrollmentToken(id: id)
                 return redirect("/console/tokens?revoked=\(ConsolePages.percentEncoded(id))")
             }
         }
         on(.get, "console/audit") { request, context in
-            try await signedIn(request, context) { session, _ in
+            try await signedIn(request, context, .listAudit) { signed, _ in
                 let parameters = request.uri.queryParameters
                 let filter = ConsolePages.AuditFilter(
                     who: parameters.get("who"), action: parameters.get("action"), after: parameters.get("after").flatMap { Int64($0) } ?? 0)
@@ -179,50 +193,138 @@ struct ConsoleRoutes: Sendable {
                         after: max(0, filter.after), actor: filter.who.map { String($0.prefix(64)) },
                         action: filter.action.map { String($0.prefix(128)) },
                         limit: ConsolePages.auditPageSize))
-                return page(ConsolePages.audit(trail.entries, filter: filter, csrf: sessions.csrfToken(for: session)))
+                return page(ConsolePages.audit(trail.entries, filter: filter, csrf: signed.csrf))
             }
         }
         on(.get, "console/events") { request, context in
-            try await signedIn(request, context) { session, _ in events(for: session, cookie: sessionCookie(request) ?? "") }
+            try await signedIn(request, context) { signed, _ in events(for: signed) }
         }
+        defineAccountPages(on)
     }
 
     // MARK: - Sessions
 
-    /// Signs in with the admin token: a session cookie, then the Apps page. A wrong token counts
-    /// against the client's address as a failed API authentication does.
+    /// Signs in with a name and password (then, for an account with a second factor, its code
+    /// on the next page), or with the admin token file as the bootstrap owner. Failures count
+    /// against the client's address as a failed API authentication does, and against the
+    /// account's sign-in budget; every attempt is audited.
     func signIn(_ request: Request, _ context: FleetRequestContext) async throws -> Response {
         let client = limits.client(of: request, context)
+        let address = limits.address(of: request, context)
         let fields: FormFields
         do {
             try limits.admit(client: client)
             try checkOrigin(request)
-            // A sign-in form is a token and nothing else: a few KiB, not a settings form's MiBs.
+            // A sign-in form is a name and a password, or a token: a few KiB, not a settings form's MiBs.
             fields = try await form(request, limit: Self.signInFormLimit)
         } catch {
             return page(ConsolePages.signIn(error: error.message), status: error.status)
         }
-        // A token pasted with the file's newline, or with spaces around it, is the same token.
-        var token = Substring(fields["token"] ?? "")
-        while token.first?.isWhitespace == true { token = token.dropFirst() }
-        while token.last?.isWhitespace == true { token = token.dropLast() }
-        guard service.auth.isAdminToken(String(token)), try await service.auth.bootstrapCaller(session: "-") != nil else {
-            logger.warning("console sign-in refused", metadata: ["event": "console-sign-in", "outcome": "refused", "client": "\(client)"])
-            await audit(
-                "console.sign-in", target: "", status: 401, outcome: ErrorCode.unauthenticated.rawValue, client: client, session: nil)
-            do {
-                try limits.recordFailure(client: client, credential: String(token))
-            } catch {
-                return page(ConsolePages.signIn(error: error.message), status: .tooManyRequests)
+        let name = String((fields["name"] ?? "")[...].trimmingSpaces())
+        let usesToken = fields["token"] != nil && name.isEmpty
+        // Who: the account's name when there is one (never a name typed that is none: it may be a password).
+        let actor = usesToken ? "-" : (try await service.accounts.exists(name) ? name : "-")
+        let credential = usesToken ? Caller.Credential.adminTokenFile.description : Caller.Credential.password.description
+        do {
+            let session: ConsoleSession
+            var awaitsCode = false
+            if usesToken {
+                // The token is checked first, cheaply: an admin behind the same address as a
+                // guesser (a NAT, an office) is never refused for someone else's guesses.
+                // A token pasted with the file's newline, or with spaces around it, is the same token.
+                guard service.auth.isAdminToken(String((fields["token"] ?? "")[...].trimmingSpaces())) else {
+                    throw ServiceError(401, .unauthenticated, "That is not the admin token.")
+                }
+                session = try await service.accounts.startOwnerConsoleSession(address: address)
+            } else {
+                // Refused before any hash while the address's failure budget is spent.
+                try limits.admitSignIn(client: client)
+                (session, awaitsCode) = try await service.accounts.startConsoleSignIn(
+                    name: name, password: fields["password"] ?? "", address: address)
             }
-            return page(ConsolePages.signIn(error: "That is not the admin token."), status: .unauthorized)
+            logger.notice(
+                "console sign-in",
+                metadata: [
+                    "event": "console-sign-in", "outcome": "\(awaitsCode ? "awaits-code" : "signed-in")", "session": "\(session.id)",
+                    "account": "\(session.account)",
+                ])
+            await audit(
+                "console.sign-in", status: 303, outcome: awaitsCode ? "awaits-code" : "ok", address: address, actor: session.account,
+                credential: Caller.Credential.consoleSession(id: session.id).description)
+            var response = redirect(awaitsCode ? "/console/sign-in/code" : "/console/apps")
+            response.headers[.setCookie] = cookie(
+                session.cookie, maxAge: Int(awaitsCode ? ConsoleSession.codeLifetime : ConsoleSession.lifetime), request: request)
+            return response
+        } catch let error as ServiceError {
+            logger.warning(
+                "console sign-in refused", metadata: ["event": "console-sign-in", "outcome": "refused", "client": "\(client)"])
+            if error.status != .tooManyRequests {
+                await audit(
+                    "console.sign-in", status: Int(error.status.code), outcome: error.code.rawValue, address: address, actor: actor,
+                    credential: credential)
+            }
+            if error.status == .unauthorized {
+                do {
+                    try limits.recordFailure(client: client, credential: usesToken ? fields["token"] : name)
+                } catch {
+                    return page(ConsolePages.signIn(error: error.message), status: .tooManyRequests)
+                }
+                let message = usesToken ? "That is not the admin token." : "The name or the password is not right."
+                return page(ConsolePages.signIn(error: message), status: .unauthorized)
+            }
+            return page(ConsolePages.signIn(error: error.message), status: error.status)
         }
-        let (session, value) = sessions.start(now: service.now)
-        logger.notice("console sign-in", metadata: ["event": "console-sign-in", "outcome": "signed-in", "session": "\(session.id)"])
-        await audit("console.sign-in", target: "", status: 303, outcome: "ok", client: client, session: session)
-        var response = redirect("/console/apps")
-        response.headers[.setCookie] = cookie(value, maxAge: Int(ConsoleSessions.defaultLifetime), request: request)
-        return response
+    }
+
+    /// The second step of a sign-in: the code from the authenticator app, or a recovery code.
+    func signInCode(_ request: Request, _ context: FleetRequestContext) async throws -> Response {
+        let client = limits.client(of: request, context)
+        let address = limits.address(of: request, context)
+        guard let session = sessionCookie(request), try await service.accounts.awaitsCode(session) else {
+            return redirect("/console/sign-in")
+        }
+        let fields: FormFields
+        do {
+            try limits.admit(client: client)
+            try limits.admitSignIn(client: client)
+            try checkOrigin(request)
+            fields = try await form(request, limit: Self.signInFormLimit)
+            guard session.isValidCSRFToken(fields["csrf"]) else {
+                throw ServiceError(403, .csrf, "The form did not carry this sign-in's CSRF token; sign in again.")
+            }
+        } catch let error as ServiceError {
+            return page(ConsolePages.signInCode(csrf: session.csrfToken, error: error.message), status: error.status)
+        }
+        let code = (fields["code"] ?? "").filter { !$0.isWhitespace }
+        do {
+            let caller = try await service.accounts.finishConsoleSignIn(session, code: code)
+            logger.notice(
+                "console sign-in",
+                metadata: ["event": "console-sign-in", "outcome": "signed-in", "session": "\(session.id)", "account": "\(caller.name)"])
+            await audit(
+                "console.sign-in.code", status: 303, outcome: "ok", address: address, actor: caller.name,
+                credential: Caller.Credential.consoleSession(id: session.id).description)
+            var response = redirect("/console/apps")
+            response.headers[.setCookie] = cookie(session.cookie, maxAge: Int(ConsoleSession.lifetime), request: request)
+            return response
+        } catch let error as ServiceError {
+            logger.warning(
+                "console sign-in refused",
+                metadata: ["event": "console-sign-in", "outcome": "wrong-code", "client": "\(client)", "account": "\(session.account)"])
+            if error.status != .tooManyRequests {
+                await audit(
+                    "console.sign-in.code", status: Int(error.status.code), outcome: error.code.rawValue, address: address,
+                    actor: session.account, credential: Caller.Credential.consoleSession(id: session.id).description)
+            }
+            if error.status == .unauthorized {
+                do {
+                    try limits.recordFailure(client: client, credential: session.account)
+                } catch {
+                    return page(ConsolePages.signInCode(csrf: session.csrfToken, error: error.message), status: .tooManyRequests)
+                }
+            }
+            return page(ConsolePages.signInCode(csrf: session.csrfToken, error: error.message), status: error.status)
+        }
     }
 
     func cookie(_ value: String, maxAge: Int, request: Request) -> String {
@@ -230,57 +332,57 @@ struct ConsoleRoutes: Sendable {
         return "\(Self.cookieName)=\(value); Path=/console; Max-Age=\(maxAge); HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
     }
 
-    /// The session the request's cookie carries, if any is valid and was not signed out (here,
-    /// on another instance, or before a restart: the store keeps sign-outs).
-    func session(_ request: Request) async throws -> ConsoleSessions.Session? {
-        guard let session = sessionCookie(request).flatMap({ sessions.session(cookie: $0, now: service.now) }) else { return nil }
-        guard try await service.directory.isConsoleSessionEnded(id: session.id) == false else { return nil }
-        // The console acts as the bootstrap owner: a session ends as soon as that account is
-        // disabled, removed or no longer an owner.
-        return try await service.auth.bootstrapCaller(session: session.id) == nil ? nil : session
+    /// The session the request's cookie carries and the account it acts as, when the session
+    /// is current: not signed out, expired or waiting for its code, and its account not
+    /// disabled or changed since (read from the store at every request: on every instance at once).
+    func signedInCaller(_ request: Request) async throws -> SignedIn? {
+        guard let session = sessionCookie(request), let caller = try await service.accounts.consoleCaller(session) else { return nil }
+        return SignedIn(session: session, caller: caller)
     }
 
-    /// The first valid session cookie of the request.
-    func sessionCookie(_ request: Request) -> String? {
+    /// The first cookie of the request that reads as a session (checked against its account later).
+    func sessionCookie(_ request: Request) -> ConsoleSession? {
         let values = request.headers[values: .cookie].flatMap { $0.split(separator: ";") }.compactMap { part -> String? in
             let pair = part.split(separator: "=", maxSplits: 1).map { $0.trimmingSpaces() }
             return pair.count == 2 && pair[0] == Self.cookieName[...] ? String(pair[1]) : nil
         }
-        return values.first { sessions.session(cookie: $0, now: service.now) != nil }
+        return values.lazy.compactMap(ConsoleSession.init(cookie:)).first
     }
 
-    /// Runs `body` for a signed-in admin. A page without a session sends the browser to sign
-    /// in; a form without a session, or without the session's CSRF token, or from another
-    /// origin, is refused with 403 and changes nothing.
+    /// Runs `body` for a signed-in account whose role allows `operation` on `target` (the
+    /// same check as the API's). A page without a session sends the browser to sign in; a form
+    /// without a session, or without the session's CSRF token, or from another origin, is
+    /// refused with 403 and changes nothing. Every form, and every refusal, is audited.
     func signedIn(
-        _ request: Request, _ context: FleetRequestContext, form: Bool = false,
-        _ body: (ConsoleSessions.Session, FormFields) async throws -> Response
+        _ request: Request, _ context: FleetRequestContext, _ operation: AdminOperation? = nil,
+        target: @autoclosure () throws -> OperationTarget = OperationTarget(), form: Bool = false,
+        _ body: (SignedIn, FormFields) async throws -> Response
     ) async throws -> Response {
-        let session = form ? try await session(request) : nil
-        let response = try await signedInAnswer(request, form: form, body)
-        if form {
+        let signed = try await signedInCaller(request)
+        let response = try await signedInAnswer(request, signed: signed, operation, target: target(), form: form, body)
+        if form || response.status == .forbidden {
             let outcome = response.status.code < 400 ? "ok" : "refused"
             await audit(
-                "console.\(request.method.rawValue.lowercased()) \(request.uri.path)", target: "", status: Int(response.status.code),
-                outcome: outcome, client: limits.client(of: request, context), session: session)
+                "console.\(request.method.rawValue.lowercased()) \(request.uri.path)", status: Int(response.status.code), outcome: outcome,
+                address: limits.address(of: request, context), actor: signed?.caller.name ?? "-",
+                credential: signed.map { Caller.Credential.consoleSession(id: $0.session.id).description } ?? "none")
         }
         return response
     }
 
-    /// Appends a console action to the audit trail, as the bootstrap owner (whose admin token signs in).
-    func audit(_ action: String, target: String, status: Int, outcome: String, client: String?, session: ConsoleSessions.Session?) async {
+    /// Appends a console action to the audit trail.
+    func audit(_ action: String, status: Int, outcome: String, address: String, actor: String, credential: String) async {
         let draft = AuditDraft(
-            actor: session == nil && outcome != "ok" ? "-" : Authenticator.bootstrapOwner,
-            credential: session.map { Caller.Credential.consoleSession(id: $0.id).description } ?? "admin token file",
-            address: client ?? "-", action: action, target: target, status: status, outcome: outcome)
+            actor: actor, credential: credential, address: address, action: action, target: "", status: status, outcome: outcome)
         await service.audit.recordAfterTheFact(draft)
     }
 
     private func signedInAnswer(
-        _ request: Request, form: Bool, _ body: (ConsoleSessions.Session, FormFields) async throws -> Response
+        _ request: Request, signed: SignedIn?, _ operation: AdminOperation?, target: OperationTarget, form: Bool,
+        _ body: (SignedIn, FormFields) async throws -> Response
     ) async throws -> Response {
-        guard let session = try await session(request) else {
-            if form { return errorPage(ServiceError(403, .noSession, "Your session has ended; sign in again."), session: nil) }
+        guard let signed else {
+            if form { return errorPage(ServiceError(403, .noSession, "Your session has ended; sign in again."), signed: nil) }
             return redirect("/console/sign-in")
         }
         var fields = FormFields([])
@@ -288,15 +390,37 @@ struct ConsoleRoutes: Sendable {
             if form {
                 try checkOrigin(request)
                 fields = try await self.form(request)
-                guard sessions.isValidCSRFToken(fields["csrf"] ?? request.headers[HTTPField.Name("X-CSRF-Token")!], for: session) else {
+                guard signed.session.isValidCSRFToken(fields["csrf"] ?? request.headers[HTTPField.Name("X-CSRF-Token")!]) else {
                     logger.warning("console form refused", metadata: ["event": "console-csrf", "path": "\(request.uri.path)"])
                     throw ServiceError(403, .csrf, "The form did not carry this session's CSRF token; reload the page and try again.")
                 }
             }
-            return try await body(session, fields)
+            if let operation { try await service.accounts.authorize(signed.caller, operation, target) }
+            return try await body(signed, fields)
         } catch let error as ServiceError {
-            return errorPage(error, session: session)
+            return errorPage(error, signed: signed)
         }
+    }
+
+    /// The app and value scope a settings page or form names.
+    func valuesTarget(_ request: Request, _ context: FleetRequestContext) throws -> OperationTarget {
+        let scope = request.uri.queryParameters.get("scope").map { String($0) } ?? "app"
+        return OperationTarget(app: try app(context), scope: try Scope.named(scope))
+    }
+
+    func deviceTarget(_ context: FleetRequestContext) -> OperationTarget {
+        OperationTarget(deviceID: context.parameters.get("id") ?? "")
+    }
+
+    /// The fleet as `caller` may see it: the apps its scope covers and the devices it sees.
+    func overview(for caller: Caller) async throws -> FleetOverview {
+        let all = try await queries.overview()
+        guard !caller.scope.isEverything else { return all }
+        let devices = all.devices.filter(caller.sees)
+        let seen = Set(devices.map(\.id))
+        return FleetOverview(
+            apps: all.apps.filter { caller.scope.covers(app: $0.app) }, devices: devices,
+            standings: all.standings.filter { seen.contains($0.key) }, metadata: all.metadata.filter { caller.scope.covers(app: $0.key) })
     }
 
     /// A form post must come from the console's own origin when the browser says where from.
@@ -332,9 +456,9 @@ struct ConsoleRoutes: Sendable {
         return Response(status: .seeOther, headers: headers)
     }
 
-    func errorPage(_ error: ServiceError, session: ConsoleSessions.Session?) -> Response {
+    func errorPage(_ error: ServiceError, signed: SignedIn?) -> Response {
         let html = ConsoleFrame.page(
-            title: "Refused", section: nil, csrf: session.map { sessions.csrfToken(for: $0) },
+            title: "Refused", section: nil, csrf: signed?.csrf,
             main: """
                 <h1>\(error.status == 404 ? "Not found" : "That did not work")</h1>
                 \(ConsoleFrame.notice(error.body.message, error: true))

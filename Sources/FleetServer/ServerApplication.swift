@@ -78,7 +78,7 @@ public enum FleetServerApplication {
         let console =
             options.console
             ? ConsoleRoutes(
-                service: service, sessions: ConsoleSessions(keyMaterial: service.auth.consoleKeyMaterial), limits: limits, logger: logger,
+                service: service, limits: limits, logger: logger,
                 tls: options.tls != nil) : nil
         let router = Routes(
             service: service, logger: logger, limits: limits, connections: connections, metrics: options.metrics, console: console

@@ -32,8 +32,6 @@ struct MemoryState: Sendable {
     var statusHistory: [String: [String: [Int64: StatusRecord]]] = [:]
     var deviceInfo: [String: StoredDeviceInfo] = [:]
     var policies: [PolicyScope: AgentPolicy] = [:]
-    /// Ended console sessions: when each expires.
-    var endedSessions: [String: Int64] = [:]
     /// By name.
     var accounts: [String: StoredAccount] = [:]
     /// By id.
@@ -308,13 +306,6 @@ final class MemoryTransaction: StoreTransaction {
     }
 
     func recordStatuses(_ records: [StatusRecord]) async throws { try change { try $0.record(records) } }
-
-    func endConsoleSession(id: String, expiresAt: Int64, now: Int64) async throws {
-        change { state in
-            state.endedSessions = state.endedSessions.filter { $0.value > now }
-            state.endedSessions[id] = expiresAt
-        }
-    }
 
     func count(of kind: StoredKind) async throws -> Int {
         change { state in

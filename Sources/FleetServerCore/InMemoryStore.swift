@@ -111,8 +111,6 @@ public final class InMemoryStore: SettingsStore {
 
     public func activeRollout(app: String) async throws -> Rollout? { read { $0.activeRollout(app: app) } }
 
-    public func isConsoleSessionEnded(id: String) async throws -> Bool { read { $0.endedSessions[id] != nil } }
-
     // MARK: - Devices and tokens
 
     public func device(tokenHash: String) async throws -> Device? {

@@ -28,9 +28,6 @@ public protocol SettingsStore: Sendable {
     /// What a revert to entry `number` needs (see ``HistoryBase``), in one transaction.
     func historyBase(app: String, through number: Int64) async throws -> HistoryBase
 
-    /// Whether the console session `id` was signed out (on any instance, before any restart).
-    func isConsoleSessionEnded(id: String) async throws -> Bool
-
     /// The app's rollouts, newest first (active or not).
     func rollouts(app: String) async throws -> [Rollout]
 

@@ -75,12 +75,6 @@ extension SettingsStore {
         }
     }
 
-    /// Records that the console session `id` was signed out; it stays refused until
-    /// `expiresAt`, when its cookie expires anyway (rows past it are removed at `now`).
-    public func endConsoleSession(id: String, expiresAt: Int64, now: Int64) async throws {
-        try await write { transaction in try await transaction.endConsoleSession(id: id, expiresAt: expiresAt, now: now) }
-    }
-
     // MARK: - Devices and enrollment
 
     /// Adds a device. Throws when the id or the token hash exists.

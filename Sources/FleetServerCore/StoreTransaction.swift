@@ -91,9 +91,6 @@ public protocol StoreTransaction: Sendable {
     func insertRevision(_ state: RevisionState, app: String, deviceID: String) async throws
     /// Keeps each of `records` as its device's latest report for the app, and in its history slot.
     func recordStatuses(_ records: [StatusRecord]) async throws
-    /// Records the console session `id` as ended until `expiresAt`, and forgets those that
-    /// ended before `now`.
-    func endConsoleSession(id: String, expiresAt: Int64, now: Int64) async throws
     /// How many of `kind` the store holds.
     func count(of kind: StoredKind) async throws -> Int
 

@@ -165,10 +165,6 @@ public final class PostgresStore: SettingsStore {
         }
     }
 
-    public func isConsoleSessionEnded(id: String) async throws -> Bool {
-        !(try await rows("SELECT 1 FROM ended_console_sessions WHERE id = \(id)").isEmpty)
-    }
-
     public func rollouts(app: String) async throws -> [Rollout] {
         try await rows("SELECT document FROM rollouts WHERE app = \(app) ORDER BY started_at DESC, id DESC").map {
             try Rollout(storedText: try $0.decode(String.self))

@@ -202,15 +202,6 @@ struct PostgresTransaction: StoreTransaction {
         try await rows(PostgresRows.upsertStatuses(records))
     }
 
-    func endConsoleSession(id: String, expiresAt: Int64, now: Int64) async throws {
-        try await rows("DELETE FROM ended_console_sessions WHERE expires_at <= \(now)")
-        try await rows(
-            """
-            INSERT INTO ended_console_sessions (id, expires_at) VALUES (\(id), \(expiresAt))
-            ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at
-            """)
-    }
-
     func count(of kind: StoredKind) async throws -> Int {
         try await rows("SELECT count(*) FROM \(unescaped: kind.table)").first.map { Int(try $0.decode(Int64.self)) } ?? 0
     }

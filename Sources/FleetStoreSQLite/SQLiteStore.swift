@@ -185,10 +185,6 @@ public final class SQLiteStore: SettingsStore {
         }
     }
 
-    public func isConsoleSessionEnded(id: String) async throws -> Bool {
-        try await read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM ended_console_sessions WHERE id = ?", arguments: [id]) ?? false }
-    }
-
     public func rollouts(app: String) async throws -> [Rollout] {
         try await read { db in
             try String.fetchAll(db, sql: "SELECT document FROM rollouts WHERE app = ? ORDER BY started_at DESC, id DESC", arguments: [app])

@@ -190,13 +190,6 @@ struct SQLiteTransaction: StoreTransaction {
         try await run { db in try SQLiteRows.recordStatuses(records, db) }
     }
 
-    func endConsoleSession(id: String, expiresAt: Int64, now: Int64) async throws {
-        try await run { db in
-            try db.execute(sql: "DELETE FROM ended_console_sessions WHERE expires_at <= ?", arguments: [now])
-            try db.execute(sql: "INSERT OR REPLACE INTO ended_console_sessions (id, expires_at) VALUES (?, ?)", arguments: [id, expiresAt])
-        }
-    }
-
     func count(of kind: StoredKind) async throws -> Int {
         try await run { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(kind.table)") ?? 0 }
     }

@@ -35,6 +35,39 @@ def check(condition, message):
         raise Failed(message)
 
 
+def sign_in_with_token(driver, token):
+    """Signs in on the sign-in page shown with the admin token (the folded-away form)."""
+    details = driver.find_element(By.CSS_SELECTOR, "details.admin-token")
+    if not details.get_attribute("open"):
+        details.find_element(By.CSS_SELECTOR, "summary").click()
+    field = driver.find_element(By.CSS_SELECTOR, "#token")
+    field.clear()
+    field.send_keys(token)
+    driver.find_element(By.CSS_SELECTOR, 'form.token-sign-in button[type="submit"]').click()
+
+
+def check_page(driver, name, screenshots, results, width=1280):
+    """A screenshot of the whole page shown, `width` pixels wide (1280: a laptop, 820: a
+    tablet), and its accessibility check: no serious or critical axe-core violation."""
+    driver.set_window_size(width, 1000)
+    height = driver.execute_script("return document.documentElement.scrollHeight;")
+    driver.set_window_size(width, min(max(height + 140, 700), 6000))
+    driver.save_screenshot(os.path.join(screenshots, f"{name}.png"))
+    axe = Axe(driver)
+    axe.inject()
+    result = axe.run(options={"resultTypes": ["violations"]})
+    driver.set_window_size(1280, 1000)
+    serious = [v for v in result["violations"] if v.get("impact") in ("serious", "critical")]
+    results[name] = {
+        "url": driver.current_url,
+        "width": width,
+        "violations": [{"id": v["id"], "impact": v.get("impact"), "nodes": len(v["nodes"])} for v in result["violations"]],
+        "seriousOrCritical": len(serious),
+    }
+    check(not serious, f"axe found serious or critical violations on {name}: " +
+          "; ".join(f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']]}" for v in serious))
+
+
 def wait_until(what, predicate, timeout=30.0):
     deadline = time.monotonic() + timeout
     last = None
@@ -90,26 +123,7 @@ class Console:
                           lambda: predicate(self.settings()["values"]), timeout=60)
 
     def page(self, name, width=1280, driver=None):
-        """A screenshot of the whole page shown, `width` pixels wide (1280: a laptop, 820: a
-        tablet), and its accessibility check."""
-        driver = driver or self.driver
-        driver.set_window_size(width, 1000)
-        height = driver.execute_script("return document.documentElement.scrollHeight;")
-        driver.set_window_size(width, min(max(height + 140, 700), 6000))
-        driver.save_screenshot(os.path.join(self.options.screenshots, f"{name}.png"))
-        axe = Axe(driver)
-        axe.inject()
-        result = axe.run(options={"resultTypes": ["violations"]})
-        driver.set_window_size(1280, 1000)
-        serious = [v for v in result["violations"] if v.get("impact") in ("serious", "critical")]
-        self.results[name] = {
-            "url": driver.current_url,
-            "width": width,
-            "violations": [{"id": v["id"], "impact": v.get("impact"), "nodes": len(v["nodes"])} for v in result["violations"]],
-            "seriousOrCritical": len(serious),
-        }
-        check(not serious, f"axe found serious or critical violations on {name}: " +
-              "; ".join(f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']]}" for v in serious))
+        check_page(driver or self.driver, name, self.options.screenshots, self.results, width)
 
     def cookie(self):
         return next((c for c in self.driver.get_cookies() if c["name"] == "fleetset_console"), None)
@@ -178,12 +192,10 @@ class Console:
         self.open("/console/apps")
         wait_until("the sign-in page", lambda: "/console/sign-in" in self.driver.current_url)
         self.page("sign-in")
-        self.find("#token").send_keys("fsa_not-the-token")
-        self.find('form.sign-in button[type="submit"]').click()
+        sign_in_with_token(self.driver, "fsa_not-the-token")
         wait_until("the refusal", lambda: "That is not the admin token." in self.find("main").text)
         check(self.cookie() is None, "a wrong token must not get a session cookie")
-        self.find("#token").send_keys(self.token)
-        self.find('form.sign-in button[type="submit"]').click()
+        sign_in_with_token(self.driver, self.token)
         wait_until("the apps page", lambda: self.driver.current_url.endswith("/console/apps"))
         cookie = self.cookie()
         check(cookie is not None, "no session cookie after signing in")
@@ -408,8 +420,7 @@ class Console:
         driver = self.browser(javascript=False)
         try:
             driver.get(self.base + "/console/sign-in")
-            driver.find_element(By.CSS_SELECTOR, "#token").send_keys(self.token)
-            driver.find_element(By.CSS_SELECTOR, 'form.sign-in button[type="submit"]').click()
+            sign_in_with_token(driver, self.token)
             wait_until("the apps page without JavaScript", lambda: driver.current_url.endswith("/console/apps"))
             driver.get(self.base + "/console/apps/kiosk")
             check(not driver.find_elements(By.CSS_SELECTOR, "button.add-item"), "without JavaScript there is no script-made button")

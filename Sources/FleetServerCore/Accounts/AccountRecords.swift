@@ -19,6 +19,8 @@ public struct StoredAccount: Sendable, Hashable {
     public var twoFactor: TwoFactor? {
         didSet { account.hasTwoFactor = twoFactor?.confirmed == true }
     }
+    /// Its console sessions, oldest first (at most ``ConsoleSession/perAccount``).
+    public var sessions: [ConsoleSessionRecord]
 
     /// A second factor: the TOTP secret, whether it was confirmed with a code, the last step
     /// used (a code is good once), and the recovery codes' hashes not used yet.
@@ -55,11 +57,15 @@ public struct StoredAccount: Sendable, Hashable {
         }
     }
 
-    public init(account: Account, generation: Int64 = 1, password: PasswordHash? = nil, twoFactor: TwoFactor? = nil) {
+    public init(
+        account: Account, generation: Int64 = 1, password: PasswordHash? = nil, twoFactor: TwoFactor? = nil,
+        sessions: [ConsoleSessionRecord] = []
+    ) {
         self.account = account
         self.generation = generation
         self.password = password
         self.twoFactor = twoFactor
+        self.sessions = sessions
         self.account.hasPassword = password != nil
         self.account.hasTwoFactor = twoFactor?.confirmed == true
     }
@@ -74,6 +80,7 @@ public struct StoredAccount: Sendable, Hashable {
         object["hasTwoFactor"] = nil
         if let password { object["password"] = .string(password.text) }
         if let twoFactor { object["twoFactor"] = twoFactor.json }
+        if !sessions.isEmpty { object["sessions"] = .array(sessions.map(\.json)) }
         return JSONValue.object(object).serialized()
     }
 
@@ -94,9 +101,17 @@ public struct StoredAccount: Sendable, Hashable {
             guard let read = TwoFactor(json: stored) else { throw StoreCorruption(what: "a stored account's second factor") }
             twoFactor = read
         }
-        for key in ["generation", "password", "twoFactor"] { object[key] = nil }
+        var sessions: [ConsoleSessionRecord] = []
+        if let stored = object["sessions"] {
+            guard case .array(let items) = stored else { throw StoreCorruption(what: "a stored account's sessions") }
+            for item in items {
+                guard let session = ConsoleSessionRecord(json: item) else { throw StoreCorruption(what: "a stored account's session") }
+                sessions.append(session)
+            }
+        }
+        for key in ["generation", "password", "twoFactor", "sessions"] { object[key] = nil }
         guard let account = try? Account(json: .object(object)) else { throw StoreCorruption(what: "a stored account") }
-        self.init(account: account, generation: generation, password: password, twoFactor: twoFactor)
+        self.init(account: account, generation: generation, password: password, twoFactor: twoFactor, sessions: sessions)
     }
 }
 

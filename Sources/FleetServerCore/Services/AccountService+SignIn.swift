@@ -64,7 +64,7 @@ extension AccountService {
     /// forgotten one). Ends its sessions (the generation rises).
     ///
     /// - Throws: 404 `unknown-account`; 400 `weak-password`; 400 for a service account.
-    public func setPassword(name: String, to password: String) async throws {
+    public func setPassword(name: String, to password: String, keeping caller: Caller? = nil) async throws {
         try PasswordHash.check(password)
         guard try await storedAccount(name).account.kind == .person else {
             throw ServiceError.badRequest("\(name) is a service account: it uses API tokens, never a password")
@@ -73,7 +73,7 @@ extension AccountService {
         let hash = try await signIns.hasher.run { Result { try PasswordHash.make(password, parameters: parameters) } }.get()
         // Sign-in tokens stay valid: an owner resetting a compromised account revokes them too
         // (`tokens list --account`, `tokens revoke`), as the docs say.
-        try await changeStored(name: name) { stored throws(ServiceError) in
+        try await changeStored(name: name, keeping: caller) { stored throws(ServiceError) in
             guard stored.account.kind == .person else {
                 throw ServiceError.badRequest("\(name) is a service account: it uses API tokens, never a password")
             }
@@ -96,14 +96,14 @@ extension AccountService {
             }
             signIns.refund(caller.name)
         }
-        try await setPassword(name: caller.name, to: change.password)
+        try await setPassword(name: caller.name, to: change.password, keeping: caller)
     }
 
     /// Starts setting up the caller's second factor: a new TOTP secret, to confirm with a code
     /// (``confirmTwoFactor(code:by:)``). A second factor set up already stays until then.
     public func startTwoFactor(by caller: Caller) async throws -> TwoFactorSetup {
         let totp = TOTP.generate()
-        try await changeStored(name: caller.name) { stored throws(ServiceError) in
+        try await changeStored(name: caller.name, keeping: caller) { stored throws(ServiceError) in
             guard stored.account.kind == .person else { throw ServiceError.badRequest("a service account does not sign in") }
             if stored.twoFactor?.confirmed == true {
                 throw ServiceError(
@@ -122,7 +122,7 @@ extension AccountService {
     public func confirmTwoFactor(code: String, by caller: Caller) async throws -> RecoveryCodeList {
         let codes = RecoveryCodes.generate()
         let time = now
-        try await changeStored(name: caller.name) { stored throws(ServiceError) in
+        try await changeStored(name: caller.name, keeping: caller) { stored throws(ServiceError) in
             guard var pending = stored.twoFactor, !pending.confirmed else {
                 throw ServiceError(409, .twoFactorRequired, "no second factor is being set up; start with POST /v1/admin/whoami/two-factor")
             }
@@ -152,6 +152,26 @@ extension AccountService {
     ///   needed; 429 `rate-limited` when the account had too many failed sign-ins
     ///   (``SignInGuard/failures``).
     public func signIn(name: String, password: String, code: String?) async throws -> Account {
+        let stored = try await checkPassword(name: name, password: password)
+        guard stored.twoFactor?.confirmed == true else {
+            signIns.refund(name)
+            return stored.account
+        }
+        guard let code, !code.isEmpty else {
+            signIns.refund(name)
+            throw ServiceError(401, .twoFactorRequired, "enter the code from your authenticator app, or a recovery code")
+        }
+        let accepted = try await spendCode(name: name, code: code)
+        signIns.refund(name)
+        return accepted.account
+    }
+
+    /// Checks a name and password after taking one check of the account's budget (which the
+    /// caller gives back when the sign-in succeeds).
+    ///
+    /// - Throws: 401 `unauthenticated` for an unknown name, a wrong password or a disabled
+    ///   account, after the same work for each; 429 when the account's budget is spent.
+    func checkPassword(name: String, password: String) async throws -> StoredAccount {
         let refused = ServiceError(401, .unauthenticated, "the name or the password is not right")
         // Taken before the hash, so that requests sent together cannot all get past the budget.
         try signIns.admit(name)
@@ -162,17 +182,19 @@ extension AccountService {
             throw refused
         }
         guard try await verify(password, against: hash), !stored.account.disabled else { throw refused }
-        guard let twoFactor = stored.twoFactor, twoFactor.confirmed else {
-            signIns.refund(name)
-            return stored.account
-        }
-        guard let code, !code.isEmpty else {
-            signIns.refund(name)
-            throw ServiceError(401, .twoFactorRequired, "enter the code from your authenticator app, or a recovery code")
-        }
+        return stored
+    }
+
+    /// Checks a code of `name`'s second factor (from the authenticator, or a recovery code) and
+    /// spends it, with `change` to the account, in one write: two sign-ins with one code cannot
+    /// both pass.
+    ///
+    /// - Throws: 401 `unauthenticated` for a wrong or used code; what `change` throws (nothing is written then).
+    func spendCode(
+        name: String, code: String, also change: @escaping @Sendable (inout StoredAccount) throws(ServiceError) -> Void = { _ in }
+    ) async throws -> StoredAccount {
         let time = now
         let wrongCode = ServiceError(401, .unauthenticated, "that code is not right (or was used already)")
-        // The code is checked and spent in one write: two sign-ins with one code cannot both pass.
         let accepted = try await writes.run {
             try await store.changeAccount(name: name) { current, _ in
                 guard var factor = current.twoFactor, factor.confirmed, !current.account.disabled else { throw wrongCode }
@@ -185,12 +207,12 @@ extension AccountService {
                 }
                 var changed = current
                 changed.twoFactor = factor
+                try change(&changed)
                 return changed
             }
         }
-        guard let accepted else { throw refused }
-        signIns.refund(name)
-        return accepted.account
+        guard let accepted else { throw ServiceError(401, .unauthenticated, "the name or the password is not right") }
+        return accepted
     }
 
     /// Whether `password` is `hash`'s, off the concurrency pool.
@@ -205,15 +227,24 @@ extension AccountService {
         return stored
     }
 
-    /// Changes the stored account named `name` with `change`, raising its generation.
-    private func changeStored(name: String, _ change: @escaping @Sendable (inout StoredAccount) throws(ServiceError) -> Void) async throws {
+    /// Changes the stored account named `name` with `change`, raising its generation: its
+    /// console sessions end, but for the one `keeping` names (a caller changing its own
+    /// password or second factor in the console stays signed in there, and only there).
+    private func changeStored(
+        name: String, keeping caller: Caller? = nil, _ change: @escaping @Sendable (inout StoredAccount) throws(ServiceError) -> Void
+    ) async throws {
         let time = now
+        var kept: String?
+        if let caller, caller.name == name, case .consoleSession(let id) = caller.credential { kept = id }
+        let keptSession = kept
         let changed = try await writes.run {
             try await store.changeAccount(name: name) { stored, _ in
                 var changed = stored
                 try change(&changed)
                 changed.account.updatedAt = time
                 changed.generation += 1
+                changed.sessions = changed.sessions.filter { $0.id == keptSession && $0.isCurrent(for: stored, now: time) }
+                for index in changed.sessions.indices { changed.sessions[index].generation = changed.generation }
                 return changed
             }
         }

@@ -115,7 +115,9 @@ extension AccountService {
                 if (changed.account.role, changed.account.scope, changed.account.disabled)
                     != (stored.account.role, stored.account.scope, stored.account.disabled)
                 {
+                    // Its console sessions end, on every instance at their next request.
                     changed.generation += 1
+                    changed.sessions = []
                 }
                 try Self.keepAnOwner(all.map { $0.name == name ? changed : $0 })
                 return changed

@@ -102,16 +102,6 @@ extension Authenticator {
         return stored.account
     }
 
-    /// The bootstrap owner as the console's admin-token sign-in acts (`nil`: that account is
-    /// missing, disabled or no longer an owner). Read from the store at every console request:
-    /// a change of the account ends its console sessions on every instance at once.
-    public func bootstrapCaller(session: String) async throws -> Caller? {
-        if try await store.account(name: Self.bootstrapOwner) == nil { try await AccountService(context: context).bootstrap() }
-        guard let stored = try await store.account(name: Self.bootstrapOwner), !stored.account.disabled, stored.account.role == .owner
-        else { return nil }
-        return Caller(account: stored.account, credential: .consoleSession(id: session))
-    }
-
     /// The caller of a request with this `Authorization` header value when that needs nothing
     /// but memory: a known, enabled device using its current token and seen lately. `nil` when
     /// ``authenticate(authorization:from:)`` has more to do (an account's token is always checked
@@ -136,10 +126,6 @@ extension Authenticator {
     public func isAdminToken(_ token: String) -> Bool {
         Credentials.constantTimeEquals(Credentials.hash(token), adminTokenHash)
     }
-
-    /// The secret the console's session keys are derived from: the admin token's hash, which
-    /// every instance of one fleet shares and which changes with the admin token.
-    public var consoleKeyMaterial: [UInt8] { Array(adminTokenHash.utf8) }
 
     /// Whether the device's last-seen time is recent enough that a request need not record it.
     private static func seenLately(_ device: Device, now: Int64) -> Bool {

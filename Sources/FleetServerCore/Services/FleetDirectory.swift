@@ -189,15 +189,4 @@ extension FleetDirectory {
             metadata: ["event": "policy", "scope": "\(scope)", "policy": "\(policy.isEmpty ? "(none)" : policy.summary)"])
         return policy
     }
-
-    /// Records a console sign-out in the store, so that the session's cookie is refused by every
-    /// instance and after a restart, not only by the one that signed it out.
-    public func endConsoleSession(id: String, expiresAt: Int64) async throws {
-        try await store.endConsoleSession(id: id, expiresAt: expiresAt, now: now)
-    }
-
-    /// Whether the console session `id` was signed out (see ``endConsoleSession(id:expiresAt:)``).
-    public func isConsoleSessionEnded(id: String) async throws -> Bool {
-        try await store.isConsoleSessionEnded(id: id)
-    }
 }

@@ -150,11 +150,4 @@ struct DirectoryServiceTests {
         #expect(try await harness.directory.policyList().policies.isEmpty)
     }
 
-    @Test("a console sign-out is remembered until its cookie would expire anyway")
-    func consoleSessions() async throws {
-        let harness = ServiceHarness()
-        try await harness.directory.endConsoleSession(id: "s-1", expiresAt: harness.wallClock.secondsSinceEpoch() + 60)
-        #expect(try await harness.directory.isConsoleSessionEnded(id: "s-1"))
-        #expect(try await !harness.directory.isConsoleSessionEnded(id: "s-2"))
-    }
 }

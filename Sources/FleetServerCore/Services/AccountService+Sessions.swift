@@ -1,0 +1,97 @@
+import FleetProtocol
+import HTTPTypes
+
+/// The console's sessions: started by a sign-in, kept in the account's stored document
+/// (``ConsoleSessionRecord``), and checked against the account at every request.
+extension AccountService {
+    /// Signs in to the console with a name and password: a new session, which awaits the
+    /// second factor's code when the account has one (``finishConsoleSignIn(_:code:)``).
+    ///
+    /// - Throws: as ``signIn(name:password:code:)`` does for a wrong name or password.
+    public func startConsoleSignIn(name: String, password: String, address: String) async throws -> (
+        session: ConsoleSession, awaitsCode: Bool
+    ) {
+        let stored = try await checkPassword(name: name, password: password)
+        signIns.refund(name)
+        let awaitsCode = stored.twoFactor?.confirmed == true
+        return (try await addConsoleSession(name: name, awaitsCode: awaitsCode, address: address), awaitsCode)
+    }
+
+    /// A console session of the bootstrap owner, whose admin token file the console took.
+    ///
+    /// - Throws: 401 when that account is disabled or no longer an owner.
+    public func startOwnerConsoleSession(address: String) async throws -> ConsoleSession {
+        if try await store.account(name: Authenticator.bootstrapOwner) == nil { try await bootstrap() }
+        guard let stored = try await store.account(name: Authenticator.bootstrapOwner), !stored.account.disabled,
+            stored.account.role == .owner
+        else {
+            throw ServiceError(
+                401, .unauthenticated,
+                "the admin token file acts as account \(Authenticator.bootstrapOwner), which is disabled or no longer an owner")
+        }
+        return try await addConsoleSession(name: Authenticator.bootstrapOwner, awaitsCode: false, address: address)
+    }
+
+    /// Finishes a sign-in that awaits its code: the code (from the authenticator, or a recovery
+    /// code) is checked and spent, and the session made whole, in one write.
+    ///
+    /// - Throws: 401 `unauthenticated` for a wrong or used code, or a session that is no longer
+    ///   waiting; 429 `rate-limited` past the account's budget (a wrong code counts as a wrong password).
+    public func finishConsoleSignIn(_ session: ConsoleSession, code: String) async throws -> Caller {
+        try signIns.admit(session.account)
+        let time = now
+        let accepted = try await spendCode(name: session.account, code: code) { account throws(ServiceError) in
+            guard let record = session.record(in: account), record.awaitsCode, record.isCurrent(for: account, now: time),
+                let index = account.sessions.firstIndex(of: record)
+            else { throw ServiceError(401, .unauthenticated, "this sign-in has ended; sign in again") }
+            account.sessions[index].awaitsCode = false
+            account.sessions[index].expiresAt = time + ConsoleSession.lifetime
+        }
+        signIns.refund(session.account)
+        return Caller(account: accepted.account, credential: .consoleSession(id: session.id))
+    }
+
+    /// The caller a console request's session stands for: `nil` when the session is unknown,
+    /// ended, expired, still awaits its code, or its account changed since it began.
+    public func consoleCaller(_ session: ConsoleSession) async throws -> Caller? {
+        guard let stored = try await store.account(name: session.account), let record = session.record(in: stored),
+            record.isCurrent(for: stored, now: now), !record.awaitsCode
+        else { return nil }
+        return Caller(account: stored.account, credential: .consoleSession(id: session.id))
+    }
+
+    /// Whether `session` is a sign-in waiting for its code (the code page's check).
+    public func awaitsCode(_ session: ConsoleSession) async throws -> Bool {
+        guard let stored = try await store.account(name: session.account), let record = session.record(in: stored) else { return false }
+        return record.awaitsCode && record.isCurrent(for: stored, now: now)
+    }
+
+    /// Ends `session` (signing out): its cookie is refused from now on, on every instance.
+    public func endConsoleSession(_ session: ConsoleSession) async throws {
+        _ = try await writes.run {
+            try await store.changeAccount(name: session.account) { stored, _ in
+                var changed = stored
+                changed.sessions.removeAll { $0.id == session.id }
+                return changed
+            }
+        }
+    }
+
+    /// Adds a new session to the account named `name`, dropping its ended ones and, past
+    /// ``ConsoleSession/perAccount``, its oldest. The generation stays: other sessions go on.
+    private func addConsoleSession(name: String, awaitsCode: Bool, address: String) async throws -> ConsoleSession {
+        let time = now
+        let session = ConsoleSession.make(account: name)
+        let changed = try await writes.run {
+            try await store.changeAccount(name: name) { stored, _ in
+                var changed = stored
+                let record = session.record(generation: stored.generation, now: time, awaitsCode: awaitsCode, address: address)
+                changed.sessions.removeAll { !$0.isCurrent(for: stored, now: time) }
+                changed.sessions = Array((changed.sessions + [record]).suffix(ConsoleSession.perAccount))
+                return changed
+            }
+        }
+        guard changed != nil else { throw Self.unknownAccount(name) }
+        return session
+    }
+}
