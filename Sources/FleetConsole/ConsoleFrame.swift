@@ -11,7 +11,7 @@ public enum ConsoleFrame {
         case people = "People"
         case account = "Your account"
 
-        var path: String {
+        public var path: String {
             switch self {
             case .apps: "/console/apps"
             case .devices: "/console/devices"
@@ -23,16 +23,22 @@ public enum ConsoleFrame {
         }
     }
 
+    /// The sections the signed-in account may open, for the navigation of the pages drawn in
+    /// this task (`nil`: every section). The console's routes set it for each request from the
+    /// account's role, so that no page has to be told.
+    @TaskLocal public static var sections: Set<Section>?
+
     /// A whole page. `csrf` is the session's token (`nil`: signed out, no navigation); `live`:
     /// the page follows the server's events and redraws its main region.
     public static func page(title: String, section: Section?, csrf: String?, live: Bool = false, main: HTML) -> HTML {
         let navigation: HTML
         if let csrf {
-            let links = Section.allCases.map { item -> HTML in
+            let shown = Section.allCases.filter { sections?.contains($0) ?? true }
+            let links = shown.map { item -> HTML in
                 "<li><a href=\"\(item.path)\"\(flag: "aria-current=\"page\"", item == section)>\(item.rawValue)</a></li>"
             }
             navigation = """
-                <nav aria-label="Console"><a class="brand" href="/console/apps">fleetset</a><ul>\(HTML.joined(links))</ul>\
+                <nav aria-label="Console"><a class="brand" href="/console">fleetset</a><ul>\(HTML.joined(links))</ul>\
                 <form method="post" action="/console/sign-out" class="sign-out"><input type="hidden" name="csrf" value="\(csrf)"><button type="submit">Sign out</button></form></nav>
                 """
         } else {

@@ -165,7 +165,7 @@ extension QRCode {
         let pixels = side * moduleSize
         return """
             <svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 \(side) \(side)" \
-            width="\(pixels)" height="\(pixels)" role="img" aria-label="\(Self.xmlEscaped(accessibilityLabel))">\
+            width="\(pixels)" height="\(pixels)" role="img" aria-label="\(HTML.escape(accessibilityLabel))">\
             <rect x="0" y="0" width="\(side)" height="\(side)" fill="#ffffff"/>\
             <path fill="#000000" shape-rendering="crispEdges" d="\(darkRunsPath(offset: quietZone))"/>\
             </svg>
@@ -188,21 +188,6 @@ extension QRCode {
             }
         }
         return path
-    }
-
-    private static func xmlEscaped(_ text: String) -> String {
-        var escaped = ""
-        for character in text {
-            switch character {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&apos;"
-            default: escaped.append(character)
-            }
-        }
-        return escaped
     }
 }
 

@@ -48,17 +48,27 @@ extension ConsoleRoutes {
         }
         on(.get, "console/people") { request, context in
             try await signedIn(request, context, .listAccounts) { signed, _ in
-                let notice = request.uri.queryParameters.get("done").map { ConsoleFrame.notice(String($0)) }
+                let notice = request.uri.queryParameters.get("done").flatMap { Self.peopleNotices[String($0)] }.map {
+                    ConsoleFrame.notice($0)
+                }
                 return page(ConsolePages.people(try await service.accounts.accounts().accounts, csrf: signed.csrf, notice: notice))
             }
         }
         on(.post, "console/people") { request, context in
-            try await signedIn(request, context, .createAccount, form: true) { signed, fields in
+            try await signedIn(
+                request, context, .createAccount, form: true,
+                auditTarget: {
+                    "account=\($0["name"] ?? "") role=\($0["role"] ?? "") apps=\($0["apps"] ?? "") groups=\($0["groups"] ?? "")"
+                }
+            ) { signed, fields in
                 try await addPerson(fields, signed: signed)
             }
         }
         on(.post, "console/people/:name") { request, context in
-            try await signedIn(request, context, .updateAccount, form: true) { signed, fields in
+            try await signedIn(
+                request, context, .updateAccount, form: true,
+                auditTarget: { "account=\(context.parameters.get("name") ?? "") action=\($0["action"] ?? "") role=\($0["role"] ?? "")" }
+            ) { signed, fields in
                 let name = context.parameters.get("name") ?? ""
                 var change = AccountRequest()
                 switch fields["action"] {
@@ -68,12 +78,13 @@ extension ConsoleRoutes {
                 default: throw ServiceError(400, .badRequest, "choose a role to set, or disable or enable the account")
                 }
                 _ = try await service.accounts.updateAccount(name: name, change)
-                return redirect("/console/people?done=\(ConsolePages.percentEncoded("\(name) is changed."))")
+                return redirect("/console/people?done=changed")
             }
         }
     }
 
     static let accountNotices = ["password": "Your password is changed; your other sessions have ended."]
+    static let peopleNotices = ["added": "The person is added.", "changed": "The account is changed."]
 
     /// Adds a person with a first password (which they change when they sign in).
     func addPerson(_ fields: FormFields, signed: SignedIn) async throws -> Response {
@@ -82,14 +93,12 @@ extension ConsoleRoutes {
         }
         let name = String((fields["name"] ?? "")[...].trimmingSpaces())
         let role = try Self.role(fields["role"])
-        // Check the password first: an account is not made without one it can sign in with.
-        try PasswordHash.check(fields["password"] ?? "")
         let request = AccountRequest(
             name: name, displayName: fields["displayName"], kind: .person, role: role,
             scope: role.isScoped ? AccountScope(apps: list(fields["apps"]), groups: list(fields["groups"])) : nil)
-        _ = try await service.accounts.createAccount(request)
-        try await service.accounts.setPassword(name: name, to: fields["password"] ?? "")
-        return redirect("/console/people?done=\(ConsolePages.percentEncoded("\(name) is added."))")
+        // Made with its first password in one write: never an account without one it can sign in with.
+        _ = try await service.accounts.createAccount(request, password: fields["password"] ?? "")
+        return redirect("/console/people?done=added")
     }
 
     static func role(_ text: String?) throws(ServiceError) -> Role {

@@ -18,8 +18,10 @@ extension ConsoleRoutes {
         let history = try await service.admin.history(app: app, scope: nil, limit: Self.historyShown, visibleTo: signed.caller)
         var rollout: RolloutView?
         do {
+            // A rollout's box names devices of every group: only for those who may see the whole app's rollout.
+            try await service.accounts.authorize(signed.caller, .getRollout, OperationTarget(app: app))
             rollout = try await service.rollouts.rolloutStatus(app: app)
-        } catch let error as ServiceError where error.code == .noRollout {
+        } catch let error as ServiceError where error.code == .noRollout || error.status == .forbidden {
             rollout = nil
         }
         return ConsolePages.history(app: app, entries: history.entries, rollout: rollout, csrf: signed.csrf, notice: notice)
@@ -133,8 +135,6 @@ extension ConsoleRoutes {
         // page with the document as sent, whichever button was pressed.
         do {
             if fields["action"] == "store" {
-                // Reviewing is reading; storing needs the right to write metadata for the whole app.
-                try await service.accounts.authorize(signed.caller, .putMetadata, OperationTarget(app: app))
                 let result = try await service.admin.putMetadata(
                     app: app, document: Array(document.utf8), force: fields["force"] == "true", actor: signed.caller.name)
                 logger.notice(
@@ -164,11 +164,14 @@ extension ConsoleRoutes {
         for app in standings.keys {
             explanations[app] = ScopeValuesExplanation(try await service.admin.explain(app: app, deviceID: id))
         }
+        let covers = { (app: String) in signed.caller.scope.covers(app: app) }
+        var policy = try await service.gateway.devicePolicy(device)
+        policy.apps = policy.apps.filter { covers($0.key) }
         return page(
             ConsolePages.device(
                 device, standings: standings, explanations: explanations,
-                recentReports: try await queries.recentReports(deviceID: id),
-                facts: try await service.directory.deviceFacts(id: id), policy: try await service.gateway.devicePolicy(device),
+                recentReports: try await queries.recentReports(deviceID: id).filter { covers($0.app) },
+                facts: try await service.directory.deviceFacts(id: id), policy: policy,
                 now: service.now,
                 csrf: signed.csrf, notice: notice))
     }
@@ -222,6 +225,7 @@ extension ConsoleRoutes {
     /// (signed out, expired, its account changed) ends its stream at the next comment.
     func events(for signed: SignedIn) -> Response {
         let session = signed.session
+        let caller = signed.caller
         var headers = Self.securityHeaders
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
@@ -232,7 +236,9 @@ extension ConsoleRoutes {
                 let (items, continuation) = AsyncStream<StreamItem>.makeStream(bufferingPolicy: .bufferingNewest(256))
                 let subscription = service.events.subscribe()
                 let feed = Task {
-                    for await event in subscription { continuation.yield(.event(event)) }
+                    for await event in subscription where await service.accounts.sees(caller, event: event) {
+                        continuation.yield(.event(event))
+                    }
                     continuation.finish()
                 }
                 let ticks = Task {

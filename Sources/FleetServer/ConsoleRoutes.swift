@@ -53,9 +53,12 @@ struct ConsoleRoutes: Sendable {
     }
 
     func define(_ on: (HTTPRequest.Method, String, @escaping Handler) -> Void) {
-        on(.get, "console") { _, _ in redirect("/console/apps") }
+        on(.get, "console") { request, _ in
+            guard let signed = try await signedInCaller(request) else { return redirect("/console/sign-in") }
+            return redirect(Self.home(for: signed.caller))
+        }
         on(.get, "console/sign-in") { request, _ in
-            if try await signedInCaller(request) != nil { return redirect("/console/apps") }
+            if try await signedInCaller(request) != nil { return redirect("/console") }
             return page(ConsolePages.signIn())
         }
         on(.post, "console/sign-in") { request, context in try await signIn(request, context) }
@@ -112,7 +115,8 @@ struct ConsoleRoutes: Sendable {
             }
         }
         on(.post, "console/apps/:app/metadata") { request, context in
-            try await signedIn(request, context, .getAdminMetadata, target: OperationTarget(app: try app(context)), form: true) {
+            // Reviewing an upload reads every stored value of the app (what it would break): the right to store it.
+            try await signedIn(request, context, .putMetadata, target: OperationTarget(app: try app(context)), form: true) {
                 signed, fields in
                 try await uploadMetadata(app: try app(context), fields: fields, signed: signed)
             }
@@ -197,7 +201,7 @@ struct ConsoleRoutes: Sendable {
             }
         }
         on(.get, "console/events") { request, context in
-            try await signedIn(request, context) { signed, _ in events(for: signed) }
+            try await signedIn(request, context, .listAllDevices) { signed, _ in events(for: signed) }
         }
         defineAccountPages(on)
     }
@@ -251,7 +255,7 @@ struct ConsoleRoutes: Sendable {
             await audit(
                 "console.sign-in", status: 303, outcome: awaitsCode ? "awaits-code" : "ok", address: address, actor: session.account,
                 credential: Caller.Credential.consoleSession(id: session.id).description)
-            var response = redirect(awaitsCode ? "/console/sign-in/code" : "/console/apps")
+            var response = redirect(awaitsCode ? "/console/sign-in/code" : "/console")
             response.headers[.setCookie] = cookie(
                 session.cookie, maxAge: Int(awaitsCode ? ConsoleSession.codeLifetime : ConsoleSession.lifetime), request: request)
             return response
@@ -280,13 +284,18 @@ struct ConsoleRoutes: Sendable {
     func signInCode(_ request: Request, _ context: FleetRequestContext) async throws -> Response {
         let client = limits.client(of: request, context)
         let address = limits.address(of: request, context)
+        do {
+            // Limited before the store is read: a made-up cookie costs a guesser a wait, not the server a read.
+            try limits.admit(client: client)
+            try limits.admitSignIn(client: client)
+        } catch {
+            return page(ConsolePages.signIn(error: error.message), status: error.status)
+        }
         guard let session = sessionCookie(request), try await service.accounts.awaitsCode(session) else {
             return redirect("/console/sign-in")
         }
         let fields: FormFields
         do {
-            try limits.admit(client: client)
-            try limits.admitSignIn(client: client)
             try checkOrigin(request)
             fields = try await form(request, limit: Self.signInFormLimit)
             guard session.isValidCSRFToken(fields["csrf"]) else {
@@ -297,15 +306,16 @@ struct ConsoleRoutes: Sendable {
         }
         let code = (fields["code"] ?? "").filter { !$0.isWhitespace }
         do {
-            let caller = try await service.accounts.finishConsoleSignIn(session, code: code)
+            // A new session replaces the one that waited for the code (its cookie is worth nothing now).
+            let (caller, signedIn) = try await service.accounts.finishConsoleSignIn(session, code: code)
             logger.notice(
                 "console sign-in",
-                metadata: ["event": "console-sign-in", "outcome": "signed-in", "session": "\(session.id)", "account": "\(caller.name)"])
+                metadata: ["event": "console-sign-in", "outcome": "signed-in", "session": "\(signedIn.id)", "account": "\(caller.name)"])
             await audit(
                 "console.sign-in.code", status: 303, outcome: "ok", address: address, actor: caller.name,
-                credential: Caller.Credential.consoleSession(id: session.id).description)
-            var response = redirect("/console/apps")
-            response.headers[.setCookie] = cookie(session.cookie, maxAge: Int(ConsoleSession.lifetime), request: request)
+                credential: Caller.Credential.consoleSession(id: signedIn.id).description)
+            var response = redirect("/console")
+            response.headers[.setCookie] = cookie(signedIn.cookie, maxAge: Int(ConsoleSession.lifetime), request: request)
             return response
         } catch let error as ServiceError {
             logger.warning(
@@ -353,39 +363,46 @@ struct ConsoleRoutes: Sendable {
     /// same check as the API's). A page without a session sends the browser to sign in; a form
     /// without a session, or without the session's CSRF token, or from another origin, is
     /// refused with 403 and changes nothing. Every form, and every refusal, is audited.
+    ///
+    /// - Parameter auditTarget: what the audit entry of a form says it was about (a form's
+    ///   fields that say what changed: the People page's role, say).
     func signedIn(
         _ request: Request, _ context: FleetRequestContext, _ operation: AdminOperation? = nil,
         target: @autoclosure () throws -> OperationTarget = OperationTarget(), form: Bool = false,
+        auditTarget: (FormFields) -> String = { _ in "" },
         _ body: (SignedIn, FormFields) async throws -> Response
     ) async throws -> Response {
         let signed = try await signedInCaller(request)
-        let response = try await signedInAnswer(request, signed: signed, operation, target: target(), form: form, body)
+        var fields = FormFields([])
+        let response = try await signedInAnswer(request, signed: signed, operation, target: target(), form: form, fields: &fields, body)
         if form || response.status == .forbidden {
             let outcome = response.status.code < 400 ? "ok" : "refused"
             await audit(
                 "console.\(request.method.rawValue.lowercased()) \(request.uri.path)", status: Int(response.status.code), outcome: outcome,
                 address: limits.address(of: request, context), actor: signed?.caller.name ?? "-",
-                credential: signed.map { Caller.Credential.consoleSession(id: $0.session.id).description } ?? "none")
+                credential: signed.map { Caller.Credential.consoleSession(id: $0.session.id).description } ?? "none",
+                target: auditTarget(fields))
         }
         return response
     }
 
     /// Appends a console action to the audit trail.
-    func audit(_ action: String, status: Int, outcome: String, address: String, actor: String, credential: String) async {
+    func audit(_ action: String, status: Int, outcome: String, address: String, actor: String, credential: String, target: String = "")
+        async
+    {
         let draft = AuditDraft(
-            actor: actor, credential: credential, address: address, action: action, target: "", status: status, outcome: outcome)
+            actor: actor, credential: credential, address: address, action: action, target: target, status: status, outcome: outcome)
         await service.audit.recordAfterTheFact(draft)
     }
 
     private func signedInAnswer(
         _ request: Request, signed: SignedIn?, _ operation: AdminOperation?, target: OperationTarget, form: Bool,
-        _ body: (SignedIn, FormFields) async throws -> Response
+        fields: inout FormFields, _ body: (SignedIn, FormFields) async throws -> Response
     ) async throws -> Response {
         guard let signed else {
             if form { return errorPage(ServiceError(403, .noSession, "Your session has ended; sign in again."), signed: nil) }
             return redirect("/console/sign-in")
         }
-        var fields = FormFields([])
         do {
             if form {
                 try checkOrigin(request)
@@ -396,10 +413,25 @@ struct ConsoleRoutes: Sendable {
                 }
             }
             if let operation { try await service.accounts.authorize(signed.caller, operation, target) }
-            return try await body(signed, fields)
+            return try await ConsoleFrame.$sections.withValue(Self.sections(for: signed.caller)) { try await body(signed, fields) }
         } catch let error as ServiceError {
-            return errorPage(error, signed: signed)
+            return ConsoleFrame.$sections.withValue(Self.sections(for: signed.caller)) { errorPage(error, signed: signed) }
         }
+    }
+
+    /// The sections `caller`'s role may open: the navigation shows only those.
+    static func sections(for caller: Caller) -> Set<ConsoleFrame.Section> {
+        let needs: [ConsoleFrame.Section: AdminOperation] = [
+            .apps: .listAllDevices, .devices: .listAllDevices, .tokens: .listEnrollmentTokens, .audit: .listAudit, .people: .listAccounts,
+        ]
+        return Set(ConsoleFrame.Section.allCases.filter { section in needs[section]?.right.map(caller.has) ?? true })
+    }
+
+    /// Where `caller` lands after signing in: the first section its role may open (an auditor's
+    /// is the audit trail).
+    static func home(for caller: Caller) -> String {
+        let sections = sections(for: caller)
+        return (ConsoleFrame.Section.allCases.first { sections.contains($0) } ?? .account).path
     }
 
     /// The app and value scope a settings page or form names.
@@ -462,7 +494,7 @@ struct ConsoleRoutes: Sendable {
             main: """
                 <h1>\(error.status == 404 ? "Not found" : "That did not work")</h1>
                 \(ConsoleFrame.notice(error.body.message, error: true))
-                <p><a href="/console/apps">Back to the apps</a></p>
+                <p><a href="/console">Back to the console</a></p>
                 """)
         return page(html, status: error.status)
     }

@@ -128,6 +128,8 @@ class TwoFactor:
     def session_on_other_instance(self):
         cookie = self.cookie(self.first)
         check(cookie is not None, "no session cookie after the code")
+        # For the test to look for in the servers' logs (where it must not be).
+        print(f"session-cookie {cookie['value']}", flush=True)
         # The second browser holds the same session on instance B, as a balancer would send it there.
         self.second.get(self.options.b + "/console/sign-in")
         self.second.add_cookie({"name": cookie["name"], "value": cookie["value"], "path": "/console"})

@@ -54,6 +54,11 @@ struct ConsoleRoleTests {
             #expect(try await visitor.request(.get, "/console/devices/\(paymentsDevice.id)").status == 404)
             #expect(try await visitor.request(.get, "/console/people").status == 403)
             #expect(try await visitor.request(.get, "/console/audit").status == 403)
+            // The navigation offers only what the role may open; an editor lands on the apps.
+            #expect(
+                !apps.contains("href=\"/console/people\"") && !apps.contains("href=\"/console/audit\"")
+                    && apps.contains("href=\"/console/account\""))
+            #expect(try await visitor.request(.get, "/console").headers["Location"] == "/console/apps")
             let csrf = try await visitor.csrf("/console/apps/kiosk")
             let saved = try await visitor.request(
                 .post, "/console/apps/kiosk/settings?scope=app", form: [("csrf", csrf), ("v:/title", "By ed")])
@@ -73,9 +78,23 @@ struct ConsoleRoleTests {
             let write = try await visitor.request(
                 .post, "/console/apps/kiosk/settings?scope=app", form: [("csrf", viewerCSRF), ("v:/title", "By vi")])
             #expect(write.status == 403 && Self.text(write).contains("write-values"))
+            // Reviewing a metadata upload reads every stored value of the app: it takes the right to store one.
+            let review = try await visitor.request(
+                .post, "/console/apps/kiosk/metadata", form: [("csrf", viewerCSRF), ("action", "review"), ("document", "{}")])
+            #expect(review.status == 403 && Self.text(review).contains("write-metadata"))
             let disable = try await visitor.request(.post, "/console/devices/\(kioskDevice.id)/disable", form: [("csrf", viewerCSRF)])
             #expect(disable.status == 403)
             #expect(try await server.admin.values(app: "kiosk", scope: "app").values["title"] == "By ed")
+
+            // An auditor lands on the audit trail, and sees no other section.
+            try await Self.person(server, "au", role: .auditor)
+            visitor.cookie = nil
+            #expect(try await Self.signIn(&visitor, name: "au") == 303)
+            #expect(try await visitor.request(.get, "/console").headers["Location"] == "/console/audit")
+            let auditPage = Self.text(try await visitor.request(.get, "/console/audit"))
+            #expect(auditPage.contains("<h1>Audit trail</h1>") && !auditPage.contains("href=\"/console/apps\""))
+            #expect(
+                try await visitor.request(.get, "/console/events").status == 403, "an auditor hears nothing of the fleet's live changes")
 
             let trail = try await server.admin.audit().entries
             #expect(trail.contains { $0.actor == "ed" && $0.action == "console.get /console/apps/payments" && $0.status == 403 })
@@ -118,6 +137,11 @@ struct ConsoleRoleTests {
             let last = try await owner.request(
                 .post, "/console/people/owner", form: [("csrf", csrf), ("action", "role"), ("role", "viewer")])
             #expect(last.status == 409)
+            // The trail says what each form changed.
+            let trail = try await server.admin.audit().entries.filter { $0.action.hasPrefix("console.post /console/people") }
+            #expect(trail.contains { $0.target == "account=newbie action=role role=admin" && $0.status == 303 })
+            #expect(trail.contains { $0.target.hasPrefix("account=newbie role=viewer") && $0.status == 303 })
+            #expect(trail.contains { $0.target == "account=owner action=role role=viewer" && $0.status == 409 })
         }
     }
 }

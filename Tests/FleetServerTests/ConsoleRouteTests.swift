@@ -93,7 +93,7 @@ struct ConsoleRouteTests {
             #expect(String(decoding: wrong.body, as: UTF8.self).contains("That is not the admin token."))
 
             let signedIn = try await visitor.signIn()
-            #expect(signedIn.status == 303 && signedIn.headers["Location"] == "/console/apps")
+            #expect(signedIn.status == 303 && signedIn.headers["Location"] == "/console")
             let cookie = signedIn.headers["Set-Cookie"] ?? ""
             for attribute in ["Path=/console", "Max-Age=28800", "HttpOnly", "SameSite=Strict"] {
                 #expect(cookie.contains("; \(attribute)"), "\(attribute) in \(cookie)")

@@ -72,7 +72,7 @@ public struct ConsoleSession: Sendable, Hashable {
     public static let lifetime: Int64 = 8 * 3600
     /// How long a password sign-in waits for its second factor's code: 5 minutes.
     public static let codeLifetime: Int64 = 5 * 60
-    /// The most sessions an account keeps; a new one ends the oldest.
+    /// The most signed-in sessions an account keeps; a new one ends the oldest.
     public static let perAccount = 20
 
     public let id: String

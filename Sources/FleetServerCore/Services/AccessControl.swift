@@ -62,6 +62,25 @@ extension AccountService {
         }
     }
 
+    /// Whether `caller`'s scope covers what `event` names (an app, a group, a device): what the
+    /// console's live stream passes on, so that a scoped account hears nothing of the rest of the fleet.
+    public func sees(_ caller: Caller, event: ServiceEvent) async -> Bool {
+        guard !caller.scope.isEverything else { return true }
+        let seesDevice = { (id: String) async in (try? await sees(caller, deviceID: id)) ?? false }
+        switch event {
+        case .statusReported(let app, let device, _): return caller.scope.covers(app: app) ? await seesDevice(device) : false
+        case .settingsChanged(let app, let scope):
+            guard caller.scope.covers(app: app) else { return false }
+            switch scope {
+            case .app, .defaults: return true
+            case .group(let group): return caller.scope.covers(group: group)
+            case .device(let id): return await seesDevice(id)
+            }
+        case .deviceChanged(let device): return await seesDevice(device)
+        case .unknown: return true
+        }
+    }
+
     /// Whether `caller` sees the device with `id` (a listing's filter).
     public func sees(_ caller: Caller, deviceID id: String) async throws -> Bool {
         guard !caller.scope.isEverything else { return true }

@@ -69,11 +69,11 @@ extension AccountService {
         return stored.account
     }
 
-    /// Makes an account.
+    /// Makes an account; with `password` (a person's first), made with its hash in the same write.
     ///
     /// - Throws: 400 `bad-request` for a request without a name or a role, or with a scope its
-    ///   role cannot have; 409 `account-exists`.
-    public func createAccount(_ request: AccountRequest) async throws -> Account {
+    ///   role cannot have, or a password for a service account; 400 `weak-password`; 409 `account-exists`.
+    public func createAccount(_ request: AccountRequest, password: String? = nil) async throws -> Account {
         guard let name = request.name, let role = request.role else {
             throw ServiceError.badRequest("an account needs a \"name\" and a \"role\"")
         }
@@ -82,7 +82,16 @@ extension AccountService {
             name: name, displayName: request.displayName ?? name, kind: request.kind ?? .person, role: role,
             scope: request.scope ?? .everything, disabled: request.disabled ?? false, createdAt: time, updatedAt: time)
         try Self.check(account)
-        guard try await store.addAccount(StoredAccount(account: account)) else {
+        var hash: PasswordHash?
+        if let password {
+            guard account.kind == .person else {
+                throw ServiceError.badRequest("\(name) is a service account: it uses API tokens, never a password")
+            }
+            try PasswordHash.check(password)
+            let parameters = signIns.parameters
+            hash = try await signIns.hasher.run { Result { try PasswordHash.make(password, parameters: parameters) } }.get()
+        }
+        guard try await store.addAccount(StoredAccount(account: account, password: hash)) else {
             throw ServiceError(409, .accountExists, "an account named \(name) exists")
         }
         return account

@@ -33,7 +33,7 @@ struct SVGTests {
     @Test("The accessibility label is XML-escaped")
     func labelIsEscaped() throws {
         let svg = try QRCode("x").svg(accessibilityLabel: "a<b & \"c\" 'd'>")
-        #expect(svg.contains("aria-label=\"a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;\""))
+        #expect(svg.contains("aria-label=\"a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;\""))
     }
 
     @Test("The path redraws exactly the dark modules, as maximal horizontal runs", arguments: [0, 1, 4])

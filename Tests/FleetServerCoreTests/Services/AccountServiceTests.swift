@@ -151,6 +151,21 @@ struct AccountServiceTests {
         #expect(seen == ["group:lobby", "device:\(lobby.id)"])
         let all = try await harness.admin.history(app: "kiosk", scope: nil, limit: nil).entries.flatMap(\.scopes).map(\.scope)
         #expect(all.count == 4)
+
+        // The console's live stream passes on only what the scope covers.
+        let heard: [(ServiceEvent, Bool)] = [
+            (.statusReported(app: "kiosk", device: lobby.id, state: .applied), true),
+            (.statusReported(app: "kiosk", device: office.id, state: .applied), false),
+            (.statusReported(app: "payments", device: lobby.id, state: .applied), false),
+            (.settingsChanged(app: "kiosk", scope: .app), true), (.settingsChanged(app: "payments", scope: .app), false),
+            (.settingsChanged(app: "kiosk", scope: .group("lobby")), true),
+            (.settingsChanged(app: "kiosk", scope: .group("office")), false),
+            (.settingsChanged(app: "kiosk", scope: .device(office.id)), false), (.deviceChanged(device: lobby.id), true),
+            (.deviceChanged(device: office.id), false), (.unknown, true),
+        ]
+        for (event, expected) in heard { #expect(await accounts.sees(editor, event: event) == expected, "\(event)") }
+        let owner = try await harness.owner()
+        for (event, _) in heard { #expect(await accounts.sees(owner, event: event), "\(event)") }
     }
 
     @Test("the audit trail: appended in order, hash-chained, read back by filter; the chain verifies")

@@ -108,13 +108,18 @@ struct ConsoleSessionServiceTests {
         #expect(awaitsCode)
         #expect(try await accounts.consoleCaller(session) == nil, "no page but the code's before the code")
         #expect(try await accounts.awaitsCode(session))
+        let factorBefore = try await harness.store.account(name: "alice")?.twoFactor
         let wrong = await serviceError { try await accounts.finishConsoleSignIn(session, code: "000000") }
         #expect(wrong?.status == .unauthorized)
+        #expect(try await harness.store.account(name: "alice")?.twoFactor == factorBefore, "a refused code changes nothing")
         let code = totp.code(step: TOTP.step(at: harness.wallClock.secondsSinceEpoch()))
-        let caller = try await accounts.finishConsoleSignIn(session, code: code)
-        #expect(caller.name == "alice")
+        let (caller, signedIn) = try await accounts.finishConsoleSignIn(session, code: code)
+        #expect(caller.name == "alice" && caller.credential == .consoleSession(id: signedIn.id))
+        // A new session: the cookie that waited for the code (which someone may have planted) is worth nothing now.
+        #expect(signedIn.id != session.id && signedIn.cookie != session.cookie)
+        #expect(try await accounts.consoleCaller(session) == nil)
         #expect(try await !accounts.awaitsCode(session))
-        #expect(try await accounts.consoleCaller(session) != nil)
+        #expect(try await accounts.consoleCaller(signedIn) != nil)
 
         // The same code cannot finish another sign-in; a recovery code can, once.
         let other = try await accounts.startConsoleSignIn(name: "alice", password: Self.password, address: "-").session
@@ -123,10 +128,20 @@ struct ConsoleSessionServiceTests {
         let third = try await accounts.startConsoleSignIn(name: "alice", password: Self.password, address: "-").session
         #expect(await serviceError { try await accounts.finishConsoleSignIn(third, code: recovery.codes[0]) }?.status == .unauthorized)
 
+        // Sign-ins waiting for their code (a password is all they took) never push out a signed-in session.
+        let kept = try #require(try await accounts.consoleCaller(signedIn))
+        for _ in 0..<3 { _ = try await accounts.startConsoleSignIn(name: "alice", password: Self.password, address: "-") }
+        #expect(try await accounts.consoleCaller(signedIn) == kept)
+        let stored = try #require(try await harness.store.account(name: "alice"))
+        #expect(stored.sessions.filter(\.awaitsCode).count == 3)
+        #expect(try await !accounts.awaitsCode(third), "the oldest waiting sign-in made way")
+
         // A sign-in left waiting past five minutes is over: sign in again.
+        let fourth = try await accounts.startConsoleSignIn(name: "alice", password: Self.password, address: "-").session
+        #expect(try await accounts.awaitsCode(fourth))
         harness.wallClock.advance(by: ConsoleSession.codeLifetime)
-        #expect(try await !accounts.awaitsCode(third))
-        #expect(await serviceError { try await accounts.finishConsoleSignIn(third, code: recovery.codes[1]) }?.status == .unauthorized)
+        #expect(try await !accounts.awaitsCode(fourth))
+        #expect(await serviceError { try await accounts.finishConsoleSignIn(fourth, code: recovery.codes[1]) }?.status == .unauthorized)
         #expect(
             try await harness.store.account(name: "alice")?.twoFactor?.recoveryHashes.count == 9,
             "a refused finish spends no recovery code")
