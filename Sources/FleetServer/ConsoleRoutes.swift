@@ -224,7 +224,9 @@ struct ConsoleRoutes: Sendable {
         } catch {
             return page(ConsolePages.signIn(error: error.message), status: error.status)
         }
-        let name = String((fields["name"] ?? "")[...].trimmingSpaces())
+        // A name or token pasted with a newline (the token file's own), or spaces around it, is the same.
+        let trimmed = { (text: String?) in String((text ?? "").drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed()) }
+        let name = trimmed(fields["name"])
         let usesToken = fields["token"] != nil && name.isEmpty
         // Who: the account's name when there is one (never a name typed that is none: it may be a password).
         let actor = usesToken ? "-" : (try await service.accounts.exists(name) ? name : "-")
@@ -235,8 +237,7 @@ struct ConsoleRoutes: Sendable {
             if usesToken {
                 // The token is checked first, cheaply: an admin behind the same address as a
                 // guesser (a NAT, an office) is never refused for someone else's guesses.
-                // A token pasted with the file's newline, or with spaces around it, is the same token.
-                guard service.auth.isAdminToken(String((fields["token"] ?? "")[...].trimmingSpaces())) else {
+                guard service.auth.isAdminToken(trimmed(fields["token"])) else {
                     throw ServiceError(401, .unauthenticated, "That is not the admin token.")
                 }
                 session = try await service.accounts.startOwnerConsoleSession(address: address)

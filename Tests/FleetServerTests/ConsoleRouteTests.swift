@@ -92,7 +92,8 @@ struct ConsoleRouteTests {
             #expect(wrong.status == 401 && wrong.headers["Set-Cookie"] == nil && visitor.cookie == nil)
             #expect(String(decoding: wrong.body, as: UTF8.self).contains("That is not the admin token."))
 
-            let signedIn = try await visitor.signIn()
+            // The token as the file holds it, with its newline (as `curl --data-urlencode token@FILE` sends it).
+            let signedIn = try await visitor.signIn(token: TestFleetServer.adminToken + "\n")
             #expect(signedIn.status == 303 && signedIn.headers["Location"] == "/console")
             let cookie = signedIn.headers["Set-Cookie"] ?? ""
             for attribute in ["Path=/console", "Max-Age=28800", "HttpOnly", "SameSite=Strict"] {
