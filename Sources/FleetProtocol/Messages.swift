@@ -320,6 +320,14 @@ public enum RevisionTag {
     }
 }
 
+extension StringProtocol {
+    /// The text without leading and trailing whitespace, line ends included (what a person
+    /// pasted from a file, or typed with a space).
+    public func trimmingWhitespace() -> String {
+        String(drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed())
+    }
+}
+
 extension Substring {
     /// The text without leading and trailing spaces and tabs (HTTP's optional whitespace).
     public func trimmingSpaces() -> Substring {

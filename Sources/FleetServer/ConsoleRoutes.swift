@@ -225,8 +225,7 @@ struct ConsoleRoutes: Sendable {
             return page(ConsolePages.signIn(error: error.message), status: error.status)
         }
         // A name or token pasted with a newline (the token file's own), or spaces around it, is the same.
-        let trimmed = { (text: String?) in String((text ?? "").drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed()) }
-        let name = trimmed(fields["name"])
+        let name = (fields["name"] ?? "").trimmingWhitespace()
         let usesToken = fields["token"] != nil && name.isEmpty
         // Who: the account's name when there is one (never a name typed that is none: it may be a password).
         let actor = usesToken ? "-" : (try await service.accounts.exists(name) ? name : "-")
@@ -237,7 +236,7 @@ struct ConsoleRoutes: Sendable {
             if usesToken {
                 // The token is checked first, cheaply: an admin behind the same address as a
                 // guesser (a NAT, an office) is never refused for someone else's guesses.
-                guard service.auth.isAdminToken(trimmed(fields["token"])) else {
+                guard service.auth.isAdminToken((fields["token"] ?? "").trimmingWhitespace()) else {
                     throw ServiceError(401, .unauthenticated, "That is not the admin token.")
                 }
                 session = try await service.accounts.startOwnerConsoleSession(address: address)
@@ -247,38 +246,59 @@ struct ConsoleRoutes: Sendable {
                 (session, awaitsCode) = try await service.accounts.startConsoleSignIn(
                     name: name, password: fields["password"] ?? "", address: address)
             }
-            logger.notice(
-                "console sign-in",
-                metadata: [
-                    "event": "console-sign-in", "outcome": "\(awaitsCode ? "awaits-code" : "signed-in")", "session": "\(session.id)",
-                    "account": "\(session.account)",
-                ])
-            await audit(
-                "console.sign-in", status: 303, outcome: awaitsCode ? "awaits-code" : "ok", address: address, actor: session.account,
-                credential: Caller.Credential.consoleSession(id: session.id).description)
-            var response = redirect(awaitsCode ? "/console/sign-in/code" : "/console")
-            response.headers[.setCookie] = cookie(
-                session.cookie, maxAge: Int(awaitsCode ? ConsoleSession.codeLifetime : ConsoleSession.lifetime), request: request)
-            return response
+            return await started(session, awaitsCode: awaitsCode, action: "console.sign-in", request: request, address: address)
         } catch let error as ServiceError {
-            logger.warning(
-                "console sign-in refused", metadata: ["event": "console-sign-in", "outcome": "refused", "client": "\(client)"])
-            if error.status != .tooManyRequests {
-                await audit(
-                    "console.sign-in", status: Int(error.status.code), outcome: error.code.rawValue, address: address, actor: actor,
-                    credential: credential)
-            }
-            if error.status == .unauthorized {
-                do {
-                    try limits.recordFailure(client: client, credential: usesToken ? fields["token"] : name)
-                } catch {
-                    return page(ConsolePages.signIn(error: error.message), status: .tooManyRequests)
-                }
-                let message = usesToken ? "That is not the admin token." : "The name or the password is not right."
-                return page(ConsolePages.signIn(error: message), status: .unauthorized)
-            }
-            return page(ConsolePages.signIn(error: error.message), status: error.status)
+            // One message for a wrong name and a wrong password: nothing tells which names exist.
+            let message = usesToken ? "That is not the admin token." : "The name or the password is not right."
+            return await refused(
+                error, action: "console.sign-in", actor: actor, credential: credential, failing: usesToken ? fields["token"] : name,
+                client: client, address: address
+            ) { ConsolePages.signIn(error: $0 == .unauthorized ? message : $1) }
         }
+    }
+
+    /// The answer to a sign-in step that started `session`: logged, audited, and its cookie set
+    /// on the way to the code page (`awaitsCode`) or the console.
+    private func started(_ session: ConsoleSession, awaitsCode: Bool, action: String, request: Request, address: String) async
+        -> Response
+    {
+        logger.notice(
+            "console sign-in",
+            metadata: [
+                "event": "console-sign-in", "outcome": "\(awaitsCode ? "awaits-code" : "signed-in")", "session": "\(session.id)",
+                "account": "\(session.account)",
+            ])
+        await audit(
+            action, status: 303, outcome: awaitsCode ? "awaits-code" : "ok", address: address, actor: session.account,
+            credential: Caller.Credential.consoleSession(id: session.id).description)
+        var response = redirect(awaitsCode ? "/console/sign-in/code" : "/console")
+        response.headers[.setCookie] = cookie(
+            session.cookie, maxAge: Int(awaitsCode ? ConsoleSession.codeLifetime : ConsoleSession.lifetime), request: request)
+        return response
+    }
+
+    /// The answer to a refused sign-in step: logged; audited unless it was a limit's 429; a 401
+    /// counted against the address and `failing` (the credential tried), which past the limit
+    /// answers 429 instead. `page` draws the form again with its message (the status says which).
+    private func refused(
+        _ error: ServiceError, action: String, actor: String, credential: String, failing: String?, client: String, address: String,
+        page draw: (HTTPResponse.Status, String) -> HTML
+    ) async -> Response {
+        logger.warning(
+            "console sign-in refused", metadata: ["event": "console-sign-in", "outcome": "\(error.code.rawValue)", "client": "\(client)"])
+        if error.status != .tooManyRequests {
+            await audit(
+                action, status: Int(error.status.code), outcome: error.code.rawValue, address: address, actor: actor, credential: credential
+            )
+        }
+        if error.status == .unauthorized {
+            do {
+                try limits.recordFailure(client: client, credential: failing)
+            } catch {
+                return page(draw(.tooManyRequests, error.message), status: .tooManyRequests)
+            }
+        }
+        return page(draw(error.status, error.message), status: error.status)
     }
 
     /// The second step of a sign-in: the code from the authenticator app, or a recovery code.
@@ -308,33 +328,14 @@ struct ConsoleRoutes: Sendable {
         let code = (fields["code"] ?? "").filter { !$0.isWhitespace }
         do {
             // A new session replaces the one that waited for the code (its cookie is worth nothing now).
-            let (caller, signedIn) = try await service.accounts.finishConsoleSignIn(session, code: code)
-            logger.notice(
-                "console sign-in",
-                metadata: ["event": "console-sign-in", "outcome": "signed-in", "session": "\(signedIn.id)", "account": "\(caller.name)"])
-            await audit(
-                "console.sign-in.code", status: 303, outcome: "ok", address: address, actor: caller.name,
-                credential: Caller.Credential.consoleSession(id: signedIn.id).description)
-            var response = redirect("/console")
-            response.headers[.setCookie] = cookie(signedIn.cookie, maxAge: Int(ConsoleSession.lifetime), request: request)
-            return response
+            let (_, signedIn) = try await service.accounts.finishConsoleSignIn(session, code: code)
+            return await started(signedIn, awaitsCode: false, action: "console.sign-in.code", request: request, address: address)
         } catch let error as ServiceError {
-            logger.warning(
-                "console sign-in refused",
-                metadata: ["event": "console-sign-in", "outcome": "wrong-code", "client": "\(client)", "account": "\(session.account)"])
-            if error.status != .tooManyRequests {
-                await audit(
-                    "console.sign-in.code", status: Int(error.status.code), outcome: error.code.rawValue, address: address,
-                    actor: session.account, credential: Caller.Credential.consoleSession(id: session.id).description)
-            }
-            if error.status == .unauthorized {
-                do {
-                    try limits.recordFailure(client: client, credential: session.account)
-                } catch {
-                    return page(ConsolePages.signInCode(csrf: session.csrfToken, error: error.message), status: .tooManyRequests)
-                }
-            }
-            return page(ConsolePages.signInCode(csrf: session.csrfToken, error: error.message), status: error.status)
+            return await refused(
+                error, action: "console.sign-in.code", actor: session.account,
+                credential: Caller.Credential.consoleSession(id: session.id).description, failing: session.account, client: client,
+                address: address
+            ) { ConsolePages.signInCode(csrf: session.csrfToken, error: $1) }
         }
     }
 

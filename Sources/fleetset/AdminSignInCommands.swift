@@ -20,8 +20,14 @@ enum AdminLogin {
 
     /// Whether `folder` is a directory (not a link) of this user's that no one else may write to.
     static func isPrivate(_ folder: String) -> Bool {
+        ownFolderMode(folder).map { $0 & 0o022 == 0 } ?? false
+    }
+
+    /// The mode of `folder` when it is a directory (not a link) of this user's.
+    static func ownFolderMode(_ folder: String) -> mode_t? {
         var info = stat()
-        return lstat(folder, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR && info.st_uid == getuid() && info.st_mode & 0o022 == 0
+        guard lstat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == getuid() else { return nil }
+        return info.st_mode
     }
 
     /// The token file a login wrote, when its folder is private.
@@ -38,8 +44,7 @@ enum AdminLogin {
     /// Makes the folder (0700) or checks the one there, and makes it 0700.
     static func prepare(_ folder: String) throws {
         try FileSystem.makeDirectories(folder, mode: 0o700)
-        var info = stat()
-        guard lstat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == getuid() else {
+        guard ownFolderMode(folder) != nil else {
             StandardError.write("fleetset admin login: \(folder) is not a folder of yours; the token is not written there")
             throw CLIExit.usageOrIO
         }

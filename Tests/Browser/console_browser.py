@@ -68,6 +68,44 @@ def check_page(driver, name, screenshots, results, width=1280):
           "; ".join(f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']]}" for v in serious))
 
 
+def run_steps(steps, driver, screenshots):
+    """Runs each step, saying how long it took; the first failure ends the run with a
+    screenshot of where `driver` was, naming the step and why."""
+    for step in steps:
+        started = time.monotonic()
+        try:
+            step()
+        except Exception as failure:
+            driver.save_screenshot(os.path.join(screenshots, f"failed-{step.__name__}.png"))
+            raise Failed(f"{step.__name__}: {type(failure).__name__}: {failure}")
+        print(f"ok {step.__name__} ({time.monotonic() - started:.1f} s)", flush=True)
+
+
+def add_browser_arguments(parser):
+    """The arguments every browser script takes: where screenshots and axe results go, and the browser."""
+    parser.add_argument("--screenshots", required=True)
+    parser.add_argument("--results", required=True)
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--chromedriver", default="/usr/bin/chromedriver")
+
+
+def report(run, options, drivers, passed):
+    """Runs `run.run()`; prints `passed` or FAILED and why; always writes the axe results and
+    closes the browsers. Returns the exit status."""
+    try:
+        run.run()
+    except Failed as failure:
+        print(f"FAILED {failure}", flush=True)
+        return 1
+    finally:
+        with open(options.results, "w") as file:
+            json.dump(run.results, file, indent=2)
+        for driver in drivers:
+            driver.quit()
+    print(passed, flush=True)
+    return 0
+
+
 def wait_until(what, predicate, timeout=30.0):
     deadline = time.monotonic() + timeout
     last = None
@@ -179,14 +217,7 @@ class Console:
         steps = [self.sign_in, self.apps, self.change_setting, self.invalid_value, self.add_list_item,
                  self.reset_device_value, self.live_rollup, self.devices, self.metadata_preview, self.tokens,
                  self.rollout, self.without_javascript, self.sign_out_and_replay]
-        for step in steps:
-            started = time.monotonic()
-            try:
-                step()
-            except Exception as failure:
-                self.driver.save_screenshot(os.path.join(self.options.screenshots, f"failed-{step.__name__}.png"))
-                raise Failed(f"{step.__name__}: {type(failure).__name__}: {failure}")
-            print(f"ok {step.__name__} ({time.monotonic() - started:.1f} s)", flush=True)
+        run_steps(steps, self.driver, self.options.screenshots)
 
     def sign_in(self):
         self.open("/console/apps")
@@ -489,24 +520,11 @@ def main():
     parser.add_argument("--settings-file", required=True)
     parser.add_argument("--cli", required=True)
     parser.add_argument("--agent-config", required=True)
-    parser.add_argument("--screenshots", required=True)
-    parser.add_argument("--results", required=True)
-    parser.add_argument("--chromium", default="/usr/bin/chromium")
-    parser.add_argument("--chromedriver", default="/usr/bin/chromedriver")
+    add_browser_arguments(parser)
     options = parser.parse_args()
     os.makedirs(options.screenshots, exist_ok=True)
     console = Console(options)
-    try:
-        console.run()
-    except Failed as failure:
-        print(f"FAILED {failure}", flush=True)
-        return 1
-    finally:
-        with open(options.results, "w") as file:
-            json.dump(console.results, file, indent=2)
-        console.driver.quit()
-    print("all console steps passed", flush=True)
-    return 0
+    return report(console, options, [console.driver], "all console steps passed")
 
 
 if __name__ == "__main__":

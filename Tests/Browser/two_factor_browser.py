@@ -12,7 +12,6 @@ Every step asserts what a person would see; any failure ends the run with exit s
 says which step and why. Each page is checked with axe-core.
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import time
 import pyotp
 from selenium.webdriver.common.by import By
 
-from console_browser import Console, Failed, check, check_page, wait_until
+from console_browser import Console, add_browser_arguments, check, check_page, report, run_steps, wait_until
 
 
 class TwoFactor:
@@ -57,14 +56,7 @@ class TwoFactor:
     def run(self):
         steps = [self.password_sign_in, self.set_up_two_factor, self.code_sign_in, self.session_on_other_instance,
                  self.sign_out_ends_it_everywhere]
-        for step in steps:
-            started = time.monotonic()
-            try:
-                step()
-            except Exception as failure:
-                self.first.save_screenshot(os.path.join(self.options.screenshots, f"failed-{step.__name__}.png"))
-                raise Failed(f"{step.__name__}: {type(failure).__name__}: {failure}")
-            print(f"ok {step.__name__} ({time.monotonic() - started:.1f} s)", flush=True)
+        run_steps(steps, self.first, self.options.screenshots)
 
     def password_sign_in(self):
         a = self.options.a
@@ -152,25 +144,12 @@ def main():
     parser.add_argument("--b", required=True, help="instance B's base URL")
     parser.add_argument("--name", required=True)
     parser.add_argument("--password", required=True)
-    parser.add_argument("--screenshots", required=True)
-    parser.add_argument("--results", required=True)
-    parser.add_argument("--chromium", default="/usr/bin/chromium")
-    parser.add_argument("--chromedriver", default="/usr/bin/chromedriver")
+    add_browser_arguments(parser)
     options = parser.parse_args()
     os.makedirs(options.screenshots, exist_ok=True)
     run = TwoFactor(options)
-    try:
-        run.run()
-    except Failed as failure:
-        print(f"FAILED {failure}", flush=True)
-        sys.exit(1)
-    finally:
-        with open(options.results, "w") as file:
-            json.dump(run.results, file, indent=2)
-        run.first.quit()
-        run.second.quit()
-    print("ALL OK", flush=True)
+    return report(run, options, [run.first, run.second], "ALL OK")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

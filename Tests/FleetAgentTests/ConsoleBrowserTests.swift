@@ -21,15 +21,10 @@ import Testing
 /// (as `scripts/test` does), and then it fails.
 @Suite("The admin console in a real browser")
 struct ConsoleBrowserTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .path
-    static let python = root + "/.build/python-tools/bin/python"
-    static let script = root + "/Tests/Browser/console_browser.py"
-    static let screenshots = root + "/.build/console-screenshots"
-    static let toolsPresent =
-        FileManager.default.isExecutableFile(atPath: python) && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium")
-        && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver")
-    static let toolsRequired = ProcessInfo.processInfo.environment["FLEETSET_REQUIRE_PYTHON_TOOLS"] != nil
+    static let script = TestTools.repository + "/Tests/Browser/console_browser.py"
+    static let screenshots = TestTools.repository + "/.build/console-screenshots"
+    static let toolsPresent = TestTools.browserPresent
+    static let toolsRequired = TestTools.required
 
     @Test("the browser and its driver are there when the test command requires them")
     func toolsInstalled() {
@@ -66,7 +61,7 @@ struct ConsoleBrowserTests {
     func consoleInChromium() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
-        let metadata = try Data(contentsOf: URL(fileURLWithPath: Self.root + "/Tests/Browser/kiosk.metadata.json"))
+        let metadata = try Data(contentsOf: URL(fileURLWithPath: TestTools.repository + "/Tests/Browser/kiosk.metadata.json"))
         _ = try await fleet.admin.putMetadata(app: "kiosk", document: Array(metadata))
         let agent = try await fleet.launchAgent([["id": "kiosk"]], storeMetadata: false)
         defer { agent.kill() }
@@ -75,7 +70,7 @@ struct ConsoleBrowserTests {
         try? FileManager.default.removeItem(atPath: Self.screenshots)
         let results = Self.screenshots + "/axe-results.json"
         let browser = try RunningProcess(
-            Self.python,
+            TestTools.python,
             [
                 Self.script, "--url", fleet.server.url, "--admin-token-file", fleet.directory + "/admin.token", "--device", device,
                 "--settings-file", fleet.layout.settingsFile("kiosk").path, "--cli", CLIRunner.product("fleetset"), "--agent-config",

@@ -13,12 +13,11 @@ import Testing
 /// `FLEETSET_REQUIRE_PYTHON_TOOLS` is set, as `scripts/test` does, and then they fail.
 @Suite("OpenAPI contract")
 struct ContractTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .path
-    static let tools = root + "/.build/python-tools/bin"
+    static let root = TestTools.repository
+    static let tools = TestTools.pythonBin
     static let document = root + "/openapi/fleetset-v1.yaml"
-    static let toolsPresent = FileManager.default.isExecutableFile(atPath: tools + "/st")
-    static let toolsRequired = ProcessInfo.processInfo.environment["FLEETSET_REQUIRE_PYTHON_TOOLS"] != nil
+    static let toolsPresent = TestTools.present(tools + "/st")
+    static let toolsRequired = TestTools.required
 
     @Test("the Python tools are there when the test command requires them")
     func toolsInstalled() {

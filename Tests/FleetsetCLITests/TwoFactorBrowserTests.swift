@@ -17,20 +17,13 @@ import Testing
 /// `scripts/test` requires them (`FLEETSET_REQUIRE_PYTHON_TOOLS`).
 @Suite("Two-factor sign-in in a real browser, across two instances")
 struct TwoFactorBrowserTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .path
-    static let python = root + "/.build/python-tools/bin/python"
-    static let script = root + "/Tests/Browser/two_factor_browser.py"
-    static let screenshots = root + "/.build/two-factor-screenshots"
-    static let toolsPresent =
-        FileManager.default.isExecutableFile(atPath: python) && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium")
-        && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver")
-        && FileManager.default.isExecutableFile(atPath: "/usr/bin/zbarimg")
-    static let toolsRequired = ProcessInfo.processInfo.environment["FLEETSET_REQUIRE_PYTHON_TOOLS"] != nil
+    static let script = TestTools.repository + "/Tests/Browser/two_factor_browser.py"
+    static let screenshots = TestTools.repository + "/.build/two-factor-screenshots"
+    static let toolsPresent = TestTools.browserPresent && TestTools.present("/usr/bin/zbarimg")
 
     @Test(
         "password, a QR code read back, pyotp's code; a wrong code refused; sign-out here ends the session the other instance accepted",
-        .enabled(if: toolsPresent || toolsRequired), .timeLimit(.minutes(5)))
+        .enabled(if: toolsPresent || TestTools.required), .timeLimit(.minutes(5)))
     func twoFactorInChromium() async throws {
         let directory = try CLIRunner.temporaryDirectory().path
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -51,7 +44,7 @@ struct TwoFactorBrowserTests {
         try? FileManager.default.removeItem(atPath: Self.screenshots)
         let results = Self.screenshots + "/axe-results.json"
         let browser = try RunningProcess(
-            Self.python,
+            TestTools.python,
             [
                 Self.script, "--a", a.url, "--b", b.url, "--name", "alice", "--password", password, "--screenshots", Self.screenshots,
                 "--results", results,

@@ -67,16 +67,21 @@ extension AccountService {
     /// The caller a console request's session stands for: `nil` when the session is unknown,
     /// ended, expired, still awaits its code, or its account changed since it began.
     public func consoleCaller(_ session: ConsoleSession) async throws -> Caller? {
-        guard let stored = try await store.account(name: session.account), let record = session.record(in: stored),
-            record.isCurrent(for: stored, now: now), !record.awaitsCode
-        else { return nil }
-        return Caller(account: stored.account, credential: .consoleSession(id: session.id))
+        guard let (account, record) = try await current(session), !record.awaitsCode else { return nil }
+        return Caller(account: account, credential: .consoleSession(id: session.id))
     }
 
     /// Whether `session` is a sign-in waiting for its code (the code page's check).
     public func awaitsCode(_ session: ConsoleSession) async throws -> Bool {
-        guard let stored = try await store.account(name: session.account), let record = session.record(in: stored) else { return false }
-        return record.awaitsCode && record.isCurrent(for: stored, now: now)
+        try await current(session)?.record.awaitsCode == true
+    }
+
+    /// The account of `session` and the session's record, when the session stands at this time.
+    private func current(_ session: ConsoleSession) async throws -> (account: Account, record: ConsoleSessionRecord)? {
+        guard let stored = try await store.account(name: session.account), let record = session.record(in: stored),
+            record.isCurrent(for: stored, now: now)
+        else { return nil }
+        return (stored.account, record)
     }
 
     /// Ends `session` (signing out): its cookie is refused from now on, on every instance.

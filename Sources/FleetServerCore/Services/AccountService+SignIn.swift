@@ -65,18 +65,11 @@ extension AccountService {
     ///
     /// - Throws: 404 `unknown-account`; 400 `weak-password`; 400 for a service account.
     public func setPassword(name: String, to password: String, keeping caller: Caller? = nil) async throws {
-        try PasswordHash.check(password)
-        guard try await storedAccount(name).account.kind == .person else {
-            throw ServiceError.badRequest("\(name) is a service account: it uses API tokens, never a password")
-        }
-        let parameters = signIns.parameters
-        let hash = try await signIns.hasher.run { Result { try PasswordHash.make(password, parameters: parameters) } }.get()
+        let hash = try await hashPassword(password, for: try await storedAccount(name).account)
         // Sign-in tokens stay valid: an owner resetting a compromised account revokes them too
         // (`tokens list --account`, `tokens revoke`), as the docs say.
         try await changeStored(name: name, keeping: caller) { stored throws(ServiceError) in
-            guard stored.account.kind == .person else {
-                throw ServiceError.badRequest("\(name) is a service account: it uses API tokens, never a password")
-            }
+            guard stored.account.kind == .person else { throw Self.notAPerson(name) }
             stored.password = hash
         }
     }
@@ -213,6 +206,20 @@ extension AccountService {
         }
         guard let accepted else { throw ServiceError(401, .unauthenticated, "the name or the password is not right") }
         return accepted
+    }
+
+    /// `password` hashed at this server's cost for `account`, off the concurrency pool.
+    ///
+    /// - Throws: 400 for a service account; 400 `weak-password`; 503 `overloaded`.
+    func hashPassword(_ password: String, for account: Account) async throws -> PasswordHash {
+        guard account.kind == .person else { throw Self.notAPerson(account.name) }
+        try PasswordHash.check(password)
+        let parameters = signIns.parameters
+        return try await signIns.hasher.run { Result { try PasswordHash.make(password, parameters: parameters) } }.get()
+    }
+
+    static func notAPerson(_ name: String) -> ServiceError {
+        ServiceError.badRequest("\(name) is a service account: it uses API tokens, never a password")
     }
 
     /// Whether `password` is `hash`'s, off the concurrency pool.

@@ -83,14 +83,7 @@ extension AccountService {
             scope: request.scope ?? .everything, disabled: request.disabled ?? false, createdAt: time, updatedAt: time)
         try Self.check(account)
         var hash: PasswordHash?
-        if let password {
-            guard account.kind == .person else {
-                throw ServiceError.badRequest("\(name) is a service account: it uses API tokens, never a password")
-            }
-            try PasswordHash.check(password)
-            let parameters = signIns.parameters
-            hash = try await signIns.hasher.run { Result { try PasswordHash.make(password, parameters: parameters) } }.get()
-        }
+        if let password { hash = try await hashPassword(password, for: account) }
         guard try await store.addAccount(StoredAccount(account: account, password: hash)) else {
             throw ServiceError(409, .accountExists, "an account named \(name) exists")
         }

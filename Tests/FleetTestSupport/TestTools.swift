@@ -1,0 +1,28 @@
+import Foundation
+
+/// Where tests find the repository's files, and the tools beyond Swift some of them drive: the
+/// Python tools `scripts/python-tools` makes (`.build/python-tools`) and Debian's chromium
+/// with chromium-driver (`scripts/install-deps`).
+///
+/// A test that needs them runs when they are there, and is skipped with a message when they
+/// are not, unless `FLEETSET_REQUIRE_PYTHON_TOOLS` is set (as `scripts/test` sets it): then it
+/// runs, and fails for what is missing.
+public enum TestTools {
+    /// The repository's root folder.
+    public static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+    /// The folder of the Python tools' executables.
+    public static let pythonBin = repository + "/.build/python-tools/bin"
+    /// The Python of the tools' environment.
+    public static let python = pythonBin + "/python"
+    /// Whether the test command requires the tools (`FLEETSET_REQUIRE_PYTHON_TOOLS`).
+    public static let required = ProcessInfo.processInfo.environment["FLEETSET_REQUIRE_PYTHON_TOOLS"] != nil
+
+    /// Whether every one of `paths` is an executable file.
+    public static func present(_ paths: String...) -> Bool {
+        paths.allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// Whether the browser tests' tools are here: the Python tools, chromium and its driver.
+    public static let browserPresent = present(python, "/usr/bin/chromium", "/usr/bin/chromedriver")
+}
