@@ -62,6 +62,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // The PostgreSQL store, for several server instances sharing one database.
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
@@ -251,6 +253,25 @@ let package = Package(
             dependencies: ["FleetIO", .product(name: "Logging", package: "swift-log")],
             swiftSettings: fleetSwiftSettings
         ),
+        // Single sign-on as values: PKCE, the provider's discovery document, ID tokens checked
+        // (JWTKit), groups mapped to roles, the CLI's device-grant poll. No HTTP.
+        .target(
+            name: "FleetSSO",
+            dependencies: [
+                "FleetJSON", "FleetProtocol",
+                .product(name: "JWTKit", package: "jwt-kit"), .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ExtrasBase64", package: "swift-extras-base64"),
+            ],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetSSOTests",
+            dependencies: [
+                "FleetSSO", "FleetClient", "FleetJSON", "FleetProtocol", "Curl", "FleetTestSupport",
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ],
+            swiftSettings: fleetSwiftSettings
+        ),
         // The admin console as values: HTML pages drawn from the service's answers and the
         // metadata's layout, forms read back into merge patches, sessions and CSRF tokens.
         .target(
@@ -267,7 +288,8 @@ let package = Package(
         .target(
             name: "FleetServer",
             dependencies: [
-                "FleetServerCore", "FleetConsole", "FleetMetadata", "FleetProtocol", "FleetJSON", "FleetIO", "PosixThreads",
+                "FleetServerCore", "FleetConsole", "FleetMetadata", "FleetProtocol", "FleetJSON", "FleetIO", "PosixThreads", "FleetSSO",
+                "Curl",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -285,7 +307,7 @@ let package = Package(
             name: "fleetset-server",
             dependencies: [
                 "FleetServer", "FleetServerCore", "FleetProtocol", "FleetStoreSQLite", "FleetStorePostgres", "FleetLogging", "FleetIO",
-                "FleetVersion", "SystemdNotify",
+                "FleetVersion", "SystemdNotify", "FleetSSO",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -8,20 +8,46 @@ import FleetServerCore
 public enum ConsolePages {
     // MARK: - Sign in
 
-    /// The sign-in form: the admin token, once per session.
-    public static func signIn(error: String? = nil) -> HTML {
-        ConsoleFrame.page(
+    /// How the sign-in page offers to sign in.
+    public struct SignInChoices: Sendable, Hashable {
+        /// The identity provider's name, when single sign-on is configured.
+        public var singleSignOn: String?
+        /// Whether a name and password sign in.
+        public var passwords: Bool
+
+        public init(singleSignOn: String? = nil, passwords: Bool = true) {
+            self.singleSignOn = singleSignOn
+            self.passwords = passwords
+        }
+    }
+
+    /// The sign-in page: single sign-on when configured (a link, not a form: the console's
+    /// `form-action 'self'` would stop a form's redirect to the provider), a name and password unless turned off,
+    /// and the admin token file folded away (always: the owner's way in when all else fails).
+    public static func signIn(error: String? = nil, choices: SignInChoices = SignInChoices()) -> HTML {
+        let singleSignOn: HTML? = choices.singleSignOn.map { provider in
+            """
+            <p class="sso-sign-in"><a class="button" href="/console/sso/start">Sign in with \(provider)</a></p>
+            """
+        }
+        let password: HTML? =
+            choices.passwords
+            ? """
+            <form method="post" action="/console/sign-in" class="sign-in">
+            <label for="name">Name</label>
+            <input type="text" id="name" name="name" autocomplete="username" autocapitalize="none" spellcheck="false" required>
+            <label for="password">Password</label>
+            <input type="password" id="password" name="password" autocomplete="current-password" required>
+            <button type="submit"\(attribute: "class", choices.singleSignOn == nil ? "primary" : nil)>Sign in</button>
+            </form>
+            """ : nil
+        return ConsoleFrame.page(
             title: "Sign in", section: nil, csrf: nil,
             main: """
                 <h1>Sign in to the fleetset console</h1>
                 \(error.map { ConsoleFrame.notice($0, error: true) })
-                <form method="post" action="/console/sign-in" class="sign-in">
-                <label for="name">Name</label>
-                <input type="text" id="name" name="name" autocomplete="username" autocapitalize="none" spellcheck="false" required>
-                <label for="password">Password</label>
-                <input type="password" id="password" name="password" autocomplete="current-password" required>
-                <button type="submit" class="primary">Sign in</button>
-                </form>
+                \(singleSignOn)
+                \(password)
                 <details class="admin-token"><summary>Sign in with the server's admin token file</summary>
                 <form method="post" action="/console/sign-in" class="sign-in token-sign-in">
                 <label for="token">Admin token</label>
@@ -29,6 +55,20 @@ public enum ConsolePages {
                 <p class="help" id="token-help">The token in the server's admin token file (<code>fsa_…</code>): you act as the account <code>owner</code>. It is sent once; the console then keeps a session cookie.</p>
                 <button type="submit">Sign in with the token</button>
                 </form></details>
+                """)
+    }
+
+    /// The page a single sign-on lands on: it sets the session cookie and moves on to the
+    /// console from this site (a redirect straight from the provider's would not carry the
+    /// console's `SameSite=Strict` cookie on its first request).
+    public static func signedIn(continueTo path: String) -> HTML {
+        HTML(
+            raw: """
+                <!doctype html>
+                <html lang="en"><head><meta charset="utf-8"><title>Signed in · fleetset</title>
+                <meta http-equiv="refresh" content="0;url=\(HTML.escape(path))">
+                <link rel="stylesheet" href="\(ConsoleAssets.stylesheet.path)"></head>
+                <body><main><p>Signed in. <a href="\(HTML.escape(path))" id="continue">Continue to the console</a>.</p></main></body></html>
                 """)
     }
 

@@ -139,6 +139,8 @@ public struct Account: Sendable, Hashable {
     public var name: String
     /// A name for people (`Alice Martin`).
     public var displayName: String
+    /// The longest display name, in characters.
+    public static let displayNameLength = 128
     public var kind: AccountKind
     public var role: Role
     public var scope: AccountScope
@@ -185,7 +187,7 @@ public struct Account: Sendable, Hashable {
             json, at: location,
             allowed: ["name", "displayName", "kind", "role", "scope", "disabled", "createdAt", "updatedAt", "hasPassword", "hasTwoFactor"])
         name = try reader.string("name", maximumLength: 64)
-        displayName = try reader.string("displayName", maximumLength: 128)
+        displayName = try reader.string("displayName", maximumLength: Self.displayNameLength)
         kind = try reader.oneOf("kind", AccountKind.self)
         role = try reader.oneOf("role", Role.self)
         scope =

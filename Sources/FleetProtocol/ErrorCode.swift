@@ -25,7 +25,7 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
             .notFound, .notWritable, .nothingToRevert, .overloaded, .rateLimited, .rolloutInProgress, .rolloutNotPaused, .shuttingDown,
             .staleRevision, .tooLarge, .tooManyFacts, .unauthenticated, .unknownApp, .unknownDevice, .unknownEnrollmentToken, .unknownKey,
             .unsupportedMediaType, .unsupportedMetadata, .valuesInvalid, .versionNotIncreased, .accountExists, .lastOwner, .unknownAccount,
-            .unknownAPIToken, .weakPassword, .twoFactorRequired,
+            .unknownAPIToken, .weakPassword, .twoFactorRequired, .passwordSignInOff,
         ] + AdminRight.allCases.map(ErrorCode.needs)
 
     /// `needs-<right>`, 403: the caller's role does not have the right (`needs-write-values`),
@@ -41,6 +41,9 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let weakPassword = ErrorCode("weak-password")
     /// `two-factor-required`, 401: the account signs in with a code from its authenticator too.
     public static let twoFactorRequired = ErrorCode("two-factor-required")
+    /// `password-sign-in-off`, 403: the server signs people in through its identity provider
+    /// only (`serve --no-password-sign-in`); the admin token file still signs in.
+    public static let passwordSignInOff = ErrorCode("password-sign-in-off")
     /// `account-exists`, 409: an account with the name exists.
     public static let accountExists = ErrorCode("account-exists")
     /// `last-owner`, 409: the change would leave no enabled owner.

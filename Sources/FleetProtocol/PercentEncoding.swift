@@ -1,6 +1,12 @@
 /// RFC 3986 percent-encoding of a path segment or query value, as the client writes it and the
 /// server reads it.
 public enum PercentEncoding {
+    /// An `application/x-www-form-urlencoded` body of `fields` (each name and value encoded as
+    /// ``encoded(_:)`` does, which every form reader takes).
+    public static func form(_ fields: [(String, String)]) -> String {
+        fields.map { "\(encoded($0.0))=\(encoded($0.1))" }.joined(separator: "&")
+    }
+
     /// `text` with everything but RFC 3986's unreserved characters percent-encoded.
     public static func encoded(_ text: String) -> String {
         var encoded = ""

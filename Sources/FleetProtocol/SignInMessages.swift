@@ -108,11 +108,16 @@ public struct SignInRequest: Sendable, Hashable {
         name = try reader.string("name", maximumLength: 64)
         password = try reader.string("password", maximumLength: 1024)
         code = try reader.optionalString("code", maximumLength: 32)
-        tokenName = try reader.optionalString("tokenName", maximumLength: 64) ?? "login"
-        guard APITokenInfo.isValidName(tokenName) else {
+        (tokenName, expiresIn) = try Self.token(reader)
+    }
+
+    /// The login token's name and lifetime a sign-in asks for (`tokenName`, `expiresIn`).
+    static func token(_ reader: ObjectReader) throws(DocumentError) -> (name: String, expiresIn: Int64) {
+        let name = try reader.optionalString("tokenName", maximumLength: 64) ?? "login"
+        guard APITokenInfo.isValidName(name) else {
             throw DocumentError(at: JSONPointer.root.appending("tokenName"), "must be 1 to 64 characters without control characters")
         }
-        expiresIn = try reader.integer("expiresIn", in: 60...APITokenRequest.longestLifetime, default: Self.defaultLifetime)
+        return (name, try reader.integer("expiresIn", in: 60...APITokenRequest.longestLifetime, default: Self.defaultLifetime))
     }
 
     public var json: JSONValue {
@@ -121,6 +126,74 @@ public struct SignInRequest: Sendable, Hashable {
             "expiresIn": .number(.integer(expiresIn)),
         ]
         if let code { object["code"] = .string(code) }
+        return .object(object)
+    }
+}
+
+/// `GET /v1/admin/sso`: how the CLI signs in through the organization's OpenID Provider with
+/// the device grant (RFC 8628): the provider, the CLI's client there, and the endpoints it
+/// asks. No credential needed; 404 when the server has no single sign-on, or none for the CLI.
+public struct SingleSignOnInfo: Sendable, Hashable {
+    public var issuer: String
+    public var clientID: String
+    public var deviceAuthorizationEndpoint: String
+    public var tokenEndpoint: String
+
+    public init(issuer: String, clientID: String, deviceAuthorizationEndpoint: String, tokenEndpoint: String) {
+        self.issuer = issuer
+        self.clientID = clientID
+        self.deviceAuthorizationEndpoint = deviceAuthorizationEndpoint
+        self.tokenEndpoint = tokenEndpoint
+    }
+
+    /// Reads the wire form; unknown members are refused.
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["issuer", "clientID", "deviceAuthorizationEndpoint", "tokenEndpoint"])
+        issuer = try reader.string("issuer", maximumLength: 2048)
+        clientID = try reader.string("clientID", maximumLength: 256)
+        deviceAuthorizationEndpoint = try reader.string("deviceAuthorizationEndpoint", maximumLength: 2048)
+        tokenEndpoint = try reader.string("tokenEndpoint", maximumLength: 2048)
+    }
+
+    public var json: JSONValue {
+        [
+            "issuer": .string(issuer), "clientID": .string(clientID), "deviceAuthorizationEndpoint": .string(deviceAuthorizationEndpoint),
+            "tokenEndpoint": .string(tokenEndpoint),
+        ]
+    }
+}
+
+/// `POST /v1/admin/sign-in/sso`: what the provider gave the CLI at the end of the device grant
+/// (its ID token when it gave one, its access token otherwise), for a personal API token as
+/// `POST /v1/admin/sign-in` answers. Each is taken once.
+public struct SingleSignOnSignIn: Sendable, Hashable {
+    public var idToken: String?
+    public var accessToken: String?
+    /// The token's name (default `login`).
+    public var tokenName: String
+    /// Seconds until the token expires (default 30 days, at most 400).
+    public var expiresIn: Int64
+
+    public init(idToken: String?, accessToken: String?, tokenName: String = "login", expiresIn: Int64 = SignInRequest.defaultLifetime) {
+        self.idToken = idToken
+        self.accessToken = accessToken
+        self.tokenName = tokenName
+        self.expiresIn = expiresIn
+    }
+
+    /// Reads the wire form; unknown members are refused.
+    public init(json: JSONValue) throws(DocumentError) {
+        let reader = try ObjectReader(json, allowed: ["idToken", "accessToken", "tokenName", "expiresIn"])
+        idToken = try reader.optionalString("idToken", maximumLength: 16_384)
+        accessToken = try reader.optionalString("accessToken", maximumLength: 16_384)
+        guard idToken != nil || accessToken != nil else { throw DocumentError(at: .root, "needs an idToken or an accessToken") }
+        (tokenName, expiresIn) = try SignInRequest.token(reader)
+    }
+
+    public var json: JSONValue {
+        var object: JSONObject = ["tokenName": .string(tokenName), "expiresIn": .number(.integer(expiresIn))]
+        if let idToken { object["idToken"] = .string(idToken) }
+        if let accessToken { object["accessToken"] = .string(accessToken) }
         return .object(object)
     }
 }

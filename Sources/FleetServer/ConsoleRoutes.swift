@@ -42,6 +42,8 @@ struct ConsoleRoutes: Sendable {
     let logger: Logger
     /// Whether the server speaks TLS itself (the cookie is then `Secure`).
     let tls: Bool
+    /// Sign-in through the organization's OpenID Provider, when configured.
+    let singleSignOn: SingleSignOn?
 
     typealias Handler = Routes.Handler
 
@@ -59,7 +61,7 @@ struct ConsoleRoutes: Sendable {
         }
         on(.get, "console/sign-in") { request, _ in
             if try await signedInCaller(request) != nil { return redirect("/console") }
-            return page(ConsolePages.signIn())
+            return page(signInPage())
         }
         on(.post, "console/sign-in") { request, context in try await signIn(request, context) }
         on(.get, "console/sign-in/code") { request, _ in
@@ -71,7 +73,7 @@ struct ConsoleRoutes: Sendable {
         on(.post, "console/sign-in/code") { request, context in try await signInCode(request, context) }
         on(.get, "console/assets/:name") { _, context in
             guard let asset = ConsoleAssets.named(context.parameters.get("name") ?? "") else {
-                return page(ConsolePages.signIn(error: "No such file."), status: .notFound)
+                return page(signInPage(error: "No such file."), status: .notFound)
             }
             var headers = Self.securityHeaders
             headers[.contentType] = asset.contentType
@@ -204,6 +206,7 @@ struct ConsoleRoutes: Sendable {
             try await signedIn(request, context, .listAllDevices) { signed, _ in events(for: signed) }
         }
         defineAccountPages(on)
+        defineSingleSignOn(on)
     }
 
     // MARK: - Sessions
@@ -222,7 +225,7 @@ struct ConsoleRoutes: Sendable {
             // A sign-in form is a name and a password, or a token: a few KiB, not a settings form's MiBs.
             fields = try await form(request, limit: Self.signInFormLimit)
         } catch {
-            return page(ConsolePages.signIn(error: error.message), status: error.status)
+            return page(signInPage(error: error.message), status: error.status)
         }
         // A name or token pasted with a newline (the token file's own), or spaces around it, is the same.
         let name = (fields["name"] ?? "").trimmingWhitespace()
@@ -241,6 +244,7 @@ struct ConsoleRoutes: Sendable {
                 }
                 session = try await service.accounts.startOwnerConsoleSession(address: address)
             } else {
+                if let singleSignOn, !singleSignOn.passwordSignIn { throw SingleSignOn.passwordsOff(singleSignOn) }
                 // Refused before any hash while the address's failure budget is spent.
                 try limits.admitSignIn(client: client)
                 (session, awaitsCode) = try await service.accounts.startConsoleSignIn(
@@ -253,13 +257,13 @@ struct ConsoleRoutes: Sendable {
             return await refused(
                 error, action: "console.sign-in", actor: actor, credential: credential, failing: usesToken ? fields["token"] : name,
                 client: client, address: address
-            ) { ConsolePages.signIn(error: $0 == .unauthorized ? message : $1) }
+            ) { signInPage(error: $0 == .unauthorized ? message : $1) }
         }
     }
 
     /// The answer to a sign-in step that started `session`: logged, audited, and its cookie set
     /// on the way to the code page (`awaitsCode`) or the console.
-    private func started(_ session: ConsoleSession, awaitsCode: Bool, action: String, request: Request, address: String) async
+    func started(_ session: ConsoleSession, awaitsCode: Bool, action: String, request: Request, address: String) async
         -> Response
     {
         logger.notice(
@@ -280,16 +284,17 @@ struct ConsoleRoutes: Sendable {
     /// The answer to a refused sign-in step: logged; audited unless it was a limit's 429; a 401
     /// counted against the address and `failing` (the credential tried), which past the limit
     /// answers 429 instead. `page` draws the form again with its message (the status says which).
-    private func refused(
+    func refused(
         _ error: ServiceError, action: String, actor: String, credential: String, failing: String?, client: String, address: String,
-        page draw: (HTTPResponse.Status, String) -> HTML
+        detail: String = "", page draw: (HTTPResponse.Status, String) -> HTML
     ) async -> Response {
         logger.warning(
             "console sign-in refused", metadata: ["event": "console-sign-in", "outcome": "\(error.code.rawValue)", "client": "\(client)"])
         if error.status != .tooManyRequests {
             await audit(
-                action, status: Int(error.status.code), outcome: error.code.rawValue, address: address, actor: actor, credential: credential
-            )
+                action, status: Int(error.status.code), outcome: error.code.rawValue, address: address, actor: actor,
+                credential: credential,
+                detail: detail)
         }
         if error.status == .unauthorized {
             do {
@@ -310,7 +315,7 @@ struct ConsoleRoutes: Sendable {
             try limits.admit(client: client)
             try limits.admitSignIn(client: client)
         } catch {
-            return page(ConsolePages.signIn(error: error.message), status: error.status)
+            return page(signInPage(error: error.message), status: error.status)
         }
         guard let session = sessionCookie(request), try await service.accounts.awaitsCode(session) else {
             return redirect("/console/sign-in")
@@ -340,8 +345,22 @@ struct ConsoleRoutes: Sendable {
     }
 
     func cookie(_ value: String, maxAge: Int, request: Request) -> String {
+        cookie(Self.cookieName, value, path: "/console", sameSite: "Strict", maxAge: maxAge, request: request)
+    }
+
+    /// A `Set-Cookie` value: `HttpOnly`, `Secure` when the browser came over TLS (here, or to
+    /// the proxy in front).
+    func cookie(_ name: String, _ value: String, path: String, sameSite: String, maxAge: Int, request: Request) -> String {
         let secure = tls || request.headers[HTTPField.Name("X-Forwarded-Proto")!] == "https"
-        return "\(Self.cookieName)=\(value); Path=/console; Max-Age=\(maxAge); HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
+        return "\(name)=\(value); Path=\(path); Max-Age=\(maxAge); HttpOnly; SameSite=\(sameSite)" + (secure ? "; Secure" : "")
+    }
+
+    /// The values of the request's cookies named `name`, in the order sent.
+    func cookies(named name: String, in request: Request) -> [String] {
+        request.headers[values: .cookie].flatMap { $0.split(separator: ";") }.compactMap { part -> String? in
+            let pair = part.split(separator: "=", maxSplits: 1).map { $0.trimmingSpaces() }
+            return pair.count == 2 && pair[0] == name[...] ? String(pair[1]) : nil
+        }
     }
 
     /// The session the request's cookie carries and the account it acts as, when the session
@@ -354,11 +373,7 @@ struct ConsoleRoutes: Sendable {
 
     /// The first cookie of the request that reads as a session (checked against its account later).
     func sessionCookie(_ request: Request) -> ConsoleSession? {
-        let values = request.headers[values: .cookie].flatMap { $0.split(separator: ";") }.compactMap { part -> String? in
-            let pair = part.split(separator: "=", maxSplits: 1).map { $0.trimmingSpaces() }
-            return pair.count == 2 && pair[0] == Self.cookieName[...] ? String(pair[1]) : nil
-        }
-        return values.lazy.compactMap(ConsoleSession.init(cookie:)).first
+        cookies(named: Self.cookieName, in: request).lazy.compactMap(ConsoleSession.init(cookie:)).first
     }
 
     /// Runs `body` for a signed-in account whose role allows `operation` on `target` (the
@@ -389,11 +404,13 @@ struct ConsoleRoutes: Sendable {
     }
 
     /// Appends a console action to the audit trail.
-    func audit(_ action: String, status: Int, outcome: String, address: String, actor: String, credential: String, target: String = "")
-        async
-    {
+    func audit(
+        _ action: String, status: Int, outcome: String, address: String, actor: String, credential: String, target: String = "",
+        detail: String = ""
+    ) async {
         let draft = AuditDraft(
-            actor: actor, credential: credential, address: address, action: action, target: target, status: status, outcome: outcome)
+            actor: actor, credential: credential, address: address, action: action, target: target, status: status, outcome: outcome,
+            detail: detail)
         await service.audit.recordAfterTheFact(draft)
     }
 

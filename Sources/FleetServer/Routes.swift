@@ -36,6 +36,8 @@ struct Routes: Sendable {
     let metrics: PrometheusCollectorRegistry?
     /// The admin console's routes (`nil`: no console).
     let console: ConsoleRoutes?
+    /// Sign-in through the organization's OpenID Provider, when configured.
+    let singleSignOn: SingleSignOn?
 
     func router() -> Router<FleetRequestContext> {
         var routes: [(method: HTTPRequest.Method, path: String, access: Access, handler: Handler)] = []
@@ -92,6 +94,7 @@ struct Routes: Sendable {
         // A person's name and password (and code) for a personal API token (`fleetset admin
         // login`): no token yet, so the route checks everything itself.
         on(.post, "v1/admin/sign-in", .anyone) { request, context in try await signIn(request, context) }
+        defineSingleSignOn(on)
 
         defineDeviceRoutes(on)
         defineAdminRoutes { operation, handler in on(operation.route.method, operation.route.path, .account(operation), handler) }
@@ -129,6 +132,7 @@ struct Routes: Sendable {
         let client = client(request, context)
         try limits.admit(client: client)
         try limits.admitSignIn(client: client)
+        if let singleSignOn, !singleSignOn.passwordSignIn { throw SingleSignOn.passwordsOff(singleSignOn) }
         let sent = try ServiceError.decode(try await jsonBody(request, limit: Self.signInLimit), as: SignInRequest.init(json:))
         // Who: the account's name when there is one (never a name typed that is none: it may be a password).
         let actor = try await service.accounts.exists(sent.name) ? sent.name : "-"

@@ -38,13 +38,16 @@ public struct ServerOptions: Sendable {
     /// then every ``historyPruneInterval``.
     public var historyRetention: HistoryRetention
     public var historyPruneInterval: Duration
+    /// Sign-in through the organization's OpenID Provider, when configured.
+    public var singleSignOn: SingleSignOn?
 
     public init(
         host: String, port: Int, tls: (certificateFile: String, keyFile: String)? = nil, clientCAFile: String? = nil,
         readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(), metrics: PrometheusCollectorRegistry? = nil,
         console: Bool = true, rolloutCheckInterval: Duration = .seconds(2), historyRetention: HistoryRetention = .standard,
-        historyPruneInterval: Duration = .seconds(3600)
+        historyPruneInterval: Duration = .seconds(3600), singleSignOn: SingleSignOn? = nil
     ) {
+        self.singleSignOn = singleSignOn
         self.historyRetention = historyRetention
         self.historyPruneInterval = historyPruneInterval
         self.host = host
@@ -79,9 +82,10 @@ public enum FleetServerApplication {
             options.console
             ? ConsoleRoutes(
                 service: service, limits: limits, logger: logger,
-                tls: options.tls != nil) : nil
+                tls: options.tls != nil, singleSignOn: options.singleSignOn) : nil
         let router = Routes(
-            service: service, logger: logger, limits: limits, connections: connections, metrics: options.metrics, console: console
+            service: service, logger: logger, limits: limits, connections: connections, metrics: options.metrics, console: console,
+            singleSignOn: options.singleSignOn
         ).router()
         let readTimeout = options.readTimeout
         let server: HTTPServerBuilder

@@ -38,6 +38,8 @@ struct MemoryState: Sendable {
     var apiTokens: [String: StoredAPIToken] = [:]
     /// Oldest first.
     var audit: [AuditRecord] = []
+    /// One-time values (``SettingsStore/addOneTimeValue(key:value:expiresAt:now:)``) by key.
+    var oneTimeValues: [String: (value: String, expiresAt: Int64)] = [:]
 
     /// The accounts by name, in byte order (as the databases sort them).
     var sortedAccounts: [StoredAccount] { accounts.values.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) } }
@@ -365,6 +367,22 @@ final class MemoryTransaction: StoreTransaction {
             }
             state.audit.append(record)
             state.audit.sort { $0.sequence < $1.sequence }
+        }
+    }
+
+    func insertOneTimeValue(key: String, value: String, expiresAt: Int64, now: Int64) async throws -> Bool {
+        change { state in
+            state.oneTimeValues = state.oneTimeValues.filter { $0.value.expiresAt > now }
+            guard state.oneTimeValues[key] == nil else { return false }
+            state.oneTimeValues[key] = (value, expiresAt)
+            return true
+        }
+    }
+
+    func takeOneTimeValue(key: String, now: Int64) async throws -> String? {
+        change { state in
+            guard let kept = state.oneTimeValues.removeValue(forKey: key), kept.expiresAt > now else { return nil }
+            return kept.value
         }
     }
 

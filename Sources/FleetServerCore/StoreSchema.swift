@@ -24,6 +24,7 @@ public enum StoreSchema {
         "history paged and pruned (the scopes each entry wrote, each app's floor); ended console sessions",
         "the change feed as a table, the write lock's key of this database, the history's scopes indexed by a trigger",
         "accounts, API tokens, the audit trail",
+        "one-time values (single sign-on's attempts, tokens taken once)",
     ].enumerated().map { Version(number: $0.offset + 1, title: $0.element) }
 
     /// The newest version.

@@ -120,6 +120,11 @@ public protocol StoreTransaction: Sendable {
     ///
     /// - Throws: when an entry with its sequence exists.
     func insertAuditRecord(_ record: AuditRecord) async throws
+    /// Keeps `value` under `key` until `expiresAt` (forgetting every value expired at `now`);
+    /// false, keeping nothing, when `key` is kept already.
+    func insertOneTimeValue(key: String, value: String, expiresAt: Int64, now: Int64) async throws -> Bool
+    /// Removes the value under `key` and returns it, when it has not expired at `now`.
+    func takeOneTimeValue(key: String, now: Int64) async throws -> String?
 
     // MARK: Changes
 

@@ -1,3 +1,4 @@
+import ChildProcess
 import FleetIO
 import Foundation
 import PosixThreads
@@ -109,19 +110,10 @@ public final class Balancer: Sendable {
 
     /// A port nothing listens on now (bound and released).
     static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
-            }
+        guard let port = ChildProcess.freeLocalPort() else {
+            throw LaunchedServer.StartFailed(description: "no free port for the balancer")
         }
-        guard bound else { throw LaunchedServer.StartFailed(description: "no free port for the balancer") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        return port
     }
 
     /// Whether something accepts connections on 127.0.0.1:`port`.

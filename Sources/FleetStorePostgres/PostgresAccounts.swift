@@ -128,6 +128,22 @@ extension PostgresTransaction {
     func insertAuditRecord(_ record: AuditRecord) async throws {
         _ = try await query(PostgresAccountRows.insertAudit(record))
     }
+
+    func insertOneTimeValue(key: String, value: String, expiresAt: Int64, now: Int64) async throws -> Bool {
+        _ = try await query("DELETE FROM one_time_values WHERE expires_at <= \(now)")
+        return try await !query(
+            """
+            INSERT INTO one_time_values (key, value, expires_at) VALUES (\(key), \(value), \(expiresAt))
+            ON CONFLICT (key) DO NOTHING RETURNING key
+            """
+        ).isEmpty
+    }
+
+    func takeOneTimeValue(key: String, now: Int64) async throws -> String? {
+        let taken = try await query("DELETE FROM one_time_values WHERE key = \(key) RETURNING value, expires_at").first
+        guard let (value, expiresAt) = try taken?.decode((String, Int64).self), expiresAt > now else { return nil }
+        return value
+    }
 }
 
 extension PostgresAccountRows {

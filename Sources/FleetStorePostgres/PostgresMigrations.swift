@@ -118,6 +118,10 @@ enum PostgresMigrations {
         CREATE INDEX audit_log_actor ON audit_log (actor, sequence);
         CREATE INDEX audit_log_action ON audit_log (action, sequence);
         """#,
+        9: #"""
+        CREATE TABLE one_time_values (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at BIGINT NOT NULL);
+        CREATE INDEX one_time_values_expiry ON one_time_values (expires_at);
+        """#,
     ]
 
     /// The names the releases before the one version list recorded, with the versions of

@@ -160,4 +160,23 @@ extension SQLiteTransaction {
     func insertAuditRecord(_ record: AuditRecord) async throws {
         try await pool.writeWithoutTransaction { db in try SQLiteAccountRows.insertAuditRecord(record, db) }
     }
+
+    func insertOneTimeValue(key: String, value: String, expiresAt: Int64, now: Int64) async throws -> Bool {
+        try await pool.writeWithoutTransaction { db in
+            try db.execute(sql: "DELETE FROM one_time_values WHERE expires_at <= ?", arguments: [now])
+            try db.execute(
+                sql: "INSERT INTO one_time_values (key, value, expires_at) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                arguments: [key, value, expiresAt])
+            return db.changesCount == 1
+        }
+    }
+
+    func takeOneTimeValue(key: String, now: Int64) async throws -> String? {
+        try await pool.writeWithoutTransaction { db in
+            let kept = try Row.fetchOne(db, sql: "SELECT value, expires_at FROM one_time_values WHERE key = ?", arguments: [key])
+            try db.execute(sql: "DELETE FROM one_time_values WHERE key = ?", arguments: [key])
+            guard let kept, (kept["expires_at"] as Int64) > now else { return nil }
+            return kept["value"] as String
+        }
+    }
 }

@@ -134,7 +134,14 @@ extension SQLiteStore {
                     CREATE INDEX audit_log_action ON audit_log (action, sequence);
                     """)
         }
-        precondition(StoreSchema.current.number == 8, "a new StoreSchema version needs its SQLite migration")
+        migrator.registerMigration(Self.version(9).name) { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE one_time_values (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at INTEGER NOT NULL);
+                    CREATE INDEX one_time_values_expiry ON one_time_values (expires_at);
+                    """)
+        }
+        precondition(StoreSchema.current.number == 9, "a new StoreSchema version needs its SQLite migration")
         return migrator
     }
 

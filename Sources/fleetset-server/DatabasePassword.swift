@@ -28,25 +28,25 @@ enum DatabasePassword {
         return location
     }
 
-    /// The first line of `file`, which must be owned by root or the server's user, writable by
+    /// The first line of `file` (a password or a client secret, for `option`), which must be owned by root or the server's user, writable by
     /// no one else (``TrustedOwners``, checked on the open file) and readable by no one outside
     /// its group. Since only those owners can change its mode, checking that last bit apart is
     /// safe.
-    static func read(_ file: String) throws -> String {
+    static func read(_ file: String, option: String = "--database-password-file") throws -> String {
         let bytes: [UInt8]
         do {
             bytes = try FileSystem.readFile(file, maximumSize: 4096, trusting: .rootAndEffectiveUser())
         } catch {
-            throw ValidationError("--database-password-file: cannot use \(file): \(error)")
+            throw ValidationError("\(option): cannot use \(file): \(error)")
         }
         var status = stat()
         if stat(file, &status) == 0, status.st_mode & 0o004 != 0 {
             throw ValidationError(
-                "--database-password-file: \(file) has mode \(String(status.st_mode & 0o777, radix: 8)): every user may read it; chmod 0600 or 0640 it"
+                "\(option): \(file) has mode \(String(status.st_mode & 0o777, radix: 8)): every user may read it; chmod 0600 or 0640 it"
             )
         }
         let password = String(decoding: bytes.prefix { $0 != 0x0A && $0 != 0x0D }, as: UTF8.self)
-        guard !password.isEmpty else { throw ValidationError("--database-password-file: \(file) is empty; its first line is the password") }
+        guard !password.isEmpty else { throw ValidationError("\(option): \(file) is empty; its first line is the secret") }
         return password
     }
 }

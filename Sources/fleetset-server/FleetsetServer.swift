@@ -70,6 +70,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The admin token file; created with a fresh token (mode 0600) if missing.")
     var adminTokenFile: String = "admin-token"
 
+    @OptionGroup(title: "Single sign-on")
+    var sso: SingleSignOnOptions
+
     @Option(help: "The lowest level logged: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
@@ -277,7 +280,7 @@ struct Serve: AsyncParsableCommand {
                     trustedProxies: Set(trustedProxy)),
                 metrics: running.registry, console: console,
                 rolloutCheckInterval: .milliseconds(Int64((rolloutCheckInterval * 1000).rounded())),
-                historyRetention: HistoryRetention(historyKeep) ?? .standard),
+                historyRetention: HistoryRetention(historyKeep) ?? .standard, singleSignOn: try sso.singleSignOn()),
             logger: logger,
             onServerRunning: { port in
                 logger.notice(

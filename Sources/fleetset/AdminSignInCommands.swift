@@ -98,11 +98,17 @@ enum PasswordInput {
     }
 }
 
-/// `fleetset admin login --server URL --name NAME [--password-file F] [--code C] [--expires 30d]`.
+/// `fleetset admin login --server URL --name NAME [--password-file F] [--code C] [--expires 30d]`,
+/// or `fleetset admin login --sso` through the organization's identity provider.
 struct AdminLoginCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "login", abstract: "Sign in with your name and password; keep a personal API token for the next commands.",
+        commandName: "login",
+        abstract: "Sign in with your name and password, or your organization's sign-in (--sso); keep a personal API token.",
         discussion: """
+            With --sso, the server's identity provider signs you in (OAuth 2.0 device grant, as \
+            `gh auth login` does): open the address shown, enter the code, approve; the command \
+            waits meanwhile. Where the provider offers no device grant, make a personal token \
+            on the console's Account page and pass it with --token-file instead. \
             The token is written to $XDG_CONFIG_HOME/fleetset/admin-token (default \
             ~/.config/fleetset/admin-token, mode 0600, its folder 0700) and the server to \
             admin-server beside it: later `fleetset admin` commands use them when neither \
@@ -115,7 +121,10 @@ struct AdminLoginCommand: AsyncParsableCommand {
     var server: String?
 
     @Option(help: "Your account's name.")
-    var name: String
+    var name: String?
+
+    @Flag(help: "Sign in through the server's identity provider (single sign-on) instead of a name and password.")
+    var sso = false
 
     @Option(help: "A file whose first line is your password (default: typed, or standard input).")
     var passwordFile: String?
@@ -130,6 +139,10 @@ struct AdminLoginCommand: AsyncParsableCommand {
     var caFile: String?
 
     func validate() throws {
+        if sso && (name != nil || passwordFile != nil || code != nil) {
+            throw ValidationError("--sso signs in at the identity provider: give no --name, --password-file or --code")
+        }
+        if !sso && name == nil { throw ValidationError("give --name NAME (or --sso to sign in through the identity provider)") }
         guard let seconds = AdminTokenCreate.seconds(expires), (60...APITokenRequest.longestLifetime).contains(seconds) else {
             throw ValidationError("--expires is a number and m, h or d, from 1m to 400d (e.g. 30d)")
         }
@@ -142,13 +155,18 @@ struct AdminLoginCommand: AsyncParsableCommand {
         }
         let tokenFile = folder + "/admin-token"
         let serverFile = folder + "/admin-server"
-        let password = try PasswordInput.read(file: passwordFile, prompt: "Password for \(name): ")
-        let request = SignInRequest(
-            name: name, password: password, code: code, tokenName: "login",
-            expiresIn: AdminTokenCreate.seconds(expires) ?? SignInRequest.defaultLifetime)
         let options = try ServerOptions.parse((server.map { ["--server", $0] } ?? []) + (caFile.map { ["--ca-file", $0] } ?? []))
         let url = try options.serverURL()
-        let made = try await options.withClient(token: nil) { try await $0.signIn(request) }
+        let lifetime = AdminTokenCreate.seconds(expires) ?? SignInRequest.defaultLifetime
+        let made: CreatedAPIToken
+        if sso {
+            made = try await singleSignOn(options, lifetime: lifetime)
+        } else {
+            let name = name ?? ""
+            let password = try PasswordInput.read(file: passwordFile, prompt: "Password for \(name): ")
+            let request = SignInRequest(name: name, password: password, code: code, tokenName: "login", expiresIn: lifetime)
+            made = try await options.withClient(token: nil) { try await $0.signIn(request) }
+        }
         try AdminLogin.prepare(folder)
         do {
             try FileSystem.writeAtomically(Array((made.token + "\n").utf8), to: tokenFile, mode: 0o600)
@@ -161,6 +179,30 @@ struct AdminLoginCommand: AsyncParsableCommand {
             TerminalText.escaped(
                 "signed in to \(url) as \(made.info.account); token \(made.info.id) valid until \(Timestamp.format(made.info.expiresAt)), kept in \(tokenFile)"
             ))
+    }
+}
+
+extension AdminLoginCommand {
+    /// The device grant with the server's identity provider, then its tokens exchanged for a
+    /// personal API token. The prompt goes to standard error (standard output keeps the result).
+    func singleSignOn(_ options: ServerOptions, lifetime: Int64) async throws -> CreatedAPIToken {
+        let info = try await options.withClient(token: nil) { try await $0.singleSignOnInfo() }
+        let tokens: DeviceGrant.Tokens
+        do {
+            tokens = try await DeviceGrant(info).run(
+                show: { prompt in
+                    let target = prompt.verificationURIComplete ?? prompt.verificationURI
+                    StandardError.write(
+                        TerminalText.escaped(
+                            "To sign in, open \(target) in a browser and enter the code \(prompt.userCode) (this command waits)"))
+                },
+                now: { Int64(time(nil)) })
+        } catch {
+            StandardError.write(TerminalText.escaped("fleetset admin login: \(error)"))
+            throw CLIExit.usageOrIO
+        }
+        let request = SingleSignOnSignIn(idToken: tokens.idToken, accessToken: tokens.accessToken, tokenName: "login", expiresIn: lifetime)
+        return try await options.withClient(token: nil) { try await $0.signIn(request) }
     }
 }
 

@@ -55,6 +55,42 @@ struct AccountStoreTests {
         }
     }
 
+    @Test(
+        "one-time values: kept once per key, taken once, not after they expire, expired ones forgotten; accounts written whole or made",
+        arguments: ConformingStore.allCases)
+    func oneTimeValuesAndWrittenAccounts(kind: ConformingStore) async throws {
+        try await withStore(kind) { store in
+            #expect(try await store.addOneTimeValue(key: "sso-attempt:a", value: "first", expiresAt: 200, now: 100))
+            #expect(try await store.addOneTimeValue(key: "sso-attempt:a", value: "second", expiresAt: 200, now: 100) == false)
+            #expect(try await store.takeOneTimeValue(key: "sso-attempt:a", now: 150) == "first")
+            #expect(try await store.takeOneTimeValue(key: "sso-attempt:a", now: 150) == nil)
+            #expect(try await store.addOneTimeValue(key: "sso-attempt:b", value: "late", expiresAt: 200, now: 100))
+            #expect(try await store.takeOneTimeValue(key: "sso-attempt:b", now: 200) == nil)
+            // An expired key is forgotten by the next insert, so that it may be kept again.
+            #expect(try await store.addOneTimeValue(key: "sso-attempt:c", value: "old", expiresAt: 120, now: 100))
+            #expect(try await store.addOneTimeValue(key: "sso-attempt:c", value: "new", expiresAt: 300, now: 130))
+            #expect(try await store.takeOneTimeValue(key: "sso-attempt:c", now: 140) == "new")
+
+            var bound = Self.account("sam")
+            bound.singleSignOn = StoredAccount.SingleSignOnBinding(issuer: "https://id.example.com", subject: "s-1")
+            let first = bound
+            struct Refusal: Error, Sendable, Equatable {}
+            let made = try await store.writeAccount { all throws(Refusal) in
+                #expect(all.isEmpty)
+                return (first, nil)
+            }
+            #expect(made.account == bound && made.refusal == nil)
+            #expect(try await store.account(name: "sam") == bound)
+            bound.account.role = .admin
+            bound.account.scope = .everything
+            let promoted = bound
+            let refused = try await store.writeAccount { _ throws(Refusal) in (promoted, Refusal()) }
+            #expect(refused.refusal == Refusal())
+            #expect(try await store.account(name: "sam")?.account.role == .admin)
+            #expect(try await store.accounts().count == 1)
+        }
+    }
+
     @Test("API tokens: found by hash, listed by account oldest first, their listing changed", arguments: ConformingStore.allCases)
     func tokens(kind: ConformingStore) async throws {
         try await withStore(kind) { store in

@@ -65,7 +65,7 @@ public final class PostgresCluster: Sendable {
             chown(folder, 65534, 65534)
             chmod(folder, 0o700)
         }
-        let cluster = PostgresCluster(folder: folder, binaries: binaries, port: try freePort())
+        let cluster = PostgresCluster(folder: folder, binaries: binaries, port: try TestTools.freePort())
         let user = cluster.user
         let port = cluster.port
         try await cluster.run(
@@ -116,23 +116,6 @@ public final class PostgresCluster: Sendable {
         // postgres://USER@:PORT/NAME?host=/FOLDER
         let parts = url.split(separator: "/")
         return parts.count > 2 ? String(parts[2].split(separator: "?").first ?? "") : ""
-    }
-
-    /// A port nothing listens on now on 127.0.0.1 (bound and released).
-    private static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
-            }
-        }
-        guard bound else { throw ProcessFailed(log: "no free port for the PostgreSQL cluster") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// Runs `psql` with `sql` on `database`; its output.

@@ -1,3 +1,4 @@
+import ChildProcess
 import Foundation
 
 /// Where tests find the repository's files, and the tools beyond Swift some of them drive: the
@@ -25,4 +26,10 @@ public enum TestTools {
 
     /// Whether the browser tests' tools are here: the Python tools, chromium and its driver.
     public static let browserPresent = present(python, "/usr/bin/chromium", "/usr/bin/chromedriver")
+
+    /// A port nothing listens on now on 127.0.0.1 (bound and released).
+    public static func freePort() throws -> Int {
+        guard let port = ChildProcess.freeLocalPort() else { throw ProcessFailed(log: "no free port on 127.0.0.1") }
+        return port
+    }
 }

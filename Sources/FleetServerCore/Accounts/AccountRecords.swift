@@ -21,6 +21,35 @@ public struct StoredAccount: Sendable, Hashable {
     }
     /// Its console sessions, oldest first (at most ``ConsoleSession/perAccount``).
     public var sessions: [ConsoleSessionRecord]
+    /// The person at the identity provider it stands for, when it signs in with single sign-on.
+    public var singleSignOn: SingleSignOnBinding?
+
+    /// The identity an account signing in through an OpenID Provider is bound to: the provider's
+    /// issuer and the person's subject there (never a name or an email, which can change hands),
+    /// and whether its groups granted nothing at its last sign-in (what disabled it then, and
+    /// what a sign-in whose groups grant a role again undoes).
+    public struct SingleSignOnBinding: Sendable, Hashable {
+        public var issuer: String
+        public var subject: String
+        public var disabledByMapping: Bool
+
+        public init(issuer: String, subject: String, disabledByMapping: Bool = false) {
+            self.issuer = issuer
+            self.subject = subject
+            self.disabledByMapping = disabledByMapping
+        }
+
+        var json: JSONValue {
+            .object(["issuer": .string(issuer), "subject": .string(subject), "disabledByMapping": .bool(disabledByMapping)])
+        }
+
+        init?(json: JSONValue) {
+            guard case .object(let object) = json, case .string(let issuer)? = object["issuer"],
+                case .string(let subject)? = object["subject"], case .bool(let disabled)? = object["disabledByMapping"]
+            else { return nil }
+            self.init(issuer: issuer, subject: subject, disabledByMapping: disabled)
+        }
+    }
 
     /// A second factor: the TOTP secret, whether it was confirmed with a code, the last step
     /// used (a code is good once), and the recovery codes' hashes not used yet.
@@ -59,13 +88,14 @@ public struct StoredAccount: Sendable, Hashable {
 
     public init(
         account: Account, generation: Int64 = 1, password: PasswordHash? = nil, twoFactor: TwoFactor? = nil,
-        sessions: [ConsoleSessionRecord] = []
+        sessions: [ConsoleSessionRecord] = [], singleSignOn: SingleSignOnBinding? = nil
     ) {
         self.account = account
         self.generation = generation
         self.password = password
         self.twoFactor = twoFactor
         self.sessions = sessions
+        self.singleSignOn = singleSignOn
         self.account.hasPassword = password != nil
         self.account.hasTwoFactor = twoFactor?.confirmed == true
     }
@@ -81,6 +111,7 @@ public struct StoredAccount: Sendable, Hashable {
         if let password { object["password"] = .string(password.text) }
         if let twoFactor { object["twoFactor"] = twoFactor.json }
         if !sessions.isEmpty { object["sessions"] = .array(sessions.map(\.json)) }
+        if let singleSignOn { object["singleSignOn"] = singleSignOn.json }
         return JSONValue.object(object).serialized()
     }
 
@@ -109,9 +140,18 @@ public struct StoredAccount: Sendable, Hashable {
                 sessions.append(session)
             }
         }
-        for key in ["generation", "password", "twoFactor", "sessions"] { object[key] = nil }
+        var singleSignOn: SingleSignOnBinding?
+        if let stored = object["singleSignOn"] {
+            guard let binding = SingleSignOnBinding(json: stored) else {
+                throw StoreCorruption(what: "a stored account's single sign-on")
+            }
+            singleSignOn = binding
+        }
+        for key in ["generation", "password", "twoFactor", "sessions", "singleSignOn"] { object[key] = nil }
         guard let account = try? Account(json: .object(object)) else { throw StoreCorruption(what: "a stored account") }
-        self.init(account: account, generation: generation, password: password, twoFactor: twoFactor, sessions: sessions)
+        self.init(
+            account: account, generation: generation, password: password, twoFactor: twoFactor, sessions: sessions,
+            singleSignOn: singleSignOn)
     }
 }
 

@@ -64,4 +64,39 @@ extension SettingsStore {
             return record
         }
     }
+
+    /// Keeps `value` under `key` until `expiresAt`, for one ``takeOneTimeValue(key:now:)``
+    /// (a single sign-on's attempt; a token accepted once); false when `key` is kept already.
+    public func addOneTimeValue(key: String, value: String, expiresAt: Int64, now: Int64) async throws -> Bool {
+        try await write { try await $0.insertOneTimeValue(key: key, value: value, expiresAt: expiresAt, now: now) }
+    }
+
+    /// Removes the value kept under `key` and returns it, unless it expired at `now`: of
+    /// requests taking the same key at once, on any instance, one gets it.
+    public func takeOneTimeValue(key: String, now: Int64) async throws -> String? {
+        try await write { try await $0.takeOneTimeValue(key: key, now: now) }
+    }
+}
+
+extension SettingsStore {
+    /// Writes the account `decide` returns, seeing every account: inserted when no account has
+    /// its name, else replacing it. Returns what `decide` returned.
+    ///
+    /// - Throws: what `decide` throws (nothing is written then).
+    public func writeAccount<Refusal: Error & Sendable>(
+        _ decide: @escaping @Sendable ([StoredAccount]) throws(Refusal) -> (account: StoredAccount?, refusal: Refusal?)
+    ) async throws -> (account: StoredAccount?, refusal: Refusal?) {
+        try await write { transaction in
+            let all = try await transaction.accounts()
+            let decided = try decide(all)
+            if let account = decided.account {
+                if all.contains(where: { $0.name == account.name }) {
+                    try await transaction.updateAccount(account)
+                } else if try await !transaction.insertAccount(account) {
+                    throw StoreCorruption(what: "account \(account.name), made twice at once")
+                }
+            }
+            return decided
+        }
+    }
 }

@@ -14,6 +14,8 @@ public struct Caller: Sendable, Hashable {
         case consoleSession(id: String)
         /// A name and password (and second factor) just now: sign-in itself.
         case password
+        /// A sign-in through the organization's OpenID Provider just now.
+        case singleSignOn
 
         /// `admin token file`, `token at-…`, `session cs-…`: what the audit trail records.
         public var description: String {
@@ -22,6 +24,7 @@ public struct Caller: Sendable, Hashable {
             case .apiToken(let id): "token \(id)"
             case .consoleSession(let id): "session \(id)"
             case .password: "password"
+            case .singleSignOn: "single sign-on"
             }
         }
     }

@@ -105,7 +105,7 @@ extension AccountService {
     /// stays: other sessions go on.
     ///
     /// - Throws: 401 `unauthenticated` when the account changed since its password was checked.
-    private func addConsoleSession(name: String, awaitsCode: Bool, address: String, generation: Int64) async throws -> ConsoleSession {
+    func addConsoleSession(name: String, awaitsCode: Bool, address: String, generation: Int64) async throws -> ConsoleSession {
         let time = now
         let session = ConsoleSession.make(account: name)
         let changed = try await writes.run {

@@ -70,6 +70,11 @@ extension AccountService {
         // (`tokens list --account`, `tokens revoke`), as the docs say.
         try await changeStored(name: name, keeping: caller) { stored throws(ServiceError) in
             guard stored.account.kind == .person else { throw Self.notAPerson(name) }
+            // A password would let the person in past the provider: its second factor, and being
+            // removed there.
+            guard stored.singleSignOn == nil else {
+                throw ServiceError.badRequest("\(name) signs in through the identity provider; it has no password here")
+            }
             stored.password = hash
         }
     }

@@ -110,7 +110,12 @@ extension AccountService {
                     if !role.isScoped && request.scope == nil { changed.account.scope = .everything }
                 }
                 if let scope = request.scope { changed.account.scope = scope }
-                if let disabled = request.disabled { changed.account.disabled = disabled }
+                if let disabled = request.disabled {
+                    changed.account.disabled = disabled
+                    // An owner's word stands: a later sign-in through the identity provider
+                    // does not undo it (only a disabling by the groups' mapping is undone so).
+                    changed.singleSignOn?.disabledByMapping = false
+                }
                 try Self.check(changed.account)
                 guard changed != stored else { return stored }
                 changed.account.updatedAt = time
@@ -140,9 +145,12 @@ extension AccountService {
     }
 
     /// Checks an account's scope against its role.
-    private static func check(_ account: Account) throws(ServiceError) {
+    static func check(_ account: Account) throws(ServiceError) {
         guard Account.isValidName(account.name) else {
             throw ServiceError.badRequest("an account's name is 1 to 64 of a-z, 0-9, '.', '_' and '-'")
+        }
+        guard account.displayName.unicodeScalars.count <= Account.displayNameLength else {
+            throw ServiceError.badRequest("an account's display name is at most \(Account.displayNameLength) characters")
         }
         if !account.role.isScoped && !account.scope.isEverything {
             throw ServiceError.badRequest("an account of role \(account.role.rawValue) sees the whole fleet; give no scope")
@@ -153,7 +161,7 @@ extension AccountService {
     }
 
     /// Refuses a change after which no enabled owner would remain.
-    private static func keepAnOwner(_ accounts: [StoredAccount]) throws(ServiceError) {
+    static func keepAnOwner(_ accounts: [StoredAccount]) throws(ServiceError) {
         guard accounts.contains(where: { $0.account.role == .owner && !$0.account.disabled }) else {
             throw ServiceError(409, .lastOwner, "this would leave no enabled owner; make another owner first")
         }
