@@ -272,6 +272,22 @@ let package = Package(
             ],
             swiftSettings: fleetSwiftSettings
         ),
+        // Outbound events as values: Standard Webhooks secrets, signatures and messages, the
+        // retry schedule, and which destinations may be called (no server-side request forgery).
+        .target(
+            name: "FleetWebhooks",
+            dependencies: [
+                "FleetJSON", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ExtrasBase64", package: "swift-extras-base64"),
+            ],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetWebhooksTests",
+            dependencies: ["FleetWebhooks", "FleetJSON", "FleetTestSupport"],
+            exclude: ["Scripts"],
+            swiftSettings: fleetSwiftSettings
+        ),
         // The admin console as values: HTML pages drawn from the service's answers and the
         // metadata's layout, forms read back into merge patches, sessions and CSRF tokens.
         .target(
