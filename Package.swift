@@ -234,7 +234,7 @@ let package = Package(
         .target(
             name: "FleetServerCore",
             dependencies: [
-                "FleetJSON", "FleetMetadata", "FleetProtocol", "FleetSchema", "PosixThreads",
+                "FleetJSON", "FleetMetadata", "FleetProtocol", "FleetSchema", "PosixThreads", "FleetWebhooks",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -405,6 +405,7 @@ let package = Package(
             name: "FleetStoreConformanceTests",
             dependencies: [
                 "FleetStoreSQLite", "FleetStorePostgres", "FleetServerCore", "FleetProtocol", "FleetJSON", "FleetTestSupport",
+                "FleetWebhooks",
                 .product(name: "Logging", package: "swift-log"),
                 // To take a database back to an older schema, as a fleet upgrading from it has it.
                 .product(name: "GRDB", package: "GRDB.swift"),

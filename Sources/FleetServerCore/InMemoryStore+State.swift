@@ -40,6 +40,10 @@ struct MemoryState: Sendable {
     var audit: [AuditRecord] = []
     /// One-time values (``SettingsStore/addOneTimeValue(key:value:expiresAt:now:)``) by key.
     var oneTimeValues: [String: (value: String, expiresAt: Int64)] = [:]
+    /// Oldest first.
+    var webhookSubscriptions: [WebhookSubscription] = []
+    /// By sequence.
+    var outbox: [Int64: OutboxEntry] = [:]
 
     /// The accounts by name, in byte order (as the databases sort them).
     var sortedAccounts: [StoredAccount] { accounts.values.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) } }
@@ -383,6 +387,81 @@ final class MemoryTransaction: StoreTransaction {
         change { state in
             guard let kept = state.oneTimeValues.removeValue(forKey: key), kept.expiresAt > now else { return nil }
             return kept.value
+        }
+    }
+
+    func webhookSubscriptions() async throws -> [WebhookSubscription] { change { $0.webhookSubscriptions } }
+
+    func insertWebhookSubscription(_ subscription: WebhookSubscription) async throws {
+        try change { state in
+            guard !state.webhookSubscriptions.contains(where: { $0.id == subscription.id }) else {
+                throw Self.violation("webhook subscription \(subscription.id) exists")
+            }
+            state.webhookSubscriptions.append(subscription)
+        }
+    }
+
+    func updateWebhookSubscription(_ subscription: WebhookSubscription) async throws {
+        change { state in
+            if let index = state.webhookSubscriptions.firstIndex(where: { $0.id == subscription.id }) {
+                state.webhookSubscriptions[index] = subscription
+            }
+        }
+    }
+
+    func removeWebhookSubscription(id: String) async throws -> Bool {
+        change { state in
+            guard let index = state.webhookSubscriptions.firstIndex(where: { $0.id == id }) else { return false }
+            state.webhookSubscriptions.remove(at: index)
+            state.outbox = state.outbox.filter { $0.value.subscription != id }
+            return true
+        }
+    }
+
+    func lastOutboxSequence() async throws -> Int64 { change { $0.outbox.keys.max() ?? 0 } }
+
+    func insertOutboxEntry(_ entry: OutboxEntry) async throws {
+        try change { state in
+            guard state.outbox[entry.sequence] == nil else { throw Self.violation("outbox entry \(entry.sequence) exists") }
+            state.outbox[entry.sequence] = entry
+        }
+    }
+
+    func dueOutboxEntries(now: Int64, limit: Int) async throws -> [OutboxEntry] {
+        change { state in
+            Array(
+                state.outbox.values.filter { $0.state == .pending && $0.nextAt <= now && ($0.claimedUntil ?? now) <= now }
+                    .sorted { $0.sequence < $1.sequence }.prefix(limit))
+        }
+    }
+
+    func outboxEntry(sequence: Int64) async throws -> OutboxEntry? { change { $0.outbox[sequence] } }
+
+    func updateOutboxEntry(_ entry: OutboxEntry) async throws {
+        change { state in
+            if state.outbox[entry.sequence] != nil { state.outbox[entry.sequence] = entry }
+        }
+    }
+
+    func outboxEntries(subscription: String?, states: Set<OutboxEntry.State>, limit: Int) async throws -> [OutboxEntry] {
+        change { state in
+            Array(
+                state.outbox.values.filter { entry in
+                    states.contains(entry.state) && (subscription.map { $0 == entry.subscription } ?? true)
+                }
+                .sorted { $0.sequence > $1.sequence }.prefix(limit))
+        }
+    }
+
+    func outboxCounts() async throws -> [OutboxEntry.State: Int] {
+        change { state in state.outbox.values.reduce(into: [:]) { counts, entry in counts[entry.state, default: 0] += 1 } }
+    }
+
+    func removeDeliveredOutboxEntries(before time: Int64) async throws -> Int {
+        change { state in
+            let removed = state.outbox.filter { $0.value.state == .delivered && $0.value.nextAt < time }
+            for sequence in removed.keys { state.outbox[sequence] = nil }
+            return removed.count
         }
     }
 

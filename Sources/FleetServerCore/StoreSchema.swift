@@ -25,6 +25,7 @@ public enum StoreSchema {
         "the change feed as a table, the write lock's key of this database, the history's scopes indexed by a trigger",
         "accounts, API tokens, the audit trail",
         "one-time values (single sign-on's attempts, tokens taken once)",
+        "webhook subscriptions and the outbox of their messages",
     ].enumerated().map { Version(number: $0.offset + 1, title: $0.element) }
 
     /// The newest version.

@@ -126,6 +126,38 @@ public protocol StoreTransaction: Sendable {
     /// Removes the value under `key` and returns it, when it has not expired at `now`.
     func takeOneTimeValue(key: String, now: Int64) async throws -> String?
 
+    // MARK: Webhooks
+
+    /// Every webhook subscription, oldest first.
+    func webhookSubscriptions() async throws -> [WebhookSubscription]
+    /// Inserts a subscription.
+    ///
+    /// - Throws: when its id exists.
+    func insertWebhookSubscription(_ subscription: WebhookSubscription) async throws
+    /// Replaces the stored subscription with the same id.
+    func updateWebhookSubscription(_ subscription: WebhookSubscription) async throws
+    /// Removes the subscription and its outbox entries; false when there is none.
+    func removeWebhookSubscription(id: String) async throws -> Bool
+    /// The newest outbox entry's sequence (0: none; read in the write lock: the next follows it).
+    func lastOutboxSequence() async throws -> Int64
+    /// Inserts an outbox entry.
+    ///
+    /// - Throws: when an entry with its sequence exists.
+    func insertOutboxEntry(_ entry: OutboxEntry) async throws
+    /// Up to `limit` pending entries due at `now` and not claimed by another instance, oldest
+    /// first (PostgreSQL: locked, skipping those another transaction holds).
+    func dueOutboxEntries(now: Int64, limit: Int) async throws -> [OutboxEntry]
+    /// The entry numbered `sequence`, or `nil`.
+    func outboxEntry(sequence: Int64) async throws -> OutboxEntry?
+    /// Writes the entry's state, next attempt, claim and document.
+    func updateOutboxEntry(_ entry: OutboxEntry) async throws
+    /// Up to `limit` entries, newest first, of one subscription (`nil`: every one) in one of `states`.
+    func outboxEntries(subscription: String?, states: Set<OutboxEntry.State>, limit: Int) async throws -> [OutboxEntry]
+    /// How many entries are in each state.
+    func outboxCounts() async throws -> [OutboxEntry.State: Int]
+    /// Removes delivered entries last tried before `time`; returns how many.
+    func removeDeliveredOutboxEntries(before time: Int64) async throws -> Int
+
     // MARK: Changes
 
     /// Tells the other server instances on the same database of `change`, delivered when this

@@ -122,6 +122,16 @@ enum PostgresMigrations {
         CREATE TABLE one_time_values (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at BIGINT NOT NULL);
         CREATE INDEX one_time_values_expiry ON one_time_values (expires_at);
         """#,
+        // A message's attempts, results and body are its document; the columns are what an
+        // instance claims due entries by.
+        10: #"""
+        CREATE TABLE webhook_subscriptions (id TEXT PRIMARY KEY, created_at BIGINT NOT NULL, document TEXT NOT NULL);
+        CREATE TABLE webhook_outbox (
+            sequence BIGINT PRIMARY KEY, subscription TEXT NOT NULL REFERENCES webhook_subscriptions (id), state TEXT NOT NULL,
+            next_at BIGINT NOT NULL, claimed_until BIGINT, document TEXT NOT NULL);
+        CREATE INDEX webhook_outbox_due ON webhook_outbox (state, next_at);
+        CREATE INDEX webhook_outbox_subscription ON webhook_outbox (subscription, sequence);
+        """#,
     ]
 
     /// The names the releases before the one version list recorded, with the versions of

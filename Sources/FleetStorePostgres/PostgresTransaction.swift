@@ -14,7 +14,7 @@ struct PostgresTransaction: StoreTransaction {
     let instanceID: String
 
     @discardableResult
-    private func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
+    func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
         try await connection.query(query, logger: logger).collect()
     }
 

@@ -141,7 +141,20 @@ extension SQLiteStore {
                     CREATE INDEX one_time_values_expiry ON one_time_values (expires_at);
                     """)
         }
-        precondition(StoreSchema.current.number == 9, "a new StoreSchema version needs its SQLite migration")
+        // A message's attempts, results and body are its document; the columns are what an
+        // instance claims due entries by.
+        migrator.registerMigration(Self.version(10).name) { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE webhook_subscriptions (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL, document TEXT NOT NULL);
+                    CREATE TABLE webhook_outbox (
+                        sequence INTEGER PRIMARY KEY, subscription TEXT NOT NULL REFERENCES webhook_subscriptions (id),
+                        state TEXT NOT NULL, next_at INTEGER NOT NULL, claimed_until INTEGER, document TEXT NOT NULL);
+                    CREATE INDEX webhook_outbox_due ON webhook_outbox (state, next_at);
+                    CREATE INDEX webhook_outbox_subscription ON webhook_outbox (subscription, sequence);
+                    """)
+        }
+        precondition(StoreSchema.current.number == 10, "a new StoreSchema version needs its SQLite migration")
         return migrator
     }
 
