@@ -9,7 +9,8 @@ final class EasyHandle {
     /// The `CURL *`; valid for the handle's lifetime.
     let raw: UnsafeMutableRawPointer
     private let errorBuffer: UnsafeMutablePointer<CChar>
-    private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// The string lists libcurl points into (`CURLOPT_HTTPHEADER`, `CURLOPT_CONNECT_TO`), by option.
+    private var lists: [UInt32: UnsafeMutablePointer<curl_slist>] = [:]
 
     init() throws(HTTPClientError) {
         guard let raw = curl_easy_init() else {
@@ -24,7 +25,7 @@ final class EasyHandle {
 
     deinit {
         curl_easy_cleanup(raw)
-        curl_slist_free_all(headerList)
+        for list in lists.values { curl_slist_free_all(list) }
         errorBuffer.deallocate()
     }
 
@@ -60,18 +61,24 @@ final class EasyHandle {
 
     /// Replaces the request header list (`CURLOPT_HTTPHEADER`); the handle owns the list.
     func setHeaderLines(_ lines: [String]) throws(HTTPClientError) {
+        try set(CURLOPT_HTTPHEADER, lines: lines)
+    }
+
+    /// Sets a string-list option; the handle owns the list until it is replaced or freed.
+    func set(_ option: CURLoption, lines: [String]) throws(HTTPClientError) {
         var list: UnsafeMutablePointer<curl_slist>?
         for line in lines {
             guard let appended = curl_slist_append(list, line) else {
                 curl_slist_free_all(list)
                 throw HTTPClientError(
-                    kind: .libraryUnusable, message: "out of memory while building request headers", call: "curl_slist_append")
+                    kind: .libraryUnusable, message: "out of memory while building a list for option \(option.rawValue)",
+                    call: "curl_slist_append")
             }
             list = appended
         }
-        try check(ccurl_easy_setopt_slist(raw, CURLOPT_HTTPHEADER, list), CURLOPT_HTTPHEADER)
-        curl_slist_free_all(headerList)
-        headerList = list
+        try check(ccurl_easy_setopt_slist(raw, option, list), option)
+        curl_slist_free_all(lists[option.rawValue])
+        lists[option.rawValue] = list
     }
 
     /// Sets a request body that libcurl copies (`CURLOPT_POSTFIELDSIZE_LARGE` then

@@ -75,12 +75,18 @@ extension HTTPClient {
         /// Sends the request again by itself, on the client's own thread, while the server
         /// answers `304 Not Modified`; `nil` (the default) sends it once. See ``NotModifiedRepeats``.
         public var notModifiedRepeats: NotModifiedRepeats?
+        /// The IP address to connect to instead of looking the URL's host up
+        /// (`CURLOPT_CONNECT_TO`): the URL's host still names the server in TLS (SNI, the
+        /// certificate's name) and in `Host`. For a caller that checked the address itself,
+        /// so that no second lookup may answer differently (DNS rebinding). `nil`: look it up.
+        public var connectAddress: String?
 
         public init(
             method: HTTPClient.Method = .get, url: String, headers: HTTPClient.Headers = [:],
             body: [UInt8]? = nil, limits: TransferLimits? = nil, startDelay: Duration = .zero,
-            notModifiedRepeats: NotModifiedRepeats? = nil
+            notModifiedRepeats: NotModifiedRepeats? = nil, connectAddress: String? = nil
         ) {
+            self.connectAddress = connectAddress
             self.method = method
             self.url = url
             self.headers = headers

@@ -62,6 +62,10 @@ final class Transfer: @unchecked Sendable {
         try easy.set(CURLOPT_PIPEWAIT, url.scheme == "https")
         try configureTLS()
         try configureLimits()
+        if let address = request.connectAddress {
+            // Any host and port of this transfer (empty fields) go to the address, on the URL's port.
+            try easy.set(CURLOPT_CONNECT_TO, lines: ["::" + (address.contains(":") ? "[\(address)]" : address) + ":"])
+        }
         if let sourceAddress = configuration.sourceAddress { try easy.set(CURLOPT_INTERFACE, "host!" + sourceAddress) }
         try easy.set(CURLOPT_TCP_KEEPALIVE, true)  // keep NAT state of long-polls alive
         try easy.set(CURLOPT_TCP_KEEPIDLE, 60)

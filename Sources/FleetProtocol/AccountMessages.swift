@@ -32,6 +32,8 @@ public enum AdminRight: String, Sendable, Hashable, CaseIterable, Comparable {
     case manageAccounts = "manage-accounts"
     /// Make, list and revoke one's own API tokens.
     case ownTokens = "own-tokens"
+    /// Subscribe URLs to events (webhooks), see their messages, redeliver, rotate their secrets.
+    case manageWebhooks = "manage-webhooks"
 
     public static func < (left: AdminRight, right: AdminRight) -> Bool {
         allCases.firstIndex(of: left)! < allCases.firstIndex(of: right)!

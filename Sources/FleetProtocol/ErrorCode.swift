@@ -25,7 +25,7 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
             .notFound, .notWritable, .nothingToRevert, .overloaded, .rateLimited, .rolloutInProgress, .rolloutNotPaused, .shuttingDown,
             .staleRevision, .tooLarge, .tooManyFacts, .unauthenticated, .unknownApp, .unknownDevice, .unknownEnrollmentToken, .unknownKey,
             .unsupportedMediaType, .unsupportedMetadata, .valuesInvalid, .versionNotIncreased, .accountExists, .lastOwner, .unknownAccount,
-            .unknownAPIToken, .weakPassword, .twoFactorRequired, .passwordSignInOff,
+            .unknownAPIToken, .weakPassword, .twoFactorRequired, .passwordSignInOff, .unknownWebhook, .badWebhook,
         ] + AdminRight.allCases.map(ErrorCode.needs)
 
     /// `needs-<right>`, 403: the caller's role does not have the right (`needs-write-values`),
@@ -52,6 +52,12 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let unknownAccount = ErrorCode("unknown-account")
     /// `unknown-token`, 404: no such API token (of the caller's, for one who manages only its own).
     public static let unknownAPIToken = ErrorCode("unknown-token")
+
+    /// `unknown-webhook`, 404: no such webhook subscription (or message of it).
+    public static let unknownWebhook = ErrorCode("unknown-webhook")
+    /// `bad-webhook`, 400: a subscription's URL the server may not call, or an event type it does
+    /// not know (the message says which and why).
+    public static let badWebhook = ErrorCode("bad-webhook")
 
     /// The codes only the admin console's pages use (HTML for browsers, not protocol v1).
     public static let console: [ErrorCode] = [.changedSinceDrawn, .crossOrigin, .csrf, .noSession, .notConfirmed]

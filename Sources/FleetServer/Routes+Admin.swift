@@ -184,6 +184,7 @@ extension Routes {
         }
 
         defineAccountRoutes(on)
+        defineWebhookRoutes(on)
     }
 
     /// Accounts, API tokens, the caller itself and the audit trail.

@@ -3,7 +3,8 @@ import FleetProtocol
 
 /// The store's transaction scripts, written once for every store over the primitives of
 /// ``StoreTransaction``: each is one ``SettingsStore/write(_:)``, and each announces what it
-/// changed (``StoreTransaction/announce(_:)``) in the same transaction.
+/// changed (``StoreTransaction/announce(_:)``) and writes the webhook messages it makes
+/// (``StoreTransaction/enqueue(_:)``) in the same transaction.
 extension SettingsStore {
     /// Stores metadata when the stored version is `expectedVersion` (`nil`: none stored yet),
     /// and appends `change` to the app's history, in one transaction. Returns false, storing
@@ -19,6 +20,7 @@ extension SettingsStore {
                 try await transaction.updateMetadata(metadata)
             }
             _ = try await Self.append(change, app: metadata.app, transaction)
+            try await transaction.enqueue([.metadataStored(metadata, at: change.at)])
             try await transaction.announce(.values(app: metadata.app, scope: .defaults))
             return true
         }
@@ -44,6 +46,7 @@ extension SettingsStore {
             }
             for (scope, values) in write.values { try await transaction.setValues(values, app: write.app, scope: scope) }
             let number = try await Self.append(write.change, app: write.app, transaction)
+            try await transaction.enqueue(write.webhookEvents)
             for scope in write.touchedScopes { try await transaction.announce(.values(app: write.app, scope: scope)) }
             return number
         }
@@ -110,14 +113,19 @@ extension SettingsStore {
             let device = makeDevice(token.apps, token.groups)
             try await transaction.insertDevice(
                 device, enrolledWith: DeviceEnrollment(tokenHash: attempt.tokenHash, requestID: attempt.requestID))
+            try await transaction.enqueue([.device(.deviceEnrolled, device, at: attempt.now)])
             return .enrolled(device)
         }
     }
 
-    /// Changes a device; returns it as changed, `nil` when there is none.
-    public func updateDevice(id: String, _ change: DeviceChange) async throws -> Device? {
+    /// Changes a device; returns it as changed, `nil` when there is none. With `now`, disabling
+    /// it tells webhook subscribers (`device.disabled`).
+    public func updateDevice(id: String, _ change: DeviceChange, at now: Int64? = nil) async throws -> Device? {
         try await write { transaction in
             guard var device = try await transaction.device(id: id) else { return nil }
+            if let now, change.disabled == true, !device.disabled {
+                try await transaction.enqueue([.device(.deviceDisabled, device, at: now)])
+            }
             if let apps = change.apps { device.apps = apps }
             if let groups = change.groups { device.groups = groups }
             if let disabled = change.disabled { device.disabled = disabled }
@@ -130,8 +138,13 @@ extension SettingsStore {
 
     /// Removes a device with its revisions, status reports, values, facts and policy; false when
     /// there is none.
-    public func deleteDevice(id: String) async throws -> Bool {
+    ///
+    /// With `now`, the removal tells webhook subscribers (`device.deleted`).
+    public func deleteDevice(id: String, at now: Int64? = nil) async throws -> Bool {
         try await write { transaction in
+            if let now, let device = try await transaction.device(id: id) {
+                try await transaction.enqueue([.device(.deviceDeleted, device, at: now)])
+            }
             let removed = try await transaction.removeDevice(id: id)
             try await transaction.announce(.device(id))
             return removed

@@ -14,7 +14,7 @@ extension PostgresTransaction {
     }
 
     func webhookSubscriptions() async throws -> [WebhookSubscription] {
-        try await rows("SELECT document FROM webhook_subscriptions ORDER BY created_at, id COLLATE \"C\" FOR UPDATE").map {
+        try await rows("SELECT document FROM webhook_subscriptions ORDER BY created_at, id COLLATE \"C\"").map {
             try WebhookSubscription(storedText: try $0.decode(String.self))
         }
     }

@@ -189,7 +189,9 @@ struct WebhookStoreTests {
         }
         let subscription = WebhookStoreTests.subscription("wh_x", events: [.deviceError, .rolloutPaused], apps: ["kiosk"])
         #expect(try WebhookSubscription(storedText: subscription.storedText) == subscription)
-        #expect(subscription.receives(.deviceError, app: "kiosk") && !subscription.receives(.deviceError, app: "signage"))
-        #expect(!subscription.receives(.deviceEnrolled, app: nil) && !subscription.receives(.deviceError, app: nil))
+        #expect(subscription.receives(.deviceError, apps: ["kiosk"]) && !subscription.receives(.deviceError, apps: ["signage"]))
+        #expect(subscription.receives(.deviceError, apps: ["signage", "kiosk"]))
+        #expect(!subscription.receives(.deviceEnrolled, apps: ["kiosk"]) && !subscription.receives(.deviceError, apps: []))
+        #expect(WebhookStoreTests.subscription("wh_y", events: [.audit]).receives(.audit, apps: []))
     }
 }

@@ -24,6 +24,7 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
     case changeOwnPassword, startTwoFactor, confirmTwoFactor
     case listAPITokens, createAPIToken, revokeAPIToken
     case listAudit
+    case listWebhooks, createWebhook, getWebhook, deleteWebhook, rotateWebhookSecret, redeliverWebhook, pingWebhook
 
     /// The HTTP method and the route's path pattern (`:app`, `:id`, `:name`, `:scope`, `:tokenId`; `**`
     /// for a key path).
@@ -69,6 +70,13 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
         case .createAPIToken: (.post, "v1/admin/tokens")
         case .revokeAPIToken: (.delete, "v1/admin/tokens/:tokenId")
         case .listAudit: (.get, "v1/admin/audit")
+        case .listWebhooks: (.get, "v1/admin/webhooks")
+        case .createWebhook: (.post, "v1/admin/webhooks")
+        case .getWebhook: (.get, "v1/admin/webhooks/:webhookId")
+        case .deleteWebhook: (.delete, "v1/admin/webhooks/:webhookId")
+        case .rotateWebhookSecret: (.post, "v1/admin/webhooks/:webhookId/rotate-secret")
+        case .redeliverWebhook: (.post, "v1/admin/webhooks/:webhookId/redeliver")
+        case .pingWebhook: (.post, "v1/admin/webhooks/:webhookId/ping")
         }
     }
 
@@ -97,6 +105,8 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
         case .patchPolicy: .writePolicies
         case .listAccounts, .createAccount, .getAccount, .updateAccount, .deleteAccount, .setPassword, .resetTwoFactor: .manageAccounts
         case .listAPITokens, .createAPIToken, .revokeAPIToken: .ownTokens
+        case .listWebhooks, .createWebhook, .getWebhook, .deleteWebhook, .rotateWebhookSecret, .redeliverWebhook, .pingWebhook:
+            .manageWebhooks
         }
     }
 

@@ -64,7 +64,7 @@ extension FleetDirectory {
         try Self.checkNames(apps: update.apps ?? [], groups: update.groups ?? [])
         let change = DeviceChange(
             apps: update.apps, groups: update.groups, disabled: update.disabled, rotationRequested: update.rotateToken)
-        guard let device = try await store.updateDevice(id: id, change) else { throw ServiceError.unknownDevice(id) }
+        guard let device = try await store.updateDevice(id: id, change, at: now) else { throw ServiceError.unknownDevice(id) }
         await notifyDeviceChanged(id)
         var changed: [String] = []
         if let apps = update.apps { changed.append("apps=\(apps.joined(separator: ","))") }
@@ -81,7 +81,7 @@ extension FleetDirectory {
     ///
     /// - Throws: 404 `unknown-device`.
     public func deleteDevice(id: String) async throws {
-        guard try await store.deleteDevice(id: id) else { throw ServiceError.unknownDevice(id) }
+        guard try await store.deleteDevice(id: id, at: now) else { throw ServiceError.unknownDevice(id) }
         cache.invalidatePolicies()  // its device-scope policy went with it
         await notifyDeviceChanged(id)
         logger.notice("device deleted", metadata: ["event": "device-deleted", "device": "\(id)"])

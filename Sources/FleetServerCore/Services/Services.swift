@@ -97,6 +97,13 @@ public struct FleetDirectory: FleetService {
     public init(context: ServiceContext) { self.context = context }
 }
 
+/// Webhook subscriptions: made, listed, shown with their messages, rotated, redelivered, removed.
+public struct WebhookService: FleetService {
+    public let context: ServiceContext
+
+    public init(context: ServiceContext) { self.context = context }
+}
+
 /// Every service of one server over one ``ServiceContext``: what the HTTP layer calls.
 public final class FleetServices: Sendable {
     public let context: ServiceContext
@@ -107,6 +114,7 @@ public final class FleetServices: Sendable {
     public let directory: FleetDirectory
     public let accounts: AccountService
     public let audit: AuditTrail
+    public let webhooks: WebhookService
 
     /// - Parameters:
     ///   - adminTokenHash: ``Credentials/hash(_:)`` of the admin token.
@@ -135,6 +143,7 @@ public final class FleetServices: Sendable {
         directory = FleetDirectory(context: context)
         accounts = AccountService(context: context, signIns: SignInGuard(parameters: passwordParameters))
         audit = AuditTrail(context: context)
+        webhooks = WebhookService(context: context)
     }
 
     /// The wall clock's time, in seconds since the epoch.

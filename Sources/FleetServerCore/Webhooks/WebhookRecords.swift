@@ -30,7 +30,7 @@ public struct WebhookSubscription: Sendable, Hashable {
     public var url: String
     /// The event types it receives (never empty).
     public var events: Set<WebhookEventType>
-    /// The apps whose events it receives; empty: every app (and the events of no app).
+    /// The apps whose events it receives; empty: every app's, and those of no app.
     public var apps: Set<String>
     /// The current secret first; a rotated one follows until `until`, so receivers can switch.
     public var secrets: [KeptSecret]
@@ -71,11 +71,10 @@ public struct WebhookSubscription: Sendable, Hashable {
             }.joined()
     }
 
-    /// Whether an event of `type` about `app` (`nil`: of no app) goes to this subscription.
-    public func receives(_ type: WebhookEventType, app: String?) -> Bool {
-        guard events.contains(type) else { return false }
-        guard !apps.isEmpty else { return true }
-        return app.map(apps.contains) ?? false
+    /// Whether an event of `type` about `apps` goes to this subscription: one of the types it
+    /// asked for, and (when it names apps) about one of them.
+    public func receives(_ type: WebhookEventType, apps eventApps: [String]) -> Bool {
+        events.contains(type) && (apps.isEmpty || eventApps.contains(where: apps.contains))
     }
 
     /// The secrets that sign at `now`: the current one, then those rotated out less than their

@@ -5,17 +5,22 @@ import FleetWebhooks
 /// it, in the transaction of the change it tells of.
 public struct WebhookEventDraft: Sendable, Hashable {
     public var type: WebhookEventType
-    /// The app it is about; `nil`: no app (an enrollment, an audit entry).
-    public var app: String?
+    /// The apps it is about (one for a rollout; a device's apps; none for an audit entry).
+    public var apps: [String]
     public var occurredAt: Int64
-    /// What it says (`app` is added when there is one).
+    /// What it says (`app` is added for an event of one app).
     public var data: JSONObject
 
-    public init(type: WebhookEventType, app: String?, occurredAt: Int64, data: JSONObject) {
+    public init(type: WebhookEventType, apps: [String], occurredAt: Int64, data: JSONObject) {
         self.type = type
-        self.app = app
+        self.apps = apps
         self.occurredAt = occurredAt
         self.data = data
+    }
+
+    /// An event about one app.
+    public init(type: WebhookEventType, app: String, occurredAt: Int64, data: JSONObject) {
+        self.init(type: type, apps: [app], occurredAt: occurredAt, data: data)
     }
 }
 
@@ -33,8 +38,8 @@ extension StoreTransaction {
         var written = 0
         for event in events {
             var data = event.data
-            if let app = event.app, data["app"] == nil { data["app"] = .string(app) }
-            for subscription in subscriptions where subscription.receives(event.type, app: event.app) {
+            if event.apps.count == 1, data["app"] == nil { data["app"] = .string(event.apps[0]) }
+            for subscription in subscriptions where subscription.receives(event.type, apps: event.apps) {
                 sequence += 1
                 let message = WebhookMessage(
                     id: OutboxEntry.messageID(sequence), type: event.type.rawValue, occurredAt: event.occurredAt, data: .object(data))
