@@ -305,7 +305,7 @@ let package = Package(
             name: "FleetServer",
             dependencies: [
                 "FleetServerCore", "FleetConsole", "FleetMetadata", "FleetProtocol", "FleetJSON", "FleetIO", "PosixThreads", "FleetSSO",
-                "Curl",
+                "Curl", "FleetWebhooks",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -323,7 +323,7 @@ let package = Package(
             name: "fleetset-server",
             dependencies: [
                 "FleetServer", "FleetServerCore", "FleetProtocol", "FleetStoreSQLite", "FleetStorePostgres", "FleetLogging", "FleetIO",
-                "FleetVersion", "SystemdNotify", "FleetSSO",
+                "FleetVersion", "SystemdNotify", "FleetSSO", "FleetWebhooks",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -362,7 +362,7 @@ let package = Package(
                 "FleetServer", "FleetServerCore", "FleetConsole", "FleetStoreSQLite", "FleetStorePostgres", "FleetProtocol", "FleetJSON",
                 "FleetLogging",
                 "ChildProcess",
-                "Curl", "FleetClient", "FleetMetadata", "FleetIO", "PosixThreads", "FleetTestSupport",
+                "Curl", "FleetClient", "FleetMetadata", "FleetIO", "PosixThreads", "FleetTestSupport", "FleetWebhooks",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -284,6 +284,7 @@ extension ConsoleRoutes {
             ["kind": "status", "app": .string(app), "device": .string(device), "state": .string(state.rawValue)]
         case .settingsChanged(let app, let scope): ["kind": "settings", "app": .string(app), "scope": .string(scope.description)]
         case .deviceChanged(let device): ["kind": "device", "device": .string(device)]
+        case .webhooksQueued: ["kind": "webhooks"]
         case .unknown: ["kind": "unknown"]
         }
     }

@@ -1,5 +1,6 @@
 import FleetConsole
 import FleetServerCore
+import FleetWebhooks
 import Hummingbird
 import HummingbirdCore
 import HummingbirdHTTP2
@@ -8,6 +9,7 @@ import Logging
 import NIOCore
 import NIOSSL
 import Prometheus
+import ServiceLifecycle
 
 /// How `fleetset-server` listens.
 public struct ServerOptions: Sendable {
@@ -40,13 +42,35 @@ public struct ServerOptions: Sendable {
     public var historyPruneInterval: Duration
     /// Sign-in through the organization's OpenID Provider, when configured.
     public var singleSignOn: SingleSignOn?
+    /// How webhook messages are sent; `nil`: not by this server (test servers that do not
+    /// test webhooks; `fleetset-server serve` always sends them).
+    public var webhooks: WebhookDelivery?
+
+    /// How an instance sends the outbox's messages (see ``WebhookDispatcher``).
+    public struct WebhookDelivery: Sendable {
+        /// Which receivers may be called (`--webhooks-allow-private`).
+        public var policy: DestinationPolicy
+        /// When a failed message is tried again, and for how long.
+        public var schedule: DeliverySchedule
+        /// How often the outbox is looked at for what other instances queued.
+        public var lookInterval: Duration
+
+        public init(
+            policy: DestinationPolicy = DestinationPolicy(), schedule: DeliverySchedule = .standard, lookInterval: Duration = .seconds(5)
+        ) {
+            self.policy = policy
+            self.schedule = schedule
+            self.lookInterval = lookInterval
+        }
+    }
 
     public init(
         host: String, port: Int, tls: (certificateFile: String, keyFile: String)? = nil, clientCAFile: String? = nil,
         readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(), metrics: PrometheusCollectorRegistry? = nil,
         console: Bool = true, rolloutCheckInterval: Duration = .seconds(2), historyRetention: HistoryRetention = .standard,
-        historyPruneInterval: Duration = .seconds(3600), singleSignOn: SingleSignOn? = nil
+        historyPruneInterval: Duration = .seconds(3600), singleSignOn: SingleSignOn? = nil, webhooks: WebhookDelivery? = nil
     ) {
+        self.webhooks = webhooks
         self.singleSignOn = singleSignOn
         self.historyRetention = historyRetention
         self.historyPruneInterval = historyPruneInterval
@@ -111,6 +135,16 @@ public enum FleetServerApplication {
             server = .http1(
                 configuration: .init(additionalChannelHandlers: [SlowClientGuard(readTimeout: readTimeout, connections: connections)]))
         }
+        var services: [any Service] = [
+            RolloutSupervisor(service: service, interval: options.rolloutCheckInterval, logger: logger),
+            HistoryPruner(service: service, retention: options.historyRetention, interval: options.historyPruneInterval, logger: logger),
+        ]
+        if let webhooks = options.webhooks {
+            services.append(
+                WebhookDispatcher(
+                    service: service, sender: try WebhookSender(policy: webhooks.policy), schedule: webhooks.schedule,
+                    lookInterval: webhooks.lookInterval, logger: logger))
+        }
         return Application(
             router: router, server: server,
             // A fleet reconnecting after a restart arrives at once: a deep accept queue (the
@@ -118,11 +152,7 @@ public enum FleetServerApplication {
             // and retried a second later.
             configuration: ApplicationConfiguration(
                 address: .hostname(options.host, port: options.port), serverName: "fleetset-server", backlog: Self.acceptBacklog),
-            services: [
-                RolloutSupervisor(service: service, interval: options.rolloutCheckInterval, logger: logger),
-                HistoryPruner(
-                    service: service, retention: options.historyRetention, interval: options.historyPruneInterval, logger: logger),
-            ],
+            services: services,
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? options.port) },
             logger: logger)
     }

@@ -13,6 +13,8 @@ import PosixThreads
 /// | `fleetset_status_reports_total` | counter | `state` |
 /// | `fleetset_store_transaction_seconds` | histogram | `kind`: `read`, `write` |
 /// | `fleetset_long_polls_shed_total` | counter | |
+/// | `fleetset_webhook_deliveries_total` | counter: attempts to send a webhook message | `outcome`: `delivered`, `failed` (tried again later), `dead` |
+/// | `fleetset_webhook_outbox` | gauge: the outbox's messages | `state`: `pending`, `delivered`, `dead` |
 ///
 /// The factory is injected (tests use their own registry); by default it is the process's
 /// `MetricsSystem`.
@@ -25,6 +27,8 @@ public struct ServerMetrics: Sendable {
     private let reportCounters: [StatusReport.State: Counter]
     private let transactionTimers: [String: Timer]
     private let requestCounters = Locked<[RequestKey: Counter]>([:])
+    private let webhookCounters: [String: Counter]
+    private let outboxGauges: [String: Gauge]
 
     public init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
@@ -42,7 +46,26 @@ public struct ServerMetrics: Sendable {
             transactions[kind] = Timer(label: "fleetset_store_transaction_seconds", dimensions: [("kind", kind)], factory: factory)
         }
         transactionTimers = transactions
+        webhookCounters = Dictionary(
+            uniqueKeysWithValues: Self.webhookOutcomes.map {
+                ($0, Counter(label: "fleetset_webhook_deliveries_total", dimensions: [("outcome", $0)], factory: factory))
+            })
+        outboxGauges = Dictionary(
+            uniqueKeysWithValues: Self.outboxStates.map {
+                ($0, Gauge(label: "fleetset_webhook_outbox", dimensions: [("state", $0)], factory: factory))
+            })
     }
+
+    /// The outcomes of a webhook attempt, as `fleetset_webhook_deliveries_total` labels them.
+    public static let webhookOutcomes = ["delivered", "failed", "dead"]
+    /// The states of an outbox message, as `fleetset_webhook_outbox` labels them.
+    public static let outboxStates = ["pending", "delivered", "dead"]
+
+    /// A webhook attempt ended: `delivered`, `failed` (to be tried again) or `dead`.
+    public func webhookAttempt(_ outcome: String) { webhookCounters[outcome]?.increment() }
+
+    /// The outbox holds `count` messages in `state`.
+    public func webhookOutbox(_ state: String, count: Int) { outboxGauges[state]?.record(count) }
 
     /// The number of long-polls held now.
     public func longPollsHeld(_ count: Int) { heldGauge.record(count) }

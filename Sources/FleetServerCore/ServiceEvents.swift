@@ -10,6 +10,8 @@ public enum ServiceEvent: Sendable, Hashable {
     case settingsChanged(app: String, scope: Scope)
     /// A device was changed, disabled, deleted or enrolled.
     case deviceChanged(device: String)
+    /// Webhook messages were queued (a ping, a redelivery, a digest): the dispatcher looks now.
+    case webhooksQueued
     /// Another instance changed something this one cannot name (its change feed reconnected).
     case unknown
 }

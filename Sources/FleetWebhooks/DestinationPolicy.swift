@@ -106,6 +106,9 @@ public struct DestinationPolicy: Sendable, Hashable {
         case restricted(String)
     }
 
+    /// Whether `text` is an IPv4 or IPv6 address (no brackets).
+    public static func isAddress(_ text: String) -> Bool { ipv4(text) != nil || ipv6(text) != nil }
+
     static func isLoopbackName(_ host: String) -> Bool {
         if host == "localhost" || host.hasSuffix(".localhost") { return true }
         return kind(of: host) == .loopback

@@ -7,6 +7,7 @@ import FleetServerCore
 import FleetStorePostgres
 import FleetStoreSQLite
 import FleetVersion
+import FleetWebhooks
 import Hummingbird
 import Logging
 import Prometheus
@@ -125,7 +126,17 @@ struct Serve: AsyncParsableCommand {
             valueName: "AGE,COUNT"))
     var historyKeep: String = "100000"
 
+    @Flag(
+        help:
+            "Let webhooks reach private, link-local and shared addresses (RFC 1918, fc00::/7, …): for receivers inside the organization's network. Loopback stays for loopback URLs only; the cloud metadata address is never reached."
+    )
+    var webhooksAllowPrivate = false
+
+    @Option(help: "How often this instance looks for webhook messages other instances queued, in seconds (1 to 60).")
+    var webhooksLookInterval: Int = 5
+
     func validate() throws {
+        guard (1...60).contains(webhooksLookInterval) else { throw ValidationError("--webhooks-look-interval is 1 to 60 seconds") }
         guard (10...20).contains(passwordCost) else { throw ValidationError("--password-cost is 10 to 20 (scrypt's N = 2^COST)") }
         guard HistoryRetention(historyKeep) != nil else {
             throw ValidationError("--history-keep must be DAYSd, a COUNT, both as DAYSd,COUNT (e.g. 365d,100000), or keep-all")
@@ -280,7 +291,9 @@ struct Serve: AsyncParsableCommand {
                     trustedProxies: Set(trustedProxy)),
                 metrics: running.registry, console: console,
                 rolloutCheckInterval: .milliseconds(Int64((rolloutCheckInterval * 1000).rounded())),
-                historyRetention: HistoryRetention(historyKeep) ?? .standard, singleSignOn: try sso.singleSignOn()),
+                historyRetention: HistoryRetention(historyKeep) ?? .standard, singleSignOn: try sso.singleSignOn(),
+                webhooks: ServerOptions.WebhookDelivery(
+                    policy: DestinationPolicy(allowPrivate: webhooksAllowPrivate), lookInterval: .seconds(webhooksLookInterval))),
             logger: logger,
             onServerRunning: { port in
                 logger.notice(

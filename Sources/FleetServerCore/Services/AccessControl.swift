@@ -77,6 +77,7 @@ extension AccountService {
             case .device(let id): return await seesDevice(id)
             }
         case .deviceChanged(let device): return await seesDevice(device)
+        case .webhooksQueued: return false  // the manage-webhooks right is never scoped
         case .unknown: return true
         }
     }

@@ -82,6 +82,7 @@ extension WebhookService {
         } else {
             count = try await store.redeliverDeadEntries(subscription: id, now: now)
         }
+        events.publish(.webhooksQueued)
         logger.notice(
             "webhook messages redelivered",
             metadata: ["event": "webhook-redelivered", "webhook": "\(id)", "count": "\(count)", "actor": "\(actor)"])
@@ -104,6 +105,7 @@ extension WebhookService {
                 OutboxEntry(sequence: sequence, subscription: subscription.id, nextAt: time, message: message))
             return 1
         }
+        events.publish(.webhooksQueued)
         return RedeliveryResult(redelivered: Int64(written))
     }
 

@@ -17,7 +17,11 @@ import Prometheus
 
 /// A wall clock the test sets.
 final class TestWallClock: WallClock {
-    private let seconds = Locked<Int64>(1_795_000_000)
+    private let seconds: Locked<Int64>
+
+    /// A clock at `start` (a fixed day by default; a test whose messages a receiver checks
+    /// against its own clock starts at the real time).
+    init(start: Int64 = 1_795_000_000) { seconds = Locked(start) }
 
     func secondsSinceEpoch() -> Int64 { seconds.withLock { $0 } }
 

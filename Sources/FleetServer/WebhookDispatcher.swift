@@ -1,0 +1,291 @@
+import Curl
+import FleetServerCore
+import FleetWebhooks
+import Logging
+import PosixThreads
+import ServiceLifecycle
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Makes one attempt to send a message: checks its URL and every address its host resolves to
+/// against the ``DestinationPolicy``, connects to the checked address (libcurl does not look the
+/// name up again), signs, POSTs, and says how it went. Never follows a redirect.
+public struct WebhookSender: Sendable {
+    /// How long an attempt may take, connecting included: 15 s.
+    public static let timeout: Duration = .seconds(15)
+
+    let client: HTTPClient
+    let policy: DestinationPolicy
+
+    /// A sender with a libcurl client of its own: TLS verified against the system's CAs, plain
+    /// HTTP only where the policy allows it (a loopback host).
+    public init(policy: DestinationPolicy, timeout: Duration = WebhookSender.timeout) throws {
+        client = try HTTPClient(
+            configuration: HTTPClient.Configuration(
+                allowInsecureHTTP: true,
+                limits: TransferLimits(connectTimeout: .seconds(5), timeout: timeout, lowSpeedLimit: nil, maxResponseBytes: 64 << 10),
+                maxRedirects: 0, userAgent: "fleetset-server webhooks"))
+        self.policy = policy
+    }
+
+    /// Ends the sender's client.
+    public func shutdown() async { await client.shutdown() }
+
+    /// One attempt at `now` (the signature's timestamp).
+    public func attempt(_ claimed: ClaimedMessage, now: Int64) async -> DeliveryOutcome {
+        let destination: DestinationPolicy.Destination
+        let address: String
+        do {
+            destination = try policy.check(url: claimed.subscription.url)
+            let addresses = try await HostAddresses.resolve(destination.host)
+            for candidate in addresses { try policy.check(address: candidate, for: destination) }
+            address = addresses[0]
+        } catch let refused as DestinationPolicy.Refused {
+            return .failed("refused: \(refused.reason)")
+        } catch {
+            return .failed("\(error)")
+        }
+        let message = claimed.entry.message
+        var headers = HTTPClient.Headers()
+        for header in message.headers(now: now, secrets: claimed.subscription.signingSecrets(now: now)) {
+            headers[header.name] = header.value
+        }
+        do {
+            let response = try await client.execute(
+                HTTPClient.Request(method: .post, url: destination.url, headers: headers, body: message.body, connectAddress: address))
+            return (200..<300).contains(response.status) ? .delivered(status: response.status) : .refused(status: response.status)
+        } catch let error as HTTPClientError {
+            return .failed(error.kind.description + ": " + (error.curlMessage ?? error.message))
+        } catch {
+            return .failed("\(error)")
+        }
+    }
+}
+
+/// A host's addresses, from the system's resolver on a thread of its own (`getaddrinfo` blocks).
+enum HostAddresses {
+    struct LookupFailed: Error, CustomStringConvertible {
+        let host: String
+        let reason: String
+        var description: String { "could not resolve \(host): \(reason)" }
+    }
+
+    /// The addresses of `host` (an IP address is its own), in the resolver's order.
+    static func resolve(_ host: String) async throws -> [String] {
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        if DestinationPolicy.isAddress(bare) { return [bare] }
+        return try await withCheckedThrowingContinuation { continuation in
+            _ = DetachedThread.start(named: "fleetset-resolve") {
+                continuation.resume(with: Result { try lookUp(bare) })
+            }
+        }
+    }
+
+    private static func lookUp(_ host: String) throws -> [String] {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, nil, &hints, &list)
+        guard status == 0, let first = list else { throw LookupFailed(host: host, reason: String(cString: gai_strerror(status))) }
+        defer { freeaddrinfo(first) }
+        var addresses: [String] = []
+        var next: UnsafeMutablePointer<addrinfo>? = first
+        while let entry = next {
+            var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+            if getnameinfo(entry.pointee.ai_addr, entry.pointee.ai_addrlen, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST) == 0 {
+                let address = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                if !addresses.contains(address) { addresses.append(address) }
+            }
+            next = entry.pointee.ai_next
+        }
+        guard !addresses.isEmpty else { throw LookupFailed(host: host, reason: "no address") }
+        return addresses
+    }
+}
+
+/// Sends the outbox's messages while the server runs: claims the due ones (each instance its
+/// own, under a lease), sends them a few at a time, records each attempt. It looks again at
+/// once after a full batch, when this instance queued a message, when an attempt it recorded
+/// falls due, and otherwise every ``lookInterval`` (what another instance queued is found then).
+public struct WebhookDispatcher: Service, CustomStringConvertible {
+    /// How many messages one look claims.
+    public static let batch = 20
+    /// How many are sent at once.
+    public static let parallel = 8
+    /// How long a claim lasts: longer than an attempt can take, so a live instance's claim never
+    /// runs out under it; an instance killed mid-attempt leaves its messages to others after it.
+    public static let lease: Int64 = 60
+
+    let service: FleetServices
+    let sender: WebhookSender
+    let schedule: DeliverySchedule
+    let lookInterval: Duration
+    let logger: Logger
+
+    public init(
+        service: FleetServices, sender: WebhookSender, schedule: DeliverySchedule = .standard, lookInterval: Duration, logger: Logger
+    ) {
+        self.service = service
+        self.sender = sender
+        self.schedule = schedule
+        self.lookInterval = lookInterval
+        self.logger = logger
+    }
+
+    public var description: String { "WebhookDispatcher" }
+
+    public func run() async throws {
+        let events = service.events.subscribe()
+        await cancelWhenGracefulShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                let wake = WakeSignal()
+                group.addTask {
+                    // Anything this instance changed may have queued messages.
+                    for await event in events {
+                        if case .statusReported = event { continue }
+                        wake.signal()
+                    }
+                }
+                group.addTask {
+                    var countedAt: Int64 = .min
+                    while !Task.isCancelled {
+                        let next = await self.look()
+                        if next.sent || service.now - countedAt >= Self.countInterval {
+                            await self.countOutbox()
+                            countedAt = service.now
+                        }
+                        guard !next.again else { continue }
+                        var wait = self.lookInterval
+                        if let due = next.due { wait = min(wait, .seconds(max(0, due - service.now))) }
+                        await wake.wait(upTo: wait)
+                    }
+                }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+        await sender.shutdown()
+    }
+
+    /// How often the outbox's gauge is counted when nothing is sent: 30 s.
+    static let countInterval: Int64 = 30
+
+    /// Sets `fleetset_webhook_outbox` from the store.
+    func countOutbox() async {
+        guard let counts = try? await service.context.store.outboxCounts() else { return }
+        for (state, count) in counts { service.metrics.webhookOutbox(state.rawValue, count: count) }
+    }
+
+    /// One look: claims, sends, records. Returns whether it sent anything, whether to look again
+    /// at once (a full batch), and when the earliest message it put back falls due.
+    func look() async -> (sent: Bool, again: Bool, due: Int64?) {
+        let now = service.now
+        let claimedUntil = now + Self.lease
+        let claimed: [ClaimedMessage]
+        do {
+            claimed = try await service.context.store.claimOutboxEntries(now: now, claimedUntil: claimedUntil, limit: Self.batch)
+        } catch {
+            logger.error("webhook outbox unreadable", metadata: ["event": "webhook-outbox", "error": "\(error)"])
+            return (false, false, nil)
+        }
+        guard !claimed.isEmpty else { return (false, false, nil) }
+        var due: Int64?
+        await withTaskGroup(of: OutboxEntry?.self) { group in
+            var started = 0
+            for message in claimed {
+                if started >= Self.parallel, let result = await group.next(), let entry = result {
+                    due = min(due ?? entry.nextAt, entry.nextAt)
+                }
+                started += 1
+                group.addTask { await self.deliver(message, claimedUntil: claimedUntil) }
+            }
+            for await result in group {
+                if let entry = result { due = min(due ?? entry.nextAt, entry.nextAt) }
+            }
+        }
+        return (true, claimed.count == Self.batch, due)
+    }
+
+    /// Sends one message and records the attempt; returns the entry when it stays pending.
+    private func deliver(_ claimed: ClaimedMessage, claimedUntil: Int64) async -> OutboxEntry? {
+        let outcome = await sender.attempt(claimed, now: service.now)
+        let attempted = claimed.entry.after(outcome, now: service.now, fraction: .random(in: 0...1), schedule: schedule)
+        service.metrics.webhookAttempt(attempted.state == .dead ? "dead" : attempted.state == .delivered ? "delivered" : "failed")
+        var metadata: Logger.Metadata = [
+            "event": "webhook-attempt", "webhook": "\(claimed.subscription.id)", "message": "\(claimed.entry.message.id)",
+            "type": "\(claimed.entry.message.type)", "attempt": "\(attempted.attempts)", "result": "\(outcome.text)",
+            "state": "\(attempted.state.rawValue)",
+        ]
+        if attempted.state == .pending { metadata["next"] = "\(attempted.nextAt - service.now)s" }
+        switch attempted.state {
+        case .delivered: logger.info("webhook delivered", metadata: metadata)
+        case .pending: logger.notice("webhook attempt failed", metadata: metadata)
+        case .dead: logger.warning("webhook message dead: tried for a day", metadata: metadata)
+        }
+        do {
+            guard try await service.context.store.recordOutboxAttempt(attempted, claimedUntil: claimedUntil) else { return nil }
+        } catch {
+            logger.error("webhook attempt not recorded", metadata: ["event": "webhook-outbox", "error": "\(error)"])
+            return nil
+        }
+        return attempted.state == .pending ? attempted : nil
+    }
+}
+
+/// Wakes one waiter early: a ``signal()`` before or during ``wait(upTo:)`` ends that wait.
+final class WakeSignal: Sendable {
+    private struct State {
+        var signalled = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    private let state = Locked(State())
+
+    /// Ends the current wait, or the next one at once.
+    func signal() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter else {
+                state.signalled = true
+                return nil
+            }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Returns after `duration`, or sooner on a signal (at once if one came since the last wait).
+    func wait(upTo duration: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await Task.sleep(for: duration) }
+            group.addTask { await self.waitForSignal() }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func waitForSignal() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                // Under the lock: a cancellation either finds this waiter or is seen here.
+                let resumeNow = state.withLock { state -> Bool in
+                    if state.signalled || Task.isCancelled {
+                        state.signalled = false
+                        return true
+                    }
+                    state.waiter = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+    }
+}
