@@ -57,7 +57,8 @@ public struct WebhookSender: Sendable {
                 HTTPClient.Request(method: .post, url: destination.url, headers: headers, body: message.body, connectAddress: address))
             return (200..<300).contains(response.status) ? .delivered(status: response.status) : .refused(status: response.status)
         } catch let error as HTTPClientError {
-            return .failed(error.kind.description + ": " + (error.curlMessage ?? error.message))
+            // libcurl's text names the host and port, never the URL's path or query (which may hold a credential).
+            return .failed(error.kind.description + (error.curlMessage.map { ": " + $0 } ?? ""))
         } catch {
             return .failed("\(error)")
         }
@@ -149,10 +150,10 @@ public struct WebhookDispatcher: Service, CustomStringConvertible {
                     }
                 }
                 group.addTask {
-                    var countedAt: Int64 = .min
+                    var countedAt: Int64?
                     while !Task.isCancelled {
                         let next = await self.look()
-                        if next.sent || service.now - countedAt >= Self.countInterval {
+                        if next.sent || countedAt.map({ service.now - $0 >= Self.countInterval }) ?? true {
                             await self.countOutbox()
                             countedAt = service.now
                         }
@@ -219,16 +220,20 @@ public struct WebhookDispatcher: Service, CustomStringConvertible {
             "state": "\(attempted.state.rawValue)",
         ]
         if attempted.state == .pending { metadata["next"] = "\(attempted.nextAt - service.now)s" }
+        do {
+            guard try await service.context.store.recordOutboxAttempt(attempted, claimedUntil: claimedUntil) else {
+                logger.warning("webhook attempt not recorded: its claim ran out", metadata: metadata)
+                return nil
+            }
+        } catch {
+            logger.error("webhook attempt not recorded", metadata: ["event": "webhook-outbox", "error": "\(error)"])
+            return nil
+        }
+        // Logged once recorded: what the log says happened is what the store holds.
         switch attempted.state {
         case .delivered: logger.info("webhook delivered", metadata: metadata)
         case .pending: logger.notice("webhook attempt failed", metadata: metadata)
         case .dead: logger.warning("webhook message dead: tried for a day", metadata: metadata)
-        }
-        do {
-            guard try await service.context.store.recordOutboxAttempt(attempted, claimedUntil: claimedUntil) else { return nil }
-        } catch {
-            logger.error("webhook attempt not recorded", metadata: ["event": "webhook-outbox", "error": "\(error)"])
-            return nil
         }
         return attempted.state == .pending ? attempted : nil
     }

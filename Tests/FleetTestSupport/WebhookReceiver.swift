@@ -27,11 +27,14 @@ public final class WebhookReceiver: Sendable {
     /// Whether the receiver can run here (the Python tools with standardwebhooks).
     public static var present: Bool { TestTools.present(TestTools.python) }
 
-    public static func start(failures: Int = 0, failStatus: Int = 500, hang: Bool = false) async throws -> WebhookReceiver {
+    /// Starts one on `port` (0: any free port).
+    public static func start(failures: Int = 0, failStatus: Int = 500, hang: Bool = false, port requested: Int = 0) async throws
+        -> WebhookReceiver
+    {
         let directory = try CLIRunner.temporaryDirectory().path
         var arguments = [
             TestTools.repository + "/Tests/Webhooks/receiver.py", directory + "/port", directory + "/log", directory + "/secret", "--fail",
-            String(failures), "--status", String(failStatus),
+            String(failures), "--status", String(failStatus), "--port", String(requested),
         ]
         if hang { arguments.append("--hang") }
         let process = try RunningProcess(TestTools.python, arguments)

@@ -1,15 +1,16 @@
 """A webhook receiver for fleetset's tests, verifying each message with the Standard Webhooks
 reference library (PyPI standardwebhooks).
 
-    receiver.py PORT_FILE LOG_FILE SECRET_FILE [--fail N] [--status CODE] [--hang]
+    receiver.py PORT_FILE LOG_FILE SECRET_FILE [--fail N] [--status CODE] [--hang] [--port PORT]
 
-Listens on 127.0.0.1 (a free port, written to PORT_FILE once listening). For each POST it
+Listens on 127.0.0.1 (PORT, or a free port; written to PORT_FILE once listening). For each POST it
 appends one JSON line to LOG_FILE: the webhook-id, -timestamp and -signature headers, the body,
 whether the library verified it with the secret in SECRET_FILE (read at each request), and the
 status it answered: CODE (500 by default) for the first N requests, then 204. --hang accepts
 requests and never answers.
 """
 import json
+import os
 import sys
 import threading
 import time
@@ -22,6 +23,7 @@ options = sys.argv[4:]
 fail = int(options[options.index("--fail") + 1]) if "--fail" in options else 0
 status = int(options[options.index("--status") + 1]) if "--status" in options else 500
 hang = "--hang" in options
+port = int(options[options.index("--port") + 1]) if "--port" in options else 0
 lock = threading.Lock()
 seen = [0]
 
@@ -56,10 +58,10 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+ThreadingHTTPServer.allow_reuse_address = True
+server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
 server.daemon_threads = True
 with open(port_file + ".tmp", "w") as f:
     f.write(str(server.server_address[1]))
-import os
 os.rename(port_file + ".tmp", port_file)
 server.serve_forever()
