@@ -420,7 +420,7 @@ let package = Package(
         .testTarget(
             name: "FleetServerCoreTests",
             dependencies: [
-                "FleetServerCore", "FleetMetadata", "FleetJSON", "FleetProtocol", "PosixThreads",
+                "FleetServerCore", "FleetMetadata", "FleetJSON", "FleetProtocol", "PosixThreads", "FleetWebhooks",
                 .product(name: "Logging", package: "swift-log"), .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: fleetSwiftSettings

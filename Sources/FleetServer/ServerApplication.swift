@@ -54,13 +54,17 @@ public struct ServerOptions: Sendable {
         public var schedule: DeliverySchedule
         /// How often the outbox is looked at for what other instances queued.
         public var lookInterval: Duration
+        /// How long without a request makes a device silent (`devices.silent`), in seconds.
+        public var silentAfter: Int64
 
         public init(
-            policy: DestinationPolicy = DestinationPolicy(), schedule: DeliverySchedule = .standard, lookInterval: Duration = .seconds(5)
+            policy: DestinationPolicy = DestinationPolicy(), schedule: DeliverySchedule = .standard, lookInterval: Duration = .seconds(5),
+            silentAfter: Int64 = 3600
         ) {
             self.policy = policy
             self.schedule = schedule
             self.lookInterval = lookInterval
+            self.silentAfter = silentAfter
         }
     }
 
@@ -144,6 +148,7 @@ public enum FleetServerApplication {
                 WebhookDispatcher(
                     service: service, sender: try WebhookSender(policy: webhooks.policy), schedule: webhooks.schedule,
                     lookInterval: webhooks.lookInterval, logger: logger))
+            services.append(WebhookDigester(service: service, silentAfter: webhooks.silentAfter, logger: logger))
         }
         return Application(
             router: router, server: server,
