@@ -56,11 +56,13 @@ extension SettingsStore {
         }
     }
 
-    /// Appends `draft` to the audit trail at `time`, numbered and chained after the newest entry.
+    /// Appends `draft` to the audit trail at `time`, numbered and chained after the newest
+    /// entry, and tells the subscribers of the audit stream (`audit.entry`) in the same write.
     public func appendAudit(_ draft: AuditDraft, at time: Int64) async throws -> AuditRecord {
         try await write { transaction in
             let record = draft.entry(after: try await transaction.lastAuditRecord(), at: time)
             try await transaction.insertAuditRecord(record)
+            try await transaction.enqueue([.audit(record)])
             return record
         }
     }

@@ -41,6 +41,14 @@ extension WebhookEventDraft {
             type: .metadataStored, app: metadata.app, occurredAt: time, data: ["version": .number(.integer(Int64(metadata.version)))])
     }
 
+    /// An entry of the audit trail: its wire form (what its hash covers) and its hash, so a
+    /// receiver can check the chain as `fleetset-server audit verify` does.
+    static func audit(_ record: AuditRecord) -> WebhookEventDraft {
+        var data: JSONObject = ["hash": .string(record.hash)]
+        if case .object(let entry)? = try? JSONParser.parse(Array(record.text.utf8)) { data["entry"] = .object(entry) }
+        return WebhookEventDraft(type: .audit, apps: [], occurredAt: record.at, data: data)
+    }
+
     /// Something happened to a device: enrolled, disabled, deleted.
     static func device(_ type: WebhookEventType, _ device: Device, at time: Int64) -> WebhookEventDraft {
         WebhookEventDraft(

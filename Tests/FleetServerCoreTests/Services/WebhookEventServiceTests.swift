@@ -81,6 +81,24 @@ struct WebhookEventServiceTests {
         #expect(data["app"] == "kiosk" && data["phase"] == "paused" && data["reason"]?.stringValue?.isEmpty == false, "\(data)")
     }
 
+    @Test("every audit entry goes to the audit stream's subscribers with its hash, in the entry's own write; not to one limited to apps")
+    func auditStream() async throws {
+        let harness = ServiceHarness()
+        let made = try await harness.services.webhooks.create(
+            WebhookRequest(url: "https://siem.example.com/in", events: ["audit.entry"]), actor: "ada")
+        let limited = try await harness.services.webhooks.create(
+            WebhookRequest(url: "https://siem.example.com/kiosk", events: ["audit.entry"], apps: ["kiosk"]), actor: "ada")
+        let record = try await harness.store.appendAudit(
+            AuditDraft(
+                actor: "ada", credential: "at-1", address: "192.0.2.1", action: "createWebhook", target: "/v1/admin/webhooks", status: 201,
+                outcome: "ok"), at: 1_795_000_100)
+        let entry = try #require(try await harness.store.outboxEntries(subscription: made.info.id).first)
+        let data = try #require(entry.message.data.objectValue)
+        #expect(entry.message.type == "audit.entry" && data["hash"] == .string(record.hash))
+        #expect(data["entry"]?.objectValue?["action"] == "createWebhook", "\(data)")
+        #expect(try await harness.store.outboxEntries(subscription: limited.info.id).isEmpty)
+    }
+
     @Test("a subscription of one app and one type gets only those; none written when nobody subscribed")
     func filtered() async throws {
         let harness = ServiceHarness()
