@@ -8,6 +8,7 @@ public enum ConsoleFrame {
         case devices = "Devices"
         case tokens = "Enrollment tokens"
         case audit = "Audit trail"
+        case webhooks = "Webhooks"
         case people = "People"
         case account = "Your account"
 
@@ -17,6 +18,7 @@ public enum ConsoleFrame {
             case .devices: "/console/devices"
             case .tokens: "/console/tokens"
             case .audit: "/console/audit"
+            case .webhooks: "/console/webhooks"
             case .people: "/console/people"
             case .account: "/console/account"
             }

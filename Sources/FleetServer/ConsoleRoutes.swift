@@ -202,6 +202,25 @@ struct ConsoleRoutes: Sendable {
                 return page(ConsolePages.audit(trail.entries, filter: filter, csrf: signed.csrf))
             }
         }
+        on(.get, "console/webhooks") { request, context in
+            try await signedIn(request, context, .listWebhooks) { signed, _ in
+                var details: [WebhookDetail] = []
+                for webhook in try await service.webhooks.list().webhooks {
+                    details.append(try await service.webhooks.show(id: webhook.id))
+                }
+                let notice = request.uri.queryParameters.get("redelivered").map {
+                    ConsoleFrame.notice("\($0) message(s) will be sent again.")
+                }
+                return page(ConsolePages.webhooks(details, csrf: signed.csrf, notice: notice))
+            }
+        }
+        on(.post, "console/webhooks/:id/redeliver") { request, context in
+            try await signedIn(request, context, .redeliverWebhook, form: true) { signed, _ in
+                let result = try await service.webhooks.redeliver(
+                    id: context.parameters.get("id") ?? "", RedeliverRequest(message: nil), actor: signed.caller.name)
+                return redirect("/console/webhooks?redelivered=\(result.redelivered)")
+            }
+        }
         on(.get, "console/events") { request, context in
             try await signedIn(request, context, .listAllDevices) { signed, _ in events(for: signed) }
         }
@@ -442,6 +461,7 @@ struct ConsoleRoutes: Sendable {
     static func sections(for caller: Caller) -> Set<ConsoleFrame.Section> {
         let needs: [ConsoleFrame.Section: AdminOperation] = [
             .apps: .listAllDevices, .devices: .listAllDevices, .tokens: .listEnrollmentTokens, .audit: .listAudit, .people: .listAccounts,
+            .webhooks: .listWebhooks,
         ]
         return Set(ConsoleFrame.Section.allCases.filter { section in needs[section]?.right.map(caller.has) ?? true })
     }

@@ -388,3 +388,39 @@ extension String {
         String(repeating: "0", count: max(0, width - count)) + self
     }
 }
+
+@Suite("Console: webhooks")
+struct ConsoleWebhookTests {
+    @Test("the webhooks page shows each subscription's dead messages, escaped, and sends them again; never a secret")
+    func deadLettersAndRedelivery() async throws {
+        try await ConsoleRouteTests.withVisitor { server, visitor in
+            let made = try await server.service.webhooks.create(
+                WebhookRequest(url: "https://hooks.example.com/in?<b>", events: ["metadata.stored"]), actor: "ada")
+            try await server.putKioskMetadata()
+            // A day of failures, as the dispatcher would have recorded them.
+            let store = server.service.context.store
+            let claimed = try #require(
+                try await store.claimOutboxEntries(now: server.service.now, claimedUntil: server.service.now + 60, limit: 5).first)
+            var tried = claimed.entry
+            tried.firstAttemptAt = server.service.now
+            let dead = tried.after(.failed("couldNotConnect"), now: server.service.now + 90_000, fraction: 0.5)
+            #expect(dead.state == .dead)
+            #expect(try await store.recordOutboxAttempt(dead, claimedUntil: server.service.now + 60))
+            #expect(try await visitor.signIn().status == 303)
+            let page = String(decoding: try await visitor.request(.get, "/console/webhooks").body, as: UTF8.self)
+            #expect(
+                page.contains("<h1>Webhooks</h1>") && page.contains("<strong>1 dead</strong>") && page.contains("<tr class=\"refused\">"))
+            #expect(page.contains("https://hooks.example.com/in?&lt;b&gt;") && !page.contains("in?<b>"))
+            #expect(page.contains("couldNotConnect") && page.contains("href=\"/console/webhooks\""))
+            #expect(!page.contains(made.secret) && !page.contains(String(made.secret.dropFirst(6))))
+            let csrf = try await visitor.csrf("/console/webhooks")
+            let sent = try await visitor.request(.post, "/console/webhooks/\(made.info.id)/redeliver", form: [("csrf", csrf)])
+            #expect(sent.status == 303 && sent.headers["Location"] == "/console/webhooks?redelivered=1")
+            let again = try await server.admin.webhook(id: made.info.id)
+            #expect(again.messages.map(\.state) == ["pending"] && again.webhook.dead == 0)
+            // Without the CSRF token, nothing is sent again.
+            let forged = try await visitor.request(.post, "/console/webhooks/\(made.info.id)/redeliver", form: [("csrf", "forged")])
+            #expect(forged.status == 403)
+        }
+    }
+}
