@@ -496,6 +496,14 @@ let package = Package(
             swiftSettings: fleetSwiftSettings
         ),
         .executableTarget(
+            name: "WebhookBenchmark",
+            dependencies: [
+                "FleetJSON", "FleetServerCore", "FleetStoreSQLite", "FleetProtocol", .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/WebhookBenchmark",
+            swiftSettings: fleetSwiftSettings
+        ),
+        .executableTarget(
             name: "SecurityBenchmark",
             dependencies: [
                 "ECMARegex", "FleetJSON", "FleetSchema", "FleetServerCore", "FleetStoreSQLite", "FleetProtocol",
