@@ -40,14 +40,19 @@ public struct ServerOptions: Sendable {
     public var historyPruneInterval: Duration
     /// Sign-in through the organization's OpenID Provider, when configured.
     public var singleSignOn: SingleSignOn?
+    /// The fleet's gauges (devices, silent devices, latest reports, rollouts per app: see
+    /// ``FleetGaugeRecorder``), recorded while the server runs; `nil`: not recorded (`serve`
+    /// records them every 30 s unless told; a test server reads no store for them).
+    public var gauges: GaugeRecording?
 
     public init(
         host: String, port: Int, tls: (certificateFile: String, keyFile: String)? = nil, clientCAFile: String? = nil,
         readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(), metrics: PrometheusCollectorRegistry? = nil,
         console: Bool = true, rolloutCheckInterval: Duration = .seconds(2), historyRetention: HistoryRetention = .standard,
-        historyPruneInterval: Duration = .seconds(3600), singleSignOn: SingleSignOn? = nil
+        historyPruneInterval: Duration = .seconds(3600), singleSignOn: SingleSignOn? = nil, gauges: GaugeRecording? = nil
     ) {
         self.singleSignOn = singleSignOn
+        self.gauges = gauges
         self.historyRetention = historyRetention
         self.historyPruneInterval = historyPruneInterval
         self.host = host
@@ -122,7 +127,7 @@ public enum FleetServerApplication {
                 RolloutSupervisor(service: service, interval: options.rolloutCheckInterval, logger: logger),
                 HistoryPruner(
                     service: service, retention: options.historyRetention, interval: options.historyPruneInterval, logger: logger),
-            ],
+            ] + (options.gauges.map { [FleetGaugeRecorder(service: service, recording: $0, logger: logger)] } ?? []),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? options.port) },
             logger: logger)
     }
