@@ -1,3 +1,4 @@
+import Curl
 import FleetTestSupport
 import Foundation
 import Testing
@@ -20,5 +21,20 @@ struct ServeCommandTests {
             #expect(refused.status == 64 && refused.standardError.contains(message), "\(option) \(value): \(refused)")
         }
         #expect(!FileManager.default.fileExists(atPath: directory + "/fleet.sqlite"), "a refused serve made its database")
+    }
+
+    @Test("--history-keep keep-all: the server serves until SIGTERM (the history pruner, with nothing to do, does not end it)")
+    func keepAll() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try await ServerProcess.start(in: directory, extraArguments: ["--history-keep", "keep-all", "--password-cost", "10"])
+        defer { server.kill() }
+        let http = try HTTPClient(configuration: .init(allowInsecureHTTP: true))
+        let health = try? await http.execute(HTTPClient.Request(url: server.url + "/healthz"))
+        await http.shutdown()
+        #expect(health?.status == 200, "\(server.log)")
+        server.signal(SIGTERM)
+        #expect(await server.waitForExit() == 0, "\(server.log)")
+        #expect(!server.log.contains("event=fatal") && server.log.contains("event=stopped"), "\(server.log)")
     }
 }
