@@ -362,6 +362,8 @@ let package = Package(
                 "FleetServer", "FleetServerCore", "FleetConsole", "FleetStoreSQLite", "FleetStorePostgres", "FleetProtocol", "FleetJSON",
                 "FleetLogging",
                 "ChildProcess",
+                // The binary itself: the alerts' end-to-end test runs `fleetset-server serve`.
+                "fleetset-server",
                 "Curl", "FleetClient", "FleetMetadata", "FleetIO", "PosixThreads", "FleetTestSupport", "FleetWebhooks",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

@@ -14,7 +14,12 @@ struct HistoryPruner: Service, CustomStringConvertible {
     var description: String { "HistoryPruner" }
 
     func run() async throws {
-        guard retention != .everything else { return }
+        guard retention != .everything else {
+            // Nothing to prune; but a service that returns ends the server (the service group
+            // cancels the others), so it waits for the shutdown.
+            try? await gracefulShutdown()
+            return
+        }
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 do {

@@ -68,14 +68,21 @@ public struct ServerOptions: Sendable {
         }
     }
 
+    /// The fleet's gauges (devices, silent devices, latest reports, rollouts per app: see
+    /// ``FleetGaugeRecorder``), recorded while the server runs; `nil`: not recorded (`serve`
+    /// records them every 30 s unless told; a test server reads no store for them).
+    public var gauges: GaugeRecording?
+
     public init(
         host: String, port: Int, tls: (certificateFile: String, keyFile: String)? = nil, clientCAFile: String? = nil,
         readTimeout: TimeAmount = .seconds(30), limits: RequestLimits.Configuration = .init(), metrics: PrometheusCollectorRegistry? = nil,
         console: Bool = true, rolloutCheckInterval: Duration = .seconds(2), historyRetention: HistoryRetention = .standard,
-        historyPruneInterval: Duration = .seconds(3600), singleSignOn: SingleSignOn? = nil, webhooks: WebhookDelivery? = nil
+        historyPruneInterval: Duration = .seconds(3600), singleSignOn: SingleSignOn? = nil, webhooks: WebhookDelivery? = nil,
+        gauges: GaugeRecording? = nil
     ) {
         self.webhooks = webhooks
         self.singleSignOn = singleSignOn
+        self.gauges = gauges
         self.historyRetention = historyRetention
         self.historyPruneInterval = historyPruneInterval
         self.host = host
@@ -143,6 +150,7 @@ public enum FleetServerApplication {
             RolloutSupervisor(service: service, interval: options.rolloutCheckInterval, logger: logger),
             HistoryPruner(service: service, retention: options.historyRetention, interval: options.historyPruneInterval, logger: logger),
         ]
+        if let gauges = options.gauges { services.append(FleetGaugeRecorder(service: service, recording: gauges, logger: logger)) }
         if let webhooks = options.webhooks {
             services.append(
                 WebhookDispatcher(

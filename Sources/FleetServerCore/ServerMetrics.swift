@@ -13,8 +13,24 @@ import PosixThreads
 /// | `fleetset_status_reports_total` | counter | `state` |
 /// | `fleetset_store_transaction_seconds` | histogram | `kind`: `read`, `write` |
 /// | `fleetset_long_polls_shed_total` | counter | |
+/// | `fleetset_long_polls_busy_total` | counter: long-polls answered at once with when to come back | |
 /// | `fleetset_webhook_deliveries_total` | counter: attempts to send a webhook message | `outcome`: `delivered`, `failed` (tried again later), `dead` |
 /// | `fleetset_webhook_outbox` | gauge: the outbox's messages | `state`: `pending`, `delivered`, `dead` |
+///
+/// The fleet's state, recorded every 30 s by `serve` (`FleetGaugeRecorder`, through
+/// ``set(_:_:to:)``), from the store: the same on every instance of a shared database. Per app
+/// with metadata; enabled devices only, but for `fleetset_devices_disabled`:
+///
+/// | metric | kind | labels |
+/// |---|---|---|
+/// | `fleetset_devices` | gauge: devices given the app | `app` |
+/// | `fleetset_devices_disabled` | gauge: disabled devices given the app | `app` |
+/// | `fleetset_devices_silent` | gauge: devices last seen longer ago than `--silent-after` | `app` |
+/// | `fleetset_devices_last_seen` | gauge: devices by how long ago they were last seen | `app`, `age`: `10m`, `1h`, `1d`, `older` (each up to its bound, after the one before) |
+/// | `fleetset_devices_reporting` | gauge: devices by their latest report's state | `app`, `state`: `applied`, `error`, `unsupported` |
+/// | `fleetset_rollout_state` | gauge: 1 for the state of the app's newest rollout, 0 for the others | `app`, `state`: `running`, `paused`, `completed`, `aborted`, `none` |
+/// | `fleetset_rollout_wave` | gauge: the wave the newest rollout admitted last, from 1 (0: none) | `app` |
+/// | `fleetset_rollout_waves` | gauge: the newest rollout's waves (0: none) | `app` |
 ///
 /// The factory is injected (tests use their own registry); by default it is the process's
 /// `MetricsSystem`.
@@ -29,6 +45,7 @@ public struct ServerMetrics: Sendable {
     private let requestCounters = Locked<[RequestKey: Counter]>([:])
     private let webhookCounters: [String: Counter]
     private let outboxGauges: [String: Gauge]
+    private let gauges = Locked<[GaugeKey: Gauge]>([:])
 
     public init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
@@ -99,6 +116,25 @@ public struct ServerMetrics: Sendable {
             return counter
         }
         counter.increment()
+    }
+
+    /// Sets the gauge `label` with `dimensions` to `value`. Each label and dimensions get their
+    /// gauge once: the caller keeps the dimensions few (apps and states, never devices).
+    public func set(_ label: String, _ dimensions: [(String, String)], to value: Double) {
+        let key = GaugeKey(label: label, dimensions: dimensions.flatMap { [$0.0, $0.1] })
+        let gauge = gauges.withLock { gauges in
+            if let gauge = gauges[key] { return gauge }
+            let gauge = Gauge(label: label, dimensions: dimensions, factory: factory)
+            gauges[key] = gauge
+            return gauge
+        }
+        gauge.record(value)
+    }
+
+    private struct GaugeKey: Hashable {
+        let label: String
+        /// Names and values, alternating.
+        let dimensions: [String]
     }
 
     private struct RequestKey: Hashable {

@@ -135,7 +135,25 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "How often this instance looks for webhook messages other instances queued, in seconds (1 to 60).")
     var webhooksLookInterval: Int = 5
 
+    @Option(
+        help:
+            "Seconds since a device was last seen beyond which the gauge fleetset_devices_silent counts it, 60 to 2592000 (30 days); keep it above the agents' long-poll wait (at most 300 s)."
+    )
+    var silentAfter: Int = 3600
+
+    @Option(
+        help:
+            "How often the fleet's gauges (devices, silent devices, latest reports and rollouts per app) are read from the store for /metrics, in seconds (1 to 3600; 0: never)."
+    )
+    var gaugeInterval: Double = 30
+
     func validate() throws {
+        guard (60...2_592_000).contains(silentAfter) else {
+            throw ValidationError("--silent-after must be a number of seconds from 60 to 2592000 (30 days)")
+        }
+        guard gaugeInterval == 0 || (1...3600).contains(gaugeInterval) else {
+            throw ValidationError("--gauge-interval must be a number of seconds from 1 to 3600, or 0 for never")
+        }
         guard (1...60).contains(webhooksLookInterval) else { throw ValidationError("--webhooks-look-interval is 1 to 60 seconds") }
         guard (10...20).contains(passwordCost) else { throw ValidationError("--password-cost is 10 to 20 (scrypt's N = 2^COST)") }
         guard HistoryRetention(historyKeep) != nil else {
@@ -293,7 +311,9 @@ struct Serve: AsyncParsableCommand {
                 rolloutCheckInterval: .milliseconds(Int64((rolloutCheckInterval * 1000).rounded())),
                 historyRetention: HistoryRetention(historyKeep) ?? .standard, singleSignOn: try sso.singleSignOn(),
                 webhooks: ServerOptions.WebhookDelivery(
-                    policy: DestinationPolicy(allowPrivate: webhooksAllowPrivate), lookInterval: .seconds(webhooksLookInterval))),
+                    policy: DestinationPolicy(allowPrivate: webhooksAllowPrivate), lookInterval: .seconds(webhooksLookInterval),
+                    silentAfter: Int64(silentAfter)),
+                gauges: gaugeRecording),
             logger: logger,
             onServerRunning: { port in
                 logger.notice(
@@ -324,6 +344,12 @@ struct Serve: AsyncParsableCommand {
             defer { group.cancelAll() }
             try await app.runService()
         }
+    }
+
+    /// The fleet's gauges as `--gauge-interval` and `--silent-after` say; `nil`: not recorded.
+    var gaugeRecording: GaugeRecording? {
+        guard gaugeInterval > 0 else { return nil }
+        return GaugeRecording(interval: .milliseconds(Int64((gaugeInterval * 1000).rounded())), silentAfter: Int64(silentAfter))
     }
 
     /// `127.0.0.1:8443` → ("127.0.0.1", 8443); `[::]:8443` → ("::", 8443).

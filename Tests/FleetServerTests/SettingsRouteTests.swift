@@ -3,9 +3,11 @@ import FleetClient
 import FleetIO
 import FleetJSON
 import FleetProtocol
+import FleetServer
 import FleetServerCore
 import FleetTestSupport
 import Foundation
+import Logging
 import PosixThreads
 import Testing
 
@@ -94,7 +96,7 @@ struct SettingsRouteTests {
     }
 
     @Test(
-        "GET /metrics: Prometheus text for the admin only, with long-polls held, requests by route, reports, wake-ups and transactions",
+        "GET /metrics: Prometheus text for the admin only, with long-polls held, requests by route, reports, wake-ups, transactions and the fleet's gauges; every series the dashboard and the alert rules use",
         arguments: StoreKind.allCases)
     func metrics(store: StoreKind) async throws {
         try await TestFleetServer.with(store: store) { server in
@@ -109,6 +111,12 @@ struct SettingsRouteTests {
             #expect(held.bodyText.contains("fleetset_long_polls_held 1"), "\(held.bodyText)")
             _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["title": "Now"])
             #expect(try await waiting.value?.revision == 2)
+            // The fleet's gauges, recorded once as `serve` records them every 30 s (a test
+            // server records none by itself).
+            try await FleetGaugeRecorder(
+                service: server.service, recording: GaugeRecording(interval: .seconds(30), silentAfter: 3600),
+                logger: Logger(label: "gauges") { _ in SwiftLogNoOpLogHandler() }
+            ).record()
             let text = try await server.raw(.get, "/metrics", token: TestFleetServer.adminToken).bodyText
             for series in [
                 "fleetset_long_polls_held 0", #"fleetset_status_reports_total{state="applied"} 1"#,
@@ -116,19 +124,27 @@ struct SettingsRouteTests {
                 #"fleetset_http_requests_total{route="/v1/apps/{app}/settings",method="GET",status="200"} 2"#,
                 "fleetset_long_poll_wake_seconds_count 1", #"fleetset_store_transaction_seconds_count{kind="write"}"#,
                 #"fleetset_store_transaction_seconds_count{kind="read"}"#,
+                #"fleetset_devices{app="kiosk"} 1.0"#, #"fleetset_devices_silent{app="kiosk"} 0.0"#,
+                #"fleetset_devices_last_seen{app="kiosk",age="10m"} 1.0"#,
+                #"fleetset_devices_reporting{app="kiosk",state="applied"} 1.0"#,
+                #"fleetset_rollout_state{app="kiosk",state="none"} 1.0"#, #"fleetset_rollout_wave{app="kiosk"} 0.0"#,
             ] {
                 #expect(text.contains(series), "no \(series) in:\n\(text)")
             }
-            // Every series the Grafana dashboard queries is one the server has.
-            let dashboardPath = #filePath.split(separator: "/").dropLast(3).joined(separator: "/") + "/Config/grafana/fleetset-server.json"
-            let dashboard = String(decoding: try FileSystem.readFile("/" + dashboardPath), as: UTF8.self)
+            // Every series the Grafana dashboard queries and the alert rules read is one the server has.
+            let dashboard = String(
+                decoding: try FileSystem.readFile(TestTools.repository + "/Config/grafana/fleetset-server.json"), as: UTF8.self)
             _ = try JSONParser.parse(Array(dashboard.utf8))
-            let queried = Set(
-                dashboard.components(separatedBy: "fleetset_").dropFirst().map { "fleetset_" + $0.prefix { $0.isLowercase || $0 == "_" } })
-            #expect(queried.count >= 6)
-            for name in queried where name != "fleetset_server" {
-                let family = name.hasSuffix("_bucket") ? String(name.dropLast("_bucket".count)) : name
-                #expect(text.contains("# TYPE \(family) "), "the dashboard queries \(name), which /metrics does not have")
+            let rules = String(decoding: try FileSystem.readFile(PrometheusTools.rules), as: UTF8.self)
+            for (file, source) in [("the dashboard", dashboard), ("the alert rules", rules)] {
+                let queried = Set(
+                    source.components(separatedBy: "fleetset_").dropFirst().map { "fleetset_" + $0.prefix { $0.isLowercase || $0 == "_" } })
+                #expect(queried.count >= 6)
+                // fleetset_server: the dashboard's uid.
+                for name in queried where name != "fleetset_server" {
+                    let family = name.hasSuffix("_bucket") ? String(name.dropLast("_bucket".count)) : name
+                    #expect(text.contains("# TYPE \(family) "), "\(file) use \(name), which /metrics does not have")
+                }
             }
             // Devices and strangers get nothing.
             #expect(try await server.raw(.get, "/metrics", token: device.token).status == 403)
