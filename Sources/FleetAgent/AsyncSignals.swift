@@ -1,54 +1,5 @@
 import PosixThreads
 
-/// A wake-up call that is kept until someone waits for it: ``signal()`` any number of times,
-/// and the next ``wait()`` returns at once (once). Used for "reload" (SIGHUP).
-final class Wakeup: Sendable {
-    private struct State {
-        var pending = false
-        var waiter: CheckedContinuation<Void, Never>?
-    }
-
-    private let state = Locked(State())
-
-    /// Wakes the waiter, or the next one to wait.
-    func signal() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if let waiter = state.waiter {
-                state.waiter = nil
-                return waiter
-            }
-            state.pending = true
-            return nil
-        }
-        waiter?.resume()
-    }
-
-    /// Returns when signalled (at once if a signal is pending) or when the task is cancelled.
-    /// One waiter at a time.
-    func wait() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let resumeNow = state.withLock { state -> Bool in
-                    if state.pending || Task.isCancelled {
-                        state.pending = false
-                        return true
-                    }
-                    precondition(state.waiter == nil, "one waiter at a time")
-                    state.waiter = continuation
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                defer { state.waiter = nil }
-                return state.waiter
-            }
-            waiter?.resume()
-        }
-    }
-}
-
 /// A value that becomes available once; any number of tasks wait for it.
 final class Promise<Value: Sendable>: Sendable {
     private struct State {

@@ -141,7 +141,7 @@ public struct WebhookDispatcher: Service, CustomStringConvertible {
         let events = service.events.subscribe()
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
-                let wake = WakeSignal()
+                let wake = Wakeup()
                 group.addTask {
                     // Anything this instance changed may have queued messages.
                     for await event in events {
@@ -236,61 +236,5 @@ public struct WebhookDispatcher: Service, CustomStringConvertible {
         case .dead: logger.warning("webhook message dead: tried for a day", metadata: metadata)
         }
         return attempted.state == .pending ? attempted : nil
-    }
-}
-
-/// Wakes one waiter early: a ``signal()`` before or during ``wait(upTo:)`` ends that wait.
-final class WakeSignal: Sendable {
-    private struct State {
-        var signalled = false
-        var waiter: CheckedContinuation<Void, Never>?
-    }
-
-    private let state = Locked(State())
-
-    /// Ends the current wait, or the next one at once.
-    func signal() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard let waiter = state.waiter else {
-                state.signalled = true
-                return nil
-            }
-            state.waiter = nil
-            return waiter
-        }
-        waiter?.resume()
-    }
-
-    /// Returns after `duration`, or sooner on a signal (at once if one came since the last wait).
-    func wait(upTo duration: Duration) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(for: duration) }
-            group.addTask { await self.waitForSignal() }
-            await group.next()
-            group.cancelAll()
-        }
-    }
-
-    private func waitForSignal() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                // Under the lock: a cancellation either finds this waiter or is seen here.
-                let resumeNow = state.withLock { state -> Bool in
-                    if state.signalled || Task.isCancelled {
-                        state.signalled = false
-                        return true
-                    }
-                    state.waiter = continuation
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                defer { state.waiter = nil }
-                return state.waiter
-            }
-            waiter?.resume()
-        }
     }
 }

@@ -325,6 +325,8 @@ struct AgentLifecycleTests {
         defer { agent.kill() }
         let status = await agent.waitForExit(timeout: .seconds(30))
         #expect(status == 1, "\(agent.log)")
+        // The process may end before the reader thread has taken its last lines from the pipe.
+        try await agent.waitForLog("cannot start the HTTP client; stopping", timeout: .seconds(10))
         #expect(agent.log.contains("libcurl 7.29.0 is too old: fleetset needs libcurl 7.85.0 or newer"), "\(agent.log)")
         #expect(
             agent.log.components(separatedBy: "cannot start the HTTP client; stopping").count == 2, "said once, then stopped:\n\(agent.log)"

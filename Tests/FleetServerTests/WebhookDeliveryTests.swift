@@ -46,15 +46,25 @@ struct WebhookDeliveryTests {
         ])
     }
 
+    /// A receiver answering `failStatus` to its first `failures` requests, subscribed to
+    /// `rollout.paused`, and one such message queued.
+    static func withQueuedMessage(
+        failures: Int, failStatus: Int = 500,
+        _ body: (FleetServices, TestWallClock, WebhookReceiver, CreatedWebhook, WebhookDispatcher) async throws -> Void
+    ) async throws {
+        let receiver = try await WebhookReceiver.start(failures: failures, failStatus: failStatus)
+        defer { receiver.stop() }
+        try await withService { service, clock in
+            let created = try await subscribe(service, receiver.url)
+            try receiver.trust(created.secret)
+            try await pause(service)
+            try await body(service, clock, receiver, created, try dispatcher(service))
+        }
+    }
+
     @Test("a receiver that answers 500 three times gets the message on the fourth try, the same id each time, verified")
     func fourthTryDelivers() async throws {
-        let receiver = try await WebhookReceiver.start(failures: 3)
-        defer { receiver.stop() }
-        try await Self.withService { service, clock in
-            let created = try await Self.subscribe(service, receiver.url)
-            try receiver.trust(created.secret)
-            try await Self.pause(service)
-            let dispatcher = try Self.dispatcher(service)
+        try await Self.withQueuedMessage(failures: 3) { service, clock, receiver, created, dispatcher in
             var waits: [Int64] = []
             for attempt in 1...4 {
                 let look = await dispatcher.look()
@@ -125,13 +135,7 @@ struct WebhookDeliveryTests {
 
     @Test("a redirect is not followed: the 302 is a failed attempt, and the location is never asked")
     func redirectsAreNotFollowed() async throws {
-        let receiver = try await WebhookReceiver.start(failures: 1, failStatus: 302)
-        defer { receiver.stop() }
-        try await Self.withService { service, clock in
-            let created = try await Self.subscribe(service, receiver.url)
-            try receiver.trust(created.secret)
-            try await Self.pause(service)
-            let dispatcher = try Self.dispatcher(service)
+        try await Self.withQueuedMessage(failures: 1, failStatus: 302) { service, clock, receiver, created, dispatcher in
             let look = await dispatcher.look()
             let message = try #require(try await service.webhooks.show(id: created.info.id).messages.first)
             #expect(message.state == "pending" && message.lastResult == "HTTP 302")
