@@ -95,6 +95,8 @@ struct MemoryState: Sendable {
         snapshot.apiTokens = apiTokens.values.sorted { byteOrder($0.id, $1.id) }
         snapshot.audit = audit
         snapshot.policies = policies
+        snapshot.webhookSubscriptions = webhookSubscriptions
+        snapshot.outbox = outbox.values.sorted { $0.sequence < $1.sequence }
         return snapshot
     }
 }
@@ -324,6 +326,7 @@ final class MemoryTransaction: StoreTransaction {
             case .accounts: state.accounts.count
             case .apiTokens: state.apiTokens.count
             case .auditEntries: state.audit.count
+            case .webhookSubscriptions: state.webhookSubscriptions.count
             }
         }
     }

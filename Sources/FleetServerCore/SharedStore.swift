@@ -104,6 +104,10 @@ public struct StoreSnapshot: Sendable, Hashable {
     public var apiTokens: [StoredAPIToken] = []
     /// The audit trail, oldest first, exactly as stored (its hashes move with it).
     public var audit: [AuditRecord] = []
+    /// Webhook subscriptions, secrets included (a receiver keeps verifying after a move).
+    public var webhookSubscriptions: [WebhookSubscription] = []
+    /// Their messages, pending, delivered and dead, by sequence (a claim does not move).
+    public var outbox: [OutboxEntry] = []
 
     public init() {}
 
@@ -113,7 +117,7 @@ public struct StoreSnapshot: Sendable, Hashable {
             "metadata": metadata.count, "values": values.count, "devices": devices.count, "enrollment tokens": enrollmentTokens.count,
             "revisions": revisions.count, "status reports": reports.count, "history entries": history.count, "rollouts": rollouts.count,
             "device facts": deviceInfo.count, "agent policies": policies.count, "accounts": accounts.count, "API tokens": apiTokens.count,
-            "audit entries": audit.count,
+            "audit entries": audit.count, "webhook subscriptions": webhookSubscriptions.count, "webhook messages": outbox.count,
         ]
     }
 
@@ -131,6 +135,8 @@ public struct StoreSnapshot: Sendable, Hashable {
         copy.accounts.sort { $0.name < $1.name }
         copy.apiTokens.sort { $0.id < $1.id }
         copy.audit.sort { $0.sequence < $1.sequence }
+        copy.webhookSubscriptions.sort { $0.id < $1.id }
+        copy.outbox.sort { $0.sequence < $1.sequence }
         return copy
     }
 }

@@ -255,6 +255,12 @@ extension SettingsStore {
             }
             for token in snapshot.apiTokens { try await transaction.insertAPIToken(token) }
             for record in snapshot.audit { try await transaction.insertAuditRecord(record) }
+            for subscription in snapshot.webhookSubscriptions { try await transaction.insertWebhookSubscription(subscription) }
+            for entry in snapshot.outbox {
+                var unclaimed = entry
+                unclaimed.claimedUntil = nil
+                try await transaction.insertOutboxEntry(unclaimed)
+            }
             try await transaction.announce(.unknown)
         }
     }

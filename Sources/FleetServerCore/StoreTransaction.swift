@@ -175,6 +175,7 @@ public enum StoredKind: String, Sendable, CaseIterable {
     case accounts
     case apiTokens = "API tokens"
     case auditEntries = "audit entries"
+    case webhookSubscriptions = "webhook subscriptions"
 
     /// The table every database keeps them in.
     public var table: String {
@@ -187,6 +188,7 @@ public enum StoredKind: String, Sendable, CaseIterable {
         case .accounts: "accounts"
         case .apiTokens: "api_tokens"
         case .auditEntries: "audit_log"
+        case .webhookSubscriptions: "webhook_subscriptions"
         }
     }
 }

@@ -68,6 +68,12 @@ extension PostgresStore {
                 snapshot.policies[scope] = policy
             }
             try await PostgresAccountRows.snapshot(into: &snapshot, connection, logger: self.logger)
+            snapshot.webhookSubscriptions = try await connection.query(
+                #"SELECT document FROM webhook_subscriptions ORDER BY created_at, id COLLATE "C""#, logger: self.logger
+            ).collect().map { try WebhookSubscription(storedText: try $0.decode(String.self)) }
+            snapshot.outbox = try await connection.query(
+                "SELECT \(unescaped: PostgresTransaction.outboxColumns) FROM webhook_outbox ORDER BY sequence", logger: self.logger
+            ).collect().map(PostgresTransaction.outboxEntry)
             return snapshot
         }
     }

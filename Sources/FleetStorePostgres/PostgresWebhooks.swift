@@ -4,9 +4,9 @@ import PostgresNIO
 /// Webhook subscriptions and the outbox in PostgreSQL. Due entries are claimed with
 /// `FOR UPDATE SKIP LOCKED`, so that instances claiming at once take different entries.
 extension PostgresTransaction {
-    private static let outboxColumns = "sequence, subscription, state, next_at, claimed_until, document"
+    static let outboxColumns = "sequence, subscription, state, next_at, claimed_until, document"
 
-    private static func outboxEntry(_ row: PostgresRow) throws -> OutboxEntry {
+    static func outboxEntry(_ row: PostgresRow) throws -> OutboxEntry {
         let (sequence, subscription, state, nextAt, claimedUntil, document) = try row.decode(
             (Int64, String, String, Int64, Int64?, String).self)
         return try OutboxEntry(

@@ -3,7 +3,7 @@ import GRDB
 
 /// Webhook subscriptions and the outbox in SQLite (one writer at a time: a claim needs no lock).
 extension SQLiteTransaction {
-    private static func outboxEntry(_ row: Row) throws -> OutboxEntry {
+    static func outboxEntry(_ row: Row) throws -> OutboxEntry {
         try OutboxEntry(
             sequence: row["sequence"], subscription: row["subscription"], state: row["state"], nextAt: row["next_at"],
             claimedUntil: row["claimed_until"], document: row["document"])

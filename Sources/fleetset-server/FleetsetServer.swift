@@ -369,7 +369,7 @@ struct Migrate: AsyncParsableCommand {
         discussion: """
             Copies everything: metadata, values at every scope, devices with their token hashes, \
             enrollment tokens (hashes), revisions, status reports, the history of writes and the rollouts, \
-            accounts, API tokens (hashes) and the audit trail with its hashes. The destination must be empty \
+            accounts, API tokens (hashes), the audit trail with its hashes, and webhook subscriptions with their messages. The destination must be empty \
             (its schema is made if missing). The copy is one transaction; afterwards the destination \
             is read back and compared with the source, count by count and row by row, and the \
             command fails if they differ. Stop the server on the source first: writes made during \

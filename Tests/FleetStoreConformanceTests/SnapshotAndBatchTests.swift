@@ -3,6 +3,7 @@ import FleetProtocol
 import FleetServerCore
 import FleetStoreSQLite
 import FleetTestSupport
+import FleetWebhooks
 import Foundation
 import Testing
 
@@ -10,6 +11,10 @@ import Testing
 struct SnapshotAndBatchTests {
     /// A store with one of everything it can hold, written through the contract.
     static func fill(_ store: any SettingsStore) async throws {
+        try await store.addWebhookSubscription(
+            WebhookSubscription(
+                id: "wh_1", url: "https://hooks.example.com/fleet", events: [.metadataStored, .deviceEnrolled], apps: [],
+                secrets: [.init(secret: .generate(), until: nil), .init(secret: .generate(), until: 5_000)], createdAt: 1, createdBy: "ada"))
         #expect(
             try await store.replaceMetadata(
                 StoredMetadata(app: "kiosk", version: 3, document: #"{"app":"kiosk","version":3}"#), expectedVersion: nil))
@@ -34,6 +39,9 @@ struct SnapshotAndBatchTests {
         _ = try await store.updateDeviceInfo(id: "d-1", at: 13) { _ in ["os": ["id": "debian"], "apps": ["kiosk": ["version": "2"]]] }
         try await store.setAgentPolicy(AgentPolicy(logLevel: "debug", pollInterval: 120), scope: .group("lobby"))
         try await store.setAgentPolicy(AgentPolicy(statusReports: .brief), scope: .device("d-2"))
+        // The first message delivered; the enrollment's waits.
+        let claimed = try #require(try await store.claimOutboxEntries(now: 10, claimedUntil: 70, limit: 1).first)
+        #expect(try await store.recordOutboxAttempt(claimed.entry.after(.delivered(status: 204), now: 11, fraction: 0.5), claimedUntil: 70))
     }
 
     @Test(
@@ -44,7 +52,8 @@ struct SnapshotAndBatchTests {
             try await withStore(source) { (original: any SettingsStore) async throws in
                 try await Self.fill(original)
                 let snapshot = try await original.snapshot()
-                #expect(Array(snapshot.counts.map(\.value)) == [1, 3, 2, 1, 1, 1, 4, 0, 1, 2, 0, 0, 0], "from \(source)")
+                #expect(Array(snapshot.counts.map(\.value)) == [1, 3, 2, 1, 1, 1, 4, 0, 1, 2, 0, 0, 0, 1, 2], "from \(source)")
+                #expect(snapshot.outbox.map(\.state) == [.delivered, .pending] && snapshot.webhookSubscriptions[0].secrets.count == 2)
                 try await withStore(kind) { (copy: any SettingsStore) async throws in
                     try await copy.restore(snapshot)
                     #expect(try await copy.snapshot().sorted() == snapshot.sorted(), "from \(source) to \(kind)")
