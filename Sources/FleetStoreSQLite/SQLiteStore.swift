@@ -405,8 +405,10 @@ public final class SQLiteStore: SettingsStore {
             snapshot.deviceInfo = try SQLiteRows.allDeviceInfo(db)
             snapshot.policies = try SQLiteRows.agentPolicies(db)
             try SQLiteAccountRows.snapshot(into: &snapshot, db)
-            snapshot.webhookSubscriptions = try String.fetchAll(db, sql: "SELECT document FROM webhook_subscriptions ORDER BY created_at, id")
-                .map(WebhookSubscription.init(storedText:))
+            snapshot.webhookSubscriptions = try String.fetchAll(
+                db, sql: "SELECT document FROM webhook_subscriptions ORDER BY created_at, id"
+            )
+            .map(WebhookSubscription.init(storedText:))
             snapshot.outbox = try Row.fetchAll(db, sql: "SELECT * FROM webhook_outbox ORDER BY sequence").map(SQLiteTransaction.outboxEntry)
             return snapshot
         }

@@ -14,7 +14,8 @@ struct SnapshotAndBatchTests {
         try await store.addWebhookSubscription(
             WebhookSubscription(
                 id: "wh_1", url: "https://hooks.example.com/fleet", events: [.metadataStored, .deviceEnrolled], apps: [],
-                secrets: [.init(secret: .generate(), until: nil), .init(secret: .generate(), until: 5_000)], createdAt: 1, createdBy: "ada"))
+                secrets: [.init(secret: .generate(), until: nil), .init(secret: .generate(), until: 5_000)], createdAt: 1, createdBy: "ada")
+        )
         #expect(
             try await store.replaceMetadata(
                 StoredMetadata(app: "kiosk", version: 3, document: #"{"app":"kiosk","version":3}"#), expectedVersion: nil))
