@@ -44,6 +44,8 @@ struct MemoryState: Sendable {
     var webhookSubscriptions: [WebhookSubscription] = []
     /// By sequence.
     var outbox: [Int64: OutboxEntry] = [:]
+    /// The last outbox sequence handed out.
+    var outboxSequence: Int64 = 0
 
     /// The accounts by name, in byte order (as the databases sort them).
     var sortedAccounts: [StoredAccount] { accounts.values.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) } }
@@ -97,6 +99,7 @@ struct MemoryState: Sendable {
         snapshot.policies = policies
         snapshot.webhookSubscriptions = webhookSubscriptions
         snapshot.outbox = outbox.values.sorted { $0.sequence < $1.sequence }
+        snapshot.outboxSequence = outboxSequence
         return snapshot
     }
 }
@@ -421,7 +424,14 @@ final class MemoryTransaction: StoreTransaction {
         }
     }
 
-    func lastOutboxSequence() async throws -> Int64 { change { $0.outbox.keys.max() ?? 0 } }
+    func nextOutboxSequences(_ count: Int) async throws -> [Int64] {
+        change { state in
+            defer { state.outboxSequence += Int64(count) }
+            return (0..<Int64(count)).map { state.outboxSequence + 1 + $0 }
+        }
+    }
+
+    func raiseOutboxSequence(above sequence: Int64) async throws { change { $0.outboxSequence = max($0.outboxSequence, sequence) } }
 
     func insertOutboxEntry(_ entry: OutboxEntry) async throws {
         try change { state in

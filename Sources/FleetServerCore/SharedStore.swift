@@ -108,6 +108,8 @@ public struct StoreSnapshot: Sendable, Hashable {
     public var webhookSubscriptions: [WebhookSubscription] = []
     /// Their messages, pending, delivered and dead, by sequence (a claim does not move).
     public var outbox: [OutboxEntry] = []
+    /// The last outbox sequence handed out (at least the last message's).
+    public var outboxSequence: Int64 = 0
 
     public init() {}
 
@@ -137,6 +139,8 @@ public struct StoreSnapshot: Sendable, Hashable {
         copy.audit.sort { $0.sequence < $1.sequence }
         copy.webhookSubscriptions.sort { $0.id < $1.id }
         copy.outbox.sort { $0.sequence < $1.sequence }
+        // A claim is an instance's, not the fleet's: it does not move, and a copy has none.
+        for index in copy.outbox.indices { copy.outbox[index].claimedUntil = nil }
         return copy
     }
 }

@@ -261,6 +261,9 @@ extension SettingsStore {
                 unclaimed.claimedUntil = nil
                 try await transaction.insertOutboxEntry(unclaimed)
             }
+            // Ids of the source's removed messages are not handed out again either.
+            let lastSequence = max(snapshot.outboxSequence, snapshot.outbox.map(\.sequence).max() ?? 0)
+            if lastSequence > 0 { try await transaction.raiseOutboxSequence(above: lastSequence) }
             try await transaction.announce(.unknown)
         }
     }

@@ -138,8 +138,12 @@ public protocol StoreTransaction: Sendable {
     func updateWebhookSubscription(_ subscription: WebhookSubscription) async throws
     /// Removes the subscription and its outbox entries; false when there is none.
     func removeWebhookSubscription(id: String) async throws -> Bool
-    /// The newest outbox entry's sequence (0: none; read in the write lock: the next follows it).
-    func lastOutboxSequence() async throws -> Int64
+    /// `count` new outbox sequences, increasing, never handed out before (not even for entries
+    /// since removed: a receiver may have seen their `msg_` ids), whatever other transactions
+    /// take at the same time (PostgreSQL: a sequence).
+    func nextOutboxSequences(_ count: Int) async throws -> [Int64]
+    /// Makes every sequence handed out from now on greater than `sequence` (a restore).
+    func raiseOutboxSequence(above sequence: Int64) async throws
     /// Inserts an outbox entry.
     ///
     /// - Throws: when an entry with its sequence exists.

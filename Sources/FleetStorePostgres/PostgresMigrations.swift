@@ -131,6 +131,7 @@ enum PostgresMigrations {
             next_at BIGINT NOT NULL, claimed_until BIGINT, document TEXT NOT NULL);
         CREATE INDEX webhook_outbox_due ON webhook_outbox (state, next_at);
         CREATE INDEX webhook_outbox_subscription ON webhook_outbox (subscription, sequence);
+        CREATE SEQUENCE webhook_outbox_sequence;
         """#,
     ]
 

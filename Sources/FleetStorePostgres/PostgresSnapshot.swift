@@ -74,6 +74,10 @@ extension PostgresStore {
             snapshot.outbox = try await connection.query(
                 "SELECT \(unescaped: PostgresTransaction.outboxColumns) FROM webhook_outbox ORDER BY sequence", logger: self.logger
             ).collect().map(PostgresTransaction.outboxEntry)
+            snapshot.outboxSequence =
+                try await connection.query(
+                    "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM webhook_outbox_sequence", logger: self.logger
+                ).collect().first.map { try $0.decode(Int64.self) } ?? 0
             return snapshot
         }
     }

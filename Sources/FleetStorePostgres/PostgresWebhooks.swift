@@ -36,8 +36,18 @@ extension PostgresTransaction {
         return try await !rows("DELETE FROM webhook_subscriptions WHERE id = \(id) RETURNING id").isEmpty
     }
 
-    func lastOutboxSequence() async throws -> Int64 {
-        try await rows("SELECT COALESCE(MAX(sequence), 0) FROM webhook_outbox").first.map { try $0.decode(Int64.self) } ?? 0
+    func nextOutboxSequences(_ count: Int) async throws -> [Int64] {
+        // A sequence: never handed out twice, whatever other transactions take meanwhile.
+        try await rows("SELECT nextval('webhook_outbox_sequence') FROM generate_series(1, \(count))").map { try $0.decode(Int64.self) }
+            .sorted()
+    }
+
+    func raiseOutboxSequence(above sequence: Int64) async throws {
+        try await rows(
+            """
+            SELECT setval('webhook_outbox_sequence', GREATEST(\(sequence),
+                (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM webhook_outbox_sequence), 1), true)
+            """)
     }
 
     func insertOutboxEntry(_ entry: OutboxEntry) async throws {

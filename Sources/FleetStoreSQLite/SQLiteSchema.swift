@@ -152,6 +152,8 @@ extension SQLiteStore {
                         state TEXT NOT NULL, next_at INTEGER NOT NULL, claimed_until INTEGER, document TEXT NOT NULL);
                     CREATE INDEX webhook_outbox_due ON webhook_outbox (state, next_at);
                     CREATE INDEX webhook_outbox_subscription ON webhook_outbox (subscription, sequence);
+                    CREATE TABLE webhook_outbox_counter (id INTEGER PRIMARY KEY CHECK (id = 1), last INTEGER NOT NULL);
+                    INSERT INTO webhook_outbox_counter (id, last) VALUES (1, 0);
                     """)
         }
         precondition(StoreSchema.current.number == 10, "a new StoreSchema version needs its SQLite migration")

@@ -39,9 +39,18 @@ extension SQLiteTransaction {
         }
     }
 
-    func lastOutboxSequence() async throws -> Int64 {
+    func nextOutboxSequences(_ count: Int) async throws -> [Int64] {
         try await pool.writeWithoutTransaction { db in
-            try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(sequence), 0) FROM webhook_outbox") ?? 0
+            // One writer at a time: the counter row is this transaction's until it commits.
+            let last =
+                try Int64.fetchOne(db, sql: "UPDATE webhook_outbox_counter SET last = last + ? RETURNING last", arguments: [count]) ?? 0
+            return (0..<Int64(count)).map { last - Int64(count) + 1 + $0 }
+        }
+    }
+
+    func raiseOutboxSequence(above sequence: Int64) async throws {
+        try await pool.writeWithoutTransaction { db in
+            try db.execute(sql: "UPDATE webhook_outbox_counter SET last = max(last, ?)", arguments: [sequence])
         }
     }
 

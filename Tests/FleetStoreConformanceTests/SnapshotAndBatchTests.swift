@@ -40,9 +40,10 @@ struct SnapshotAndBatchTests {
         _ = try await store.updateDeviceInfo(id: "d-1", at: 13) { _ in ["os": ["id": "debian"], "apps": ["kiosk": ["version": "2"]]] }
         try await store.setAgentPolicy(AgentPolicy(logLevel: "debug", pollInterval: 120), scope: .group("lobby"))
         try await store.setAgentPolicy(AgentPolicy(statusReports: .brief), scope: .device("d-2"))
-        // The first message delivered; the enrollment's waits.
+        // The first message delivered; the enrollment's claimed by an instance (a claim does not move).
         let claimed = try #require(try await store.claimOutboxEntries(now: 10, claimedUntil: 70, limit: 1).first)
         #expect(try await store.recordOutboxAttempt(claimed.entry.after(.delivered(status: 204), now: 11, fraction: 0.5), claimedUntil: 70))
+        #expect(try await store.claimOutboxEntries(now: 12, claimedUntil: 72, limit: 1).count == 1)
     }
 
     @Test(

@@ -62,6 +62,15 @@ struct WebhookStoreTests {
             // Sequences keep growing past a removed subscription's.
             #expect(try await store.enqueue([Self.paused("kiosk", at: 1003)]) == 1)
             #expect(try await store.outboxEntries(subscription: nil).first?.sequence == 4)
+            // A message id is never handed out again, not even after the newest message went
+            // with its subscription: a receiver that saw msg_5 would drop a new msg_5.
+            try await store.addWebhookSubscription(Self.subscription("wh_new", at: 300))
+            #expect(try await store.enqueue([WebhookEventDraft(type: .rolloutPaused, app: "x", occurredAt: 1004, data: [:])]) == 2)
+            #expect(try await store.removeWebhookSubscription(id: "wh_new"))
+            #expect(try await store.removeWebhookSubscription(id: "wh_all"))
+            try await store.addWebhookSubscription(Self.subscription("wh_again", at: 400))
+            #expect(try await store.enqueue([Self.paused("kiosk", at: 1005)]) == 1)
+            #expect(try await store.outboxEntries(subscription: nil).map(\.message.id) == ["msg_7"])
         }
     }
 
@@ -118,6 +127,23 @@ struct WebhookStoreTests {
             #expect(try await store.outboxCounts()[.delivered] == 1)
             _ = try await store.claimOutboxEntries(now: 1002 + 7 * 86_400, claimedUntil: 0, limit: 1)
             #expect(try await store.outboxCounts()[.delivered] == 0)
+        }
+    }
+
+    @Test("two PostgreSQL instances queueing at once never take the same sequence")
+    func twoInstancesQueueAtOnce() async throws {
+        try await withTwoPostgresInstances { first, second, _ in
+            try await first.addWebhookSubscription(Self.subscription("wh_a"))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, store) in [first, second, first, second].enumerated() {
+                    group.addTask {
+                        for round in 0..<25 { try await store.enqueue([Self.paused("kiosk", at: Int64(index * 100 + round))]) }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let sequences = try await first.outboxEntries(subscription: nil, limit: 1000).map(\.sequence)
+            #expect(sequences.count == 100 && Set(sequences).count == 100)
         }
     }
 

@@ -97,7 +97,7 @@ extension WebhookService {
         let time = now
         let written = try await store.write { transaction in
             // To this subscription only, whatever the others asked for.
-            let sequence = try await transaction.lastOutboxSequence() + 1
+            let sequence = try await transaction.nextOutboxSequences(1)[0]
             let message = WebhookMessage(
                 id: OutboxEntry.messageID(sequence), type: WebhookEventType.ping.rawValue, occurredAt: time,
                 data: ["webhook": .string(subscription.id), "actor": .string(actor)])

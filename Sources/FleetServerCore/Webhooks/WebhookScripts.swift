@@ -34,19 +34,21 @@ extension StoreTransaction {
         guard !events.isEmpty else { return 0 }
         let subscriptions = try await webhookSubscriptions()
         guard !subscriptions.isEmpty else { return 0 }
-        var sequence = try await lastOutboxSequence()
+        let deliveries = events.flatMap { event in
+            subscriptions.filter { $0.receives(event.type, apps: event.apps) }.map { (event: event, subscription: $0) }
+        }
+        guard !deliveries.isEmpty else { return 0 }
+        var sequences = try await nextOutboxSequences(deliveries.count)[...]
         var written = 0
-        for event in events {
+        for (event, subscription) in deliveries {
             var data = event.data
             if event.apps.count == 1, data["app"] == nil { data["app"] = .string(event.apps[0]) }
-            for subscription in subscriptions where subscription.receives(event.type, apps: event.apps) {
-                sequence += 1
-                let message = WebhookMessage(
-                    id: OutboxEntry.messageID(sequence), type: event.type.rawValue, occurredAt: event.occurredAt, data: .object(data))
-                try await insertOutboxEntry(
-                    OutboxEntry(sequence: sequence, subscription: subscription.id, nextAt: event.occurredAt, message: message))
-                written += 1
-            }
+            let sequence = sequences.removeFirst()
+            let message = WebhookMessage(
+                id: OutboxEntry.messageID(sequence), type: event.type.rawValue, occurredAt: event.occurredAt, data: .object(data))
+            try await insertOutboxEntry(
+                OutboxEntry(sequence: sequence, subscription: subscription.id, nextAt: event.occurredAt, message: message))
+            written += 1
         }
         return written
     }
