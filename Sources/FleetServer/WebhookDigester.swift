@@ -21,7 +21,8 @@ struct WebhookDigester: Service, CustomStringConvertible {
 
     func run() async throws {
         let digest = Locked(ReportDigest())
-        let events = service.events.subscribe()
+        // Every report counts: a mass failure is when the count matters most.
+        let events = service.events.subscribe(buffer: 1_000_000)
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {

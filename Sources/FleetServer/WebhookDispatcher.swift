@@ -15,6 +15,10 @@ import Glibc
 public struct WebhookSender: Sendable {
     /// How long an attempt may take, connecting included: 15 s.
     public static let timeout: Duration = .seconds(15)
+    /// How long the host's lookup may take: 5 s.
+    public static let lookupTimeout: Duration = .seconds(5)
+    /// How much of an answer's body is read (the rest is a failed attempt): 1 MiB.
+    public static let answerLimit = 1 << 20
 
     let client: HTTPClient
     let policy: DestinationPolicy
@@ -25,7 +29,8 @@ public struct WebhookSender: Sendable {
         client = try HTTPClient(
             configuration: HTTPClient.Configuration(
                 allowInsecureHTTP: true,
-                limits: TransferLimits(connectTimeout: .seconds(5), timeout: timeout, lowSpeedLimit: nil, maxResponseBytes: 64 << 10),
+                limits: TransferLimits(
+                    connectTimeout: .seconds(5), timeout: timeout, lowSpeedLimit: nil, maxResponseBytes: Self.answerLimit),
                 maxRedirects: 0, userAgent: "fleetset-server webhooks"))
         self.policy = policy
     }
@@ -39,7 +44,7 @@ public struct WebhookSender: Sendable {
         let address: String
         do {
             destination = try policy.check(url: claimed.subscription.url)
-            let addresses = try await HostAddresses.resolve(destination.host)
+            let addresses = try await HostAddresses.resolve(destination.host, timeout: Self.lookupTimeout)
             for candidate in addresses { try policy.check(address: candidate, for: destination) }
             address = addresses[0]
         } catch let refused as DestinationPolicy.Refused {
@@ -73,13 +78,24 @@ enum HostAddresses {
         var description: String { "could not resolve \(host): \(reason)" }
     }
 
-    /// The addresses of `host` (an IP address is its own), in the resolver's order.
-    static func resolve(_ host: String) async throws -> [String] {
+    /// The addresses of `host` (an IP address is its own), in the resolver's order; a lookup
+    /// that takes longer than `timeout` fails (its thread ends when the resolver gives up).
+    static func resolve(_ host: String, timeout: Duration = .seconds(5)) async throws -> [String] {
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         if DestinationPolicy.isAddress(bare) { return [bare] }
         return try await withCheckedThrowingContinuation { continuation in
-            _ = DetachedThread.start(named: "fleetset-resolve") {
-                continuation.resume(with: Result { try lookUp(bare) })
+            let answered = Locked(false)
+            let answer: @Sendable (Result<[String], any Error>) -> Void = { result in
+                let first = answered.withLock { answered in
+                    defer { answered = true }
+                    return !answered
+                }
+                if first { continuation.resume(with: result) }
+            }
+            _ = DetachedThread.start(named: "fleetset-resolve") { answer(Result { try lookUp(bare) }) }
+            Task {
+                try? await Task.sleep(for: timeout)
+                answer(.failure(LookupFailed(host: bare, reason: "no answer within \(timeout)")))
             }
         }
     }
@@ -111,12 +127,12 @@ enum HostAddresses {
 /// once after a full batch, when this instance queued a message, when an attempt it recorded
 /// falls due, and otherwise every ``lookInterval`` (what another instance queued is found then).
 public struct WebhookDispatcher: Service, CustomStringConvertible {
-    /// How many messages one look claims.
-    public static let batch = 20
-    /// How many are sent at once.
-    public static let parallel = 8
-    /// How long a claim lasts: longer than an attempt can take, so a live instance's claim never
-    /// runs out under it; an instance killed mid-attempt leaves its messages to others after it.
+    /// How many messages one look claims, all sent at once: every one of them starts at once,
+    /// so each has the whole lease.
+    public static let batch = 8
+    /// How long a claim lasts: well beyond the longest attempt (a 5 s lookup and a 15 s
+    /// request), so a live instance's claim does not run out under it even with some clock skew
+    /// between instances; an instance killed mid-attempt leaves its messages to others after it.
     public static let lease: Int64 = 60
 
     let service: FleetServices
@@ -194,14 +210,7 @@ public struct WebhookDispatcher: Service, CustomStringConvertible {
         guard !claimed.isEmpty else { return (false, false, nil) }
         var due: Int64?
         await withTaskGroup(of: OutboxEntry?.self) { group in
-            var started = 0
-            for message in claimed {
-                if started >= Self.parallel, let result = await group.next(), let entry = result {
-                    due = min(due ?? entry.nextAt, entry.nextAt)
-                }
-                started += 1
-                group.addTask { await self.deliver(message, claimedUntil: claimedUntil) }
-            }
+            for message in claimed { group.addTask { await self.deliver(message, claimedUntil: claimedUntil) } }
             for await result in group {
                 if let entry = result { due = min(due ?? entry.nextAt, entry.nextAt) }
             }

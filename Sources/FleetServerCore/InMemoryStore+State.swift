@@ -466,8 +466,12 @@ final class MemoryTransaction: StoreTransaction {
         }
     }
 
-    func outboxCounts() async throws -> [OutboxEntry.State: Int] {
-        change { state in state.outbox.values.reduce(into: [:]) { counts, entry in counts[entry.state, default: 0] += 1 } }
+    func outboxCounts(subscription: String?) async throws -> [OutboxEntry.State: Int] {
+        change { state in
+            state.outbox.values.filter { entry in subscription.map { $0 == entry.subscription } ?? true }.reduce(into: [:]) {
+                counts, entry in counts[entry.state, default: 0] += 1
+            }
+        }
     }
 
     func removeDeliveredOutboxEntries(before time: Int64) async throws -> Int {

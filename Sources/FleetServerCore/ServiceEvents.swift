@@ -37,13 +37,14 @@ public final class ServiceEvents: Sendable {
 
     public init() {}
 
-    /// A stream of the events from now on; it ends when the caller stops iterating it.
-    public func subscribe() -> AsyncStream<ServiceEvent> {
+    /// A stream of the events from now on; it ends when the caller stops iterating it. It keeps
+    /// the newest `buffer` events its reader has not taken yet.
+    public func subscribe(buffer: Int = 256) -> AsyncStream<ServiceEvent> {
         let id = nextID.withLock { id in
             id += 1
             return id
         }
-        let (stream, continuation) = AsyncStream<ServiceEvent>.makeStream(bufferingPolicy: .bufferingNewest(256))
+        let (stream, continuation) = AsyncStream<ServiceEvent>.makeStream(bufferingPolicy: .bufferingNewest(buffer))
         continuation.onTermination = { [weak self] _ in
             _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
         }

@@ -157,8 +157,8 @@ public protocol StoreTransaction: Sendable {
     func updateOutboxEntry(_ entry: OutboxEntry) async throws
     /// Up to `limit` entries, newest first, of one subscription (`nil`: every one) in one of `states`.
     func outboxEntries(subscription: String?, states: Set<OutboxEntry.State>, limit: Int) async throws -> [OutboxEntry]
-    /// How many entries are in each state.
-    func outboxCounts() async throws -> [OutboxEntry.State: Int]
+    /// How many entries of one subscription (`nil`: of all) are in each state.
+    func outboxCounts(subscription: String?) async throws -> [OutboxEntry.State: Int]
     /// Removes delivered entries last tried before `time`; returns how many.
     func removeDeliveredOutboxEntries(before time: Int64) async throws -> Int
 

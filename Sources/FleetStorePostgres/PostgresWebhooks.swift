@@ -93,9 +93,13 @@ extension PostgresTransaction {
         ).map(Self.outboxEntry)
     }
 
-    func outboxCounts() async throws -> [OutboxEntry.State: Int] {
+    func outboxCounts(subscription: String?) async throws -> [OutboxEntry.State: Int] {
         var counts: [OutboxEntry.State: Int] = [:]
-        for row in try await rows("SELECT state, COUNT(*) FROM webhook_outbox GROUP BY state") {
+        for row in try await rows(
+            """
+            SELECT state, COUNT(*) FROM webhook_outbox WHERE \(subscription)::TEXT IS NULL OR subscription = \(subscription) GROUP BY state
+            """)
+        {
             let (state, count) = try row.decode((String, Int64).self)
             if let state = OutboxEntry.State(rawValue: state) { counts[state] = Int(count) }
         }

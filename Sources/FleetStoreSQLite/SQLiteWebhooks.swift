@@ -106,10 +106,13 @@ extension SQLiteTransaction {
         }
     }
 
-    func outboxCounts() async throws -> [OutboxEntry.State: Int] {
+    func outboxCounts(subscription: String?) async throws -> [OutboxEntry.State: Int] {
         try await pool.writeWithoutTransaction { db in
             var counts: [OutboxEntry.State: Int] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS count FROM webhook_outbox GROUP BY state") {
+            for row in try Row.fetchAll(
+                db, sql: "SELECT state, COUNT(*) AS count FROM webhook_outbox WHERE ? IS NULL OR subscription = ? GROUP BY state",
+                arguments: [subscription, subscription])
+            {
                 if let state = OutboxEntry.State(rawValue: row["state"]) { counts[state] = row["count"] }
             }
             return counts

@@ -26,6 +26,8 @@ public struct DestinationPolicy: Sendable, Hashable {
         public let port: Int
         /// Whether the URL names a loopback host (so loopback addresses are its own).
         public let isLoopbackHost: Bool
+        /// Whether the URL is `http://` (then every address must be loopback).
+        public let isPlainHTTP: Bool
     }
 
     /// Why a destination was refused: said to the admin who made the subscription.
@@ -81,17 +83,21 @@ public struct DestinationPolicy: Sendable, Hashable {
         guard scheme == "https" || loopback else {
             throw Refused(reason: "the URL must use https:// (http:// only for a loopback host such as 127.0.0.1)")
         }
-        return Destination(url: url, host: hostName, port: port, isLoopbackHost: loopback)
+        return Destination(url: url, host: hostName, port: port, isLoopbackHost: loopback, isPlainHTTP: scheme == "http")
     }
 
     /// Checks one address the destination's host resolved to (text form, IPv4 or IPv6).
     public func check(address: String, for destination: Destination) throws(Refused) {
         guard let kind = Self.kind(of: address) else { throw Refused(reason: "'\(address)' is not an IP address") }
+        if destination.isPlainHTTP, kind != .loopback {
+            throw Refused(reason: "\(destination.host) resolves to \(address), not a loopback address: http:// only reaches this machine")
+        }
         switch kind {
         case .global: return
         case .loopback where destination.isLoopbackHost: return
         case .loopback: throw Refused(reason: "\(destination.host) resolves to the loopback address \(address)")
         case .metadata: throw Refused(reason: "\(destination.host) resolves to the cloud metadata address \(address)")
+        case .unspecified: throw Refused(reason: "\(destination.host) resolves to the unspecified address \(address) (this machine)")
         case .restricted(let what):
             guard allowPrivate else {
                 throw Refused(
@@ -102,7 +108,7 @@ public struct DestinationPolicy: Sendable, Hashable {
 
     /// What an address is, as the policy sees it.
     enum AddressKind: Equatable {
-        case global, loopback, metadata
+        case global, loopback, metadata, unspecified
         case restricted(String)
     }
 
@@ -117,19 +123,23 @@ public struct DestinationPolicy: Sendable, Hashable {
     static func kind(of address: String) -> AddressKind? {
         if let octets = ipv4(address) { return kind(ipv4: octets) }
         guard let octets = ipv6(address) else { return nil }
-        // IPv4-mapped (::ffff:a.b.c.d) and NAT64 (64:ff9b::a.b.c.d) reach an IPv4 address.
-        if octets[0..<10].allSatisfy({ $0 == 0 }) && octets[10] == 0xFF && octets[11] == 0xFF
+        if octets[0..<15].allSatisfy({ $0 == 0 }) {
+            return octets[15] == 1 ? .loopback : .unspecified
+        }
+        // IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d) and NAT64 (64:ff9b::a.b.c.d)
+        // reach an IPv4 address; so does 6to4 (2002:AABB:CCDD::).
+        if octets[0..<10].allSatisfy({ $0 == 0 }) && octets[10] == 0xFF && octets[11] == 0xFF || octets[0..<12].allSatisfy({ $0 == 0 })
             || octets[0..<12] == [0, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0]
         {
             return kind(ipv4: Array(octets[12..<16]))
         }
-        if octets[0..<15].allSatisfy({ $0 == 0 }) {
-            return octets[15] == 1 ? .loopback : .restricted("unspecified")
-        }
+        if octets[0] == 0x20 && octets[1] == 0x02 { return kind(ipv4: Array(octets[2..<6])) }
+        if octets[0..<6] == [0, 0x64, 0xFF, 0x9B, 0, 1] { return .restricted("local-use NAT64") }
         if octets == [0xFD, 0x00, 0x0E, 0xC2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54] { return .metadata }
         switch octets[0] {
         case 0xFC, 0xFD: return .restricted("unique-local")
         case 0xFE where octets[1] & 0xC0 == 0x80: return .restricted("link-local")
+        case 0xFE where octets[1] & 0xC0 == 0xC0: return .restricted("site-local")
         case 0xFF: return .restricted("multicast")
         default: return .global
         }
@@ -139,7 +149,7 @@ public struct DestinationPolicy: Sendable, Hashable {
         let (a, b) = (octets[0], octets[1])
         switch a {
         case 127: return .loopback
-        case 0: return .restricted("unspecified")
+        case 0: return .unspecified
         case 10: return .restricted("private")
         case 100 where b & 0xC0 == 64: return .restricted("shared (carrier-grade NAT)")
         case 169 where b == 254:

@@ -30,7 +30,9 @@ public struct WebhookSecret: Sendable, Hashable {
     public var text: String { Self.prefix + Base64.encodeToString(bytes: key) }
 }
 
-extension WebhookSecret: CustomStringConvertible {
+extension WebhookSecret: CustomStringConvertible, CustomReflectable {
     /// Never the key: a secret printed by mistake must not leak.
     public var description: String { "WebhookSecret(redacted)" }
+    /// Never the key in `dump` or a debugger's description either.
+    public var customMirror: Mirror { Mirror(self, children: []) }
 }

@@ -47,6 +47,7 @@ struct WebhookStoreTests {
             #expect(first.message.data == .object(["rollout": "r-1", "app": "kiosk"]))
             #expect(try await store.outboxEntries(subscription: "wh_kiosk").map(\.sequence) == [2])
             #expect(try await store.outboxCounts() == [.pending: 3, .delivered: 0, .dead: 0])
+            #expect(try await store.outboxCounts(subscription: "wh_kiosk") == [.pending: 1, .delivered: 0, .dead: 0])
             // A changed subscription is kept whole; a removed one takes its messages.
             let rotated = try await store.changeWebhookSubscription(id: "wh_kiosk") { stored in
                 var changed = stored
@@ -203,6 +204,10 @@ struct WebhookStoreTests {
         #expect(current.lastAttemptAt! - current.firstAttemptAt! <= 86_400)
         let again = current.redelivered(now: 200_000)
         #expect(again.state == .pending && again.attempts == 0 && again.firstAttemptAt == nil && again.nextAt == 200_000)
+        // A message being sent now keeps its claim: no other instance sends it meanwhile.
+        var sending = entry
+        sending.claimedUntil = 160
+        #expect(sending.redelivered(now: 150).claimedUntil == 160 && sending.redelivered(now: 160).claimedUntil == nil)
     }
 
     @Test func documentsReadBack() throws {

@@ -50,6 +50,9 @@ import Testing
         #expect(WebhookSecret(secret.text) == secret)
         #expect(WebhookSecret.generate() != secret)
         #expect(!"\(secret)".contains(secret.text.dropFirst(6)))
+        var dumped = ""
+        dump(secret, to: &dumped)
+        #expect(dumped.contains("redacted") && !dumped.contains("key"), "\(dumped)")
         #expect(WebhookSecret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw") == nil)  // no prefix
         #expect(WebhookSecret("whsec_" + Data(repeating: 1, count: 23).base64EncodedString()) == nil)
         #expect(WebhookSecret("whsec_" + Data(repeating: 1, count: 24).base64EncodedString()) != nil)
@@ -173,13 +176,27 @@ import Testing
         for address in ["10.1.2.3", "192.168.1.1", "fd12::1", "fe80::1"] {
             #expect(throws: Never.self, "\(address)") { try permissive.check(address: address, for: public_) }
         }
-        // Never the metadata address, never loopback for a name that is not loopback.
-        for address in ["169.254.169.254", "fd00:ec2::254", "127.0.0.1", "::1"] {
+        // Never the metadata address, never this machine (loopback for a name that is not
+        // loopback, the unspecified addresses, which reach it too), never their IPv6 forms.
+        for address in [
+            "169.254.169.254", "fd00:ec2::254", "127.0.0.1", "::1", "0.0.0.0", "::", "::ffff:0.0.0.0", "::7f00:1", "2002:7f00:1::1",
+            "2002:a9fe:a9fe::1",
+        ] {
             #expect(throws: DestinationPolicy.Refused.self, "\(address)") { try permissive.check(address: address, for: public_) }
+        }
+        for address in ["fec0::1", "64:ff9b:1::a00:1", "::a00:1", "2002:c0a8:101::1"] {
+            #expect(throws: DestinationPolicy.Refused.self, "\(address)") { try policy.check(address: address, for: public_) }
         }
         let loopback = try policy.check(url: "http://localhost:9000/")
         #expect(throws: Never.self) { try policy.check(address: "127.0.0.1", for: loopback) }
         #expect(throws: Never.self) { try policy.check(address: "::1", for: loopback) }
+        // http:// goes only to this machine: a *.localhost name that resolves elsewhere is refused.
+        let named = try policy.check(url: "http://hooks.localhost/")
+        #expect(named.isLoopbackHost && named.isPlainHTTP)
+        #expect(throws: DestinationPolicy.Refused.self) { try policy.check(address: "93.184.216.34", for: named) }
+        #expect(throws: DestinationPolicy.Refused.self) { try permissive.check(address: "10.0.0.1", for: named) }
+        let secure = try policy.check(url: "https://hooks.localhost/")
+        #expect(throws: Never.self) { try policy.check(address: "93.184.216.34", for: secure) }
         #expect(throws: DestinationPolicy.Refused.self) { try policy.check(address: "not-an-address", for: loopback) }
     }
 }

@@ -127,9 +127,7 @@ extension WebhookService {
     }
 
     private func counts(of id: String) async throws -> [OutboxEntry.State: Int64] {
-        var counts: [OutboxEntry.State: Int64] = [:]
-        for entry in try await store.outboxEntries(subscription: id, limit: 100_000) { counts[entry.state, default: 0] += 1 }
-        return counts
+        try await store.outboxCounts(subscription: id).mapValues { Int64($0) }
     }
 
     static func unknownWebhook(_ id: String) -> ServiceError { ServiceError(404, .unknownWebhook, "no webhook has id \(id)") }

@@ -5,8 +5,9 @@ import FleetProtocol
 /// store script writes them in the change's own transaction.
 extension AppWrite {
     /// A revert's event, and the rollout's when the write moves one on: started (its first
-    /// version), a wave admitted (a later wave whose start is this write), paused, completed,
-    /// aborted. A paused rollout resumed tells nothing.
+    /// version), a wave admitted (a later wave whose start is this write), paused (by the
+    /// rollout's own write: a forced value write that carries a paused rollout tells nothing
+    /// again), completed, aborted (each once: an ended rollout is written no more).
     public var webhookEvents: [WebhookEventDraft] {
         var events: [WebhookEventDraft] = []
         let at = change.at
@@ -21,6 +22,7 @@ extension AppWrite {
             if !rollout.reason.isEmpty { data["reason"] = .string(rollout.reason) }
             let type: WebhookEventType? =
                 switch rollout.phase {
+                case _ where change.kind != .rollout && rollout.phase.isActive: nil
                 case .running where rollout.version == 1: .rolloutStarted
                 case .running where rollout.currentWave > 0 && rollout.waveStartedAt == at: .rolloutWaveAdmitted
                 case .running: nil

@@ -196,12 +196,14 @@ public struct OutboxEntry: Sendable, Hashable {
         return next
     }
 
-    /// The entry sent again from now on, as a new message would be: an admin's redelivery.
+    /// The entry sent again from now on, as a new message would be: an admin's redelivery. A
+    /// claim that has not run out stays (the instance sending it now finishes that attempt, and
+    /// no other sends it meanwhile).
     public func redelivered(now: Int64) -> OutboxEntry {
         var next = self
         next.state = .pending
         next.nextAt = now
-        next.claimedUntil = nil
+        next.claimedUntil = claimedUntil.flatMap { $0 > now ? $0 : nil }
         next.attempts = 0
         next.firstAttemptAt = nil
         return next

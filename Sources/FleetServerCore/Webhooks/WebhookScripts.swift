@@ -137,9 +137,10 @@ extension SettingsStore {
         try await write { try await $0.outboxEntries(subscription: subscription, states: states, limit: limit) }
     }
 
-    /// How many messages are in each state (every state present, 0 when none).
-    public func outboxCounts() async throws -> [OutboxEntry.State: Int] {
-        let counts = try await write { try await $0.outboxCounts() }
+    /// How many messages of one subscription (`nil`: of all) are in each state (every state
+    /// present, 0 when none).
+    public func outboxCounts(subscription: String? = nil) async throws -> [OutboxEntry.State: Int] {
+        let counts = try await write { try await $0.outboxCounts(subscription: subscription) }
         return Dictionary(uniqueKeysWithValues: OutboxEntry.State.allCases.map { ($0, counts[$0] ?? 0) })
     }
 

@@ -79,6 +79,9 @@ struct WebhookEventServiceTests {
         let paused = try #require(try await harness.store.outboxEntries(subscription: nil).first { $0.message.type == "rollout.paused" })
         let data = try #require(paused.message.data.objectValue)
         #expect(data["app"] == "kiosk" && data["phase"] == "paused" && data["reason"]?.stringValue?.isEmpty == false, "\(data)")
+        // A forced value write that carries the paused rollout tells nothing again.
+        try await harness.set(["volume": 1], force: true)
+        #expect(try await queued(harness).filter { $0 == "rollout.paused" }.count == 1)
     }
 
     @Test("every audit entry goes to the audit stream's subscribers with its hash, in the entry's own write; not to one limited to apps")
