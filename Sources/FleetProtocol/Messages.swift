@@ -326,6 +326,14 @@ extension StringProtocol {
     public func trimmingWhitespace() -> String {
         String(drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed())
     }
+
+    /// At most `length` characters of the text (Unicode scalars) without control and format
+    /// characters (line breaks, escapes, bidirectional overrides): what another party wrote
+    /// (an identity provider's error or a person's name), fit to show or keep on one line.
+    public func printablePrefix(_ length: Int) -> String {
+        let kept = unicodeScalars.lazy.filter { $0.properties.generalCategory != .control && $0.properties.generalCategory != .format }
+        return String(String.UnicodeScalarView(kept.prefix(length)))
+    }
 }
 
 extension Substring {

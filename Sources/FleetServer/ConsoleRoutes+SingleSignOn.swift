@@ -134,9 +134,9 @@ extension ConsoleRoutes {
                 "This sign-in was started in another browser, or another sign-in was started since; sign in again here.")
         }
         if let error = parameters.get("error") {
-            let description = parameters.get("error_description").map { ": " + Self.printable($0, 200) } ?? ""
+            let description = parameters.get("error_description").map { ": " + $0.printablePrefix(200) } ?? ""
             throw ServiceError(
-                401, .unauthenticated, "The identity provider refused the sign-in (\(Self.printable(error, 64))\(description)).")
+                401, .unauthenticated, "The identity provider refused the sign-in (\(error.printablePrefix(64))\(description)).")
         }
         guard let code = parameters.get("code").map({ String($0) }), !code.isEmpty else {
             throw ServiceError(401, .unauthenticated, "The identity provider sent no code back; sign in again.")
@@ -146,11 +146,6 @@ extension ConsoleRoutes {
         } catch {
             throw ServiceError(401, .unauthenticated, "The identity provider's answer was refused: \(error.reason)")
         }
-    }
-
-    /// At most `length` characters of what the provider wrote, without control characters.
-    private static func printable(_ text: some StringProtocol, _ length: Int) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.filter { $0.properties.generalCategory != .control }.prefix(length)))
     }
 
     /// The state cookie: `SameSite=Lax`, because the provider's redirect back is a navigation

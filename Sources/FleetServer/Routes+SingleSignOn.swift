@@ -11,8 +11,7 @@ extension Routes {
     func defineSingleSignOn(_ on: (HTTPRequest.Method, String, Access, @escaping Handler) -> Void) {
         on(.get, "v1/admin/sso", .anyone) { request, context in
             // It may ask the provider: an address past its failed sign-ins waits.
-            try limits.admit(client: client(request, context))
-            try limits.admitSignIn(client: client(request, context))
+            _ = try admitSignIn(request, context)
             guard let singleSignOn, let clientID = singleSignOn.client.configuration.cliClientID else {
                 throw ServiceError(404, .notFound, "this server has no single sign-on for the CLI; sign in with fleetset admin login")
             }
@@ -43,9 +42,7 @@ extension Routes {
     /// made, its role from its groups; a personal API token answered. Every answer but a 429
     /// is audited.
     func signInWithSingleSignOn(_ request: Request, _ context: FleetRequestContext) async throws -> Response {
-        let client = client(request, context)
-        try limits.admit(client: client)
-        try limits.admitSignIn(client: client)
+        let client = try admitSignIn(request, context)
         guard let singleSignOn else { throw ServiceError(404, .notFound, "this server has no single sign-on") }
         let sent = try ServiceError.decode(try await jsonBody(request, limit: Self.ssoSignInLimit), as: SingleSignOnSignIn.init(json:))
         var person: SignedInPerson?
@@ -77,12 +74,10 @@ extension Routes {
             actor = stored.name
             // A person removed at the provider keeps what they signed in with until it expires:
             // at most the 30 days of a login's default.
-            let made = try await service.accounts.createToken(
+            let response = try await tokenAnswer(
                 APITokenRequest(name: sent.tokenName, expiresIn: min(sent.expiresIn, SignInRequest.defaultLifetime)),
-                by: Caller(account: stored.account, credential: .singleSignOn))
+                for: Caller(account: stored.account, credential: .singleSignOn))
             await audit(201, "ok", SingleSignOn.auditDetail(signedIn, account: stored))
-            var response = json(.created, made.json)
-            response.headers[.cacheControl] = "no-store"
             return response
         } catch {
             let refusal = error as? ServiceError ?? ServiceError(500, .internalError, "the sign-in could not be finished; try again")

@@ -129,9 +129,7 @@ struct Routes: Sendable {
     /// its failed-authentication budget is spent; a failure counts against it) and the
     /// account's (``SignInGuard``). Every answer but a 429 is audited.
     func signIn(_ request: Request, _ context: FleetRequestContext) async throws -> Response {
-        let client = client(request, context)
-        try limits.admit(client: client)
-        try limits.admitSignIn(client: client)
+        let client = try admitSignIn(request, context)
         if let singleSignOn, !singleSignOn.passwordSignIn { throw SingleSignOn.passwordsOff(singleSignOn) }
         let sent = try ServiceError.decode(try await jsonBody(request, limit: Self.signInLimit), as: SignInRequest.init(json:))
         // Who: the account's name when there is one (never a name typed that is none: it may be a password).
@@ -144,11 +142,9 @@ struct Routes: Sendable {
         }
         do {
             let account = try await service.accounts.signIn(name: sent.name, password: sent.password, code: sent.code)
-            let made = try await service.accounts.createToken(
-                APITokenRequest(name: sent.tokenName, expiresIn: sent.expiresIn), by: Caller(account: account, credential: .password))
+            let response = try await tokenAnswer(
+                APITokenRequest(name: sent.tokenName, expiresIn: sent.expiresIn), for: Caller(account: account, credential: .password))
             await audit(201, "ok", "")
-            var response = json(.created, made.json)
-            response.headers[.cacheControl] = "no-store"
             return response
         } catch let error as ServiceError {
             if error.status != .tooManyRequests { await audit(Int(error.status.code), error.code.rawValue, error.message) }
@@ -157,6 +153,22 @@ struct Routes: Sendable {
             }
             throw error
         }
+    }
+
+    /// The caller's address, once it is within its limits and its failed sign-ins' budget (a
+    /// sign-in route checks this before it reads anything).
+    func admitSignIn(_ request: Request, _ context: FleetRequestContext) throws -> String {
+        let client = client(request, context)
+        try limits.admit(client: client)
+        try limits.admitSignIn(client: client)
+        return client
+    }
+
+    /// What both sign-in routes answer: 201 with a new personal API token for `caller`, never cached.
+    func tokenAnswer(_ token: APITokenRequest, for caller: Caller) async throws -> Response {
+        var response = json(.created, try await service.accounts.createToken(token, by: caller).json)
+        response.headers[.cacheControl] = "no-store"
+        return response
     }
 
     func app(_ context: FleetRequestContext) throws -> String {

@@ -74,4 +74,11 @@ struct ControlCharacterTests {
         #expect(long.unicodeScalars.count == DeviceInfo.maximumFactLength)
         #expect(try DeviceInfo.checkPatch(["machine": ["hostname": .string(long)]], apps: []).isEmpty == false)
     }
+
+    @Test("what another party wrote is kept printable: no control or format characters, cut to a length")
+    func printablePrefix() {
+        #expect("Alice\u{1B}[31m Smith\n\u{202E}evil".printablePrefix(100) == "Alice[31m Smithevil")
+        #expect("ééééé".printablePrefix(3) == "ééé")
+        #expect("\u{7}\u{200B}".printablePrefix(10) == "")
+    }
 }

@@ -22,8 +22,7 @@ public struct SingleSignOnIdentity: Sendable, Hashable {
     /// A provider's `name` as a display name: without control characters, at most
     /// ``Account/displayNameLength`` characters; `nil` when nothing is left.
     static func cleaned(_ name: String) -> String? {
-        let kept = name.unicodeScalars.filter { $0.properties.generalCategory != .control && $0.properties.generalCategory != .format }
-        let text = String(String.UnicodeScalarView(kept.prefix(Account.displayNameLength)))[...].trimmingSpaces()
+        let text = name.printablePrefix(Account.displayNameLength)[...].trimmingSpaces()
         return text.isEmpty ? nil : String(text)
     }
 
