@@ -32,4 +32,13 @@ public enum TestTools {
         guard let port = ChildProcess.freeLocalPort() else { throw ProcessFailed(log: "no free port on 127.0.0.1") }
         return port
     }
+
+    /// A port nothing listens on on 127.0.0.1 that stays so until the test binds it: below the
+    /// ephemeral range, where no other test's server (bound to port 0) is given it meanwhile.
+    public static func reservedPort() throws -> Int {
+        guard let port = ChildProcess.freeLocalPort(belowEphemeralRange: true) else {
+            throw ProcessFailed(log: "no free port below the ephemeral range on 127.0.0.1")
+        }
+        return port
+    }
 }

@@ -18,7 +18,8 @@ struct WebhookCLITests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var server = try await ServerProcess.start(in: directory, extraArguments: ["--webhooks-look-interval", "1"])
         defer { server.kill() }
-        let receiverPort = try TestTools.freePort()
+        // Free until the receiver binds it after the kill: no other test's server is given it.
+        let receiverPort = try TestTools.reservedPort()
         let admin = ["--server", server.url, "--token-file", directory + "/admin.token"]
         let secretFile = directory + "/hook.secret"
         let added = try await CLIRunner.run(
