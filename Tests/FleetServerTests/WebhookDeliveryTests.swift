@@ -99,7 +99,7 @@ struct WebhookDeliveryTests {
     @Test("a receiver that never answers (nothing listens) gets 13 attempts over a day, then the message is dead until redelivered")
     func deadAfterADayThenRedelivered() async throws {
         // Below the ephemeral range: no other test's server can be given it meanwhile.
-        let port = try TestTools.reservedPort()
+        let port = try TestTools.freePort()
         try await Self.withService { service, clock in
             let created = try await Self.subscribe(service, "http://127.0.0.1:\(port)/hook")
             try await Self.pause(service)

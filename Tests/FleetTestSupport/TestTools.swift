@@ -27,15 +27,11 @@ public enum TestTools {
     /// Whether the browser tests' tools are here: the Python tools, chromium and its driver.
     public static let browserPresent = present(python, "/usr/bin/chromium", "/usr/bin/chromedriver")
 
-    /// A port nothing listens on now on 127.0.0.1 (bound and released).
+    /// A port nothing listens on on 127.0.0.1 (bound and released), for a child process that is
+    /// told it before it binds it. Below the kernel's ephemeral range: no server of another test
+    /// bound to port 0 (nor an outgoing connection) is given it meanwhile, as happened to the
+    /// test PostgreSQL cluster and to a webhook receiver under full-suite load.
     public static func freePort() throws -> Int {
-        guard let port = ChildProcess.freeLocalPort() else { throw ProcessFailed(log: "no free port on 127.0.0.1") }
-        return port
-    }
-
-    /// A port nothing listens on on 127.0.0.1 that stays so until the test binds it: below the
-    /// ephemeral range, where no other test's server (bound to port 0) is given it meanwhile.
-    public static func reservedPort() throws -> Int {
         guard let port = ChildProcess.freeLocalPort(belowEphemeralRange: true) else {
             throw ProcessFailed(log: "no free port below the ephemeral range on 127.0.0.1")
         }

@@ -19,7 +19,7 @@ struct WebhookCLITests {
         var server = try await ServerProcess.start(in: directory, extraArguments: ["--webhooks-look-interval", "1"])
         defer { server.kill() }
         // Free until the receiver binds it after the kill: no other test's server is given it.
-        let receiverPort = try TestTools.reservedPort()
+        let receiverPort = try TestTools.freePort()
         let admin = ["--server", server.url, "--token-file", directory + "/admin.token"]
         let secretFile = directory + "/hook.secret"
         let added = try await CLIRunner.run(
