@@ -65,6 +65,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
         .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // Settings as code: the tree `fleetset admin export` writes and `plan`/`apply` read (CLI only).
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     ],
     targets: [
         .systemLibrary(
@@ -122,6 +124,19 @@ let package = Package(
             dependencies: ["FleetEditor", "FleetMetadata", "FleetJSON"],
             swiftSettings: fleetSwiftSettings
         ),
+        // Settings as code as values: the tree of files `fleetset admin export` writes (YAML with
+        // Yams, metadata as JSON), read back with file and line in every error, and the plan
+        // between a tree and the server's state. No I/O beyond the tree's own files; no HTTP.
+        .target(
+            name: "FleetSettingsAsCode",
+            dependencies: ["FleetJSON", "FleetProtocol", "FleetIO", .product(name: "Yams", package: "Yams")],
+            swiftSettings: fleetSwiftSettings
+        ),
+        .testTarget(
+            name: "FleetSettingsAsCodeTests",
+            dependencies: ["FleetSettingsAsCode", "FleetJSON", "FleetProtocol", "FleetIO"],
+            swiftSettings: fleetSwiftSettings
+        ),
         .testTarget(
             name: "FleetMetadataTests",
             dependencies: ["FleetMetadata", "FleetSchema", "FleetJSON", "FleetIO"],
@@ -131,7 +146,7 @@ let package = Package(
             name: "fleetset",
             dependencies: [
                 "FleetJSON", "FleetSchema", "FleetSchemaFiles", "FleetMetadata", "FleetIO", "FleetProtocol", "FleetClient", "Curl",
-                "FleetDeviceState", "FleetDeviceFiles", "FleetSettings", "FleetVersion", "FleetEditor",
+                "FleetDeviceState", "FleetDeviceFiles", "FleetSettings", "FleetVersion", "FleetEditor", "FleetSettingsAsCode",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: fleetSwiftSettings
