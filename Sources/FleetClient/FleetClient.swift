@@ -236,6 +236,23 @@ public struct FleetClient: Sendable {
         return try decode(response) { json throws(DocumentError) in try HistoryRecord(json: json, at: .root) }
     }
 
+    /// Sets the whole values of several scopes of `app` as one change, or with `dryRun` checks
+    /// it and says what would change (`POST /v1/admin/apps/{app}/apply`).
+    public func apply(app: String, _ request: ApplyRequest, dryRun: Bool = false) async throws -> ApplyResult {
+        let path = "/v1/admin/apps/\(app)/apply" + Self.query(["dryRun": dryRun ? "true" : nil])
+        return try decode(try await send(.post, path, json: request.json, expect: [200]), ApplyResult.init(json:))
+    }
+
+    /// The values of every scope of `app` that holds any, and its newest history entry.
+    public func scopes(app: String) async throws -> AppScopes {
+        try decode(try await send(.get, "/v1/admin/apps/\(app)/scopes", expect: [200]), AppScopes.init(json:))
+    }
+
+    /// The apps the caller may read, with their metadata's version.
+    public func apps() async throws -> AppList {
+        try decode(try await send(.get, "/v1/admin/apps", expect: [200]), AppList.init(json:))
+    }
+
     /// Stages a change in waves.
     public func startRollout(app: String, _ request: RolloutRequest) async throws -> RolloutView {
         try decode(try await send(.post, "/v1/admin/apps/\(app)/rollouts", json: request.json, expect: [201]), RolloutView.init(json:))

@@ -137,6 +137,30 @@ extension Routes {
             return json(.created, try await service.admin.revert(app: try app(context), revert, actor: try context.account().name).json)
         }
 
+        on(.listApps) { _, context in
+            return json(.ok, try await service.admin.apps(visibleTo: try context.account()).json)
+        }
+
+        on(.getScopes) { _, context in
+            return json(.ok, try await service.admin.scopes(app: try app(context), visibleTo: try context.account()).json)
+        }
+
+        // Several scopes' whole values as one change (`fleetset admin apply`); each scope is
+        // authorized as a write of values at it is, a rollout as starting one.
+        on(.applyValues) { request, context in
+            let app = try app(context)
+            let apply = try ServiceError.decode(try await jsonBody(request, limit: Self.metadataLimit), as: ApplyRequest.init(json:))
+            let dryRun = try booleanParameter(request, "dryRun")
+            let caller = try context.account()
+            for part in apply.scopes {
+                try await service.accounts.authorize(caller, .patchValues, OperationTarget(app: app, scope: try Scope.named(part.scope)))
+            }
+            if apply.rollout != nil { try await service.accounts.authorize(caller, .startRollout, OperationTarget(app: app)) }
+            context.auditNote?.add(["scopes": apply.scopes.map(\.scope).joined(separator: ","), "dry-run": "\(dryRun)"])
+            context.auditNote?.reason(apply.message)
+            return json(.ok, try await service.admin.apply(app: app, apply, actor: caller.name, dryRun: dryRun).json)
+        }
+
         on(.startRollout) { request, context in
             let rollout = try ServiceError.decode(try await jsonBody(request, limit: Self.bodyLimit), as: RolloutRequest.init(json:))
             context.auditNote?.add([

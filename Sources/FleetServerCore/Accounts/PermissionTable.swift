@@ -14,7 +14,7 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
     case getCaller
     case putMetadata, getAdminMetadata
     case getValues, patchValues, setValueAtKeyPath, removeValueAtKeyPath
-    case getHistory, revert
+    case getHistory, revert, applyValues, listApps, getScopes
     case startRollout, getRollout, resumeRollout, abortRollout
     case listDevices, explainDevice
     case createEnrollmentToken, listEnrollmentTokens, revokeEnrollmentToken
@@ -40,6 +40,9 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
         case .removeValueAtKeyPath: (.delete, "v1/admin/apps/:app/values/**")
         case .getHistory: (.get, "v1/admin/apps/:app/history")
         case .revert: (.post, "v1/admin/apps/:app/revert")
+        case .applyValues: (.post, "v1/admin/apps/:app/apply")
+        case .listApps: (.get, "v1/admin/apps")
+        case .getScopes: (.get, "v1/admin/apps/:app/scopes")
         case .startRollout: (.post, "v1/admin/apps/:app/rollouts")
         case .getRollout: (.get, "v1/admin/apps/:app/rollout")
         case .resumeRollout: (.post, "v1/admin/apps/:app/rollout/resume")
@@ -91,12 +94,12 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
         case .getCaller, .changeOwnPassword, .startTwoFactor, .confirmTwoFactor: nil
         case .getMetrics: .readMetrics
         case .getAdminMetadata, .getValues, .getRollout, .listDevices, .explainDevice, .listAllDevices, .getDevice,
-            .getDevicePolicyAsAdmin, .listPolicies:
+            .getDevicePolicyAsAdmin, .listPolicies, .listApps, .getScopes:
             .read
         case .getHistory: .readHistory
         case .listAudit: .readAudit
         case .putMetadata: .writeMetadata
-        case .patchValues, .setValueAtKeyPath, .removeValueAtKeyPath, .revert: .writeValues
+        case .patchValues, .setValueAtKeyPath, .removeValueAtKeyPath, .revert, .applyValues: .writeValues
         case .startRollout: .startRollouts
         case .resumeRollout, .abortRollout: .steerRollouts
         case .updateDevice: .operateDevices
