@@ -30,7 +30,8 @@ struct AdminCommand: AsyncParsableCommand {
             AdminPutMetadata.self, AdminValues.self, AdminSet.self, AdminClear.self, AdminUnset.self, AdminHistory.self, AdminRevert.self,
             AdminRollout.self, AdminDevices.self, AdminPolicy.self, AdminExplain.self, AdminEnrollmentToken.self,
             AdminEnrollmentTokens.self, AdminUsers.self, AdminTokens.self, AdminWhoami.self, AdminAudit.self, AdminLoginCommand.self,
-            AdminLogoutCommand.self, AdminPasswordCommand.self, AdminTwoFactor.self, AdminWebhooks.self,
+            AdminLogoutCommand.self, AdminPasswordCommand.self, AdminTwoFactor.self, AdminWebhooks.self, AdminExport.self, AdminPlan.self,
+            AdminApply.self,
         ]
     )
 }

@@ -46,7 +46,9 @@ struct Fleetset: AsyncParsableCommand {
             guard code == .validationFailure else { exit(withError: error) }
             let message = fullMessage(for: error)
             StandardError.write(message)
-            Glibc.exit(CLIExit.usageOrIO.rawValue)
+            // `admin plan` keeps 2 for "changes": its usage errors are errors, 1.
+            let plan = CommandLine.arguments.dropFirst().prefix(2).elementsEqual(["admin", "plan"])
+            Glibc.exit(plan ? 1 : CLIExit.usageOrIO.rawValue)
         }
     }
 }
