@@ -160,31 +160,20 @@ public enum TreeYAML {
         return !["y", "Y", "n", "N"].contains(text)
     }
 
-    /// `text` in double quotes, with JSON's escapes and those YAML needs besides.
+    /// `text` in double quotes: JSON's string (its escapes are YAML's too), with the characters
+    /// YAML wants escaped besides (C1 controls, U+2028, U+2029, U+FEFF) as `\u` escapes.
     static func quoted(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\t": result += "\\t"
-            case "\r": result += "\\r"
-            case "\u{08}": result += "\\b"
-            case "\u{0C}": result += "\\f"
-            default:
-                let value = scalar.value
-                if value < 0x20 || value == 0x7F || (0x80...0x9F).contains(value) || value == 0x2028 || value == 0x2029
-                    || value == 0xFEFF
-                {
-                    let hex = String(value, radix: 16, uppercase: true)
-                    result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    result.unicodeScalars.append(scalar)
-                }
+        var result = ""
+        for scalar in JSONValue.string(text).serialized().unicodeScalars {
+            let value = scalar.value
+            if (0x80...0x9F).contains(value) || value == 0x2028 || value == 0x2029 || value == 0xFEFF {
+                let hex = String(value, radix: 16, uppercase: true)
+                result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            } else {
+                result.unicodeScalars.append(scalar)
             }
         }
-        return result + "\""
+        return result
     }
 
     // MARK: - Reading

@@ -169,17 +169,7 @@ extension SettingsAdmin {
         for (scope, part) in targets {
             let stored = state.values.values[scope] ?? [:]
             let values = try keeping(part, stored: stored)
-            if case .device = scope {
-            } else {
-                let keyPaths = values.keys.filter(KeyPathValues.isKeyPath).sorted()
-                guard keyPaths.isEmpty else {
-                    throw ServiceError(
-                        400, .badKeyPath, "only a device's own values hold values at a key path; set the whole setting at \(scope)",
-                        details: keyPaths.map {
-                            ErrorBody.Detail(pointer: JSONPointer.root.appending($0).description, message: "is a key path")
-                        })
-                }
-            }
+            if case .device = scope {} else { try refuseKeyPaths(in: values, at: scope) }
             if values != stored { changed[scope] = values }
         }
         guard !changed.isEmpty else { return nil }

@@ -293,18 +293,24 @@ extension SettingsAdmin {
     static func scopeValues(applying patch: JSONObject, at scope: Scope, _ state: ValuesWriteState) throws(ServiceError) -> JSONObject {
         let own = state.values[scope] ?? [:]
         guard case .device = scope else {
-            let keyPaths = patch.keys.filter(KeyPathValues.isKeyPath).sorted()
-            guard keyPaths.isEmpty else {
-                throw ServiceError(
-                    400, .badKeyPath, "only a device's own values hold values at a key path; set the whole setting at \(scope)",
-                    details: keyPaths.map {
-                        ErrorBody.Detail(pointer: JSONPointer.root.appending($0).description, message: "is a key path")
-                    })
-            }
+            try refuseKeyPaths(in: patch, at: scope)
             return SettingsValues.merged(own, patch)
         }
         var layers = ValueLayers(app: state.values[.app] ?? [:])
         for group in state.audiences.first?.groups ?? [] { layers.groups[group] = state.values[.group(group)] }
         return try DeviceGateway.deviceValues(applying: patch, to: own, inherited: layers, metadata: state.metadata)
+    }
+
+    /// Refuses key-path members (``KeyPathValues``) in what is written at `scope`, which is not
+    /// a device's.
+    ///
+    /// - Throws: 400 `bad-key-path` naming each.
+    static func refuseKeyPaths(in values: JSONObject, at scope: Scope) throws(ServiceError) {
+        let keyPaths = values.keys.filter(KeyPathValues.isKeyPath).sorted()
+        guard keyPaths.isEmpty else {
+            throw ServiceError(
+                400, .badKeyPath, "only a device's own values hold values at a key path; set the whole setting at \(scope)",
+                details: keyPaths.map { ErrorBody.Detail(pointer: JSONPointer.root.appending($0).description, message: "is a key path") })
+        }
     }
 }
