@@ -231,6 +231,33 @@ struct SettingsAsCodeTests {
         }
     }
 
+    @Test("policies are planned and applied key by key; without --prune what the tree lacks stays, with it it goes")
+    func policiesAndPrune() async throws {
+        try await Self.withFleet { fleet in
+            let policy = try await fleet.run(["policy", "set", "--group", "lobby", "logLevel=debug"])
+            #expect(policy.status == 0, "\(policy)")
+            _ = try await fleet.run(["export", fleet.tree])
+            #expect(try fleet.file("policies/group/lobby.yaml") == "logLevel: debug\n")
+            try fleet.write("policies/group/lobby.yaml", "logLevel: debug\npollInterval: 300\n")
+            try FileManager.default.removeItem(atPath: fleet.tree + "/apps/kiosk/values/group/lobby.yaml")
+            let plan = try await fleet.run(["plan", fleet.tree])
+            #expect(plan.status == 2, "\(plan)")
+            #expect(plan.lines.filter { $0.hasPrefix("    ") } == ["    + /pollInterval: 300"], "\(plan.standardOutput)")
+            let pruning = try await fleet.run(["plan", fleet.tree, "--prune"])
+            #expect(pruning.standardOutput.contains("group:lobby (removed): reaches 1 device(s)"), "\(pruning)")
+            #expect(pruning.standardOutput.contains("    - /volume"), "\(pruning)")
+            let apply = try await fleet.run(["apply", fleet.tree, "--prune"])
+            #expect(apply.status == 0 && apply.standardOutput.contains("policy group:lobby: pollInterval"), "\(apply)")
+            #expect(try await fleet.run(["plan", fleet.tree, "--prune"]).status == 0)
+            let values = try await fleet.run(["values", "--app", "kiosk", "--scope", "group:lobby", "--json"])
+            #expect(try JSONParser.parse(Array(values.standardOutput.utf8))["values"] == .object([:]), "\(values)")
+            let policies = try await fleet.run(["policy", "--json"])
+            #expect(
+                policies.standardOutput.contains("\"pollInterval\":300") || policies.standardOutput.contains("\"pollInterval\": 300"),
+                "\(policies)")
+        }
+    }
+
     @Test("a plan in a CI-like script detects a change made with fleetset admin set (drift): exit 2")
     func drift() async throws {
         try await Self.withFleet { fleet in
