@@ -165,6 +165,9 @@ struct TreeOptions: ParsableArguments {
     func read() throws -> SettingsTree {
         do {
             var tree = try SettingsTree.read(directory: directory)
+            if let missing = apps.first(where: { tree.apps[$0] == nil }) {
+                throw TreeError(file: directory, "the tree has no app \(missing) (no apps/\(SettingsTree.fileName(missing))/)")
+            }
             if !apps.isEmpty {
                 tree.apps = tree.apps.filter { apps.contains($0.key) }
                 tree.policies = tree.policies.filter { if case .app(let app) = $0.key { apps.contains(app) } else { false } }
@@ -458,12 +461,20 @@ enum TreeSession {
                 }
             }
             for app in apps where app.hasChanges {
+                var request = app.request
                 if case .upload(_, let to) = app.metadataStep, let document = app.metadataDocument {
                     _ = try await client.putMetadata(app: app.app, document: document, message: message)
                     lines.append("\(app.app): metadata version \(to) stored")
+                    // The upload is an entry of its own: the plan's base moves past it, and only it.
+                    if let base = request.base, !request.scopes.isEmpty {
+                        let newest = try await client.scopes(app: app.app).newest
+                        guard newest == base + 1 else {
+                            throw Failure("\(app.app) changed since the plan (history entry \(newest), the plan saw \(base)); plan again")
+                        }
+                        request.base = newest
+                    }
                 }
-                guard !app.request.scopes.isEmpty else { continue }
-                var request = app.request
+                guard !request.scopes.isEmpty else { continue }
                 request.message = message
                 request.rollout = rollout
                 let result = try await client.apply(app: app.app, request)

@@ -177,13 +177,16 @@ struct SettingsAsCodeTests {
                 #expect(output.status == 1, "\(output)")
                 #expect(text.contains("apps/kiosk/metadata.json: version 1 is lower than the stored version 2"), "\(text)")
             }
-            // A higher version in the tree is stored by apply.
+            // A higher version in the tree is stored by apply, then the values are written.
             let document = try fleet.file("apps/kiosk/metadata.json").replacingOccurrences(of: "\"version\": 1", with: "\"version\": 3")
             try fleet.write("apps/kiosk/metadata.json", document)
+            try fleet.write("apps/kiosk/values/group/lobby.yaml", "volume: 7\n")
             let plan = try await fleet.run(["plan", fleet.tree])
             #expect(plan.status == 2 && plan.standardOutput.contains("metadata: version 2 → 3"), "\(plan)")
+            #expect(plan.standardOutput.contains("~ /volume: 4 → 7"), "\(plan)")
             let apply = try await fleet.run(["apply", fleet.tree])
             #expect(apply.status == 0 && apply.standardOutput.contains("metadata version 3 stored"), "\(apply)")
+            #expect(apply.standardOutput.contains("written: group:lobby"), "\(apply)")
             #expect(try await fleet.run(["plan", fleet.tree]).status == 0)
         }
     }
@@ -228,6 +231,21 @@ struct SettingsAsCodeTests {
             }
             let values = try await fleet.run(["values", "--app", "kiosk"])
             #expect(values.standardOutput.contains("********"))
+        }
+    }
+
+    @Test("--app names an app of the tree; another is an error")
+    func unknownApp() async throws {
+        try await Self.withFleet { fleet in
+            _ = try await fleet.run(["export", fleet.tree])
+            let plan = try await fleet.run(["plan", fleet.tree, "--app", "signage"])
+            #expect(plan.status == 1 && plan.standardError.contains("the tree has no app signage"), "\(plan)")
+            #expect(try await fleet.run(["plan", fleet.tree, "--app", "kiosk"]).status == 0)
+            let broken = fleet.tree + "/apps/kiosk/values/app.yaml"
+            try CLIRunner.write("volume: [1,\n", to: URL(fileURLWithPath: broken))
+            let unreadable = try await fleet.run(["plan", fleet.tree])
+            #expect(
+                unreadable.status == 1 && unreadable.standardError.contains("apps/kiosk/values/app.yaml:2:1: not YAML"), "\(unreadable)")
         }
     }
 
