@@ -234,6 +234,29 @@ struct SettingsAsCodeTests {
         }
     }
 
+    @Test("an editor limited to a group applies that group's scope; a change at the app's scope is refused with 403, nothing written")
+    func scopedEditor() async throws {
+        try await Self.withFleet { fleet in
+            let added = try await fleet.run(["users", "add", "lena", "--role", "editor", "--app", "kiosk", "--group", "lobby"])
+            #expect(added.status == 0, "\(added)")
+            let tokenFile = fleet.directory.appendingPathComponent("lena.token").path
+            let token = try await fleet.run(["tokens", "create", "--name", "lena-ci", "--account", "lena", "--out", tokenFile])
+            #expect(token.status == 0, "\(token)")
+            let lena = ["--server", fleet.server.url, "--token-file", tokenFile]
+            _ = try await fleet.run(["export", fleet.tree])
+            try fleet.write("apps/kiosk/values/group/lobby.yaml", "volume: 8\n")
+            let apply = try await CLIRunner.run(["admin", "apply", fleet.tree] + lena)
+            #expect(apply.status == 0 && apply.standardOutput.contains("written: group:lobby"), "\(apply)")
+            let app = try fleet.file("apps/kiosk/values/app.yaml")
+            try fleet.write("apps/kiosk/values/app.yaml", app.replacingOccurrences(of: "volume: 3", with: "volume: 9"))
+            try fleet.write("apps/kiosk/values/group/lobby.yaml", "volume: 2\n")
+            let before = try await fleet.historyCount()
+            let refused = try await CLIRunner.run(["admin", "apply", fleet.tree] + lena)
+            #expect(refused.status == 1 && refused.standardError.contains("403 needs-write-values"), "\(refused)")
+            #expect(try await fleet.historyCount() == before)
+        }
+    }
+
     @Test("--app names an app of the tree; another is an error")
     func unknownApp() async throws {
         try await Self.withFleet { fleet in
