@@ -257,6 +257,23 @@ struct SettingsAsCodeTests {
         }
     }
 
+    @Test("apply --rollout stages a change of one scope; a change of two scopes is refused and nothing is written")
+    func staged() async throws {
+        try await Self.withFleet { fleet in
+            _ = try await fleet.run(["export", fleet.tree])
+            let app = try fleet.file("apps/kiosk/values/app.yaml")
+            try fleet.write("apps/kiosk/values/app.yaml", app.replacingOccurrences(of: "volume: 3", with: "volume: 5"))
+            try fleet.write("apps/kiosk/values/group/lobby.yaml", "volume: 6\n")
+            let two = try await fleet.run(["apply", fleet.tree, "--rollout", "50%,100%"])
+            #expect(two.status == 1 && two.standardError.contains("a rollout stages one scope"), "\(two)")
+            try fleet.write("apps/kiosk/values/group/lobby.yaml", "volume: 4\n")
+            let one = try await fleet.run(["apply", fleet.tree, "--rollout", "50%,100%", "--message", "staged"])
+            #expect(one.status == 0 && one.standardOutput.contains("rollout r-") && one.standardOutput.contains("started at app"), "\(one)")
+            let status = try await fleet.run(["rollout", "status", "kiosk"])
+            #expect(status.standardOutput.contains("volume"), "\(status)")
+        }
+    }
+
     @Test("--app names an app of the tree; another is an error")
     func unknownApp() async throws {
         try await Self.withFleet { fleet in
