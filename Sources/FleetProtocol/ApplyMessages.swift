@@ -50,8 +50,11 @@ public struct ApplyRequest: Sendable, Hashable {
     /// How to stage the change instead of writing it at once (see ``RolloutRequest``): allowed
     /// when the change writes one scope, the app's or a group's.
     public struct Staging: Sendable, Hashable {
+        /// The waves (``RolloutRequest/waves``).
         public var waves: [RolloutWave]
+        /// The pause threshold in basis points (``RolloutRequest/pauseOnErrorsBasisPoints``).
         public var pauseOnErrorsBasisPoints: Int
+        /// How long each wave has to report (``RolloutRequest/waveWaitSeconds``).
         public var waveWaitSeconds: Int64
 
         /// Creates the staging; the defaults are a rollout's.
@@ -195,7 +198,9 @@ public struct ApplyResult: Sendable, Hashable {
 public struct AppList: Sendable, Hashable {
     /// One app.
     public struct Entry: Sendable, Hashable {
+        /// The app id.
         public var app: String
+        /// Its stored metadata's version.
         public var version: Int64
 
         /// Creates an entry.

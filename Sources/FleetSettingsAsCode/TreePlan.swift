@@ -6,13 +6,21 @@ import FleetProtocol
 public struct ValueChange: Sendable, Hashable {
     /// What happens at the place.
     public enum Kind: Sendable, Hashable {
-        case added, removed, changed
+        /// The place gets a value it did not have (`+`).
+        case added
+        /// The place's value goes (`-`).
+        case removed
+        /// The place's value is replaced (`~`).
+        case changed
     }
 
     /// The place: a JSON pointer's text (`/display/brightness`).
     public var place: String
+    /// What happens there.
     public var kind: Kind
+    /// The value before (`nil` when added).
     public var old: JSONValue?
+    /// The value after (`nil` when removed).
     public var new: JSONValue?
     /// Whether the place holds a secret: its values are never shown.
     public var isSecret: Bool
