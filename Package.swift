@@ -223,7 +223,7 @@ let package = Package(
         ),
         .target(
             name: "FleetProtocol",
-            dependencies: ["FleetJSON"],
+            dependencies: ["FleetJSON", "ECMARegex"],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(
