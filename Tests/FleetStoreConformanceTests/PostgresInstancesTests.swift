@@ -117,6 +117,30 @@ struct PostgresInstancesTests {
         }
     }
 
+    @Test("a query defined on one instance while the other stores reports of facts: every device ends where its last facts say")
+    func groupQueryRacesReports() async throws {
+        try await withTwoPostgresInstances { (first: PostgresStore, second: PostgresStore, _: String) async throws in
+            for index in 0..<40 {
+                try await first.addDevice(Device(id: "d-\(index)", tokenHash: "h-\(index)", apps: ["kiosk"], groups: [], enrolledAt: 1))
+            }
+            let query = GroupDefinition(name: "pi", conditions: [try DeviceInfoFilter(parsing: "machine.arch=aarch64")])
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { _ = try await first.defineGroup(query) }
+                for index in 0..<40 {
+                    group.addTask {
+                        let arch = index.isMultiple(of: 2) ? "aarch64" : "x86_64"
+                        _ = try await second.updateDeviceInfo(id: "d-\(index)", at: 2) { _ in ["machine": ["arch": .string(arch)]] }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            for device in try await first.devices() {
+                let index = Int(device.id.dropFirst(2)) ?? -1
+                #expect(device.groups == (index.isMultiple(of: 2) ? ["pi"] : []), "\(device.id)")
+            }
+        }
+    }
+
     @Test("revisions stay monotonic when both instances advance the same device at once")
     func monotonicRevisions() async throws {
         try await withTwoPostgresInstances { (first: PostgresStore, second: PostgresStore, _: String) async throws in
