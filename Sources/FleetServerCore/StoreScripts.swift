@@ -129,12 +129,19 @@ extension SettingsStore {
                 try await transaction.enqueue([.device(.deviceDisabled, device, at: now)])
             }
             if let apps = change.apps { device.apps = apps }
-            if let groups = change.groups {
-                // The groups given by hand are replaced; those its facts put it in stay.
+            if change.groups != nil || change.apps != nil {
+                // The groups given by hand are replaced; the queries are checked again (an app
+                // taken away takes its facts out of them).
                 let definitions = try await transaction.groupDefinitions()
                 let defined = Set(definitions.map(\.name))
-                if let taken = groups.first(where: defined.contains) { throw GroupRefusal.definedByQuery(group: taken) }
-                device.groups = groups + device.groups.filter(defined.contains)
+                if let groups = change.groups {
+                    if let taken = groups.first(where: defined.contains) { throw GroupRefusal.definedByQuery(group: taken) }
+                    device.groups = groups
+                }
+                if !definitions.isEmpty {
+                    let facts = try await transaction.deviceInfo(id: id)?.info ?? [:]
+                    device.groups = GroupMembership.groups(of: device, info: facts, definitions: definitions)
+                }
             }
             if let disabled = change.disabled { device.disabled = disabled }
             if let requested = change.rotationRequested { device.rotationRequested = requested }
@@ -213,7 +220,7 @@ extension SettingsStore {
             guard after != before?.info else { return FactsUpdate(info: after) }
             try await transaction.setDeviceInfo(StoredDeviceInfo(info: after, updatedAt: time), id: id)
             let definitions = try await transaction.groupDefinitions()
-            let groups = GroupMembership.groups(device.groups, info: after, definitions: definitions)
+            let groups = GroupMembership.groups(of: device, info: after, definitions: definitions)
             guard groups != device.groups else { return FactsUpdate(info: after) }
             let earlier = device.groups
             device.groups = groups

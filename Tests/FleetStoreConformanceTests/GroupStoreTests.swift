@@ -62,6 +62,20 @@ struct GroupStoreTests {
         }
     }
 
+    @Test(
+        "an app taken from a device takes its facts out of the queries: it leaves a group its app's fact put it in",
+        arguments: ConformingStore.allCases)
+    func appTakenAway(kind: ConformingStore) async throws {
+        try await withStore(kind) { store in
+            try await store.addDevice(Device(id: "d-1", tokenHash: "h-d-1", apps: ["kiosk", "menu"], groups: [], enrolledAt: 0))
+            _ = try await Self.report(store, "d-1", ["apps": ["kiosk": ["player": "2.1"]]])
+            _ = try await store.defineGroup(try Self.definition("player-2", #"apps.kiosk.player~^2\."#))
+            #expect(try await store.device(id: "d-1")?.groups == ["player-2"])
+            #expect(try await store.updateDevice(id: "d-1", DeviceChange(apps: ["menu"]))?.groups == [])
+            #expect(try await store.updateDevice(id: "d-1", DeviceChange(apps: ["kiosk", "menu"]))?.groups == ["player-2"])
+        }
+    }
+
     @Test("a token's group that a query has defined since is not given at enrollment", arguments: ConformingStore.allCases)
     func enrollmentLeavesDefinedGroups(kind: ConformingStore) async throws {
         try await withStore(kind) { store in

@@ -28,6 +28,12 @@ public enum GroupMembership {
         fixed(groups, definitions: definitions) + definitions.filter { $0.admits(info) }.map(\.name).sorted(by: byteOrder)
     }
 
+    /// The groups of `device` with the facts `info`: those of its apps' facts that it is still
+    /// given count (as admins see them, ``DeviceInfo/visible(_:apps:)``).
+    public static func groups(of device: Device, info: JSONObject, definitions: [GroupDefinition]) -> [String] {
+        groups(device.groups, info: DeviceInfo.visible(info, apps: device.apps), definitions: definitions)
+    }
+
     /// The groups of `groups` given by hand: those no query defines.
     public static func fixed(_ groups: [String], definitions: [GroupDefinition]) -> [String] {
         let defined = Set(definitions.map(\.name))
@@ -121,7 +127,7 @@ extension SettingsStore {
             try await transaction.setGroupDefinition(definition)
             let facts = try await transaction.allDeviceInfo()
             return try await Self.regroup(devices, watching: definition.name, transaction) { device in
-                GroupMembership.groups(device.groups, info: facts[device.id]?.info ?? [:], definitions: definitions)
+                GroupMembership.groups(of: device, info: facts[device.id]?.info ?? [:], definitions: definitions)
             }
         }
     }
