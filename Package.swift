@@ -238,7 +238,7 @@ let package = Package(
         ),
         .target(
             name: "FleetProtocol",
-            dependencies: ["FleetJSON"],
+            dependencies: ["FleetJSON", "ECMARegex"],
             swiftSettings: fleetSwiftSettings
         ),
         .testTarget(

@@ -360,6 +360,29 @@ public struct FleetClient: Sendable {
         return try decode(response) { json throws(DocumentError) in try AgentPolicy(json: json) }
     }
 
+    /// Every group, with its query when one defines it and its member count.
+    public func groups() async throws -> GroupList {
+        try decode(try await send(.get, "/v1/admin/groups", expect: [200]), GroupList.init(json:))
+    }
+
+    /// One group with its query and its members.
+    public func group(name: String) async throws -> GroupDetail {
+        try decode(try await send(.get, "/v1/admin/groups/\(Self.percentEncoded(name))", expect: [200]), GroupDetail.init(json:))
+    }
+
+    /// Defines group `name` by a query on the devices' facts (or replaces its query); returns
+    /// the group with its members as they are now.
+    public func defineGroup(name: String, where conditions: [DeviceInfoFilter]) async throws -> GroupDetail {
+        let body = GroupDefinition(name: name, conditions: conditions).queryJSON
+        let response = try await send(.put, "/v1/admin/groups/\(Self.percentEncoded(name))", json: body, expect: [200])
+        return try decode(response, GroupDetail.init(json:))
+    }
+
+    /// Removes the query of group `name`: its members leave it.
+    public func removeGroupDefinition(name: String) async throws {
+        _ = try await send(.delete, "/v1/admin/groups/\(Self.percentEncoded(name))", expect: [204])
+    }
+
     /// One device.
     public func device(id: String) async throws -> DeviceRecord {
         try decode(

@@ -6,6 +6,7 @@ public enum ConsoleFrame {
     public enum Section: String, Sendable, CaseIterable {
         case apps = "Apps"
         case devices = "Devices"
+        case groups = "Groups"
         case tokens = "Enrollment tokens"
         case audit = "Audit trail"
         case webhooks = "Webhooks"
@@ -16,6 +17,7 @@ public enum ConsoleFrame {
             switch self {
             case .apps: "/console/apps"
             case .devices: "/console/devices"
+            case .groups: "/console/groups"
             case .tokens: "/console/tokens"
             case .audit: "/console/audit"
             case .webhooks: "/console/webhooks"

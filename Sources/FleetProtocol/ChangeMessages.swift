@@ -1,7 +1,9 @@
 import FleetJSON
 
 /// One step of a staged rollout: a share of the devices the change reaches, by a stable hash of
-/// their ids (`5%`, `0.5%`, `100%`), or the devices of a named group (`group:canary`).
+/// their ids (`5%`, `0.5%`, `100%`), the devices of a named group (`group:canary`), or the
+/// devices whose facts meet a query when the rollout starts (`where:os.version=12`, conditions
+/// separated by `;`).
 ///
 /// Shares are cumulative: in `5%,25%,100%` the second wave takes the devices whose hash falls
 /// below 25% and are not in the first. A device belongs to the first wave that takes it.
@@ -10,6 +12,10 @@ public enum RolloutWave: Sendable, Hashable, CustomStringConvertible {
     case share(basisPoints: Int)
     /// The devices in this group.
     case group(String)
+    /// The devices whose facts met every condition when the rollout started (the server keeps
+    /// their ids with the rollout, as hawkBit fixes a rollout's groups when it is created: the
+    /// wave a device is in does not change under an admin's eyes while it runs).
+    case query([DeviceInfoFilter])
 
     /// Every device the change reaches.
     public static let everyone = RolloutWave.share(basisPoints: 10_000)
@@ -17,6 +23,17 @@ public enum RolloutWave: Sendable, Hashable, CustomStringConvertible {
     /// Reads `5%`, `0.25%`, `100%` or `group:NAME`; `nil` for anything else (a share above
     /// 100% or with more than two decimals, an empty group name).
     public init?(_ text: String) {
+        if text.hasPrefix("where:") {
+            let conditions = text.dropFirst("where:".count).split(separator: ";", omittingEmptySubsequences: false)
+            guard (1...GroupDefinition.maximumConditions).contains(conditions.count) else { return nil }
+            var filters: [DeviceInfoFilter] = []
+            for condition in conditions {
+                guard let filter = DeviceInfoFilter(String(condition)) else { return nil }
+                filters.append(filter)
+            }
+            self = .query(filters)
+            return
+        }
         if text.hasPrefix("group:") {
             let name = String(text.dropFirst("group:".count))
             guard (1...128).contains(name.unicodeScalars.count),
@@ -41,10 +58,11 @@ public enum RolloutWave: Sendable, Hashable, CustomStringConvertible {
         self = .share(basisPoints: hundredths)
     }
 
-    /// `5%`, `0.25%` or `group:NAME`.
+    /// `5%`, `0.25%`, `group:NAME` or `where:CONDITION;…`.
     public var description: String {
         switch self {
         case .group(let name): return "group:\(name)"
+        case .query(let filters): return "where:" + filters.map(\.description).joined(separator: ";")
         case .share(let basisPoints): return Self.percentText(basisPoints: basisPoints)
         }
     }
@@ -71,12 +89,16 @@ public enum RolloutWave: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The wave of `waves` a device with this id and these groups is in: the first whose group
-    /// it is in, or whose share its bucket falls below (the last, 100%, takes every device).
-    public static func index(in waves: [RolloutWave], deviceID: String, groups: [String]) -> Int {
+    /// it is in, whose query took it (`inQueryWave` of the wave's index), or whose share its
+    /// bucket falls below (the last, 100%, takes every device).
+    public static func index(
+        in waves: [RolloutWave], deviceID: String, groups: [String], inQueryWave: (Int) -> Bool = { _ in false }
+    ) -> Int {
         let bucket = bucket(deviceID)
         for (index, wave) in waves.enumerated() {
             switch wave {
             case .group(let name) where groups.contains(name): return index
+            case .query where inQueryWave(index): return index
             case .share(let basisPoints) where bucket < basisPoints: return index
             default: continue
             }
@@ -92,7 +114,11 @@ public enum RolloutWave: Sendable, Hashable, CustomStringConvertible {
         var lastShare = 0
         for (index, text) in texts.enumerated() {
             guard let wave = RolloutWave(text) else {
-                return .failure(RolloutWaveError(index: index, "\"\(text)\" is not a wave: write a share like 5% or 0.5%, or group:NAME"))
+                return .failure(
+                    RolloutWaveError(
+                        index: index,
+                        "\"\(text)\" is not a wave: write a share like 5% or 0.5%, group:NAME, or where:FACT=VALUE (conditions separated by ;)"
+                    ))
             }
             if case .share(let basisPoints) = wave {
                 guard basisPoints > lastShare else {

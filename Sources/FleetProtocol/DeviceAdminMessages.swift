@@ -49,7 +49,7 @@ public struct DeviceRecord: Sendable, Hashable {
             allowed: ["id", "apps", "groups", "disabled", "enrolledAt", "lastSeenAt", "tokenRotationRequested", "info", "infoUpdatedAt"])
         id = try reader.string("id", maximumLength: 128)
         apps = try reader.names("apps", maximumCount: 256, maximumLength: 64) ?? []
-        groups = try reader.names("groups", maximumCount: 32) ?? []
+        groups = try reader.names("groups", maximumCount: 128) ?? []
         disabled = try reader.optionalBool("disabled") ?? false
         enrolledAt = try reader.timestamp("enrolledAt")
         lastSeenAt = try reader.nullableTimestamp("lastSeenAt")

@@ -216,43 +216,6 @@ public enum DeviceInfo {
     }
 }
 
-/// One condition on a device's facts (`--where os.version=12`, `?where=…`): the fact with a
-/// dotted name equals (`=`) or differs from (`!=`) a value. A device without the fact matches
-/// only `!=`.
-public struct DeviceInfoFilter: Sendable, Hashable, CustomStringConvertible {
-    /// The fact's dotted name: `os.version`, `apps.kiosk.version`.
-    public var name: String
-    /// The value to compare with, as ``DeviceInfo/fact(_:in:)`` shows the fact (integers in decimal).
-    public var value: String
-    /// Whether the condition is `!=`: the fact differs from ``value``, or the device does not have it.
-    public var negated: Bool
-
-    /// Creates a condition; `=` unless `negated`.
-    public init(name: String, value: String, negated: Bool = false) {
-        self.name = name
-        self.value = value
-        self.negated = negated
-    }
-
-    /// Reads `NAME=VALUE` or `NAME!=VALUE`; `nil` for anything else.
-    public init?(_ text: String) {
-        guard let equals = text.firstIndex(of: "=") else { return nil }
-        var name = text[..<equals]
-        let negated = name.hasSuffix("!")
-        if negated { name = name.dropLast() }
-        guard !name.isEmpty, !name.hasPrefix("."), !name.hasSuffix("."), !name.contains("..") else { return nil }
-        self.init(name: String(name), value: String(text[text.index(after: equals)...]), negated: negated)
-    }
-
-    /// Whether a device with these facts matches.
-    public func matches(_ info: JSONObject) -> Bool {
-        (DeviceInfo.fact(name, in: info) == value) != negated
-    }
-
-    /// `NAME=VALUE` or `NAME!=VALUE`, as ``init(_:)`` reads it.
-    public var description: String { name + (negated ? "!=" : "=") + value }
-}
-
 /// The headers of protocol v1 beyond HTTP's own.
 public enum FleetHeader {
     /// On a settings answer: the admin asked the device to rotate its token (`requested`).

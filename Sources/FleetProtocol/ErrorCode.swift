@@ -26,6 +26,7 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
             .staleRevision, .tooLarge, .tooManyFacts, .unauthenticated, .unknownApp, .unknownDevice, .unknownEnrollmentToken, .unknownKey,
             .unsupportedMediaType, .unsupportedMetadata, .valuesInvalid, .versionNotIncreased, .accountExists, .lastOwner, .unknownAccount,
             .unknownAPIToken, .weakPassword, .twoFactorRequired, .passwordSignInOff, .unknownWebhook, .badWebhook,
+            .badGroup, .unknownGroup,
         ] + AdminRight.allCases.map(ErrorCode.needs)
 
     /// `needs-<right>`, 403: the caller's role does not have the right (`needs-write-values`),
@@ -58,6 +59,13 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     /// `bad-webhook`, 400: a subscription's URL the server may not call, or an event type it does
     /// not know (the message says which and why).
     public static let badWebhook = ErrorCode("bad-webhook")
+
+    /// `bad-group`, 400: a group query that cannot be read, a group defined by a query given to
+    /// a device by hand (or the reverse), or more than ``GroupDefinition/maximumCount`` groups
+    /// defined by a query; the message says which.
+    public static let badGroup = ErrorCode("bad-group")
+    /// `unknown-group`, 404: no group has this name.
+    public static let unknownGroup = ErrorCode("unknown-group")
 
     /// The codes only the admin console's pages use (HTML for browsers, not protocol v1).
     public static let console: [ErrorCode] = [.changedSinceDrawn, .crossOrigin, .csrf, .noSession, .notConfirmed]

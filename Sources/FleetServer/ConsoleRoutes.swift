@@ -171,6 +171,17 @@ struct ConsoleRoutes: Sendable {
                     id: context.parameters.get("id") ?? "", action: context.parameters.get("action") ?? "", fields: fields, signed: signed)
             }
         }
+        on(.get, "console/groups") { request, context in
+            try await signedIn(request, context, .listGroups) { signed, _ in
+                page(ConsolePages.groups(try await service.directory.groups(visibleTo: signed.caller), csrf: signed.csrf))
+            }
+        }
+        on(.get, "console/groups/:name") { request, context in
+            try await signedIn(request, context, .getGroup) { signed, _ in
+                let name = PercentEncoding.decoded(context.parameters.get("name") ?? "") ?? ""
+                return page(ConsolePages.group(try await service.directory.group(name: name, visibleTo: signed.caller), csrf: signed.csrf))
+            }
+        }
         on(.get, "console/tokens") { request, context in
             try await signedIn(request, context, .listEnrollmentTokens) { signed, _ in
                 let notice = request.uri.queryParameters.get("revoked").map { ConsoleFrame.notice("Enrollment token \($0) is revoked.") }
@@ -460,7 +471,8 @@ struct ConsoleRoutes: Sendable {
     /// The sections `caller`'s role may open: the navigation shows only those.
     static func sections(for caller: Caller) -> Set<ConsoleFrame.Section> {
         let needs: [ConsoleFrame.Section: AdminOperation] = [
-            .apps: .listAllDevices, .devices: .listAllDevices, .tokens: .listEnrollmentTokens, .audit: .listAudit, .people: .listAccounts,
+            .apps: .listAllDevices, .devices: .listAllDevices, .groups: .listGroups, .tokens: .listEnrollmentTokens, .audit: .listAudit,
+            .people: .listAccounts,
             .webhooks: .listWebhooks,
         ]
         return Set(ConsoleFrame.Section.allCases.filter { section in needs[section]?.right.map(caller.has) ?? true })

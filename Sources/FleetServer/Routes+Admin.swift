@@ -15,12 +15,36 @@ extension Routes {
     func defineAdminRoutes(_ on: (AdminOperation, @escaping Handler) -> Void) {
         on(.listAllDevices) { request, context in
             let filters = try request.uri.queryParameters.getAll("where").map { text throws(ServiceError) in
-                guard let filter = DeviceInfoFilter(String(text)) else {
-                    throw ServiceError(400, .badParameter, "where must be FACT=VALUE or FACT!=VALUE, e.g. os.version=12")
+                do {
+                    return try DeviceInfoFilter(parsing: String(text))
+                } catch {
+                    throw ServiceError(400, .badParameter, "where: \(error)")
                 }
-                return filter
             }
             return json(.ok, try await service.directory.allDevices(matching: filters, visibleTo: try context.account()).json)
+        }
+
+        on(.listGroups) { _, context in
+            return json(.ok, try await service.directory.groups(visibleTo: try context.account()).json)
+        }
+
+        on(.getGroup) { _, context in
+            let name = PercentEncoding.decoded(context.parameters.get("name") ?? "") ?? ""
+            return json(.ok, try await service.directory.group(name: name, visibleTo: try context.account()).json)
+        }
+
+        on(.defineGroup) { request, context in
+            let name = PercentEncoding.decoded(context.parameters.get("name") ?? "") ?? ""
+            let body = try await jsonBody(request, limit: Self.bodyLimit)
+            context.auditNote?.add(["group": name])
+            return json(.ok, try await service.directory.defineGroup(name: name, body: body).json)
+        }
+
+        on(.removeGroupDefinition) { _, context in
+            let name = PercentEncoding.decoded(context.parameters.get("name") ?? "") ?? ""
+            context.auditNote?.add(["group": name])
+            try await service.directory.removeGroupDefinition(name: name)
+            return Response(status: .noContent)
         }
 
         on(.getDevicePolicyAsAdmin) { request, context in

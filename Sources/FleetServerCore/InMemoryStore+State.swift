@@ -46,6 +46,8 @@ struct MemoryState: Sendable {
     var outbox: [Int64: OutboxEntry] = [:]
     /// The last outbox sequence handed out.
     var outboxSequence: Int64 = 0
+    /// By name.
+    var groupDefinitions: [String: GroupDefinition] = [:]
 
     /// The accounts by name, in byte order (as the databases sort them).
     var sortedAccounts: [StoredAccount] { accounts.values.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) } }
@@ -100,6 +102,7 @@ struct MemoryState: Sendable {
         snapshot.webhookSubscriptions = webhookSubscriptions
         snapshot.outbox = outbox.values.sorted { $0.sequence < $1.sequence }
         snapshot.outboxSequence = outboxSequence
+        snapshot.groupDefinitions = groupDefinitions.values.sorted { byteOrder($0.name, $1.name) }
         return snapshot
     }
 }
@@ -330,6 +333,7 @@ final class MemoryTransaction: StoreTransaction {
             case .apiTokens: state.apiTokens.count
             case .auditEntries: state.audit.count
             case .webhookSubscriptions: state.webhookSubscriptions.count
+            case .groupDefinitions: state.groupDefinitions.count
             }
         }
     }
@@ -395,6 +399,22 @@ final class MemoryTransaction: StoreTransaction {
             return kept.value
         }
     }
+
+    func groupDefinitions() async throws -> [GroupDefinition] {
+        change { $0.groupDefinitions.values.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) } }
+    }
+
+    func setGroupDefinition(_ definition: GroupDefinition) async throws { change { $0.groupDefinitions[definition.name] = definition } }
+
+    func removeGroupDefinition(name: String) async throws -> Bool {
+        change { $0.groupDefinitions.removeValue(forKey: name) != nil }
+    }
+
+    func lockedDevices() async throws -> [Device] {
+        change { $0.devices.values.map(\.device).sorted { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) } }
+    }
+
+    func allDeviceInfo() async throws -> [String: StoredDeviceInfo] { change { $0.deviceInfo } }
 
     func webhookSubscriptions() async throws -> [WebhookSubscription] { change { $0.webhookSubscriptions } }
 

@@ -36,12 +36,17 @@ public struct Rollout: Sendable, Hashable {
     /// Devices whose failure or silence an admin accepted by resuming: the gate no longer
     /// counts them.
     public var accepted: Set<String>
+    /// For each `where:` wave (by index), the devices whose facts met its query when the
+    /// rollout started.
+    public var queryMembers: [Int: Set<String>]
 
     public init(
         id: String, app: String, scope: Scope, patch: JSONObject, waves: [RolloutWave], pauseOnErrorsBasisPoints: Int,
         waveWaitSeconds: Int64, phase: RolloutPhase = .running, currentWave: Int = 0, waveStartedAt: Int64, startedAt: Int64,
-        endedAt: Int64? = nil, reason: String = "", actor: String, message: String = "", version: Int64 = 1, accepted: Set<String> = []
+        endedAt: Int64? = nil, reason: String = "", actor: String, message: String = "", version: Int64 = 1, accepted: Set<String> = [],
+        queryMembers: [Int: Set<String>] = [:]
     ) {
+        self.queryMembers = queryMembers
         self.id = id
         self.app = app
         self.scope = scope
@@ -80,7 +85,7 @@ public struct Rollout: Sendable, Hashable {
 
     /// The wave `device` is in (see ``RolloutWave/index(in:deviceID:groups:)``).
     public func wave(of device: Device) -> Int {
-        RolloutWave.index(in: waves, deviceID: device.id, groups: device.groups)
+        RolloutWave.index(in: waves, deviceID: device.id, groups: device.groups) { queryMembers[$0]?.contains(device.id) == true }
     }
 
     /// Whether `device` gets the staged values now: the rollout is active, reaches it, and has
@@ -140,7 +145,22 @@ public struct Rollout: Sendable, Hashable {
             "startedAt": .number(.integer(startedAt)), "endedAt": endedAt.map { .number(.integer($0)) } ?? .null,
             "reason": .string(reason), "actor": .string(actor), "message": .string(message), "version": .number(.integer(version)),
             "accepted": .array(accepted.sorted().map(JSONValue.string)),
+            "queryMembers": .object(
+                queryMembers.reduce(into: JSONObject()) { object, wave in
+                    object["\(wave.key)"] = .array(wave.value.sorted().map(JSONValue.string))
+                }),
         ]
+    }
+
+    /// The devices each `where:` wave of `waves` takes, of `devices` with their `facts`: those
+    /// whose facts meet its query (one an earlier wave takes stays in that one).
+    public static func queryMembers(waves: [RolloutWave], devices: [Device], facts: [String: JSONObject]) -> [Int: Set<String>] {
+        var members: [Int: Set<String>] = [:]
+        for (index, wave) in waves.enumerated() {
+            guard case .query(let filters) = wave else { continue }
+            members[index] = Set(devices.filter { DeviceInfoFilter.all(filters, match: facts[$0.id] ?? [:]) }.map(\.id))
+        }
+        return members
     }
 
     /// Reads ``storedJSON`` back.
@@ -160,11 +180,20 @@ public struct Rollout: Sendable, Hashable {
         guard let scope = Scope(parameter: try string("scope")), case .object(let patch)? = object["patch"],
             case .array(let waveTexts)? = object["waves"], let phase = RolloutPhase(rawValue: try string("phase"))
         else { throw StoreCorruption(what: what) }
-        var accepted: Set<String> = []
-        if case .array(let ids)? = object["accepted"] {
-            for id in ids {
-                guard case .string(let text) = id else { throw StoreCorruption(what: what) }
-                accepted.insert(text)
+        func ids(_ value: JSONValue?) throws -> Set<String> {
+            guard case .array(let ids)? = value else { return [] }
+            return Set(
+                try ids.map { id in
+                    guard case .string(let text) = id else { throw StoreCorruption(what: what) }
+                    return text
+                })
+        }
+        let accepted = try ids(object["accepted"])
+        var queryMembers: [Int: Set<String>] = [:]
+        if case .object(let byWave)? = object["queryMembers"] {
+            for (index, members) in byWave {
+                guard let wave = Int(index) else { throw StoreCorruption(what: what) }
+                queryMembers[wave] = try ids(members)
             }
         }
         let waves = try waveTexts.map { text -> RolloutWave in
@@ -176,6 +205,6 @@ public struct Rollout: Sendable, Hashable {
             pauseOnErrorsBasisPoints: Int(try integer("pauseOnErrors")), waveWaitSeconds: try integer("waveWait"), phase: phase,
             currentWave: Int(try integer("currentWave")), waveStartedAt: try integer("waveStartedAt"), startedAt: try integer("startedAt"),
             endedAt: object["endedAt"] == .null ? nil : try integer("endedAt"), reason: try string("reason"), actor: try string("actor"),
-            message: try string("message"), version: try integer("version"), accepted: accepted)
+            message: try string("message"), version: try integer("version"), accepted: accepted, queryMembers: queryMembers)
     }
 }

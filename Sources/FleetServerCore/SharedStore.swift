@@ -110,6 +110,8 @@ public struct StoreSnapshot: Sendable, Hashable {
     public var outbox: [OutboxEntry] = []
     /// The last outbox sequence handed out (at least the last message's).
     public var outboxSequence: Int64 = 0
+    /// The groups defined by a query, by name.
+    public var groupDefinitions: [GroupDefinition] = []
 
     public init() {}
 
@@ -120,6 +122,7 @@ public struct StoreSnapshot: Sendable, Hashable {
             "revisions": revisions.count, "status reports": reports.count, "history entries": history.count, "rollouts": rollouts.count,
             "device facts": deviceInfo.count, "agent policies": policies.count, "accounts": accounts.count, "API tokens": apiTokens.count,
             "audit entries": audit.count, "webhook subscriptions": webhookSubscriptions.count, "webhook messages": outbox.count,
+            "group definitions": groupDefinitions.count,
         ]
     }
 
@@ -139,6 +142,7 @@ public struct StoreSnapshot: Sendable, Hashable {
         copy.audit.sort { $0.sequence < $1.sequence }
         copy.webhookSubscriptions.sort { $0.id < $1.id }
         copy.outbox.sort { $0.sequence < $1.sequence }
+        copy.groupDefinitions.sort { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
         // A claim is an instance's, not the fleet's: it does not move, and a copy has none.
         for index in copy.outbox.indices { copy.outbox[index].claimedUntil = nil }
         return copy

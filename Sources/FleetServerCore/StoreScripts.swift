@@ -110,7 +110,9 @@ extension SettingsStore {
             guard token.expiresAt > attempt.now else { return .expired }
             guard token.usesLeft > 0 else { return .usedUp }
             try await transaction.setUsesLeft(token.usesLeft - 1, enrollmentToken: attempt.tokenHash)
-            let device = makeDevice(token.apps, token.groups)
+            // A group defined by a query since the token was made is its facts' to give.
+            let defined = Set(try await transaction.groupDefinitions().map(\.name))
+            let device = makeDevice(token.apps, token.groups.filter { !defined.contains($0) })
             try await transaction.insertDevice(
                 device, enrolledWith: DeviceEnrollment(tokenHash: attempt.tokenHash, requestID: attempt.requestID))
             try await transaction.enqueue([.device(.deviceEnrolled, device, at: attempt.now)])
@@ -127,7 +129,20 @@ extension SettingsStore {
                 try await transaction.enqueue([.device(.deviceDisabled, device, at: now)])
             }
             if let apps = change.apps { device.apps = apps }
-            if let groups = change.groups { device.groups = groups }
+            if change.groups != nil || change.apps != nil {
+                // The groups given by hand are replaced; the queries are checked again (an app
+                // taken away takes its facts out of them).
+                let definitions = try await transaction.groupDefinitions()
+                let defined = Set(definitions.map(\.name))
+                if let groups = change.groups {
+                    if let taken = groups.first(where: defined.contains) { throw GroupRefusal.definedByQuery(group: taken) }
+                    device.groups = groups
+                }
+                if !definitions.isEmpty {
+                    let facts = try await transaction.deviceInfo(id: id)?.info ?? [:]
+                    device.groups = GroupMembership.groups(of: device, info: facts, definitions: definitions)
+                }
+            }
             if let disabled = change.disabled { device.disabled = disabled }
             if let requested = change.rotationRequested { device.rotationRequested = requested }
             try await transaction.updateDevice(device)
@@ -190,19 +205,28 @@ extension SettingsStore {
     // MARK: - Facts and policies
 
     /// Replaces the device's facts with `update` of them (empty when none yet), in one
-    /// transaction, recording `time` when they change. Returns the new facts, or `nil` when no
-    /// device has this id. The device is read first (locked): two reports of one device apply
-    /// one after the other.
+    /// transaction, recording `time` when they change, and moves the device into or out of the
+    /// groups defined by a query as its new facts say (``GroupMembership``). Returns the new
+    /// facts (with the groups, when they changed), or `nil` when no device has this id. The
+    /// device is read first (locked): two reports of one device apply one after the other, and
+    /// a change of a query (which locks every device) before or after.
     public func updateDeviceInfo(
         id: String, at time: Int64, _ update: @escaping @Sendable (JSONObject) throws -> JSONObject
-    ) async throws -> JSONObject? {
+    ) async throws -> FactsUpdate? {
         try await write { transaction in
-            guard try await transaction.device(id: id) != nil else { return nil }
+            guard var device = try await transaction.device(id: id) else { return nil }
             let before = try await transaction.deviceInfo(id: id)
             let after = try update(before?.info ?? [:])
-            guard after != before?.info else { return after }
+            guard after != before?.info else { return FactsUpdate(info: after) }
             try await transaction.setDeviceInfo(StoredDeviceInfo(info: after, updatedAt: time), id: id)
-            return after
+            let definitions = try await transaction.groupDefinitions()
+            let groups = GroupMembership.groups(of: device, info: after, definitions: definitions)
+            guard groups != device.groups else { return FactsUpdate(info: after) }
+            let earlier = device.groups
+            device.groups = groups
+            try await transaction.updateDevice(device)
+            try await transaction.announce(.device(id))
+            return FactsUpdate(info: after, groups: (earlier, groups))
         }
     }
 
@@ -264,6 +288,7 @@ extension SettingsStore {
             // Ids of the source's removed messages are not handed out again either.
             let lastSequence = max(snapshot.outboxSequence, snapshot.outbox.map(\.sequence).max() ?? 0)
             if lastSequence > 0 { try await transaction.raiseOutboxSequence(above: lastSequence) }
+            for definition in snapshot.groupDefinitions { try await transaction.setGroupDefinition(definition) }
             try await transaction.announce(.unknown)
         }
     }

@@ -162,6 +162,20 @@ public protocol StoreTransaction: Sendable {
     /// Removes delivered entries last tried before `time`; returns how many.
     func removeDeliveredOutboxEntries(before time: Int64) async throws -> Int
 
+    // MARK: Groups defined by a query
+
+    /// Every group defined by a query, by name.
+    func groupDefinitions() async throws -> [GroupDefinition]
+    /// Inserts the definition, or replaces the one with its name.
+    func setGroupDefinition(_ definition: GroupDefinition) async throws
+    /// Removes the definition named `name`; false when there is none.
+    func removeGroupDefinition(name: String) async throws -> Bool
+    /// Every device, by id, each read locked (PostgreSQL: `FOR UPDATE`, in id order): a change
+    /// of a query takes turns with every report of facts.
+    func lockedDevices() async throws -> [Device]
+    /// Every device's facts, by device id.
+    func allDeviceInfo() async throws -> [String: StoredDeviceInfo]
+
     // MARK: Changes
 
     /// Tells the other server instances on the same database of `change`, delivered when this
@@ -180,6 +194,7 @@ public enum StoredKind: String, Sendable, CaseIterable {
     case apiTokens = "API tokens"
     case auditEntries = "audit entries"
     case webhookSubscriptions = "webhook subscriptions"
+    case groupDefinitions = "group definitions"
 
     /// The table every database keeps them in.
     public var table: String {
@@ -193,6 +208,7 @@ public enum StoredKind: String, Sendable, CaseIterable {
         case .apiTokens: "api_tokens"
         case .auditEntries: "audit_log"
         case .webhookSubscriptions: "webhook_subscriptions"
+        case .groupDefinitions: "group_definitions"
         }
     }
 }

@@ -133,6 +133,10 @@ enum PostgresMigrations {
         CREATE INDEX webhook_outbox_subscription ON webhook_outbox (subscription, sequence);
         CREATE SEQUENCE webhook_outbox_sequence;
         """#,
+        // A definition is its query as a document; the members are the devices' groups.
+        11: #"""
+        CREATE TABLE group_definitions (name TEXT PRIMARY KEY, document TEXT NOT NULL);
+        """#,
     ]
 
     /// The names the releases before the one version list recorded, with the versions of

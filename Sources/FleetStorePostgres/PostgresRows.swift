@@ -104,6 +104,18 @@ enum PostgresRows {
                 metadataVersion: metadataVersion.map(Int.init)))
     }
 
+    static func groupDefinition(_ row: PostgresRow) throws -> GroupDefinition {
+        let (name, text) = try row.decode((String, String).self)
+        return try GroupDefinition(name: name, storedText: text)
+    }
+
+    /// Facts rows (`device_id, info, updated_at`) by device id.
+    static func deviceInfoByID(_ rows: [PostgresRow]) throws -> [String: StoredDeviceInfo] {
+        var all: [String: StoredDeviceInfo] = [:]
+        for row in rows { all[try row.decode((String, String, Int64).self).0] = try storedInfo(row) }
+        return all
+    }
+
     static func storedInfo(_ row: PostgresRow) throws -> StoredDeviceInfo {
         let (id, text, updatedAt) = try row.decode((String, String, Int64).self)
         return StoredDeviceInfo(info: try StoredText.object(text, what: "facts of device \(id)"), updatedAt: updatedAt)

@@ -78,6 +78,9 @@ extension PostgresStore {
                 try await connection.query(
                     "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM webhook_outbox_sequence", logger: self.logger
                 ).collect().first.map { try $0.decode(Int64.self) } ?? 0
+            snapshot.groupDefinitions = try await connection.query(
+                #"SELECT name, document FROM group_definitions ORDER BY name COLLATE "C""#, logger: self.logger
+            ).collect().map(PostgresRows.groupDefinition)
             return snapshot
         }
     }

@@ -255,11 +255,7 @@ public final class PostgresStore: SettingsStore {
     }
 
     public func allDeviceInfo() async throws -> [String: StoredDeviceInfo] {
-        var all: [String: StoredDeviceInfo] = [:]
-        for row in try await rows("SELECT device_id, info, updated_at FROM device_info") {
-            all[try row.decode((String, String, Int64).self).0] = try PostgresRows.storedInfo(row)
-        }
-        return all
+        try PostgresRows.deviceInfoByID(try await rows("SELECT device_id, info, updated_at FROM device_info"))
     }
 
     public func agentPolicies() async throws -> [PolicyScope: AgentPolicy] {

@@ -177,6 +177,31 @@ struct PostgresTransaction: StoreTransaction {
             """)
     }
 
+    func groupDefinitions() async throws -> [GroupDefinition] {
+        try await rows(#"SELECT name, document FROM group_definitions ORDER BY name COLLATE "C""#).map(PostgresRows.groupDefinition)
+    }
+
+    func setGroupDefinition(_ definition: GroupDefinition) async throws {
+        try await rows(
+            """
+            INSERT INTO group_definitions (name, document) VALUES (\(definition.name), \(definition.storedText))
+            ON CONFLICT (name) DO UPDATE SET document = excluded.document
+            """)
+    }
+
+    func removeGroupDefinition(name: String) async throws -> Bool {
+        try await rows("DELETE FROM group_definitions WHERE name = \(name) RETURNING 1").count == 1
+    }
+
+    func lockedDevices() async throws -> [Device] {
+        try await rows("SELECT \(unescaped: PostgresRows.deviceColumns) FROM devices ORDER BY id COLLATE \"C\" FOR UPDATE").map(
+            PostgresRows.device)
+    }
+
+    func allDeviceInfo() async throws -> [String: StoredDeviceInfo] {
+        try PostgresRows.deviceInfoByID(try await rows("SELECT device_id, info, updated_at FROM device_info"))
+    }
+
     func setAgentPolicy(_ policy: AgentPolicy, scope: PolicyScope) async throws {
         let scopeText = scope.description
         guard !policy.isEmpty else {

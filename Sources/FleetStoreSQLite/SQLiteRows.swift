@@ -156,6 +156,12 @@ enum SQLiteRows {
         return all
     }
 
+    static func groupDefinitions(_ db: Database) throws -> [GroupDefinition] {
+        try Row.fetchAll(db, sql: "SELECT name, document FROM group_definitions ORDER BY name").map { row in
+            try GroupDefinition(name: row["name"], storedText: row["document"])
+        }
+    }
+
     static func storedInfo(_ row: Row) throws -> StoredDeviceInfo {
         let id: String = row["device_id"]
         return StoredDeviceInfo(info: try StoredText.object(row["info"], what: "facts of device \(id)"), updatedAt: row["updated_at"])

@@ -156,7 +156,11 @@ extension SQLiteStore {
                     INSERT INTO webhook_outbox_counter (id, last) VALUES (1, 0);
                     """)
         }
-        precondition(StoreSchema.current.number == 10, "a new StoreSchema version needs its SQLite migration")
+        // A definition is its query as a document; the members are the devices' groups.
+        migrator.registerMigration(Self.version(11).name) { db in
+            try db.execute(sql: "CREATE TABLE group_definitions (name TEXT PRIMARY KEY, document TEXT NOT NULL);")
+        }
+        precondition(StoreSchema.current.number == 11, "a new StoreSchema version needs its SQLite migration")
         return migrator
     }
 

@@ -411,6 +411,7 @@ public final class SQLiteStore: SettingsStore {
             .map(WebhookSubscription.init(storedText:))
             snapshot.outbox = try Row.fetchAll(db, sql: "SELECT * FROM webhook_outbox ORDER BY sequence").map(SQLiteTransaction.outboxEntry)
             snapshot.outboxSequence = try Int64.fetchOne(db, sql: "SELECT last FROM webhook_outbox_counter") ?? 0
+            snapshot.groupDefinitions = try SQLiteRows.groupDefinitions(db)
             return snapshot
         }
     }

@@ -178,6 +178,35 @@ struct SQLiteTransaction: StoreTransaction {
         }
     }
 
+    func groupDefinitions() async throws -> [GroupDefinition] {
+        try await run { db in try SQLiteRows.groupDefinitions(db) }
+    }
+
+    func setGroupDefinition(_ definition: GroupDefinition) async throws {
+        try await run { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO group_definitions (name, document) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET document = excluded.document",
+                arguments: [definition.name, definition.storedText])
+        }
+    }
+
+    func removeGroupDefinition(name: String) async throws -> Bool {
+        try await run { db in
+            try db.execute(sql: "DELETE FROM group_definitions WHERE name = ?", arguments: [name])
+            return db.changesCount == 1
+        }
+    }
+
+    func lockedDevices() async throws -> [Device] {
+        // One writer at a time: every row is this transaction's until it commits.
+        try await run { db in try Row.fetchAll(db, sql: "SELECT * FROM devices ORDER BY id").map(SQLiteRows.device) }
+    }
+
+    func allDeviceInfo() async throws -> [String: StoredDeviceInfo] {
+        try await run { db in try SQLiteRows.allDeviceInfo(db) }
+    }
+
     func setAgentPolicy(_ policy: AgentPolicy, scope: PolicyScope) async throws {
         try await run { db in try SQLiteRows.setAgentPolicy(policy, scope: scope, db) }
     }

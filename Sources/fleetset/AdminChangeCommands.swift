@@ -14,7 +14,8 @@ struct ChangeOptions: ParsableArguments {
 
     @Option(
         help: ArgumentHelp(
-            "Stage the change in waves, e.g. 5%,25%,100% or group:canary,100% (the last must be 100%).", valueName: "waves"),
+            "Stage the change in waves, e.g. 5%,25%,100%, group:canary,100% or where:os.version=12,25%,100% (the last must be 100%).",
+            valueName: "waves"),
         transform: { text in try ChangeOptions.waves(text) })
     var rollout: [RolloutWave]?
 

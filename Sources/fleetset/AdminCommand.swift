@@ -28,7 +28,7 @@ struct AdminCommand: AsyncParsableCommand {
             """,
         subcommands: [
             AdminPutMetadata.self, AdminValues.self, AdminSet.self, AdminClear.self, AdminUnset.self, AdminHistory.self, AdminRevert.self,
-            AdminRollout.self, AdminDevices.self, AdminPolicy.self, AdminExplain.self, AdminEnrollmentToken.self,
+            AdminRollout.self, AdminDevices.self, AdminGroups.self, AdminPolicy.self, AdminExplain.self, AdminEnrollmentToken.self,
             AdminEnrollmentTokens.self, AdminUsers.self, AdminTokens.self, AdminWhoami.self, AdminAudit.self, AdminLoginCommand.self,
             AdminLogoutCommand.self, AdminPasswordCommand.self, AdminTwoFactor.self, AdminWebhooks.self, AdminExport.self, AdminPlan.self,
             AdminApply.self,
@@ -337,8 +337,21 @@ struct AdminExplain: AsyncParsableCommand {
     var device: String
 
     func run() async throws {
-        let explanation = try await server.withClient { try await $0.explain(app: app, deviceID: device) }
-        server.output(explanation.json) { explanation.table }
+        let (explanation, groups) = try await server.withClient { client in
+            let explanation = try await client.explain(app: app, deviceID: device)
+            // Which groups hold the device and why: a server before groups defined by queries has no list.
+            let record = try await client.device(id: device)
+            let queries = (try? await client.groups().groups).map { list in
+                Dictionary(uniqueKeysWithValues: list.map { ($0.name, $0.conditions) })
+            }
+            return (explanation, record.groups.map { (name: $0, conditions: queries?[$0] ?? nil) })
+        }
+        server.output(explanation.json) {
+            guard !groups.isEmpty else { return explanation.table }
+            let lines = groups.map { "  \($0.name): \(AdminGroupShow.origin($0.conditions))" }
+            return explanation.table + "\n\nGroups (where several set a value, the later by name wins)\n"
+                + TerminalText.escaped(lines.joined(separator: "\n"), keepingNewlinesAndTabs: true)
+        }
     }
 }
 

@@ -26,14 +26,13 @@ struct AdminDeviceList: AsyncParsableCommand {
 
     @Option(
         name: .customLong("where"),
-        help: "Only devices whose fact matches: FACT=VALUE or FACT!=VALUE, e.g. os.version=12 (repeatable; all must match).")
+        help:
+            "Only devices whose fact matches: FACT=VALUE, FACT!=VALUE, FACT~REGEX or FACT!~REGEX, e.g. os.version=12 (repeatable; all must match)."
+    )
     var filters: [String] = []
 
     func validate() throws {
-        for filter in filters where DeviceInfoFilter(filter) == nil {
-            throw ValidationError(
-                "--where \"\(filter)\" is not FACT=VALUE or FACT!=VALUE (facts: os.version, machine.hostname, apps.APP.NAME, …)")
-        }
+        _ = try AdminGroupDefine.conditions(filters)
         if app != nil, !filters.isEmpty { throw ValidationError("--where lists every device; leave out --app") }
     }
 

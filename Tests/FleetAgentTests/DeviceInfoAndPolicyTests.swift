@@ -158,4 +158,43 @@ struct DeviceInfoAndPolicyTests {
         try await fleet.set("kiosk", ["volume": 7])
         try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["volume"] == 7 }
     }
+
+    @Test(
+        "a group defined by a query: a device whose reported fact starts matching joins it and gets its value in one long-poll round trip; one whose fact stops matching leaves it"
+    )
+    func dynamicGroup() async throws {
+        let fleet = try await Fleet.start()
+        defer { Task { await fleet.stop() } }
+        let agent = try await fleet.launchAgent([["id": "kiosk"]])
+        defer { agent.kill() }
+        try await fleet.waitForSettings("kiosk", agent: agent) { _ in true }
+        let id = try fleet.identity().deviceId
+        _ = try await fleet.admin.patchValues(app: "kiosk", scope: "group:player-2", patch: ["volume": 8])
+        let defined = try await fleet.admin.defineGroup(
+            name: "player-2", where: [try DeviceInfoFilter(parsing: #"apps.kiosk.player~^2\."#)])
+        #expect(defined.devices.isEmpty && defined.summary.conditions?.map(\.description) == [#"apps.kiosk.player~^2\."#])
+        // Given by hand, a group a query defines is refused, saying why.
+        let byHand = try await CLIRunner.run(["admin", "devices", "set", id, "--group", "player-2"] + fleet.adminArguments)
+        #expect(byHand.status != 0 && byHand.standardError.contains("defined by a query"), "\(byHand.standardError)")
+        try await fleet.waitForStatus("kiosk", agent: agent) { $0.state == .applied }
+        try await eventually("the agent never held a long-poll") { try await fleet.heldLongPolls() == 1 }
+
+        // The app reports player 2.4: the agent's waiting long-poll answers with the group's value.
+        let set = try await fleet.cli(["device-info", "set", "player=2.4"])
+        #expect(set.status == 0, "\(set)")
+        let joined = try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["volume"] == 8 }
+        #expect(try await fleet.admin.device(id: id).groups == ["player-2"])
+        #expect(fleet.server.log.contains(#"event=groups device=\#(id) joined=player-2 left="""#), "\(fleet.server.log)")
+        let shown = try await fleet.admin.group(name: "player-2")
+        #expect(shown.devices == [id] && shown.summary.members == 1)
+        let explained = try await CLIRunner.run(["admin", "explain", "--app", "kiosk", id] + fleet.adminArguments)
+        #expect(explained.standardOutput.contains(#"player-2: where apps.kiosk.player~^2\."#), "\(explained.standardError)")
+
+        // Player 1.9 no longer matches: out of the group, back on the default.
+        #expect(try await fleet.cli(["device-info", "set", "player=1.9"]).status == 0)
+        let left = try await fleet.waitForSettings("kiosk", agent: agent) { $0.revision > joined.revision && $0.values["volume"] == 5 }
+        #expect(left.values["volume"] == 5)
+        #expect(try await fleet.admin.device(id: id).groups.isEmpty)
+        #expect(fleet.server.log.contains(#"event=groups device=\#(id) joined="" left=player-2"#))
+    }
 }

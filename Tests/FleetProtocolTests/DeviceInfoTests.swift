@@ -78,6 +78,67 @@ struct DeviceInfoTests {
         for bad in ["os.version", "=12", ".os=1", "os..version=1", "!=3"] { #expect(DeviceInfoFilter(bad) == nil, "\(bad)") }
     }
 
+    @Test("regular expressions in conditions: ~ and !~, searched anywhere unless anchored; a bad one is refused saying where")
+    func regularExpressionFilters() throws {
+        let info: JSONObject = ["os": ["version": "12"], "apps": ["kiosk": ["player": "2.4.1"]], "storage": ["stateFree": 4096]]
+        #expect(try DeviceInfoFilter(parsing: #"apps.kiosk.player~^2\."#).matches(info))
+        #expect(try DeviceInfoFilter(parsing: #"apps.kiosk.player~^1\."#).matches(info) == false)
+        #expect(try DeviceInfoFilter(parsing: "apps.kiosk.player~4").matches(info), "found anywhere")
+        #expect(try DeviceInfoFilter(parsing: "apps.kiosk.player~^4$").matches(info) == false)
+        #expect(try DeviceInfoFilter(parsing: #"apps.kiosk.player!~^2\."#).matches(info) == false)
+        #expect(try DeviceInfoFilter(parsing: "apps.menu.version!~x").matches(info), "no fact: only the negated forms match")
+        #expect(try DeviceInfoFilter(parsing: "apps.menu.version~.*").matches(info) == false)
+        #expect(try DeviceInfoFilter(parsing: "storage.stateFree~^40").matches(info), "integers as decimal text")
+        // A value may hold = and ~; the first operator counts.
+        let odd = try DeviceInfoFilter(parsing: "os.version=a=b~c")
+        #expect(odd.comparison == .equals && odd.value == "a=b~c" && odd.description == "os.version=a=b~c")
+        #expect(try DeviceInfoFilter(parsing: "os.version!~1[0-9]").comparison == .doesNotMatch)
+        #expect(throws: DeviceInfoFilterError.self) { try DeviceInfoFilter(parsing: "apps.kiosk.player~(") }
+        do {
+            _ = try DeviceInfoFilter(parsing: "apps.kiosk.player~[z-a]")
+            Issue.record("an inverted range compiled")
+        } catch {
+            #expect(error.description.hasPrefix(#"condition "apps.kiosk.player~[z-a]" holds an invalid regular expression at offset"#))
+        }
+        do {
+            _ = try DeviceInfoFilter(parsing: "os.version 12")
+            Issue.record("a condition without an operator was read")
+        } catch {
+            #expect(error.description.contains("must be NAME=VALUE, NAME!=VALUE, NAME~REGEX or NAME!~REGEX"))
+        }
+        for bad in ["~x", "a!b=1", "os.!version~x"] { #expect(DeviceInfoFilter(bad) == nil, "\(bad)") }
+        // A pattern that backtracks catastrophically on a device's fact does not match rather than stall.
+        let evil = try DeviceInfoFilter(parsing: "machine.hostname~^(a+)+$")
+        #expect(evil.matches(["machine": ["hostname": .string(String(repeating: "a", count: 40) + "!")]]) == false)
+    }
+
+    @Test("a group definition reads its query at each condition's pointer and writes it back")
+    func groupDefinition() throws {
+        let definition = try GroupDefinition(name: "rpi-12", json: ["where": ["machine.arch=aarch64", "os.version=12"]])
+        #expect(definition.queryText == "machine.arch=aarch64 os.version=12")
+        #expect(definition.admits(["machine": ["arch": "aarch64"], "os": ["version": "12"]]))
+        #expect(definition.admits(["machine": ["arch": "aarch64"], "os": ["version": "11"]]) == false)
+        #expect(try GroupDefinition(name: "rpi-12", json: definition.queryJSON) == definition)
+        for (body, pointer) in [
+            (["where": []] as JSONValue, "/where"), (["where": ["os.version=12", 7]], "/where/1"),
+            (["where": ["os.version=12", "x~("]], "/where/1"), (["where": ["a=1"], "extra": 1], "/extra"), ([:], "/where"),
+        ] as [(JSONValue, String)] {
+            #expect(throws: DocumentError.self, "\(body)") { try GroupDefinition(name: "g", json: body) }
+            do {
+                _ = try GroupDefinition(name: "g", json: body)
+            } catch {
+                #expect(error.location.description == pointer, "\(body)")
+            }
+        }
+        let summary = GroupSummary(name: "rpi-12", conditions: definition.conditions, members: 3)
+        #expect(try GroupSummary(json: summary.json) == summary)
+        let byHand = GroupSummary(name: "lobby", conditions: nil, members: 2)
+        #expect(try GroupSummary(json: byHand.json) == byHand && byHand.json.objectValue?["where"] == nil)
+        let detail = GroupDetail(summary: summary, devices: ["d-1", "d-2", "d-3"])
+        #expect(try GroupDetail(json: detail.json) == detail)
+        #expect(try GroupList(json: GroupList(groups: [summary, byHand]).json).groups == [summary, byHand])
+    }
+
     @Test("an agent policy reads only its keys, each in range, at its pointer; it round-trips")
     func agentPolicy() throws {
         let policy = try AgentPolicy(json: [

@@ -23,6 +23,9 @@ struct RolloutTests {
         #expect(try RolloutWave.list(["5%", "25%", "100%"]).get() == [.share(basisPoints: 500), .share(basisPoints: 2500), .everyone])
         #expect(try RolloutWave.list(["group:canary", "0.5%", "100%"]).get() == [.group("canary"), .share(basisPoints: 50), .everyone])
         #expect(RolloutWave("0.25%")?.description == "0.25%" && RolloutWave("2.5%")?.description == "2.5%")
+        let query = try #require(RolloutWave(#"where:os.version=12;apps.kiosk.player~^2\."#))
+        #expect(query.description == #"where:os.version=12;apps.kiosk.player~^2\."#)
+        #expect(try RolloutWave.list([query.description, "25%", "100%"]).get().count == 3)
         let refusals: [([String], String)] = [
             (["5%", "25%"], "the last wave must be 100%"),
             (["25%", "5%", "100%"], "5% is not more than the wave before it"),
@@ -31,6 +34,9 @@ struct RolloutTests {
             (["0.125%", "100%"], "\"0.125%\" is not a wave"),
             (["group:", "100%"], "\"group:\" is not a wave"),
             (["group:a", "group:a", "100%"], "group:a is named twice"),
+            (["where:os.version=12", "where:os.version=12", "100%"], "where:os.version=12 is named twice"),
+            (["where:", "100%"], "\"where:\" is not a wave"),
+            (["where:x~(", "100%"], "\"where:x~(\" is not a wave"),
             ([], "name 1 to 20 waves"),
         ]
         for (texts, message) in refusals {

@@ -269,6 +269,30 @@ struct ConsoleRouteTests {
         }
     }
 
+    @Test("the groups page shows each group's query (escaped) and member count; a group's page lists its members")
+    func groupsPages() async throws {
+        try await Self.withVisitor { server, visitor in
+            try await server.putKioskMetadata()
+            let lobby = try await server.enrollDevice(groups: ["lobby"])
+            let pi = try await server.enrollDevice()
+            _ = try await pi.client.reportDeviceInfo(["apps": ["kiosk": ["version": "<2>"]]])
+            _ = try await server.admin.defineGroup(name: "odd<one>", where: [try DeviceInfoFilter(parsing: "apps.kiosk.version~^<")])
+            _ = try await visitor.signIn()
+            var html = String(decoding: try await visitor.request(.get, "/console/groups").body, as: UTF8.self)
+            #expect(html.contains(#"<a href="/console/groups">Groups</a>"#) || html.contains(#"href="/console/groups""#))
+            #expect(
+                html.contains(
+                    #"<a href="/console/groups/odd%3Cone%3E">odd&lt;one&gt;</a></th><td>by the query <code>apps.kiosk.version~^&lt;</code></td><td class="num">1</td>"#
+                ), "\(html)")
+            #expect(html.contains(#"<a href="/console/groups/lobby">lobby</a></th><td>by hand</td><td class="num">1</td>"#))
+            html = String(decoding: try await visitor.request(.get, "/console/groups/odd%3Cone%3E").body, as: UTF8.self)
+            #expect(html.contains("<h1>Group <code>odd&lt;one&gt;</code></h1>") && html.contains(#"href="/console/devices/\#(pi.id)""#))
+            #expect(!html.contains(lobby.id))
+            let missing = try await visitor.request(.get, "/console/groups/nowhere")
+            #expect(missing.status == 404)
+        }
+    }
+
     @Test("the history page: writes newest first, secrets masked; the rollout with its waves; abort and resume need the form's CSRF token")
     func historyAndRollout() async throws {
         try await Self.withVisitor { server, visitor in

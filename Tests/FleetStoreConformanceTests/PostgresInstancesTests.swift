@@ -74,9 +74,10 @@ struct PostgresInstancesTests {
             "v5: history paged and pruned (the scopes each entry wrote, each app's floor); ended console sessions",
             "v6: the change feed as a table, the write lock's key of this database, the history's scopes indexed by a trigger",
         ]
-        // v0.7.0 had none of the tables of the versions after it (accounts, v8; one-time values, v9; webhooks, v10).
+        // v0.7.0 had none of the tables of the versions after it (accounts, v8; one-time values, v9; webhooks, v10;
+        // group definitions, v11).
         _ = try await cluster.psql(
-            "DROP TABLE accounts, api_tokens, audit_log, one_time_values, webhook_outbox, webhook_subscriptions; DROP SEQUENCE webhook_outbox_sequence; DELETE FROM fleetset_migrations; INSERT INTO fleetset_migrations (name) VALUES "
+            "DROP TABLE accounts, api_tokens, audit_log, one_time_values, webhook_outbox, webhook_subscriptions, group_definitions; DROP SEQUENCE webhook_outbox_sequence; DELETE FROM fleetset_migrations; INSERT INTO fleetset_migrations (name) VALUES "
                 + before.map { "('\($0.replacingOccurrences(of: "'", with: "''"))')" }.joined(separator: ", "), database: database)
         // Applying any version it has again would fail (its tables exist); the store opens and
         // reads, having applied the versions after it.
@@ -113,6 +114,30 @@ struct PostgresInstancesTests {
             #expect(enrolled == 7)
             #expect(try await second.devices().count == 7)
             #expect(try await first.enrollmentToken(hash: "t")?.usesLeft == 0)
+        }
+    }
+
+    @Test("a query defined on one instance while the other stores reports of facts: every device ends where its last facts say")
+    func groupQueryRacesReports() async throws {
+        try await withTwoPostgresInstances { (first: PostgresStore, second: PostgresStore, _: String) async throws in
+            for index in 0..<40 {
+                try await first.addDevice(Device(id: "d-\(index)", tokenHash: "h-\(index)", apps: ["kiosk"], groups: [], enrolledAt: 1))
+            }
+            let query = GroupDefinition(name: "pi", conditions: [try DeviceInfoFilter(parsing: "machine.arch=aarch64")])
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { _ = try await first.defineGroup(query) }
+                for index in 0..<40 {
+                    group.addTask {
+                        let arch = index.isMultiple(of: 2) ? "aarch64" : "x86_64"
+                        _ = try await second.updateDeviceInfo(id: "d-\(index)", at: 2) { _ in ["machine": ["arch": .string(arch)]] }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            for device in try await first.devices() {
+                let index = Int(device.id.dropFirst(2)) ?? -1
+                #expect(device.groups == (index.isMultiple(of: 2) ? ["pi"] : []), "\(device.id)")
+            }
         }
     }
 

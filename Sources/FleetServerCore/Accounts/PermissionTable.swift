@@ -19,6 +19,7 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
     case listDevices, explainDevice
     case createEnrollmentToken, listEnrollmentTokens, revokeEnrollmentToken
     case listAllDevices, getDevice, updateDevice, deleteDevice, getDevicePolicyAsAdmin
+    case listGroups, getGroup, defineGroup, removeGroupDefinition
     case listPolicies, patchPolicy
     case listAccounts, createAccount, getAccount, updateAccount, deleteAccount, setPassword, resetTwoFactor
     case changeOwnPassword, startTwoFactor, confirmTwoFactor
@@ -57,6 +58,10 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
         case .updateDevice: (.patch, "v1/admin/devices/:id")
         case .deleteDevice: (.delete, "v1/admin/devices/:id")
         case .getDevicePolicyAsAdmin: (.get, "v1/admin/devices/:id/policy")
+        case .listGroups: (.get, "v1/admin/groups")
+        case .getGroup: (.get, "v1/admin/groups/:name")
+        case .defineGroup: (.put, "v1/admin/groups/:name")
+        case .removeGroupDefinition: (.delete, "v1/admin/groups/:name")
         case .listPolicies: (.get, "v1/admin/policies")
         case .patchPolicy: (.patch, "v1/admin/policies/:scope")
         case .listAccounts: (.get, "v1/admin/accounts")
@@ -94,7 +99,7 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
         case .getCaller, .changeOwnPassword, .startTwoFactor, .confirmTwoFactor: nil
         case .getMetrics: .readMetrics
         case .getAdminMetadata, .getValues, .getRollout, .listDevices, .explainDevice, .listAllDevices, .getDevice,
-            .getDevicePolicyAsAdmin, .listPolicies, .listApps, .getScopes:
+            .getDevicePolicyAsAdmin, .listPolicies, .listGroups, .getGroup, .listApps, .getScopes:
             .read
         case .getHistory: .readHistory
         case .listAudit: .readAudit
@@ -103,7 +108,7 @@ public enum AdminOperation: String, Sendable, Hashable, CaseIterable {
         case .startRollout: .startRollouts
         case .resumeRollout, .abortRollout: .steerRollouts
         case .updateDevice: .operateDevices
-        case .deleteDevice: .manageDevices
+        case .deleteDevice, .defineGroup, .removeGroupDefinition: .manageDevices
         case .createEnrollmentToken, .listEnrollmentTokens, .revokeEnrollmentToken: .manageEnrollment
         case .patchPolicy: .writePolicies
         case .listAccounts, .createAccount, .getAccount, .updateAccount, .deleteAccount, .setPassword, .resetTwoFactor: .manageAccounts

@@ -109,7 +109,7 @@ extension DeviceGateway {
         } catch {
             throw ServiceError.badRequest("\(error.location.displayText): \(error.message)")
         }
-        let stored: JSONObject?
+        let stored: FactsUpdate?
         do {
             stored = try await store.updateDeviceInfo(id: device.id, at: wallClock.secondsSinceEpoch()) { info in
                 try DeviceInfo.applying(patch, to: info)
@@ -118,15 +118,27 @@ extension DeviceGateway {
             throw ServiceError(413, .tooManyFacts, "\(error.location.displayText): \(error.message)")
         }
         guard let stored else { throw ServiceError.unknownDevice(device.id) }
-        guard !patch.isEmpty else { return stored }  // nothing reported: nothing to log or show
+        guard !patch.isEmpty else { return stored.info }  // nothing reported: nothing to log or show
         logger.info(
             "device facts reported",
             metadata: [
                 "event": "device-info", "device": "\(device.id)",
                 "facts": "\(DeviceInfo.facts(patch).map(\.name).joined(separator: ","))",
             ])
-        events.publish(.deviceChanged(device: device.id))
-        return stored
+        if let groups = stored.groups {
+            // Its groups moved with its facts: its long-polls answer with what they give now.
+            logger.notice(
+                "device moved between groups by its facts",
+                metadata: [
+                    "event": "groups", "device": "\(device.id)",
+                    "joined": "\(groups.after.filter { !groups.before.contains($0) }.joined(separator: ","))",
+                    "left": "\(groups.before.filter { !groups.after.contains($0) }.joined(separator: ","))",
+                ])
+            await notifyDeviceChanged(device.id)
+        } else {
+            events.publish(.deviceChanged(device: device.id))
+        }
+        return stored.info
     }
 
     /// What the server asks of `device`'s agent, for each of its apps.

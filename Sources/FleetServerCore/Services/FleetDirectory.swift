@@ -12,6 +12,10 @@ extension FleetDirectory {
         // it was made: the API decodes it, the console fills it in from a form.
         let request = try ServiceError.decode(request.json, as: EnrollmentTokenRequest.init(json:))
         try Self.checkNames(apps: request.apps, groups: request.groups)
+        let defined = Set(try await store.groupDefinitions().map(\.name))
+        if let taken = request.groups.first(where: defined.contains) {
+            throw ServiceError(409, .badGroup, "/groups: \(GroupRefusal.definedByQuery(group: taken))")
+        }
         let token = Credentials.generate(.enrollment)
         let expiresAt = wallClock.secondsSinceEpoch() + request.expiresInSeconds
         let id = Credentials.identifier(prefix: "et-")
@@ -64,7 +68,13 @@ extension FleetDirectory {
         try Self.checkNames(apps: update.apps ?? [], groups: update.groups ?? [])
         let change = DeviceChange(
             apps: update.apps, groups: update.groups, disabled: update.disabled, rotationRequested: update.rotateToken)
-        guard let device = try await store.updateDevice(id: id, change, at: now) else { throw ServiceError.unknownDevice(id) }
+        let updated: Device?
+        do {
+            updated = try await store.updateDevice(id: id, change, at: now)
+        } catch let refusal as GroupRefusal {
+            throw ServiceError(409, .badGroup, "/groups: \(refusal)")
+        }
+        guard let device = updated else { throw ServiceError.unknownDevice(id) }
         await notifyDeviceChanged(id)
         var changed: [String] = []
         if let apps = update.apps { changed.append("apps=\(apps.joined(separator: ","))") }

@@ -21,6 +21,7 @@ extension RolloutService {
         guard scope == .app || { if case .group = scope { true } else { false } }() else {
             throw ServiceError.badRequest("/scope: a rollout stages a change of app or group values; a device scope reaches one device")
         }
+        let queryMembers = try await queryWaveMembers(app: app, waves: request.waves)
         let rollout = try await writes.checkedWrite(
             read: { try await self.rolloutWriteState(app: app, scope: scope) },
             check: { state in
@@ -38,13 +39,23 @@ extension RolloutService {
                 let rollout = Rollout(
                     id: Credentials.identifier(prefix: "r-"), app: app, scope: scope, patch: request.patch, waves: request.waves,
                     pauseOnErrorsBasisPoints: request.pauseOnErrorsBasisPoints, waveWaitSeconds: request.waveWaitSeconds,
-                    waveStartedAt: now, startedAt: now, actor: actor, message: request.message)
+                    waveStartedAt: now, startedAt: now, actor: actor, message: request.message, queryMembers: queryMembers)
                 let summary =
                     "rollout \(rollout.id) started at \(scope): \(request.patch.keys.sorted().joined(separator: ", ")) in waves \(request.waves.map(\.description).joined(separator: ", "))"
                 try await self.commitRollout(rollout, summary: summary, actor: actor, note: request.message, at: now)
                 return rollout
             })
         return try await rolloutView(rollout)
+    }
+
+    /// The devices of `app` each `where:` wave of `waves` takes: those whose facts meet its
+    /// query now (none read when there is no such wave).
+    private func queryWaveMembers(app: String, waves: [RolloutWave]) async throws -> [Int: Set<String>] {
+        guard waves.contains(where: { if case .query = $0 { true } else { false } }) else { return [:] }
+        async let devices = store.devices()
+        async let facts = store.allDeviceInfo()
+        let (all, info) = try await (devices, facts)
+        return Rollout.queryMembers(waves: waves, devices: all.filter { $0.has(app: app) }, facts: info.mapValues(\.info))
     }
 
     /// The app's active rollout, or its latest, with each admitted wave's progress.

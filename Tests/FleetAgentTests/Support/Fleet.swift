@@ -22,6 +22,8 @@ final class Fleet: Sendable {
     var layout: DeviceLayout { DeviceLayout(stateDirectory: directory + "/state", inboxDirectory: directory + "/inbox") }
     /// The admin side of the server.
     var admin: FleetClient { FleetClient(http: http, baseURL: server.url, token: adminToken) }
+    /// `--server URL --token-file FILE`: what `fleetset admin` needs to reach this server.
+    var adminArguments: [String] { ["--server", server.url, "--token-file", directory + "/admin.token"] }
 
     private init(directory: String, server: ServerProcess, http: HTTPClient, adminToken: String, agentExecutable: String) {
         self.agentExecutable = agentExecutable

@@ -121,12 +121,7 @@ struct DirectoryServiceTests {
 
     @Test("devices are found by their facts")
     func filters() async throws {
-        let harness = ServiceHarness()
-        try await harness.putKiosk()
-        let (bookworm, _) = try await harness.enroll()
-        let (bullseye, _) = try await harness.enroll()
-        _ = try await harness.gateway.patchDeviceInfo(device: bookworm, patch: ["os": ["version": "12"]])
-        _ = try await harness.gateway.patchDeviceInfo(device: bullseye, patch: ["os": ["version": "11"]])
+        let (harness, bookworm, _) = try await ServiceHarness.bookwormAndBullseye()
         let found = try await harness.directory.allDevices(matching: [try #require(DeviceInfoFilter("os.version=12"))])
         #expect(found.devices.map(\.id) == [bookworm.id])
         #expect(try await harness.directory.allDevices().devices.count == 2)

@@ -127,6 +127,18 @@ struct ServiceHarness {
         return (try await device(token: identity.deviceToken), identity.deviceToken)
     }
 
+    /// A harness with `kiosk` and two of its devices that reported their Debian versions: 12
+    /// (bookworm) and 11 (bullseye).
+    static func bookwormAndBullseye() async throws -> (ServiceHarness, bookworm: Device, bullseye: Device) {
+        let harness = ServiceHarness()
+        try await harness.putKiosk()
+        let (bookworm, _) = try await harness.enroll()
+        let (bullseye, _) = try await harness.enroll()
+        _ = try await harness.gateway.patchDeviceInfo(device: bookworm, patch: ["os": ["version": "12"]])
+        _ = try await harness.gateway.patchDeviceInfo(device: bullseye, patch: ["os": ["version": "11"]])
+        return (harness, bookworm, bullseye)
+    }
+
     /// The bootstrap owner, as the admin token file authenticates it.
     func owner() async throws -> Caller {
         try await account(token: Self.adminToken)
