@@ -143,14 +143,14 @@ public enum TreeYAML {
     /// marks that mean nothing to YAML inside a word).
     private static func isPlainCharacter(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar {
-        case "a"..."z", "A"..."Z", "0"..."9", " ", "_", "-", ".", "/", "+", "=", "(", ")", "@", "$", "^", ";": true
+        case "a"..."z", "A"..."Z", "0"..."9", " ", "_", "-", ".", "/", "+", "=", "(", ")", "@", "$", "^", ";", "!", "~": true
         default: false
         }
     }
 
     private static func isPlainSafe(_ text: String) -> Bool {
         guard let first = text.unicodeScalars.first, let last = text.unicodeScalars.last else { return false }
-        guard first != " ", last != " ", first != "-", first != "+", first != ".", first != "/", first != "@",
+        guard first != " ", last != " ", first != "-", first != "+", first != ".", first != "/", first != "@", first != "!", first != "~",
             text.unicodeScalars.allSatisfy(isPlainCharacter)
         else { return false }
         // Whatever any YAML reader could take for another type is quoted: the core schema's

@@ -295,7 +295,7 @@ enum TreeSession {
             guard included(scope, only: only) else { continue }
             if case .object(let keys) = policy.json, !keys.isEmpty { tree.policies[scope] = keys }
         }
-        if only.isEmpty, let groups = try await GroupDefinitions.stored(client) { tree.groups = groups }
+        if only.isEmpty { tree.groups = try await GroupDefinitions.stored(client) }
         return tree
     }
 
@@ -340,6 +340,8 @@ enum TreeSession {
         let name: String
         let old: [String]?
         let new: [String]?
+        /// The devices the group would have (`new`'s query) now.
+        var reach: [String] = []
     }
 
     /// What apply would do.
@@ -347,7 +349,6 @@ enum TreeSession {
         var apps: [AppPlan] = []
         var policies: [PolicyPlan] = []
         var groups: [GroupPlan] = []
-        var notes: [String] = []
 
         var errors: [String] { apps.flatMap(\.errors) }
         var hasChanges: Bool { apps.contains(where: \.hasChanges) || !policies.isEmpty || !groups.isEmpty }
@@ -366,7 +367,7 @@ enum TreeSession {
                 case .refused, .unchanged: break
                 }
                 for scope in app.scopes {
-                    let shown = scope.reach.prefix(3).joined(separator: ", ") + (scope.reach.count > 3 ? ", …" : "")
+                    let shown = Self.shown(scope.reach)
                     let state = scope.removed ? " (removed)" : scope.new ? " (new)" : ""
                     lines.append(
                         "  \(scope.scope)\(state): reaches \(scope.reach.count) device(s)\(scope.reach.isEmpty ? "" : ": " + shown)")
@@ -384,16 +385,16 @@ enum TreeSession {
             if !groups.isEmpty {
                 lines.append("groups")
                 for group in groups {
+                    let reach = " (\(group.reach.count) device(s) now\(group.reach.isEmpty ? "" : ": " + Self.shown(group.reach)))"
                     switch (group.old, group.new) {
-                    case (nil, let new?): lines.append("  + \(group.name): where \(new.joined(separator: ", "))")
-                    case (_?, nil): lines.append("  - \(group.name)")
+                    case (nil, let new?): lines.append("  + \(group.name): where \(new.joined(separator: ", "))\(reach)")
+                    case (_?, nil): lines.append("  - \(group.name) (its members leave it)")
                     case (let old?, let new?):
-                        lines.append("  ~ \(group.name): where \(old.joined(separator: ", ")) → \(new.joined(separator: ", "))")
+                        lines.append("  ~ \(group.name): where \(old.joined(separator: ", ")) → \(new.joined(separator: ", "))\(reach)")
                     default: break
                     }
                 }
             }
-            lines += notes.map { "note: " + $0 }
             if !errors.isEmpty {
                 lines.append("Errors: apply would write nothing.")
             } else if hasChanges {
@@ -403,6 +404,11 @@ enum TreeSession {
                 lines.append("No changes: the server matches the tree.")
             }
             return lines.map { TerminalText.escaped($0) }.joined(separator: "\n")
+        }
+
+        /// The first three ids of `devices`, and `…` for more.
+        static func shown(_ devices: [String]) -> String {
+            devices.prefix(3).joined(separator: ", ") + (devices.count > 3 ? ", …" : "")
         }
 
         /// The plan as JSON (`--json`): changes by place, secrets never with their values.
@@ -442,6 +448,7 @@ enum TreeSession {
                         [
                             "name": .string($0.name), "old": $0.old.map { .array($0.map(JSONValue.string)) } ?? .null,
                             "new": $0.new.map { .array($0.map(JSONValue.string)) } ?? .null,
+                            "devices": .array($0.reach.map(JSONValue.string)),
                         ]
                     }),
             ]
@@ -521,14 +528,16 @@ enum TreeSession {
         }
         // Groups: only when the whole tree is planned.
         if onlyApps.isEmpty {
-            if let storedGroups = try await GroupDefinitions.stored(client) {
-                for name in Set(tree.groups.keys).union(prune ? Set(storedGroups.keys) : []).sorted() {
-                    let old = storedGroups[name]
-                    let new = tree.groups[name] ?? (prune ? nil : old)
-                    if old != new { plan.groups.append(GroupPlan(name: name, old: old, new: new)) }
-                }
-            } else if !tree.groups.isEmpty {
-                plan.notes.append("groups/ is not applied: this server does not manage group definitions")
+            let storedGroups = try await GroupDefinitions.stored(client)
+            for name in Set(tree.groups.keys).union(prune ? Set(storedGroups.keys) : []).sorted() {
+                let old = storedGroups[name]
+                // Each condition as the server writes it back, so that the same query compares equal.
+                let written = try tree.groups[name].map { try GroupDefinitions.conditions($0, group: name).map(\.description) }
+                let new = written ?? (prune ? nil : old)
+                guard old != new else { continue }
+                var group = GroupPlan(name: name, old: old, new: new)
+                if let new { group.reach = try await GroupDefinitions.members(client, new, group: name) }
+                plan.groups.append(group)
             }
         }
         return plan
@@ -634,23 +643,44 @@ enum TreeSession {
     }
 }
 
-/// The server's dynamic groups (a name and the facts its devices match).
-///
-/// Not wired yet: the routes (`GET /v1/admin/groups`, `PUT` and `DELETE
-/// /v1/admin/groups/{name}`) are being added on main. Until then the server is taken as not
-/// managing group definitions: `stored` answers `nil`, and a tree's `groups/` is reported and
-/// left alone.
+/// The server's groups defined by a query on the devices' facts (`GET /v1/admin/groups`, `PUT`
+/// and `DELETE /v1/admin/groups/{name}`): the tree's `groups/NAME.yaml`. Groups whose devices
+/// were put in them by hand have no query and are not part of the tree.
 enum GroupDefinitions {
-    /// Every group's conditions by name; `nil` when the server does not manage group definitions.
-    static func stored(_ client: FleetClient) async throws -> [String: [String]]? { nil }
-
-    /// Creates or changes a group.
-    static func put(_ client: FleetClient, name: String, where conditions: [String]) async throws {
-        throw TreeSession.Failure("group \(name): this server does not manage group definitions")
+    /// Every defined group's conditions by name, as text (`machine.arch=aarch64`).
+    static func stored(_ client: FleetClient) async throws -> [String: [String]] {
+        var groups: [String: [String]] = [:]
+        for group in try await client.groups().groups {
+            if let conditions = group.conditions { groups[group.name] = conditions.map(\.description) }
+        }
+        return groups
     }
 
-    /// Removes a group's definition.
+    /// The conditions of `texts`, each read as the server reads it.
+    ///
+    /// - Throws: ``TreeSession/Failure`` naming the group's file and the condition.
+    static func conditions(_ texts: [String], group name: String) throws -> [DeviceInfoFilter] {
+        try texts.map { text in
+            do {
+                return try DeviceInfoFilter(parsing: text)
+            } catch {
+                throw TreeSession.Failure("\(SettingsTree.groupPath(name)): \(error)")
+            }
+        }
+    }
+
+    /// The devices a group with `texts` as its query would have now, by id.
+    static func members(_ client: FleetClient, _ texts: [String], group name: String) async throws -> [String] {
+        try await client.allDevices(where: try conditions(texts, group: name)).devices.map(\.id).sorted()
+    }
+
+    /// Defines a group, or replaces its query.
+    static func put(_ client: FleetClient, name: String, where texts: [String]) async throws {
+        _ = try await client.defineGroup(name: name, where: try conditions(texts, group: name))
+    }
+
+    /// Removes a group's query: its members leave it.
     static func delete(_ client: FleetClient, name: String) async throws {
-        throw TreeSession.Failure("group \(name): this server does not manage group definitions")
+        try await client.removeGroupDefinition(name: name)
     }
 }

@@ -11,7 +11,7 @@ import Testing
         "no", "No", "NO", "yes", "on", "off", "On", "y", "n", "true", "false", "null", "Null", "~", "", "12", "-3", "0.5",
         "1e3", "0x1F", "0o17", "1_000", "2026-11-27", "<<", "=", " padded", "trailing ", ".inf", "- item", "a: b", "#comment",
         "!secret x", "\"quoted\"", "line\nbreak", "tab\there", "\u{1B}[31m", "\u{9B}", "\u{2028}", "ünïcödé", "@home", "%25",
-        "12abc", "[1]", "{a}", "*alias", "&anchor", "|", ">", "'single'",
+        "12abc", "[1]", "{a}", "*alias", "&anchor", "|", ">", "'single'", "~x", "!x", "a!=b", "a~^2\\.", "x ~", "~ ",
     ])
     func stringsRoundTripAsStrings(_ text: String) throws {
         let document = TreeDocument(values: ["value": .string(text), text.isEmpty ? "empty" : text: .string("key")])
@@ -24,6 +24,9 @@ import Testing
             TreeYAML.text(of: TreeDocument(values: ["title": "Lobby screen", "url": "https://x"]))
                 == "title: Lobby screen\nurl: \"https://x\"\n")
         #expect(TreeYAML.text(of: TreeDocument(values: ["answer": "no"])) == "answer: \"no\"\n")
+        #expect(
+            TreeYAML.text(of: TreeDocument(values: ["where": ["os.version!=11", "apps.kiosk.player~^2"]]))
+                == "where:\n  - os.version!=11\n  - apps.kiosk.player~^2\n")
         #expect(TreeYAML.text(of: TreeDocument()) == "{}\n")
     }
 

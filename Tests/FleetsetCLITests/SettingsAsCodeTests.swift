@@ -114,6 +114,8 @@ struct SettingsAsCodeTests {
             // The edit: a value changed, a new group's values (a text that reads as a boolean in YAML 1.1).
             try fleet.write("apps/kiosk/values/app.yaml", app.replacingOccurrences(of: "volume: 3", with: "volume: 5"))
             try fleet.write("apps/kiosk/values/group/canary.yaml", "title: \"no\"\n")
+            // And a group defined by a query on the devices' facts.
+            try fleet.write("groups/arm.yaml", "where:\n  - machine.arch=aarch64\n  - os.version!=11\n")
             let edited = try Self.files(fleet.tree)
             let plan = try await fleet.run(["plan", fleet.tree])
             #expect(plan.status == 2, "\(plan)")
@@ -122,11 +124,15 @@ struct SettingsAsCodeTests {
             #expect(plan.standardOutput.contains("  app: reaches 1 device(s): \(fleet.device)"), "\(plan.standardOutput)")
             #expect(plan.standardOutput.contains("  group:canary (new): reaches 0 device(s)"), "\(plan.standardOutput)")
             #expect(!plan.standardOutput.contains("group:lobby"), "\(plan.standardOutput)")
+            #expect(plan.lines.contains("  + arm: where machine.arch=aarch64, os.version!=11 (0 device(s) now)"), "\(plan.standardOutput)")
 
             let before = try await fleet.historyCount()
             let apply = try await fleet.run(["apply", fleet.tree, "--message", "from git"])
             #expect(apply.status == 0 && apply.standardOutput.contains("entry \(before + 1) written: app, group:canary"), "\(apply)")
+            #expect(apply.standardOutput.contains("group arm: created"), "\(apply)")
             #expect(try await fleet.historyCount() == before + 1, "one history entry for both scopes")
+            let groups = try await fleet.run(["groups"])
+            #expect(groups.standardOutput.contains("arm"), "\(groups)")
             let history = try await fleet.run(["history", "--app", "kiosk", "--limit", "1"])
             #expect(history.standardOutput.contains("from git"), "\(history)")
 
