@@ -190,6 +190,22 @@ struct LocalEditTests {
         #expect(run.machine.knownRevision == 7)
     }
 
+    @Test("a server that refuses the detail (0.7.0) gets the report again without it; refused again, it is dropped")
+    func detailRefused() throws {
+        var run = Self.serving(hasHook: false)
+        run.settingsEdited = true
+        run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
+        #expect(run.reports().last?.detail == .restoredAfterLocalEdit)
+        let refused = run.answer(.requestFailed(TestApp.refusal(400, .badRequest)))
+        #expect(run.events(in: refused).contains("report-refused"))
+        let again = try #require(run.reports(in: refused).last)
+        #expect(again.detail == nil && again.revision == 7 && again.state == .applied)
+        #expect(again.message == "settings.json was changed on the device; revision 7 was put back")
+        let dropped = run.answer(.requestFailed(TestApp.refusal(400, .badRequest)))
+        #expect(run.reports(in: dropped).isEmpty && run.machine.reports.isEmpty)
+        #expect(run.request?.isFetch == true)
+    }
+
     @Test("queued reports with and without a detail survive reports.json")
     func queuedDetail() throws {
         let reports = PendingReports([
