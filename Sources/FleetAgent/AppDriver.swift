@@ -1,4 +1,5 @@
 import Curl
+import FileWatch
 import FleetAgentCore
 import FleetClient
 import FleetDeviceFiles
@@ -53,6 +54,8 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
     /// The app's update lock, held from the machine's ``SyncMachine/Action/takeUpdateLock`` to
     /// its ``SyncMachine/Action/releaseUpdateLock`` (and let go when the loop ends).
     private let updateLock: UpdateLock
+    /// What the agent wrote to `settings.json` last: anything else there is a hand edit.
+    private let written: WrittenSettings
 
     /// How long the local part of a step may take before the watchdog counts the loop as stuck
     /// (plus ``Liveness/slack``). Checking a request takes milliseconds: pattern matching has a
@@ -70,6 +73,7 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
         layout = environment.configuration.layout
         hook = app.onChange.isEmpty ? nil : Hook(command: app.onChange, timeout: app.hookTimeout)
         updateLock = UpdateLock(layout: layout, app: app.id)
+        written = WrittenSettings(settingsPath: layout.settingsFile(app.id).path, recordPath: layout.writtenSettingsRecord(app.id))
     }
 
     /// The machine's rules for this app.
@@ -109,6 +113,8 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
         var iterator = events.makeAsyncIterator()
         var waits = Waits()
         var pending: [Machine.Event] = [.started(load())]
+        let watcher = watchSettings(into: sink)
+        defer { watcher?.stop() }
         while true {
             board.beginStep(app.id, limit: Self.localStepLimit)
             while !pending.isEmpty {
@@ -272,24 +278,41 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
 
     /// Local actions: files. Each failure is handed back (or logged), never thrown.
     private func performLocally(_ action: Machine.Action) -> Machine.Event? {
+        let settingsFile = layout.settingsFile(app.id)
         switch action {
         case .persist(let settings, let metadataBytes):
-            do {
-                // The metadata first: at every instant one of its generations matches the settings.
-                if let metadataBytes {
-                    try layout.metadataFile(app.id).write(metadataBytes, mode: 0o640, group: app.readersGroup)
-                }
-                try layout.settingsFile(app.id).write(settings.fileBytes, mode: 0o640, group: app.readersGroup)
-                return .persisted(error: nil)
-            } catch {
-                return .persisted(error: "\(error)")
-            }
+            return .persisted(
+                error: failure { () throws(FileError) in
+                    // The metadata first: at every instant one of its generations matches the settings.
+                    if let metadataBytes {
+                        try layout.metadataFile(app.id).write(metadataBytes, mode: 0o640, group: app.readersGroup)
+                    }
+                    try writeSettings(settings.fileBytes) { () throws(FileError) in
+                        try settingsFile.write(settings.fileBytes, mode: 0o640, group: app.readersGroup)
+                    }
+                })
         case .restorePrevious:
             do {
-                try layout.settingsFile(app.id).restorePrevious(mode: 0o640, group: app.readersGroup)
+                let bytes = try settingsFile.readPrevious() ?? []
+                try writeSettings(bytes) { () throws(FileError) in try settingsFile.restorePrevious(mode: 0o640, group: app.readersGroup) }
             } catch {
                 logger.error("cannot restore settings.json", metadata: ["event": "disk-error", "error": "\(error)"])
             }
+        case .checkSettingsFile:
+            do {
+                return .settingsFileChecked(edited: try written.isEdited())
+            } catch {
+                // Not taken for an edit: the next check (the next answer at the latest) looks again.
+                logger.error("cannot read settings.json to check it", metadata: ["event": "disk-error", "error": "\(error)"])
+                return .settingsFileChecked(edited: false)
+            }
+        case .rewriteSettings(let settings):
+            return .settingsRewritten(
+                error: failure { () throws(FileError) in
+                    try writeSettings(settings.fileBytes) { () throws(FileError) in
+                        try FileSystem.writeAtomically(settings.fileBytes, to: settingsFile.path, mode: 0o640, group: app.readersGroup)
+                    }
+                })
         case .loadJournal:
             do {
                 return .journalLoaded(try ChangeJournal.load(layout.changesFile(app.id)), problem: nil)
@@ -362,6 +385,37 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
         }
     }
 
+    /// Writes `settings.json` with `write`, recording `bytes` as the agent's own first.
+    private func writeSettings(_ bytes: [UInt8], _ write: () throws(FileError) -> Void) throws(FileError) {
+        try written.willWrite(bytes)
+        try write()
+        written.wrote(bytes)
+    }
+
+    /// Tells the loop whenever `settings.json` changes (written, renamed over, or events lost),
+    /// through a watch on the app's folder. Without a watch (inotify's limits), the machine's
+    /// check at each answer still finds an edit.
+    private func watchSettings(into sink: AsyncStream<Machine.Event>.Continuation) -> DirectoryWatcher? {
+        let watcher: DirectoryWatcher
+        do {
+            watcher = try DirectoryWatcher(directories: [layout.appDirectory(app.id)])
+        } catch {
+            logger.warning(
+                "cannot watch settings.json; hand edits are found at the next answer", metadata: ["event": "watch", "error": "\(error)"])
+            return nil
+        }
+        let name = "settings.json"
+        Task {
+            for await event in watcher.events {
+                switch event {
+                case .appeared(_, name), .created(_, name), .overflow: sink.yield(.settingsFileChanged)
+                default: break
+                }
+            }
+        }
+        return watcher
+    }
+
     private func failure(_ work: () throws(FileError) -> Void) -> String? {
         do {
             try work()
@@ -403,6 +457,11 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
             return metadata.validate(values: .object(settings.values)).map(\.description)
         }
         var loaded = LoadedState(settings: found.settings, problems: found.problems)
+        do {
+            loaded.editedWhileStopped = try written.load() && found.source == .current
+        } catch {
+            logger.error("cannot read the record of settings.json", metadata: ["event": "disk-error", "error": "\(error)"])
+        }
         switch found.source {
         case .current: loaded.source = .current
         case .previous: loaded.source = .previous

@@ -118,10 +118,7 @@ struct DeviceFacts {
     /// HMAC-SHA256 of the machine id with ``machineIDKey``, the first 128 bits in hex.
     static func machineIDHash(_ machineID: String) -> String {
         let code = HMAC<SHA256>.authenticationCode(for: Array(machineID.utf8), using: SymmetricKey(data: machineIDKey))
-        return code.prefix(16).map { byte in
-            let digits = String(byte, radix: 16)
-            return digits.count == 1 ? "0" + digits : digits
-        }.joined()
+        return code.prefix(16).lowercaseHex
     }
 
     private static func field<T>(_ value: inout T) -> String {

@@ -68,8 +68,20 @@ extension SyncMachine {
     }
 
     /// A report fleetset's server refuses for good is dropped rather than block the queue; on
-    /// any other failure the queue waits for the next turn, after the backoff.
+    /// any other failure the queue waits for the next turn, after the backoff. A report with a
+    /// ``FleetProtocol/StatusReport/detail`` goes once more without it first: a server of 0.7.0
+    /// refuses the member, and still takes the rest of the report.
     mutating func reportFailed(_ failure: SyncFailure, _ now: Moment) {
+        if failure.kind == .final, var first = reports.reports.first, first.detail != nil {
+            log(
+                .warning, "status report refused with its detail; sending it without", event: "report-refused",
+                ["revision": "\(first.revision)", "error": failure.summary])
+            first.detail = nil
+            reports.replaceFirst(with: first)
+            reportsVersion += 1
+            if reports != reportsOnDisk { reportsSaveWanted = true }
+            return
+        }
         if failure.kind == .final {
             log(.error, "status report refused; dropped", event: "report-refused", ["error": failure.summary])
             reports.removeFirst(1)

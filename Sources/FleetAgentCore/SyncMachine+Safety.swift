@@ -119,7 +119,8 @@ extension SyncMachine {
 
     /// With the lock taken (or overridden) and nothing in flight, writes the deferred revision.
     mutating func applyDeferredWhenLocked(_ now: Moment) {
-        guard let deferred, deferred.lockHeld || deferred.lockOverridden, slot.isFree else { return }
+        // An edit of settings.json is put back first: the previous generation kept is the agent's own.
+        guard let deferred, deferred.lockHeld || deferred.lockOverridden, slot.isFree, !(localEdit?.holdsWrites ?? false) else { return }
         self.deferred = nil
         if status.waitingRevision != nil {
             status.waitingRevision = nil
@@ -189,6 +190,7 @@ extension SyncMachine {
             .warning, "rolling back to the previous generation", event: "rollback",
             ["revision": "\(applied.revision)", "to": "\(previous.revision)", "reason": reason])
         actions.append(.restorePrevious)
+        if localEdit?.isFound == true { localEdit = nil }  // the file is replaced whole
         settings = previous
         // settings.previous.json now holds the same generation: nothing older to go back to.
         previousSettings = nil

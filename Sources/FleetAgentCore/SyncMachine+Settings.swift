@@ -70,6 +70,7 @@ extension SyncMachine {
             break
         }
         guard let settings else { return }
+        if loaded.editedWhileStopped, loaded.source == .current { distrustLoadedSettings(now) }
         settleChanges(upTo: settings.revision, now)
         log(
             .info, "serving settings from disk", event: "loaded",
@@ -102,6 +103,7 @@ extension SyncMachine {
             // A new turn: reports that waited go again, changes are retried, requests looked at.
             reportsDeferred = false
             conflicts = 0
+            checkSettingsSoon(now)
             defer { beginTurn(now) }
             pollOutcomePending = true
             if let nextPoll = answer.nextPoll {
@@ -154,6 +156,11 @@ extension SyncMachine {
 
     /// Decides on a document the server sent.
     mutating func receive(_ document: SettingsDocument, _ now: Moment) {
+        if restoreFromServer(document, now) {
+            dropDeferred()
+            settleChanges(upTo: document.revision, now)
+            return
+        }
         if let settings, document.revision == settings.revision, document.schemaVersion == settings.schemaVersion {
             dropDeferred()
             knownRevision = document.revision
@@ -309,9 +316,11 @@ extension SyncMachine {
             finishRollback(rollback, restored: applied, hookFailure: state == .error ? message : nil, now)
             return
         }
+        let restored = restoredOutcome(of: applied)
         if state == .error, startRollback(from: applied, reason: "the hook failed: \(message)", now) { return }
         releaseUpdateLock()
         if state == .applied, let without = appliedWithoutLock, without.revision == applied.revision { message = without.reason }
+        if state == .applied, let restored { message = restored.message }
         appliedWithoutLock = nil
         verdictError = state == .applied ? nil : message
         if state == .applied { awaitAck(for: applied.revision, now) } else { stopAwaitingAck() }
@@ -321,7 +330,8 @@ extension SyncMachine {
         status.latestRevision = max(status.latestRevision ?? applied.revision, applied.revision)
         queueOutcome(
             StatusReport(
-                revision: applied.revision, schemaVersion: applied.schemaVersion, state: state, message: message, source: .agent))
+                revision: applied.revision, schemaVersion: applied.schemaVersion, state: state, message: message, source: .agent,
+                detail: restored?.detail))
         actions.append(.showStatus("revision \(applied.revision) \(state.rawValue)"))
     }
 

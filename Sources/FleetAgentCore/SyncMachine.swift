@@ -97,6 +97,14 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         /// The server's agent policy (with the device's own pins) changed how this app polls and
         /// reports: used from the next request and report on.
         case retune(PollTuning)
+        /// `settings.json` changed (a write or a rename in the app's folder, or events were lost):
+        /// the machine checks it once the writes have settled.
+        case settingsFileChanged
+        /// The answer to ``Action/checkSettingsFile``: whether `settings.json` holds something the
+        /// agent did not write.
+        case settingsFileChecked(edited: Bool)
+        /// ``Action/rewriteSettings(_:)`` is done: `error` says why it failed.
+        case settingsRewritten(error: String?)
         /// The instant of the last ``Action/wake(at:)`` has come.
         case alarm
         /// Shutdown or reload: the machine stops; a hook cut short is finished at the next start.
@@ -135,6 +143,12 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
 
         /// Put `settings.previous.json` back as `settings.json` (a failure is only logged).
         case restorePrevious
+        /// Compare `settings.json` with the record of what the agent wrote last (its own writes,
+        /// this one's included, are never an edit). Ends with ``Event/settingsFileChecked(edited:)``.
+        case checkSettingsFile
+        /// Write these settings (the served revision) as `settings.json` again over an edit,
+        /// keeping `settings.previous.json` as it is. Ends with ``Event/settingsRewritten(error:)``.
+        case rewriteSettings(DeviceSettings)
         /// Try to take the app's update lock (`updates.lock`, `flock` exclusive, without waiting):
         /// an app holding it is busy and defers applying. Ends with ``Event/updateLock(taken:)``.
         case takeUpdateLock
@@ -175,6 +189,8 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         case fetching(Fetch)
         case fetchingMetadata(SettingsDocument)
         case persisting(DeviceSettings, Metadata)
+        /// Writing the served revision again over a local edit.
+        case rewriting(DeviceSettings)
         case hookDelay(DeviceSettings, until: Instant)
         case hook(DeviceSettings)
         case patching(ChangeJournal.Change)
@@ -188,7 +204,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         /// Between a new revision's arrival and its outcome.
         var isApplying: Bool {
             switch self {
-            case .fetchingMetadata, .persisting, .hookDelay, .hook: true
+            case .fetchingMetadata, .persisting, .rewriting, .hookDelay, .hook: true
             default: false
             }
         }
@@ -242,6 +258,10 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
     /// A rollback under way: the revision rolled back from and why; the previous generation's
     /// hook is running.
     var rollback: Rollback?
+    /// Where a change of `settings.json` stands, from the watch's event to the restore of an edit.
+    var localEdit: LocalEdit?
+    /// The revision being put back after an edit: its report says so.
+    var restoredRevision: Int64?
     /// The app reported an error on this revision, and the configuration asks for a rollback:
     /// done when nothing is in flight.
     var rollbackWanted: (revision: Int64, reason: String)?
@@ -369,6 +389,9 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         case .updateLock(let taken): updateLockAnswered(taken, now)
         case .inboxRequests(let deliveries): requestsArrived(deliveries, now)
         case .retune(let tuning): retune(tuning)
+        case .settingsFileChanged: settingsFileChanged(now)
+        case .settingsFileChecked(let edited): settingsFileChecked(edited: edited, now)
+        case .settingsRewritten(let error): settingsRewritten(error, now)
         case .alarm: break
         case .stop:
             isStopped = true
@@ -378,6 +401,8 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         expireAwaitedAck(now)
         startHookWhenDue(now)
         rollBackWhenWanted(now)
+        checkSettingsWhenDue(now)
+        restoreWhenWanted(now)
         checkDeferredWhenDue(now)
         applyDeferredWhenLocked(now)
         if slot.isFree { decide(now) }
@@ -394,6 +419,8 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
     mutating func decide(_ now: Moment) {
         // The update lock's answer comes next, before any request: nothing starts in between.
         if deferred?.awaitingLock == true { return }
+        // So does the check of settings.json: an edit is put back before anything goes out.
+        if case .checking? = localEdit { return }
         guard isOnline else {
             slot = .awaitingOnline
             actions.append(.awaitOnline)
@@ -488,6 +515,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
             || nextChangeToSend(now) != nil
             || (syncNowAt.map { now.instant >= $0 } ?? false)
             || deferred?.lockHeld == true || deferred?.lockOverridden == true || rollbackWanted != nil
+            || localEdit?.isFound == true
         guard urgent else { return }
         cancelRequested = true
         actions.append(.cancelRequest)
@@ -498,6 +526,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         var candidates: [Instant] = []
         if let ackDeadline { candidates.append(ackDeadline) }
         if let deferred, !deferred.awaitingLock, !deferred.lockHeld, !deferred.lockOverridden { candidates.append(deferred.checkAt) }
+        if case .settling(_, let at)? = localEdit, settings != nil { candidates.append(at) }
         switch slot {
         case .free where isOnline:
             if let holdUntil, holdUntil > now.instant {
@@ -677,6 +706,9 @@ public struct LoadedState: Sendable {
     public var previous: DeviceSettings?
     /// Why `settings.json` was not used.
     public var problems: [String]
+    /// `settings.json` (the served ``Source/current``) is not what the agent wrote last: it was
+    /// changed while the agent was stopped.
+    public var editedWhileStopped: Bool
     /// The metadata of the settings' schema version, when stored.
     public var metadata: Metadata?
     public var reports: PendingReports
@@ -690,8 +722,9 @@ public struct LoadedState: Sendable {
     public init(
         settings: DeviceSettings? = nil, source: Source = .none, problems: [String] = [], metadata: Metadata? = nil,
         reports: PendingReports = PendingReports(), reportsProblem: String? = nil, journal: ChangeJournal? = ChangeJournal(),
-        journalProblem: String? = nil, status: AppStatus? = nil, previous: DeviceSettings? = nil
+        journalProblem: String? = nil, status: AppStatus? = nil, previous: DeviceSettings? = nil, editedWhileStopped: Bool = false
     ) {
+        self.editedWhileStopped = editedWhileStopped
         self.settings = settings
         self.source = source
         self.previous = previous

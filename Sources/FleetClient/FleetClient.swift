@@ -314,7 +314,7 @@ public struct FleetClient: Sendable {
 
     /// Every device with its last contact, served revision and latest status.
     public func devices(app: String) async throws -> DeviceList {
-        try decode(try await send(.get, "/v1/admin/apps/\(app)/devices", expect: [200]), DeviceList.init(json:))
+        try decode(try await send(.get, "/v1/admin/apps/\(app)/devices?detail=true", expect: [200]), DeviceList.init(json:))
     }
 
     /// A device's effective values and where each comes from.

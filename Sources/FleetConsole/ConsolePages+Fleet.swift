@@ -136,6 +136,16 @@ extension ConsolePages {
         }
     }
 
+    /// What else a report says (``FleetProtocol/StatusReport/Detail``), as a note after its
+    /// state: ` (restored after a local edit)`; empty without one.
+    static func detailNote(_ report: StatusReport) -> HTML {
+        switch report.detail {
+        case .restoredAfterLocalEdit?:
+            " <span class=\"detail\" data-detail=\"restored-after-local-edit\">(restored after a local edit)</span>"
+        case nil: .empty
+        }
+    }
+
     /// The devices that pass `filter`, with their latest report per app.
     public static func devices(_ overview: FleetOverview, filter: DeviceFilter, now: Int64, csrf: String) -> HTML {
         let shown = overview.devices.filter { filter.admits($0, standings: overview.standings[$0.id] ?? [:], now: now) }
@@ -149,7 +159,7 @@ extension ConsolePages {
             let apps = device.apps.map { app -> HTML in
                 guard let standing = standings[app] else { return "<li>\(app): <span class=\"muted\">no metadata</span></li>" }
                 let report = standing.latest.map { latest -> HTML in
-                    " <span class=\"muted\">r\(latest.report.revision)\(latest.report.message.isEmpty ? "" : ": " + latest.report.message)</span>"
+                    "\(detailNote(latest.report)) <span class=\"muted\">r\(latest.report.revision)\(latest.report.message.isEmpty ? "" : ": " + latest.report.message)</span>"
                 }
                 return "<li>\(app): \(stateBadge(standing.state))\(report)</li>"
             }
@@ -262,7 +272,7 @@ extension ConsolePages {
             let report: HTML =
                 standing?.latest.map { latest in
                     """
-                    <p>Latest report: \(latest.report.state.rawValue) for revision \(latest.report.revision) from the \(latest.report.source.rawValue), \
+                    <p>Latest report: \(latest.report.state.rawValue)\(detailNote(latest.report)) for revision \(latest.report.revision) from the \(latest.report.source.rawValue), \
                     \(ConsoleFrame.time(latest.receivedAt, now: now))\(latest.report.message.isEmpty ? "" : ": " + latest.report.message)</p>
                     """
                 } ?? "<p>No report yet.</p>"

@@ -43,6 +43,10 @@ public struct DeviceLayout: Sendable, Equatable {
         GenerationFile(path: appDirectory(app) + "/metadata.json", previousPath: appDirectory(app) + "/metadata.previous.json")
     }
 
+    /// `settings.sha256`: the SHA-256 of the `settings.json` the agent wrote last (two during a
+    /// write), so that it knows its own file from one edited by hand, across restarts too.
+    public func writtenSettingsRecord(_ app: String) -> String { appDirectory(app) + "/settings.sha256" }
+
     /// `status.json`: what `fleetset status` shows.
     public func statusFile(_ app: String) -> String { appDirectory(app) + "/status.json" }
 

@@ -25,6 +25,12 @@ public struct PendingReports: Sendable, Hashable {
         if reports.count > Self.capacity { reports.removeFirst(reports.count - Self.capacity) }
     }
 
+    /// Puts `report` in place of the first one (the same report, sent again in another form).
+    public mutating func replaceFirst(with report: StatusReport) {
+        guard !reports.isEmpty else { return }
+        reports[0] = report
+    }
+
     /// Removes the first `count` reports (delivered).
     public mutating func removeFirst(_ count: Int) {
         reports.removeFirst(min(count, reports.count))

@@ -75,6 +75,13 @@ public struct StatusReport: Sendable, Hashable {
         case app
     }
 
+    /// What else happened, beside the outcome: a closed set, so servers can count and show it.
+    public enum Detail: String, Sendable, CaseIterable {
+        /// `settings.json` no longer held what the agent wrote (someone edited it on the
+        /// device): the agent put the served revision back and ran the hook again.
+        case restoredAfterLocalEdit = "restored-after-local-edit"
+    }
+
     /// The longest message accepted, in characters (Unicode scalars, as JSON Schema counts).
     public static let maximumMessageLength = 4096
 
@@ -88,18 +95,22 @@ public struct StatusReport: Sendable, Hashable {
     public var message: String
     /// Who reports: the agent, or the app through it.
     public var source: Source
+    /// What else happened (``Detail``); `nil` for most reports, and absent on the wire then, so
+    /// that a server of 0.7.0 takes every report without one.
+    public var detail: Detail?
 
     /// Creates a report.
-    public init(revision: Int64, schemaVersion: Int64, state: State, message: String = "", source: Source) {
+    public init(revision: Int64, schemaVersion: Int64, state: State, message: String = "", source: Source, detail: Detail? = nil) {
         self.revision = revision
         self.schemaVersion = schemaVersion
         self.state = state
         self.message = message
         self.source = source
+        self.detail = detail
     }
 
-    /// Reads the wire form; unknown members are refused, `message` is optional. Errors point
-    /// below `location` (for a report inside another message).
+    /// Reads the wire form; unknown members are refused, `message` and `detail` are optional.
+    /// Errors point below `location` (for a report inside another message).
     ///
     /// The message is shown to admins on their terminals, so it may hold `\n` and `\t` but no
     /// other control character, DEL, C1 control or bidirectional control (``TerminalText``):
@@ -108,13 +119,14 @@ public struct StatusReport: Sendable, Hashable {
     /// - Parameter acceptingAnyMessage: take any message: for reports kept from before that
     ///   rule (a server's answer, the agent's own queue), which are escaped when shown or sent.
     public init(json: JSONValue, at location: JSONPointer = .root, acceptingAnyMessage: Bool = false) throws(DocumentError) {
-        let reader = try ObjectReader(json, at: location, allowed: ["revision", "schemaVersion", "state", "message", "source"])
+        let reader = try ObjectReader(json, at: location, allowed: ["revision", "schemaVersion", "state", "message", "source", "detail"])
         revision = try reader.count("revision")
         schemaVersion = try reader.count("schemaVersion")
         state = try reader.oneOf("state", State.self)
         message = try reader.optionalString("message", maximumLength: Self.maximumMessageLength) ?? ""
         if !acceptingAnyMessage { try Self.checkMessage(message, at: location.appending("message")) }
         source = try reader.oneOf("source", Source.self)
+        detail = reader.object["detail"] == nil ? nil : try reader.oneOf("detail", Detail.self)
     }
 
     /// Refuses a message a server does not take: one holding a control character other than
@@ -124,12 +136,14 @@ public struct StatusReport: Sendable, Hashable {
         try TerminalText.check(message, at: location, allowingNewlinesAndTabs: true)
     }
 
-    /// The wire form.
+    /// The wire form (`detail` only when there is one).
     public var json: JSONValue {
-        [
+        var object: JSONObject = [
             "revision": .number(.integer(revision)), "schemaVersion": .number(.integer(schemaVersion)),
             "state": .string(state.rawValue), "message": .string(message), "source": .string(source.rawValue),
         ]
+        if let detail { object["detail"] = .string(detail.rawValue) }
+        return .object(object)
     }
 }
 

@@ -208,7 +208,11 @@ extension Routes {
         }
 
         on(.listDevices) { request, context in
-            return json(.ok, try await service.admin.devices(app: try app(context), visibleTo: try context.account()).json)
+            // A status's detail only when asked for: CLIs of 0.7.0 read each status strictly.
+            let withDetails = try booleanParameter(request, "detail")
+            return json(
+                .ok, try await service.admin.devices(app: try app(context), visibleTo: try context.account(), withDetails: withDetails).json
+            )
         }
 
         on(.explainDevice) { request, context in

@@ -11,6 +11,7 @@ import PosixThreads
 /// | `fleetset_long_poll_wake_seconds` | histogram: from the write that woke a long-poll to its answer | |
 /// | `fleetset_http_requests_total` | counter | `route` (the pattern), `method`, `status` |
 /// | `fleetset_status_reports_total` | counter | `state` |
+/// | `fleetset_device_restores_total` | counter: reports of settings put back after a hand edit on the device (`detail` `restored-after-local-edit`) | `app` |
 /// | `fleetset_store_transaction_seconds` | histogram | `kind`: `read`, `write` |
 /// | `fleetset_long_polls_shed_total` | counter | |
 /// | `fleetset_long_polls_busy_total` | counter: long-polls answered at once with when to come back | |
@@ -42,10 +43,11 @@ public struct ServerMetrics: Sendable {
     private let busyCounter: Counter
     private let reportCounters: [StatusReport.State: Counter]
     private let transactionTimers: [String: Timer]
-    private let requestCounters = Locked<[RequestKey: Counter]>([:])
+    /// Counters made on first use, by label and dimensions.
+    private let counters = Locked<[MetricKey: Counter]>([:])
     private let webhookCounters: [String: Counter]
     private let outboxGauges: [String: Gauge]
-    private let gauges = Locked<[GaugeKey: Gauge]>([:])
+    private let gauges = Locked<[MetricKey: Gauge]>([:])
 
     public init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
@@ -106,12 +108,19 @@ public struct ServerMetrics: Sendable {
 
     /// An HTTP request was answered. Each route, method and status gets its counter once.
     public func request(route: String, method: String, status: Int) {
-        let key = RequestKey(route: route, method: method, status: status)
-        let counter = requestCounters.withLock { counters in
+        increment("fleetset_http_requests_total", [("route", route), ("method", method), ("status", String(status))])
+    }
+
+    /// A device reported that it put the app's served settings back after a hand edit. The
+    /// caller names only apps the server has (labels stay few).
+    public func settingsRestored(app: String) { increment("fleetset_device_restores_total", [("app", app)]) }
+
+    /// Increments the counter `label` with `dimensions`, made on first use.
+    private func increment(_ label: String, _ dimensions: [(String, String)]) {
+        let key = MetricKey(label: label, dimensions: dimensions.flatMap { [$0.0, $0.1] })
+        let counter = counters.withLock { counters in
             if let counter = counters[key] { return counter }
-            let counter = Counter(
-                label: "fleetset_http_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))],
-                factory: factory)
+            let counter = Counter(label: label, dimensions: dimensions, factory: factory)
             counters[key] = counter
             return counter
         }
@@ -121,7 +130,7 @@ public struct ServerMetrics: Sendable {
     /// Sets the gauge `label` with `dimensions` to `value`. Each label and dimensions get their
     /// gauge once: the caller keeps the dimensions few (apps and states, never devices).
     public func set(_ label: String, _ dimensions: [(String, String)], to value: Double) {
-        let key = GaugeKey(label: label, dimensions: dimensions.flatMap { [$0.0, $0.1] })
+        let key = MetricKey(label: label, dimensions: dimensions.flatMap { [$0.0, $0.1] })
         let gauge = gauges.withLock { gauges in
             if let gauge = gauges[key] { return gauge }
             let gauge = Gauge(label: label, dimensions: dimensions, factory: factory)
@@ -131,16 +140,10 @@ public struct ServerMetrics: Sendable {
         gauge.record(value)
     }
 
-    private struct GaugeKey: Hashable {
+    private struct MetricKey: Hashable {
         let label: String
         /// Names and values, alternating.
         let dimensions: [String]
-    }
-
-    private struct RequestKey: Hashable {
-        let route: String
-        let method: String
-        let status: Int
     }
 }
 

@@ -53,8 +53,9 @@ struct AdminDeviceList: AsyncParsableCommand {
                 let status = device.status.map { status in
                     let report = status.report
                     let message = report.message.isEmpty ? "" : ": " + report.message
+                    let detail = report.detail.map { " (\($0.rawValue))" } ?? ""
                     return
-                        "\(report.state.rawValue) r\(report.revision) by \(report.source.rawValue) at \(Timestamp.format(status.receivedAt))\(message)"
+                        "\(report.state.rawValue)\(detail) r\(report.revision) by \(report.source.rawValue) at \(Timestamp.format(status.receivedAt))\(message)"
                 }
                 rows.append([
                     device.id, device.groups.isEmpty ? "-" : device.groups.joined(separator: ","),

@@ -90,7 +90,7 @@ struct MachineRun {
     private(set) var alarm: TestInstant?
     /// Every action so far, in order.
     private(set) var actions: [Machine.Action] = []
-    /// Local actions to fail, with the error, by name (`persist`, `saveJournal`, `saveReports`, `writeStatus`).
+    /// Local actions to fail, with the error, by name (`persist`, `rewriteSettings`, `saveJournal`, `saveReports`, `writeStatus`).
     var failing: [String: String] = [:]
     /// What `loadJournal` finds.
     var journalOnDisk: ChangeJournal? = ChangeJournal()
@@ -98,6 +98,9 @@ struct MachineRun {
     var utcOffset: Int64 = 0
     /// Whether the app holds its update lock (the machine's attempts to take it then fail).
     var appHoldsUpdateLock = false
+    /// Whether `settings.json` holds a hand edit (what `checkSettingsFile` finds); the agent's
+    /// own writes of the file end it.
+    var settingsEdited = false
 
     var wall: Int64 { wallOffset + instant.offset.components.seconds }
 
@@ -210,7 +213,15 @@ struct MachineRun {
         case .wake(let at):
             alarm = at
         case .persist:
+            if failing["persist"] == nil { settingsEdited = false }
             return .persisted(error: failing["persist"])
+        case .checkSettingsFile:
+            return .settingsFileChecked(edited: settingsEdited)
+        case .rewriteSettings:
+            if failing["rewriteSettings"] == nil { settingsEdited = false }
+            return .settingsRewritten(error: failing["rewriteSettings"])
+        case .restorePrevious:
+            settingsEdited = false
         case .loadJournal:
             return .journalLoaded(journalOnDisk, problem: journalOnDisk == nil ? "changes.json: not JSON" : nil)
         case .saveJournal:

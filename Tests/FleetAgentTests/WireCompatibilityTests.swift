@@ -1,4 +1,5 @@
 import FleetClient
+import FleetDeviceFiles
 import FleetDeviceState
 import FleetJSON
 import FleetProtocol
@@ -43,7 +44,7 @@ struct WireCompatibilityTests {
 
     /// Enrolls, holds a long-poll, applies the app's change, writes a setting back through the
     /// CLI and reports: the same steps whichever side is the last release's.
-    static func exercise(_ fleet: Fleet, cli: String) async throws {
+    static func exercise(_ fleet: Fleet, cli: String, afterwards: (RunningProcess) async throws -> Void = { _ in }) async throws {
         let agent = try await fleet.launchAgent([["id": "kiosk"]])
         defer { agent.kill() }
         let first = try await fleet.waitForSettings("kiosk", agent: agent) { $0.values["volume"] == 5 }
@@ -67,6 +68,7 @@ struct WireCompatibilityTests {
         #expect(own.values == ["greeting": "hi"])
         let devices = try await fleet.admin.devices(app: "kiosk")
         #expect(devices.devices.first?.status?.report.state == .applied, "\(devices)")
+        try await afterwards(agent)
     }
 
     @Test(
@@ -91,10 +93,27 @@ struct WireCompatibilityTests {
         }
     }
 
-    @Test("this agent and CLI with the last release's server: enroll, long-poll, apply, write back, report")
+    @Test(
+        "this agent and CLI with the last release's server: enroll, long-poll, apply, write back, report; a hand edit is undone and reported without the detail that server refuses"
+    )
     func newAgentPreviousServer() async throws {
         let fleet = try await Fleet.start(serverExecutable: try Self.previous("fleetset-server"))
         defer { Task { await fleet.stop() } }
-        try await Self.exercise(fleet, cli: CLIRunner.binary)
+        try await Self.exercise(fleet, cli: CLIRunner.binary) { agent in
+            // A hand edit is undone all the same; the last release's server refuses the report's
+            // detail, and takes the report sent again without it.
+            let path = fleet.layout.settingsFile("kiosk").path
+            let served = try #require(FileManager.default.contents(atPath: path))
+            let revision = try #require(fleet.settings("kiosk")).revision
+            let edited = String(decoding: served, as: UTF8.self).replacingOccurrences(of: "\"volume\": 7", with: "\"volume\": 2")
+            #expect(edited != String(decoding: served, as: UTF8.self))
+            try Data(edited.utf8).write(to: URL(fileURLWithPath: path))
+            try await Waiting.until(timeout: .seconds(30), "settings.json was not put back; agent log:\n\(agent.log)") {
+                FileManager.default.contents(atPath: path) == served
+            }
+            try await agent.waitForLog("event=report-refused")
+            try await fleet.waitForStatusLine(
+                "kiosk", containing: ["revision=\(revision)", "state=applied", "settings.json was changed on the device"], agent: agent)
+        }
     }
 }

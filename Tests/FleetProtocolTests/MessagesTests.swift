@@ -29,6 +29,22 @@ struct MessagesTests {
         #expect(try StatusReport(json: try JSONParser.parse(report.json.serialized())) == report)
         let minimal = try StatusReport(json: ["revision": 1, "schemaVersion": 1, "state": "applied", "source": "app"])
         #expect(minimal.message == "")
+        #expect(minimal.detail == nil)
+    }
+
+    @Test("a report's detail round-trips, is absent on the wire without one, and the old form is still read")
+    func statusDetail() throws {
+        let restored = StatusReport(
+            revision: 7, schemaVersion: 2, state: .applied, message: "settings.json was edited", source: .agent,
+            detail: .restoredAfterLocalEdit)
+        #expect(restored.json.serialized().contains(#""detail":"restored-after-local-edit""#))
+        #expect(try StatusReport(json: try JSONParser.parse(restored.json.serialized())) == restored)
+        let plain = StatusReport(revision: 7, schemaVersion: 2, state: .applied, source: .agent)
+        guard case .object(let members) = plain.json else { throw DocumentError(at: .root, "not an object") }
+        #expect(members["detail"] == nil)
+        // What a 0.7.0 agent sends and queues: no detail member at all.
+        let old = try StatusReport(json: ["revision": 7, "schemaVersion": 2, "state": "applied", "message": "", "source": "agent"])
+        #expect(old == plain)
     }
 
     static let badMessages: [(JSONValue, String)] = [
@@ -43,6 +59,10 @@ struct MessagesTests {
         (
             ["revision": 1, "schemaVersion": 1, "state": "applied", "source": "agent", "extra": true],
             "/extra: is not a member of this message"
+        ),
+        (
+            ["revision": 1, "schemaVersion": 1, "state": "applied", "source": "agent", "detail": "edited"],
+            #"/detail: must be one of "restored-after-local-edit" (got "edited")"#
         ),
         (
             [

@@ -82,18 +82,22 @@ extension DeviceGateway {
     /// Keeps a device's status report and writes its log line.
     ///
     /// One line per report, at `info` for `applied` and `pending` and `warning` otherwise, with `event=status`
-    /// and the app, device, revision, schema version, state, source and message.
+    /// and the app, device, revision, schema version, state, source, message and (when the report
+    /// has one) detail. A report of settings put back after a hand edit counts in
+    /// `fleetset_device_restores_total`.
     public func recordStatus(app: String, device: Device, _ report: StatusReport) async throws {
         _ = try await storedMetadata(app: app)
         try await statusWrites.submit(StatusRecord(report: report, app: app, deviceID: device.id, time: wallClock.secondsSinceEpoch()))
         metrics.statusReport(report.state)
+        if report.detail == .restoredAfterLocalEdit { metrics.settingsRestored(app: app) }
         rolloutLooks.withLock { _ = $0.reported.insert(app) }
         events.publish(.statusReported(app: app, device: device.id, state: report.state))
-        let metadata: Logger.Metadata = [
+        var metadata: Logger.Metadata = [
             "event": "status", "app": "\(app)", "device": "\(device.id)", "revision": "\(report.revision)",
             "schema_version": "\(report.schemaVersion)", "state": "\(report.state.rawValue)", "source": "\(report.source.rawValue)",
             "message": "\(report.message)",
         ]
+        if let detail = report.detail { metadata["detail"] = "\(detail.rawValue)" }
         logger.log(level: report.state == .applied || report.state == .pending ? .info : .warning, "status report", metadata: metadata)
     }
 

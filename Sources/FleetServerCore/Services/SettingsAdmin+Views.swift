@@ -7,7 +7,10 @@ import PosixThreads
 
 extension SettingsAdmin {
     /// Every device with when it was last seen, the revision served and its latest report.
-    public func devices(app: String, visibleTo caller: Caller? = nil) async throws -> DeviceList {
+    ///
+    /// - Parameter withDetails: keep each report's ``FleetProtocol/StatusReport/detail``; without
+    ///   it the answer has no `detail` member, as a 0.7.0 CLI reads it.
+    public func devices(app: String, visibleTo caller: Caller? = nil, withDetails: Bool = true) async throws -> DeviceList {
         _ = try await storedMetadata(app: app)
         async let devices = store.devices()
         async let revisions = store.revisions(app: app)
@@ -19,7 +22,11 @@ extension SettingsAdmin {
                 DeviceSummary(
                     id: device.id, groups: device.groups, enrolledAt: device.enrolledAt, lastSeenAt: device.lastSeenAt,
                     servedRevision: served[device.id]?.revision,
-                    status: reports[device.id].map { DeviceStatus(report: $0.report, receivedAt: $0.receivedAt) })
+                    status: reports[device.id].map { stored in
+                        var report = stored.report
+                        if !withDetails { report.detail = nil }
+                        return DeviceStatus(report: report, receivedAt: stored.receivedAt)
+                    })
             })
     }
 

@@ -222,6 +222,13 @@ final class Fleet: Sendable {
         return try? DeviceSettings(json: json)
     }
 
+    /// The server's `GET /metrics` text (Prometheus), read with the admin token.
+    func metricsText() async throws -> String {
+        let response = try await http.execute(
+            HTTPClient.Request(url: server.url + "/metrics", headers: ["Authorization": "Bearer " + adminToken]))
+        return String(decoding: response.body, as: UTF8.self)
+    }
+
     /// Waits until the app's `settings.json` satisfies `condition`.
     @discardableResult
     func waitForSettings(

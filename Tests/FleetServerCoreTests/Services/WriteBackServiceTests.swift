@@ -85,6 +85,22 @@ struct WriteBackServiceTests {
         #expect(error?.code == .unknownApp)
     }
 
+    @Test("a report's detail is kept with it and listed only when asked for (a 0.7.0 CLI reads each status strictly)")
+    func statusDetail() async throws {
+        let (harness, device) = try await fleet()
+        let report = StatusReport(
+            revision: 1, schemaVersion: 1, state: .applied, message: "settings.json was changed on the device; revision 1 was put back",
+            source: .agent, detail: .restoredAfterLocalEdit)
+        try await harness.gateway.recordStatus(app: "kiosk", device: device, report)
+        #expect(try await harness.store.latestStatus(app: "kiosk", deviceID: device.id)?.report == report)
+        let listed = try await harness.admin.devices(app: "kiosk", withDetails: true)
+        #expect(listed.devices.first?.status?.report.detail == .restoredAfterLocalEdit)
+        #expect(try DeviceList(json: listed.json).devices.first?.status?.report.detail == .restoredAfterLocalEdit)
+        let plain = try await harness.admin.devices(app: "kiosk", withDetails: false)
+        #expect(plain.devices.first?.status?.report.detail == nil)
+        #expect(!plain.json.serialized().contains("detail"))
+    }
+
     @Test("facts are merged in and stored; an unknown fact is 400 and changes nothing")
     func facts() async throws {
         let (harness, device) = try await fleet()
