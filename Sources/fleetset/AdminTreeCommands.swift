@@ -333,6 +333,8 @@ enum TreeSession {
         let scope: PolicyScope
         let changes: [ValueChange]
         let patch: JSONObject
+        /// The devices the scope's policy reaches now.
+        let reach: [String]
     }
 
     /// A group's part of a plan: its conditions before (`nil`: new) and after (`nil`: removed).
@@ -378,7 +380,9 @@ enum TreeSession {
             if !policies.isEmpty {
                 lines.append("policies")
                 for policy in policies {
-                    lines.append("  \(policy.scope)")
+                    lines.append(
+                        "  \(policy.scope): reaches \(policy.reach.count) device(s)\(policy.reach.isEmpty ? "" : ": " + Self.shown(policy.reach))"
+                    )
                     for change in policy.changes { lines.append("    " + change.line) }
                 }
             }
@@ -442,7 +446,13 @@ enum TreeSession {
                                 }),
                         ]
                     }),
-                "policies": .array(policies.map { ["scope": .string($0.scope.description), "changes": .array($0.changes.map(change))] }),
+                "policies": .array(
+                    policies.map {
+                        [
+                            "scope": .string($0.scope.description), "devices": .array($0.reach.map(JSONValue.string)),
+                            "changes": .array($0.changes.map(change)),
+                        ]
+                    }),
                 "groups": .array(
                     groups.map {
                         [
@@ -519,12 +529,21 @@ enum TreeSession {
                 if included(scope, only: onlyApps) { scopes.insert(scope) }
             }
         }
+        var devices: [DeviceRecord]?
         for scope in scopes.sorted() {
             let old = stored[scope] ?? [:]
             let patch = TreeDiff.policyPatch(stored: old, tree: tree.policies[scope] ?? [:], prune: prune)
             guard !patch.isEmpty else { continue }
             let new = SettingsValues.merged(old, patch)
-            plan.policies.append(PolicyPlan(scope: scope, changes: TreeDiff.changes(from: old, to: new), patch: patch))
+            if devices == nil { devices = try await client.allDevices().devices }
+            let reach = (devices ?? []).filter { device in
+                switch scope {
+                case .app(let app): device.apps.contains(app)
+                case .group(let name): device.groups.contains(name)
+                case .device(let id): device.id == id
+                }
+            }.map(\.id).sorted()
+            plan.policies.append(PolicyPlan(scope: scope, changes: TreeDiff.changes(from: old, to: new), patch: patch, reach: reach))
         }
         // Groups: only when the whole tree is planned.
         if onlyApps.isEmpty {

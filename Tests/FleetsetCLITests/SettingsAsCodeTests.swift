@@ -307,6 +307,7 @@ struct SettingsAsCodeTests {
             let plan = try await fleet.run(["plan", fleet.tree])
             #expect(plan.status == 2, "\(plan)")
             #expect(plan.lines.filter { $0.hasPrefix("    ") } == ["    + /pollInterval: 300"], "\(plan.standardOutput)")
+            #expect(plan.lines.contains("  group:lobby: reaches 1 device(s): \(fleet.device)"), "\(plan.standardOutput)")
             let pruning = try await fleet.run(["plan", fleet.tree, "--prune"])
             #expect(pruning.standardOutput.contains("group:lobby (removed): reaches 1 device(s)"), "\(pruning)")
             #expect(pruning.standardOutput.contains("    - /volume"), "\(pruning)")
