@@ -50,6 +50,15 @@ struct SettingsAsCodeTests {
 
         func file(_ path: String) throws -> String { try String(contentsOfFile: tree + "/" + path, encoding: .utf8) }
 
+        /// Exports the tree, then edits it: the app's volume 3 → `volume`, group lobby's file → `lobby`.
+        func exportEdited(volume: Int, lobby: String) async throws {
+            let export = try await run(["export", tree])
+            #expect(export.status == 0, "\(export)")
+            let app = try file("apps/kiosk/values/app.yaml")
+            try write("apps/kiosk/values/app.yaml", app.replacingOccurrences(of: "volume: 3", with: "volume: \(volume)"))
+            try write("apps/kiosk/values/group/lobby.yaml", lobby)
+        }
+
         func write(_ path: String, _ text: String) throws {
             let url = URL(fileURLWithPath: tree + "/" + path)
             try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
@@ -156,10 +165,7 @@ struct SettingsAsCodeTests {
     @Test("a change that makes one of two scopes invalid is refused with 422 and writes neither")
     func allOrNothing() async throws {
         try await Self.withFleet { fleet in
-            _ = try await fleet.run(["export", fleet.tree])
-            let app = try fleet.file("apps/kiosk/values/app.yaml")
-            try fleet.write("apps/kiosk/values/app.yaml", app.replacingOccurrences(of: "volume: 3", with: "volume: 5"))
-            try fleet.write("apps/kiosk/values/group/lobby.yaml", "volume: 99\n")
+            try await fleet.exportEdited(volume: 5, lobby: "volume: 99\n")
             let before = try await fleet.historyCount()
             let plan = try await fleet.run(["plan", fleet.tree])
             #expect(plan.status == 1 && plan.standardOutput.contains("422 invalid-values"), "\(plan)")
@@ -266,10 +272,7 @@ struct SettingsAsCodeTests {
     @Test("apply --rollout stages a change of one scope; a change of two scopes is refused and nothing is written")
     func staged() async throws {
         try await Self.withFleet { fleet in
-            _ = try await fleet.run(["export", fleet.tree])
-            let app = try fleet.file("apps/kiosk/values/app.yaml")
-            try fleet.write("apps/kiosk/values/app.yaml", app.replacingOccurrences(of: "volume: 3", with: "volume: 5"))
-            try fleet.write("apps/kiosk/values/group/lobby.yaml", "volume: 6\n")
+            try await fleet.exportEdited(volume: 5, lobby: "volume: 6\n")
             let two = try await fleet.run(["apply", fleet.tree, "--rollout", "50%,100%"])
             #expect(two.status == 1 && two.standardError.contains("a rollout stages one scope"), "\(two)")
             try fleet.write("apps/kiosk/values/group/lobby.yaml", "volume: 4\n")
