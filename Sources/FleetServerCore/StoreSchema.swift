@@ -26,7 +26,7 @@ public enum StoreSchema {
         "accounts, API tokens, the audit trail",
         "one-time values (single sign-on's attempts, tokens taken once)",
         "webhook subscriptions and the outbox of their messages",
-        "groups defined by a query on the devices' facts",
+        "groups defined by a query on the devices' facts; a status report's detail",
     ].enumerated().map { Version(number: $0.offset + 1, title: $0.element) }
 
     /// The newest version.

@@ -133,9 +133,12 @@ enum PostgresMigrations {
         CREATE INDEX webhook_outbox_subscription ON webhook_outbox (subscription, sequence);
         CREATE SEQUENCE webhook_outbox_sequence;
         """#,
-        // A definition is its query as a document; the members are the devices' groups.
+        // A definition is its query as a document; the members are the devices' groups. A
+        // report's detail (restored-after-local-edit) beside its state.
         11: #"""
         CREATE TABLE group_definitions (name TEXT PRIMARY KEY, document TEXT NOT NULL);
+        ALTER TABLE status_reports ADD COLUMN detail TEXT;
+        ALTER TABLE status_history ADD COLUMN detail TEXT;
         """#,
     ]
 

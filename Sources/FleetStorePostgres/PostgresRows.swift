@@ -15,7 +15,7 @@ enum PostgresRows {
     /// The columns ``historyEntry(_:)`` reads, in its order.
     static let historyColumns = "app, number, at, actor, message, kind, scopes, metadata_version"
     /// The columns ``storedStatus(_:)`` reads, in its order.
-    static let statusColumns = "app, device_id, revision, schema_version, state, message, source, received_at"
+    static let statusColumns = "app, device_id, revision, schema_version, state, message, source, received_at, detail"
 
     static let allMetadataQuery: PostgresQuery = #"SELECT app, version, document FROM metadata ORDER BY app COLLATE "C""#
 
@@ -68,20 +68,24 @@ enum PostgresRows {
         // The first INSERT runs as a data-modifying WITH: once, whether or not the second reads it.
         return """
             WITH latest AS (
-                INSERT INTO status_reports (app, device_id, revision, schema_version, state, message, source, received_at)
-                SELECT * FROM unnest(\(kept.map(\.app))::text[], \(kept.map(\.deviceID))::text[], \(kept.map(\.report.revision))::int8[],
-                    \(kept.map(\.report.schemaVersion))::int8[], \(kept.map(\.report.state.rawValue))::text[], \(kept.map(\.report.message))::text[],
-                    \(kept.map(\.report.source.rawValue))::text[], \(kept.map(\.time))::int8[])
+                INSERT INTO status_reports (app, device_id, revision, schema_version, state, message, source, received_at, detail)
+                SELECT a, d, r, v, st, m, so, t, NULLIF(x, '') FROM unnest(\(kept.map(\.app))::text[], \(kept.map(\.deviceID))::text[],
+                    \(kept.map(\.report.revision))::int8[], \(kept.map(\.report.schemaVersion))::int8[], \(kept.map(\.report.state.rawValue))::text[],
+                    \(kept.map(\.report.message))::text[], \(kept.map(\.report.source.rawValue))::text[], \(kept.map(\.time))::int8[],
+                    \(kept.map(\.detailText))::text[]) AS u(a, d, r, v, st, m, so, t, x)
                 ON CONFLICT (app, device_id) DO UPDATE SET revision = EXCLUDED.revision, schema_version = EXCLUDED.schema_version,
-                    state = EXCLUDED.state, message = EXCLUDED.message, source = EXCLUDED.source, received_at = EXCLUDED.received_at
+                    state = EXCLUDED.state, message = EXCLUDED.message, source = EXCLUDED.source, received_at = EXCLUDED.received_at,
+                    detail = EXCLUDED.detail
                 RETURNING 1)
-            INSERT INTO status_history (device_id, app, slot, revision, schema_version, state, message, source, received_at)
-            SELECT * FROM unnest(\(history.map(\.deviceID))::text[], \(history.map(\.app))::text[],
+            INSERT INTO status_history (device_id, app, slot, revision, schema_version, state, message, source, received_at, detail)
+            SELECT d, a, sl, r, v, st, m, so, t, NULLIF(x, '') FROM unnest(\(history.map(\.deviceID))::text[], \(history.map(\.app))::text[],
                 \(history.map { StatusHistory.slot(of: $0.report) })::int8[], \(history.map(\.report.revision))::int8[],
                 \(history.map(\.report.schemaVersion))::int8[], \(history.map(\.report.state.rawValue))::text[],
-                \(history.map(\.report.message))::text[], \(history.map(\.report.source.rawValue))::text[], \(history.map(\.time))::int8[])
+                \(history.map(\.report.message))::text[], \(history.map(\.report.source.rawValue))::text[], \(history.map(\.time))::int8[],
+                \(history.map(\.detailText))::text[]) AS u(d, a, sl, r, v, st, m, so, t, x)
             ON CONFLICT (device_id, app, slot) DO UPDATE SET revision = EXCLUDED.revision, schema_version = EXCLUDED.schema_version,
-                state = EXCLUDED.state, message = EXCLUDED.message, source = EXCLUDED.source, received_at = EXCLUDED.received_at
+                state = EXCLUDED.state, message = EXCLUDED.message, source = EXCLUDED.source, received_at = EXCLUDED.received_at,
+                detail = EXCLUDED.detail
             """
     }
 
@@ -157,12 +161,20 @@ enum PostgresRows {
     }
 
     static func storedStatus(_ row: PostgresRow) throws -> (app: String, deviceID: String, report: StatusReport, receivedAt: Int64) {
-        let (app, deviceID, revision, schemaVersion, stateText, message, sourceText, receivedAt) = try row.decode(
-            (String, String, Int64, Int64, String, String, String, Int64).self)
+        let (app, deviceID, revision, schemaVersion, stateText, message, sourceText, receivedAt, detailText) = try row.decode(
+            (String, String, Int64, Int64, String, String, String, Int64, String?).self)
         guard let state = StatusReport.State(rawValue: stateText), let source = StatusReport.Source(rawValue: sourceText) else {
             throw StoreCorruption(what: "status report of \(deviceID) for \(app)")
         }
-        let report = StatusReport(revision: revision, schemaVersion: schemaVersion, state: state, message: message, source: source)
+        // A detail a later release wrote and this one does not know is left out, not refused.
+        let report = StatusReport(
+            revision: revision, schemaVersion: schemaVersion, state: state, message: message, source: source,
+            detail: detailText.flatMap(StatusReport.Detail.init(rawValue:)))
         return (app, deviceID, report, receivedAt)
     }
+}
+
+extension StatusRecord {
+    /// The report's detail as the batch statement sends it: empty for none (stored as `NULL`).
+    fileprivate var detailText: String { report.detail?.rawValue ?? "" }
 }

@@ -213,22 +213,24 @@ enum SQLiteRows {
             try db.cachedStatement(
                 sql: """
                     INSERT OR REPLACE INTO status_reports
-                    (app, device_id, revision, schema_version, state, message, source, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    (app, device_id, revision, schema_version, state, message, source, received_at, detail)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """
             ).execute(
                 arguments: [
                     record.app, record.deviceID, report.revision, report.schemaVersion, report.state.rawValue, report.message,
-                    report.source.rawValue, record.time,
+                    report.source.rawValue, record.time, report.detail?.rawValue,
                 ])
             try db.cachedStatement(
                 sql: """
                     INSERT OR REPLACE INTO status_history
-                    (device_id, app, slot, revision, schema_version, state, message, source, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    (device_id, app, slot, revision, schema_version, state, message, source, received_at, detail)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """
             ).execute(
                 arguments: [
                     record.deviceID, record.app, StatusHistory.slot(of: report), report.revision, report.schemaVersion,
-                    report.state.rawValue, report.message, report.source.rawValue, record.time,
+                    report.state.rawValue, report.message, report.source.rawValue, record.time, report.detail?.rawValue,
                 ])
         }
     }
@@ -236,11 +238,14 @@ enum SQLiteRows {
     static func storedStatus(_ row: Row) throws -> StoredStatus {
         let deviceID: String = row["device_id"]
         let app: String = row["app"]
+        let detailText: String? = row["detail"]
         guard let state = StatusReport.State(rawValue: row["state"]), let source = StatusReport.Source(rawValue: row["source"]) else {
             throw StoreCorruption(what: "status report of \(deviceID) for \(app)")
         }
+        // A detail a later release wrote and this one does not know is left out, not refused.
         let report = StatusReport(
-            revision: row["revision"], schemaVersion: row["schema_version"], state: state, message: row["message"], source: source)
+            revision: row["revision"], schemaVersion: row["schema_version"], state: state, message: row["message"], source: source,
+            detail: detailText.flatMap(StatusReport.Detail.init(rawValue:)))
         return StoredStatus(app: app, deviceID: deviceID, report: report, receivedAt: row["received_at"])
     }
 }

@@ -156,9 +156,15 @@ extension SQLiteStore {
                     INSERT INTO webhook_outbox_counter (id, last) VALUES (1, 0);
                     """)
         }
-        // A definition is its query as a document; the members are the devices' groups.
+        // A definition is its query as a document; the members are the devices' groups. A
+        // report's detail (restored-after-local-edit) beside its state.
         migrator.registerMigration(Self.version(11).name) { db in
-            try db.execute(sql: "CREATE TABLE group_definitions (name TEXT PRIMARY KEY, document TEXT NOT NULL);")
+            try db.execute(
+                sql: """
+                    CREATE TABLE group_definitions (name TEXT PRIMARY KEY, document TEXT NOT NULL);
+                    ALTER TABLE status_reports ADD COLUMN detail TEXT;
+                    ALTER TABLE status_history ADD COLUMN detail TEXT;
+                    """)
         }
         precondition(StoreSchema.current.number == 11, "a new StoreSchema version needs its SQLite migration")
         return migrator

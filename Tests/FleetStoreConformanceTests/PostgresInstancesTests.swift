@@ -75,9 +75,9 @@ struct PostgresInstancesTests {
             "v6: the change feed as a table, the write lock's key of this database, the history's scopes indexed by a trigger",
         ]
         // v0.7.0 had none of the tables of the versions after it (accounts, v8; one-time values, v9; webhooks, v10;
-        // group definitions, v11).
+        // group definitions and the reports' detail, v11).
         _ = try await cluster.psql(
-            "DROP TABLE accounts, api_tokens, audit_log, one_time_values, webhook_outbox, webhook_subscriptions, group_definitions; DROP SEQUENCE webhook_outbox_sequence; DELETE FROM fleetset_migrations; INSERT INTO fleetset_migrations (name) VALUES "
+            "DROP TABLE accounts, api_tokens, audit_log, one_time_values, webhook_outbox, webhook_subscriptions, group_definitions; DROP SEQUENCE webhook_outbox_sequence; ALTER TABLE status_reports DROP COLUMN detail; ALTER TABLE status_history DROP COLUMN detail; DELETE FROM fleetset_migrations; INSERT INTO fleetset_migrations (name) VALUES "
                 + before.map { "('\($0.replacingOccurrences(of: "'", with: "''"))')" }.joined(separator: ", "), database: database)
         // Applying any version it has again would fail (its tables exist); the store opens and
         // reads, having applied the versions after it.

@@ -25,6 +25,23 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("a report's detail is kept with the latest report and in the recent ones", arguments: ConformingStore.allCases)
+    func reportDetail(kind: ConformingStore) async throws {
+        try await withStore(kind) { (store: any SettingsStore) async throws in
+            try await store.addDevice(Device(id: "d-1", tokenHash: "h-d-1", apps: ["kiosk"], groups: [], enrolledAt: 0))
+            let restored = StatusReport(revision: 3, schemaVersion: 1, state: .applied, source: .agent, detail: .restoredAfterLocalEdit)
+            _ = try await store.recordStatuses([StatusRecord(report: restored, app: "kiosk", deviceID: "d-1", time: 10)])
+            #expect(try await store.latestStatus(app: "kiosk", deviceID: "d-1")?.report == restored)
+            #expect(try await store.latestStatuses(app: "kiosk")["d-1"]?.report.detail == .restoredAfterLocalEdit)
+            #expect(try await store.recentStatuses(deviceID: "d-1").map(\.report) == [restored])
+            // The next report, without one, replaces it.
+            let plain = StatusReport(revision: 4, schemaVersion: 1, state: .applied, source: .agent)
+            _ = try await store.recordStatuses([StatusRecord(report: plain, app: "kiosk", deviceID: "d-1", time: 11)])
+            #expect(try await store.latestStatus(app: "kiosk", deviceID: "d-1")?.report.detail == nil)
+            #expect(try await store.recentStatuses(deviceID: "d-1").map(\.report.detail) == [nil, .restoredAfterLocalEdit])
+        }
+    }
+
     @Test(
         "recent reports: one per revision and source for the last revisions of each app, newest first; gone with the device",
         arguments: ConformingStore.allCases)
