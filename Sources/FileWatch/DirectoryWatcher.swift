@@ -10,7 +10,8 @@ import Glibc
 /// A file "appears" when it is renamed into a watched directory (`IN_MOVED_TO`, how files
 /// written atomically arrive) or when a writer closes it (`IN_CLOSE_WRITE`); a name that is
 /// merely created (`IN_CREATE`: a file still being written, or a link) is reported as
-/// ``Event/created(directory:name:)``. When the kernel's event queue overflows, or the 4096
+/// ``Event/created(directory:name:)``, and a name removed or renamed away (`IN_DELETE`,
+/// `IN_MOVED_FROM`) as ``Event/removed(directory:name:)``. When the kernel's event queue overflows, or the 4096
 /// events this watcher buffers for a slow reader do, ``Event/overflow`` says so: rescan the
 /// directories.
 ///
@@ -25,6 +26,8 @@ public final class DirectoryWatcher: Sendable {
         case appeared(directory: String, name: String)
         /// A name was created in `directory`; a regular file may still be being written.
         case created(directory: String, name: String)
+        /// A name was removed from `directory`, or renamed out of it.
+        case removed(directory: String, name: String)
         /// Events were lost; look at the directories again.
         case overflow
     }
@@ -51,7 +54,8 @@ public final class DirectoryWatcher: Sendable {
         let inotify = OwnedDescriptor(taking: created)
         var watches: [Int32: String] = [:]
         for directory in directories {
-            let watch = inotify_add_watch(inotify.raw, directory, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_ONLYDIR))
+            let watch = inotify_add_watch(
+                inotify.raw, directory, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR))
             guard watch >= 0 else { throw FileError(path: directory, operation: "watch", call: "inotify_add_watch", code: errno) }
             watches[watch] = directory
         }
@@ -121,9 +125,15 @@ public final class DirectoryWatcher: Sendable {
             if mask & UInt32(IN_Q_OVERFLOW) != 0 {
                 continuation.yield(.overflow)
             } else if let directory = watches[watch], !name.isEmpty, mask & UInt32(IN_ISDIR) == 0 {
-                let created = mask & UInt32(IN_CREATE) != 0
-                let result = continuation.yield(
-                    created ? .created(directory: directory, name: name) : .appeared(directory: directory, name: name))
+                let event: Event =
+                    if mask & UInt32(IN_DELETE | IN_MOVED_FROM) != 0 {
+                        .removed(directory: directory, name: name)
+                    } else if mask & UInt32(IN_CREATE) != 0 {
+                        .created(directory: directory, name: name)
+                    } else {
+                        .appeared(directory: directory, name: name)
+                    }
+                let result = continuation.yield(event)
                 sinceOverflow = sinceOverflow == Int.max ? Int.max : sinceOverflow + 1
                 // A reader too slow for a flood of events lost the oldest: tell it to look again,
                 // unless an overflow that covers the loss is still buffered.

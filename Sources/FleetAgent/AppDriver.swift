@@ -408,7 +408,7 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
         Task {
             for await event in watcher.events {
                 switch event {
-                case .appeared(_, name), .created(_, name), .overflow: sink.yield(.settingsFileChanged)
+                case .appeared(_, name), .created(_, name), .removed(_, name), .overflow: sink.yield(.settingsFileChanged)
                 default: break
                 }
             }

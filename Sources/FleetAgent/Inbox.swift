@@ -84,6 +84,8 @@ struct Inbox<C: Clock>: Sendable where C.Duration == Duration {
                 switch event {
                 case .overflow:
                     rescan(directories)
+                case .removed:
+                    break  // what the inbox took itself, or nothing it holds
                 case .appeared(let directory, let name):
                     if let app = directories[directory] { take(name, in: directory, app: app) }
                 case .created(let directory, let name):

@@ -84,11 +84,34 @@ extension SyncMachine {
         actions.append(.checkSettingsFile)
     }
 
+    /// The most edits put back within ``restoreWindow``: something on the device that keeps
+    /// rewriting `settings.json` (a configuration tool, a hook that writes it) is not fought
+    /// for ever, each round running the hook and reporting.
+    public static var restoreLimit: Int { 5 }
+    /// See ``restoreLimit``.
+    public static var restoreWindow: Duration { .seconds(600) }
+
     /// The answer to ``Action/checkSettingsFile``.
     mutating func settingsFileChecked(edited: Bool, _ now: Moment) {
         guard case .checking? = localEdit else { return }
         localEdit = nil
         guard edited, let settings else { return }
+        recentRestores.removeAll { $0.advanced(by: Self.restoreWindow) <= now.instant }
+        guard recentRestores.count < Self.restoreLimit else {
+            // Left as it is until the window lets another restore in (the next check: a change
+            // of the file, an answer, a new revision); reported once per run of refusals.
+            guard !restoreLimitReported else { return }
+            restoreLimitReported = true
+            let message =
+                "settings.json keeps being changed on the device: put back \(Self.restoreLimit) times in \(Self.restoreWindow.components.seconds / 60) minutes; left as it is for now (what else writes it?)"
+            log(.error, "settings.json keeps being changed; not putting it back for now", event: "local-edit-limit", ["error": message])
+            queue(
+                StatusReport(
+                    revision: settings.revision, schemaVersion: settings.schemaVersion, state: .error, message: message, source: .agent))
+            return
+        }
+        recentRestores.append(now.instant)
+        restoreLimitReported = false
         localEdit = .found
         log(
             .warning, "settings.json was changed on the device; putting the served revision back", event: "local-edit",

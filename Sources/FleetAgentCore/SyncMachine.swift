@@ -262,6 +262,10 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
     var localEdit: LocalEdit?
     /// The revision being put back after an edit: its report says so.
     var restoredRevision: Int64?
+    /// When the recent edits were put back (at most ``restoreLimit`` within ``restoreWindow``),
+    /// and whether the refusal to put back more was reported.
+    var recentRestores: [Instant] = []
+    var restoreLimitReported = false
     /// The app reported an error on this revision, and the configuration asks for a rollback:
     /// done when nothing is in flight.
     var rollbackWanted: (revision: Int64, reason: String)?

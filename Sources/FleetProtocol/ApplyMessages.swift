@@ -71,7 +71,7 @@ public struct ApplyRequest: Sendable, Hashable {
     /// The scopes to set, each at most once.
     public var scopes: [ScopeValues]
     /// The app's newest history entry as the client saw it when it made the request (its plan):
-    /// the server refuses the request with 409 `stale-plan` when the app has a newer one. `nil`:
+    /// the server refuses the request with 409 `concurrent-write` when the app has a newer one. `nil`:
     /// not checked.
     public var base: Int64?
     /// Why, kept in the app's history (at most 1,024 characters); may be empty.

@@ -19,11 +19,14 @@ public enum RolloutWave: Sendable, Hashable, CustomStringConvertible {
 
     /// Every device the change reaches.
     public static let everyone = RolloutWave.share(basisPoints: 10_000)
+    /// The longest `where:` wave, in characters.
+    public static let maximumQueryLength = 1024
 
     /// Reads `5%`, `0.25%`, `100%` or `group:NAME`; `nil` for anything else (a share above
     /// 100% or with more than two decimals, an empty group name).
     public init?(_ text: String) {
         if text.hasPrefix("where:") {
+            guard text.unicodeScalars.count <= Self.maximumQueryLength else { return nil }
             let conditions = text.dropFirst("where:".count).split(separator: ";", omittingEmptySubsequences: false)
             guard (1...GroupDefinition.maximumConditions).contains(conditions.count) else { return nil }
             var filters: [DeviceInfoFilter] = []
@@ -331,7 +334,7 @@ public struct RolloutWaveProgress: Sendable, Hashable {
     /// and a malformed wave are refused.
     public init(json: JSONValue, at location: JSONPointer) throws(DocumentError) {
         let reader = try ObjectReader(json, at: location, allowed: ["wave", "devices", "applied", "failed", "waiting"])
-        guard let wave = RolloutWave(try reader.string("wave", maximumLength: 140)) else {
+        guard let wave = RolloutWave(try reader.string("wave", maximumLength: RolloutWave.maximumQueryLength)) else {
             throw DocumentError(at: location.appending("wave"), "must be a wave like \"5%\" or \"group:canary\"")
         }
         self.wave = wave

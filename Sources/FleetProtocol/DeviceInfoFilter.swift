@@ -22,10 +22,12 @@ public struct DeviceInfoFilter: Sendable, Hashable, CustomStringConvertible {
         public var isNegated: Bool { self == .differs || self == .doesNotMatch }
     }
 
-    /// The most steps one regular expression may take on one fact (a fact is at most 256
-    /// characters; a pattern that backtracks catastrophically on a device's fact does not match
-    /// rather than stall the server).
-    public static let matchBudget = 100_000
+    /// The most steps one regular expression may take on one fact: a fact is at most 256
+    /// characters, which a pattern that does not backtrack reads in a few thousand steps. One
+    /// that backtracks catastrophically on a device's fact stalls nothing: the condition is
+    /// false, `~` and `!~` alike, so that a device cannot meet a `!~` by making the match too
+    /// expensive to decide.
+    public static let matchBudget = 20_000
     /// The longest condition, in characters.
     public static let maximumLength = 1024
 
@@ -96,8 +98,11 @@ public struct DeviceInfoFilter: Sendable, Hashable, CustomStringConvertible {
         case .differs: return fact != value
         case .matches, .doesNotMatch:
             var budget = MatchBudget(steps: Self.matchBudget)
-            let found = pattern?.matches(fact, budget: &budget) == .match
-            return found != negated
+            switch pattern?.matches(fact, budget: &budget) {
+            case .match: return comparison == .matches
+            case .noMatch: return comparison == .doesNotMatch
+            case .outOfSteps, nil: return false
+            }
         }
     }
 

@@ -60,9 +60,9 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     /// not know (the message says which and why).
     public static let badWebhook = ErrorCode("bad-webhook")
 
-    /// `bad-group`, 400: a group query that cannot be read, a group defined by a query given to
-    /// a device by hand (or the reverse), or more than ``GroupDefinition/maximumCount`` groups
-    /// defined by a query; the message says which.
+    /// `bad-group`: 400 for a group query that cannot be read; 409 for a group defined by a
+    /// query given to a device or a token by hand, a group devices hold by hand given a query,
+    /// or one definition past ``GroupDefinition/maximumCount``. The message says which.
     public static let badGroup = ErrorCode("bad-group")
     /// `unknown-group`, 404: no group has this name.
     public static let unknownGroup = ErrorCode("unknown-group")

@@ -185,6 +185,15 @@ public enum TreeYAML {
     ///   - allowSecrets: whether `!secret` may appear (values files); elsewhere it is refused.
     /// - Throws: ``TreeError`` naming the file, with the line and column of the problem.
     public static func document(_ text: String, file: String, allowSecrets: Bool = true) throws(TreeError) -> TreeDocument {
+        guard text.utf8.count <= maximumFileSize else {
+            throw TreeError(file: file, line: nil, column: nil, "is larger than \(maximumFileSize >> 20) MiB")
+        }
+        // Refused before Yams composes the document: it expands every alias, and a few nested
+        // ones make a file of a few lines cost hours (a "billion laughs").
+        if let (line, column) = anchorOrAlias(in: text) {
+            throw TreeError(
+                file: file, line: line, column: column, "anchors and aliases are not read in a settings tree: write each value out")
+        }
         let root: Node?
         let parser: Parser
         do {
@@ -204,6 +213,78 @@ public enum TreeYAML {
                 file: file, line: root.mark?.line, column: root.mark?.column, "must be a mapping of names to values, not \(value.typeName)")
         }
         return TreeDocument(values: object, secrets: secrets)
+    }
+
+    /// The largest tree file read.
+    public static let maximumFileSize = 4 << 20
+
+    /// Where `text` has a YAML anchor (`&name`) or alias (`*name`), as a 1-based line and column;
+    /// `nil` when it has none. A token starts a node only at the start of a line (after its
+    /// indentation) or after `- `, `? `, `: `, `[`, `{` or `,`; quoted scalars and comments are
+    /// skipped. A `&` or `*` starting a word where a node starts counts even inside a block
+    /// scalar (`|`, `>`), which fleetset never writes: such a value is refused, to be quoted.
+    static func anchorOrAlias(in text: String) -> (line: Int, column: Int)? {
+        enum Quote { case none, single, double }
+        var quote = Quote.none
+        var line = 1
+        var column = 0
+        var nodeStart = true  // at a place where a node may start
+        var previous: Character = "\n"
+        var escaped = false
+        var inComment = false
+        let characters = Array(text)
+        for (index, character) in characters.enumerated() {
+            column += 1
+            defer { previous = character }
+            if character == "\n" {
+                line += 1
+                column = 0
+                inComment = false
+                if quote == .none { nodeStart = true }
+                continue
+            }
+            if inComment { continue }
+            switch quote {
+            case .double:
+                if escaped {
+                    escaped = false
+                } else if character == "\\" {
+                    escaped = true
+                } else if character == "\"" {
+                    quote = .none
+                }
+                continue
+            case .single:
+                if character == "'" { quote = .none }  // '' inside reads as two quotes: the same
+                continue
+            case .none:
+                break
+            }
+            switch character {
+            case " ", "\t":
+                continue
+            case "#" where previous == " " || previous == "\t" || previous == "\n":
+                inComment = true
+            case "\"" where nodeStart:
+                quote = .double
+                nodeStart = false
+            case "'" where nodeStart:
+                quote = .single
+                nodeStart = false
+            case "[", "{", ",":
+                nodeStart = true
+            case "-", "?", ":":
+                let next = index + 1 < characters.count ? characters[index + 1] : "\n"
+                nodeStart = next == " " || next == "\t" || next == "\n" || (character == ":" && (next == "," || next == "]" || next == "}"))
+            case "&" where nodeStart, "*" where nodeStart:
+                let next = index + 1 < characters.count ? characters[index + 1] : "\n"
+                if next != " " && next != "\t" && next != "\n" { return (line, column) }
+                nodeStart = false
+            default:
+                nodeStart = false
+            }
+        }
+        return nil
     }
 
     private static func read(

@@ -107,9 +107,10 @@ struct AdminApply: AsyncParsableCommand {
         abstract: "Make the server match the tree: metadata, values, agent policies, groups.",
         discussion: """
             Plans first (as fleetset admin plan) and writes nothing when the plan has an error. \
-            Then per app: a metadata document with a higher version is stored, and the values of \
-            every scope that changes are written as one change (one history entry, all scopes or \
-            none), refused with 409 when the app changed since the plan; then policies and groups. \
+            Then the groups defined by a query; per app, a metadata document with a higher version \
+            is stored, and the values of every scope that changes are written as one change (one \
+            history entry, all scopes or none), refused with 409 when the app changed since the \
+            plan; then the policies. \
             Without --prune only what the tree has is added or changed; with it, scopes, settings, \
             policy keys and groups the tree lacks are removed. --rollout stages an app's change when \
             it writes one scope (the app's or a group's). A second apply of the same tree writes \
@@ -592,7 +593,19 @@ enum TreeSession {
             let document = part.values[scope] ?? TreeDocument()
             var resolved: [String: JSONValue] = [:]
             for (place, reference) in document.secrets.sorted(by: { $0.key < $1.key }) {
-                guard let text = try secrets.text(reference), let pointer = JSONPointer(place) else { continue }
+                // A reference names its own place of this app, and only a place the metadata
+                // keeps secret: anywhere else the secret would be stored and served in clear.
+                guard let pointer = JSONPointer(place), reference == "\(app)/\(pointer.keyPath)" else {
+                    errors.append(
+                        "!secret \(reference) at \(scope) \(place): a reference names its own place, !secret \(app)/\(JSONPointer(place)?.keyPath ?? place)"
+                    )
+                    continue
+                }
+                if let metadata, !metadata.isSecret(at: pointer) {
+                    errors.append("!secret \(reference) at \(scope) \(place): the metadata does not mark \(place) x-secret")
+                    continue
+                }
+                guard let text = try secrets.text(reference) else { continue }
                 guard let metadata else {
                     resolved[place] = .string(text)
                     continue
@@ -603,7 +616,16 @@ enum TreeSession {
                     errors.append("!secret \(reference) at \(scope) \(place): \(error)")
                 }
             }
-            let desired = TreeDiff.desired(stored: old, tree: document, prune: prune, resolved: Set(resolved.keys))
+            var desired = TreeDiff.desired(stored: old, tree: document, prune: prune, resolved: Set(resolved.keys))
+            // A secret the server holds and the tree does not mention stays (the stored values
+            // read back masked: sent as they are, the mask would replace the secret).
+            for place in secretPlaces(old, metadata: metadata) where resolved[place] == nil && !desired.keep.contains(place) {
+                guard let pointer = JSONPointer(place), let kept = JSONValue.object(old)[pointer: pointer],
+                    JSONValue.object(desired.values)[pointer: pointer] == kept
+                else { continue }
+                desired.keep.append(place)
+            }
+            desired.keep.sort()
             let places = secretPlaces(old, metadata: metadata).union(secretPlaces(desired.values, metadata: metadata)).union(
                 document.secrets.keys)
             let changes = TreeDiff.changes(from: old, to: desired.values, secretPlaces: places)

@@ -56,6 +56,37 @@ struct LocalEditTests {
         #expect(run.request?.isFetch == true, "polling goes on")
     }
 
+    @Test(
+        "something that keeps rewriting settings.json is not fought for ever: 5 restores in 10 minutes, then one error report, then restores again"
+    )
+    func restoreLimit() throws {
+        var run = Self.serving()
+        /// Edits the file and lets the check run; returns the revisions rewritten.
+        func edit() -> [Int64] {
+            run.settingsEdited = true
+            _ = run.send(.settingsFileChanged)
+            var actions = run.advance(by: Machine.localEditSettle)
+            if actions.contains(.cancelRequest) { actions += run.answer(.requestCancelled) }
+            let rewritten = Self.rewrites(actions)
+            guard !rewritten.isEmpty else { return [] }
+            run.advanceToAlarm()  // the hook's jitter
+            run.answer(.hookFinished(.succeeded))
+            run.answer(.reportDelivered)
+            return rewritten
+        }
+        for round in 1...Machine.restoreLimit { #expect(edit() == [7], "restore \(round)") }
+        let reportsBefore = run.reports().count
+        #expect(edit().isEmpty, "the sixth edit within the window stays")
+        let refusal = try #require(run.reports().last)
+        #expect(run.reports().count == reportsBefore + 1 && refusal.state == .error)
+        #expect(refusal.message.hasPrefix("settings.json keeps being changed on the device: put back 5 times in 10 minutes"))
+        run.answer(.reportDelivered)
+        #expect(edit().isEmpty)
+        #expect(run.reports().count == reportsBefore + 1, "reported once")
+        _ = run.advance(by: Machine.restoreWindow)
+        #expect(edit() == [7], "the window passed: put back again")
+    }
+
     @Test("the agent's own writes are no edit: a change event with the file as written makes a check and nothing else")
     func ownWriteIsNoEdit() {
         var run = Self.serving()

@@ -98,6 +98,16 @@ struct HandEditTests {
             Self.bytes(path).flatMap { try? DeviceSettings(json: JSONParser.parse(Array($0))) }?.values["volume"] == 4
         }
         try await fleet.waitForStatusLine("lobby", containing: ["revision=\(newer.revision)", "state=applied", Self.detail], agent: third)
+
+        // A settings.json removed by hand is back within the watch's settle time, not a long-poll later.
+        let restoredLines = fleet.statusLines("lobby").filter { $0.contains(Self.detail) }.count
+        #expect(unlink(path) == 0)
+        try await Waiting.until(timeout: .seconds(30), "the removed settings.json did not come back; agent log:\n\(third.log)") {
+            Self.bytes(path) == newerBytes
+        }
+        try await Waiting.until(timeout: .seconds(30), "the restore was not reported") {
+            fleet.statusLines("lobby").filter { $0.contains(Self.detail) }.count == restoredLines + 1
+        }
         for secret in [identity.deviceToken, "4711"] {
             #expect(
                 !mentions(third.log, secret: secret) && !mentions(agent.log, secret: secret) && !mentions(fleet.server.log, secret: secret))

@@ -108,8 +108,11 @@ struct DeviceInfoTests {
         }
         for bad in ["~x", "a!b=1", "os.!version~x"] { #expect(DeviceInfoFilter(bad) == nil, "\(bad)") }
         // A pattern that backtracks catastrophically on a device's fact does not match rather than stall.
-        let evil = try DeviceInfoFilter(parsing: "machine.hostname~^(a+)+$")
-        #expect(evil.matches(["machine": ["hostname": .string(String(repeating: "a", count: 40) + "!")]]) == false)
+        let hostile: JSONObject = ["machine": ["hostname": .string(String(repeating: "a", count: 40) + "!")]]
+        #expect(try DeviceInfoFilter(parsing: "machine.hostname~^(a+)+$").matches(hostile) == false)
+        // … and a device cannot meet a !~ by making the match too expensive to decide.
+        #expect(try DeviceInfoFilter(parsing: "machine.hostname!~^(a+)+$").matches(hostile) == false)
+        #expect(try DeviceInfoFilter(parsing: "machine.hostname!~^(a+)+$").matches(["machine": ["hostname": "bbb"]]))
     }
 
     @Test("a group definition reads its query at each condition's pointer and writes it back")

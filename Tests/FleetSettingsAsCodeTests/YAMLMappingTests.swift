@@ -120,6 +120,33 @@ import Testing
         }
     }
 
+    /// A "billion laughs" of nested aliases is refused before Yams expands it; `&` and `*`
+    /// inside a scalar, a quoted string or a comment are text.
+    @Test func aliasesRefusedBeforeTheyExpand() throws {
+        var bomb = "a: &a [\"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\"]\n"
+        for level in 1...9 {
+            let name = String(UnicodeScalar(UInt8(97 + level)))
+            let previous = String(UnicodeScalar(UInt8(96 + level)))
+            bomb += "\(name): &\(name) [" + Array(repeating: "*\(previous)", count: 9).joined(separator: ", ") + "]\n"
+        }
+        bomb += "? *j\n: 1\n"
+        do {
+            _ = try TreeYAML.document(bomb, file: "bomb.yaml")
+            Issue.record("the aliases were read")
+        } catch {
+            #expect(error.line == 1 && error.column == 4 && error.description.contains("anchors and aliases"), "\(error)")
+        }
+        let text = try TreeYAML.document(
+            "note: see *this* & that  # &x *y\nquoted: \"a: *b, [&c]\"\nsingle: 'it''s *d'\nlist: [\"*e\", f*g]\nurl: http://x/*\n",
+            file: "t.yaml")
+        #expect(text.values["note"] == "see *this* & that")
+        #expect(text.values["quoted"] == "a: *b, [&c]" && text.values["single"] == "it's *d")
+        #expect(text.values["list"] == ["*e", "f*g"] && text.values["url"] == "http://x/*")
+        #expect(throws: TreeError.self) {
+            try TreeYAML.document(String(repeating: "a", count: TreeYAML.maximumFileSize + 1), file: "big.yaml")
+        }
+    }
+
     @Test func emptyFileIsEmptyMapping() throws {
         #expect(try TreeYAML.document("", file: "t.yaml") == TreeDocument())
         #expect(try TreeYAML.document("{}\n", file: "t.yaml") == TreeDocument())

@@ -246,6 +246,49 @@ struct SettingsAsCodeTests {
         }
     }
 
+    @Test(
+        "a stored secret the tree does not mention stays as it is; a reference to another place, or to a place that is not x-secret, is refused"
+    )
+    func secretsTheTreeLacks() async throws {
+        try await Self.withFleet { fleet in
+            _ = try await fleet.run(["export", fleet.tree])
+            let app = try fleet.file("apps/kiosk/values/app.yaml")
+            try fleet.write(
+                "apps/kiosk/values/app.yaml",
+                app.replacingOccurrences(of: "pin: !secret kiosk/pin\n", with: "").replacingOccurrences(of: "volume: 3", with: "volume: 4"))
+            let plan = try await fleet.run(["plan", fleet.tree])
+            #expect(plan.status == 2 && !plan.standardOutput.contains("/pin"), "\(plan)")
+            #expect(try await fleet.run(["apply", fleet.tree]).status == 0)
+            // The server still holds the stored pin: a reference resolving to it changes nothing.
+            try fleet.write("apps/kiosk/values/app.yaml", app.replacingOccurrences(of: "volume: 3", with: "volume: 4"))
+            let same = try await CLIRunner.run(
+                ["FLEETSET_SECRET_KIOSK_PIN=\(Self.storedPin)", CLIRunner.binary, "admin", "plan", fleet.tree] + fleet.admin,
+                executable: "/usr/bin/env")
+            #expect(same.status == 0, "\(same)")
+
+            // A reference names its own place, and only an x-secret one.
+            for (line, message) in [
+                ("pin: !secret signage/pin\n", "a reference names its own place, !secret kiosk/pin"),
+                ("title: !secret kiosk/title\n", "the metadata does not mark /title x-secret"),
+            ] {
+                let edited =
+                    app.replacingOccurrences(of: "pin: !secret kiosk/pin\n", with: "")
+                    .replacingOccurrences(of: "title: Lobby\n", with: "") + line
+                try fleet.write("apps/kiosk/values/app.yaml", edited)
+                let refused = try await CLIRunner.run(
+                    [
+                        "FLEETSET_SECRET_SIGNAGE_PIN=leaked-1", "FLEETSET_SECRET_KIOSK_TITLE=leaked-2", CLIRunner.binary, "admin", "apply",
+                        fleet.tree,
+                    ]
+                        + fleet.admin, executable: "/usr/bin/env")
+                #expect(refused.status == 1 && refused.standardError.contains(message), "\(refused)")
+                #expect(!refused.standardOutput.contains("leaked") && !refused.standardError.contains("leaked"))
+            }
+            let values = try await fleet.run(["values", "--app", "kiosk"])
+            #expect(!values.standardOutput.contains("leaked"), "\(values)")
+        }
+    }
+
     @Test("an editor limited to a group applies that group's scope; a change at the app's scope is refused with 403, nothing written")
     func scopedEditor() async throws {
         try await Self.withFleet { fleet in

@@ -6,7 +6,8 @@ import Logging
 extension FleetDirectory {
     /// Every group: those devices are in by hand and those defined by a query (listed even
     /// with no member), with how many devices are in each. A caller limited in scope sees the
-    /// groups its scope covers and counts the devices it sees.
+    /// groups its scope covers that hold a device it sees, and counts the devices it sees (a
+    /// query may name another app's facts).
     public func groups(visibleTo caller: Caller? = nil) async throws -> GroupList {
         let definitions = try await store.groupDefinitions()
         var members: [String: Int] = [:]
@@ -14,7 +15,8 @@ extension FleetDirectory {
             for group in device.groups { members[group, default: 0] += 1 }
         }
         let queries = Dictionary(uniqueKeysWithValues: definitions.map { ($0.name, $0.conditions) })
-        let names = Set(members.keys).union(queries.keys).filter { caller?.scope.covers(group: $0) ?? true }
+        let limited = caller.map { !$0.scope.isEverything } ?? false
+        let names = Set(members.keys).union(limited ? [] : Array(queries.keys)).filter { caller?.scope.covers(group: $0) ?? true }
         return GroupList(
             groups: names.sorted(by: GroupMembership.byteOrder).map { name in
                 GroupSummary(name: name, conditions: queries[name], members: members[name] ?? 0)
@@ -27,7 +29,8 @@ extension FleetDirectory {
     public func group(name: String, visibleTo caller: Caller? = nil) async throws -> GroupDetail {
         let definition = try await store.groupDefinitions().first { $0.name == name }
         let members = try await store.devices().filter { $0.groups.contains(name) && (caller.map($0.isSeen(by:)) ?? true) }.map(\.id)
-        guard definition != nil || !members.isEmpty, caller?.scope.covers(group: name) ?? true else {
+        let limited = caller.map { !$0.scope.isEverything } ?? false
+        guard (definition != nil && !limited) || !members.isEmpty, caller?.scope.covers(group: name) ?? true else {
             throw Self.unknownGroup(name)
         }
         return GroupDetail(

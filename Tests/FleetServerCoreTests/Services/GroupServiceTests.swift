@@ -80,6 +80,29 @@ struct GroupServiceTests {
         #expect(try await harness.directory.groups().groups.map(\.name) == ["lobby"])
     }
 
+    @Test("an account limited in scope sees the groups holding devices it sees, and no query naming other devices")
+    func scopedReaders() async throws {
+        let harness = ServiceHarness()
+        try await harness.putKiosk()
+        let (kiosk, _) = try await harness.enroll(apps: ["kiosk"], groups: ["lobby"])
+        let (_, _) = try await harness.enroll(apps: ["menu"], groups: ["kitchen"])
+        _ = try await harness.gateway.patchDeviceInfo(device: kiosk, patch: ["os": ["version": "12"]])
+        _ = try await harness.directory.defineGroup(name: "bookworm", body: ["where": ["os.version=12"]])
+        _ = try await harness.directory.defineGroup(name: "menu-v2", body: ["where": ["apps.menu.version~^2"]])
+        func viewer(_ scope: AccountScope) -> Caller {
+            Caller(
+                account: Account(name: "v", displayName: "", kind: .person, role: .viewer, scope: scope, createdAt: 0, updatedAt: 0),
+                credential: .apiToken(id: "at-v"))
+        }
+        let kioskViewer = viewer(AccountScope(apps: ["kiosk"]))
+        #expect(try await harness.directory.groups(visibleTo: kioskViewer).groups.map(\.name) == ["bookworm", "lobby"])
+        #expect(try await harness.directory.group(name: "bookworm", visibleTo: kioskViewer).devices == [kiosk.id])
+        #expect(await serviceError { try await harness.directory.group(name: "menu-v2", visibleTo: kioskViewer) }?.code == .unknownGroup)
+        #expect(await serviceError { try await harness.directory.group(name: "kitchen", visibleTo: kioskViewer) }?.code == .unknownGroup)
+        let owner = try await harness.owner()
+        #expect(try await harness.directory.groups(visibleTo: owner).groups.map(\.name) == ["bookworm", "kitchen", "lobby", "menu-v2"])
+    }
+
     @Test("a where: wave takes the devices whose facts meet its query when the rollout starts; the rest wait for the next wave")
     func queryWave() async throws {
         let (harness, bookworm, bullseye) = try await ServiceHarness.bookwormAndBullseye()
