@@ -115,11 +115,13 @@ public final class SimulatedFleet: Sendable {
     }
 
     /// The devices whose app fails on staged settings (a marker beginning with
-    /// ``stagedMarkerPrefix``): about 5% of those whose hash bucket lies between 10% and 50%,
-    /// the third wave of the rollout scenario's `1%, 10%, 50%, 100%`, and none before it.
+    /// ``stagedMarkerPrefix``): about 10% of those whose hash bucket lies between 10% and 50%,
+    /// the third wave of the rollout scenario's `1%, 10%, 50%, 100%`, and none before it. (Device
+    /// ids are the server's, random: at 5% a fleet of 1,000 has fewer than 11 such devices in
+    /// about one run of 60, too few for the gate's 2%: it happened in a CI-like run.)
     public static func failsOnStaged(_ deviceID: String) -> Bool {
         let bucket = RolloutWave.bucket(deviceID)
-        return (1_000..<5_000).contains(bucket) && bucket % 20 == 0
+        return (1_000..<5_000).contains(bucket) && bucket % 10 == 0
     }
 
     /// Markers of staged changes begin with this.
