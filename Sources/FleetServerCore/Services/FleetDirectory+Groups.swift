@@ -15,8 +15,7 @@ extension FleetDirectory {
             for group in device.groups { members[group, default: 0] += 1 }
         }
         let queries = Dictionary(uniqueKeysWithValues: definitions.map { ($0.name, $0.conditions) })
-        let limited = caller.map { !$0.scope.isEverything } ?? false
-        let names = Set(members.keys).union(limited ? [] : Array(queries.keys)).filter { caller?.scope.covers(group: $0) ?? true }
+        let names = Set(members.keys).union(Self.isLimited(caller) ? [] : Array(queries.keys)).filter { caller?.scope.covers(group: $0) ?? true }
         return GroupList(
             groups: names.sorted(by: GroupMembership.byteOrder).map { name in
                 GroupSummary(name: name, conditions: queries[name], members: members[name] ?? 0)
@@ -29,8 +28,7 @@ extension FleetDirectory {
     public func group(name: String, visibleTo caller: Caller? = nil) async throws -> GroupDetail {
         let definition = try await store.groupDefinitions().first { $0.name == name }
         let members = try await store.devices().filter { $0.groups.contains(name) && (caller.map($0.isSeen(by:)) ?? true) }.map(\.id)
-        let limited = caller.map { !$0.scope.isEverything } ?? false
-        guard (definition != nil && !limited) || !members.isEmpty, caller?.scope.covers(group: name) ?? true else {
+        guard (definition != nil && !Self.isLimited(caller)) || !members.isEmpty, caller?.scope.covers(group: name) ?? true else {
             throw Self.unknownGroup(name)
         }
         return GroupDetail(
@@ -82,11 +80,9 @@ extension FleetDirectory {
             "group query removed", metadata: ["event": "group-removed", "group": "\(name)", "left": "\(change.left.count)"])
     }
 
-    /// How each of `groups` holds a device: by hand (`nil`), or by the query defining it.
-    public func membership(of groups: [String]) async throws -> [(group: String, conditions: [DeviceInfoFilter]?)] {
-        let queries = Dictionary(uniqueKeysWithValues: try await store.groupDefinitions().map { ($0.name, $0.conditions) })
-        return groups.map { ($0, queries[$0]) }
-    }
+    /// Whether `caller` sees only part of the fleet: it is shown a group's query only with a
+    /// member it sees.
+    static func isLimited(_ caller: Caller?) -> Bool { caller.map { !$0.scope.isEverything } ?? false }
 
     static func unknownGroup(_ name: String) -> ServiceError {
         ServiceError(404, .unknownGroup, "no device is in group \"\(name)\" and no query defines it")
