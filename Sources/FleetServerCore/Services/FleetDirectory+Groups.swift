@@ -15,7 +15,9 @@ extension FleetDirectory {
             for group in device.groups { members[group, default: 0] += 1 }
         }
         let queries = Dictionary(uniqueKeysWithValues: definitions.map { ($0.name, $0.conditions) })
-        let names = Set(members.keys).union(Self.isLimited(caller) ? [] : Array(queries.keys)).filter { caller?.scope.covers(group: $0) ?? true }
+        let names = Set(members.keys).union(Self.isLimited(caller) ? [] : Array(queries.keys)).filter {
+            caller?.scope.covers(group: $0) ?? true
+        }
         return GroupList(
             groups: names.sorted(by: GroupMembership.byteOrder).map { name in
                 GroupSummary(name: name, conditions: queries[name], members: members[name] ?? 0)
