@@ -47,6 +47,8 @@ let package = Package(
         // Test-only: the real HTTPS (HTTP/1.1 + HTTP/2, mutual TLS) server the client tests talk to.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        // The server's own HTTP/1.1 connection handler (parked long-polls) sits on NIO's HTTP codec.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         // The server's slow-client guard reads HTTP parts (NIOHTTPTypes), as Hummingbird does.
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -327,6 +329,8 @@ let package = Package(
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

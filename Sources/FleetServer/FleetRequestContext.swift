@@ -16,6 +16,9 @@ struct FleetRequestContext: RequestContext, RemoteAddressRequestContext {
     /// What an account's write did beyond its path and query, for its audit entry: the route
     /// notes it here (the middleware made it before calling the route).
     var auditNote: AuditNote?
+    /// Where a long-poll that waits sends its answer later, when the connection is served
+    /// without a task per request (``ParkingHTTP1Channel``); `nil`: the request's task waits.
+    var parkedAnswer: ParkedAnswer?
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
@@ -81,6 +84,31 @@ func whileOpen<T>(
     }
     defer { connections.remove(channel, hook) }
     return try await operation(cancellation)
+}
+
+/// The answer of a request that is not answered by the task that ran its route: a long-poll
+/// parked in the ``ChangeNotifier`` while it waits. The route marks it ``park()`` and returns at
+/// once (what it returns is not sent); whoever ends the wait sends the answer with
+/// ``send(_:)``, once.
+final class ParkedAnswer: Sendable {
+    /// Ends the wait (304) when the client goes away or the server shuts down.
+    let cancellation = WaitCancellation()
+    private let parked = Locked(false)
+    private let sender: @Sendable (Response) async -> Void
+
+    /// - Parameter send: writes the answer on the request's connection.
+    init(send: @escaping @Sendable (Response) async -> Void) {
+        self.sender = send
+    }
+
+    /// The route's answer will come through ``send(_:)``, not from the route.
+    func park() { parked.withLock { $0 = true } }
+
+    /// Whether the route parked the request.
+    var isParked: Bool { parked.withLock { $0 } }
+
+    /// Sends the parked request's answer.
+    func send(_ response: Response) async { await sender(response) }
 }
 
 /// What an account's write adds to its audit entry beyond the path and query (the account a

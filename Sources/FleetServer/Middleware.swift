@@ -32,8 +32,6 @@ struct ErrorBodyMiddleware: RouterMiddleware {
     {
         do {
             return try await next(request, context)
-        } catch let error as ServiceError {
-            return try error.response(from: request, context: context)
         } catch let error as HTTPError where error.status == .notFound && !routes.methods(for: request.uri.path).isEmpty {
             let allowed = routes.methods(for: request.uri.path).map(\.rawValue).joined(separator: ", ")
             var response = json(
@@ -53,9 +51,20 @@ struct ErrorBodyMiddleware: RouterMiddleware {
             var response = json(error.status, ErrorBody(error: code, message: message).json)
             response.headers.append(contentsOf: error.headers)
             return response
-        } catch is CancellationError {
-            return json(.serviceUnavailable, ErrorBody(error: .shuttingDown, message: "the server is shutting down; retry").json)
         } catch {
+            return Self.answer(to: error, of: request, context: context, logger: logger)
+        }
+    }
+
+    /// The answer to a refusal that is not the router's own: a ``ServiceError`` as itself, a
+    /// cancellation as 503 `shutting-down`, anything else as 500 `internal`, logged with its detail.
+    static func answer(to error: any Error, of request: Request, context: FleetRequestContext, logger: Logger) -> Response {
+        switch error {
+        case let error as ServiceError:
+            return error.answer
+        case is CancellationError:
+            return json(.serviceUnavailable, ErrorBody(error: .shuttingDown, message: "the server is shutting down; retry").json)
+        default:
             logger.error(
                 "request failed",
                 metadata: ["event": "internal-error", "method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"])
@@ -74,6 +83,8 @@ struct RequestMetricsMiddleware: RouterMiddleware {
     {
         do {
             let response = try await next(request, context)
+            // A parked long-poll is counted when its answer is sent (Routes.sendParked).
+            if context.parkedAnswer?.isParked == true { return response }
             metrics.request(route: context.endpointPath ?? "unmatched", method: Self.method(request), status: response.status.code)
             return response
         } catch {
@@ -114,7 +125,10 @@ struct RouteTable: Sendable {
 /// A refusal of the core answers as itself: its status and ``ErrorBody``, `WWW-Authenticate`
 /// with a 401, `Retry-After` when it says when to come back.
 extension ServiceError: HTTPResponseError {
-    public func response(from request: Request, context: some RequestContext) throws -> Response {
+    public func response(from request: Request, context: some RequestContext) throws -> Response { answer }
+
+    /// The answer that says this refusal.
+    var answer: Response {
         var response = json(status, body.json)
         if status == .unauthorized { response.headers[.wwwAuthenticate] = "Bearer realm=\"fleetset\"" }
         if let seconds = retryAfterSeconds { response.headers[.retryAfter] = String(seconds) }

@@ -35,9 +35,10 @@ extension Routes {
         on(.get, "v1/apps/:app/settings", .device) { request, context in
             let app = try app(context)
             let device = try context.device(app: app)
-            let (answer, unchanged) = try await settingsLongPoll(request, context, app: app, device: device)
-            guard let settings = answer.settings else { return unchanged }
-            return withDeviceHints(settingsResponse(settings.document, body: settings.body), answer, request)
+            return try await settingsLongPoll(request, context, app: app, device: device) { answer, unchanged in
+                guard let settings = answer.settings else { return unchanged }
+                return withDeviceHints(settingsResponse(settings.document, body: settings.body), answer, request)
+            }
         }
 
         // One value of the settings, at a key path (for devices that need only it): the same
@@ -46,15 +47,16 @@ extension Routes {
             let app = try app(context)
             let device = try context.device(app: app)
             let path = try keyPath(context)
-            let (answer, unchanged) = try await settingsLongPoll(request, context, app: app, device: device)
-            guard let document = answer.document else { return unchanged }
-            guard let value = JSONValue.object(document.values)[pointer: path] else {
-                throw ServiceError(404, .unknownKey, "revision \(document.revision) of \(app) has no value at \(path.keyPath)")
+            return try await settingsLongPoll(request, context, app: app, device: device) { answer, unchanged in
+                guard let document = answer.document else { return unchanged }
+                guard let value = JSONValue.object(document.values)[pointer: path] else {
+                    throw ServiceError(404, .unknownKey, "revision \(document.revision) of \(app) has no value at \(path.keyPath)")
+                }
+                var response = json(.ok, value)
+                response.headers[.eTag] = RevisionTag.etag(document.revision)
+                response.headers[.cacheControl] = "no-store"
+                return withDeviceHints(response, answer, request)
             }
-            var response = json(.ok, value)
-            response.headers[.eTag] = RevisionTag.etag(document.revision)
-            response.headers[.cacheControl] = "no-store"
-            return withDeviceHints(response, answer, request)
         }
 
         on(.patch, "v1/apps/:app/settings", .device) { request, context in

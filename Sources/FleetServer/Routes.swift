@@ -256,21 +256,46 @@ struct Routes: Sendable {
         return response
     }
 
-    /// The long-poll of a settings request (`If-None-Match`, `Fleetset-Policy`, `wait`), and the
-    /// 304 to answer when it found the settings unchanged. A request with `wait` ends when the
-    /// client goes away, and on a graceful shutdown (304); one without answers at once: it needs
-    /// neither.
+    /// The answer to a settings request (`If-None-Match`, `Fleetset-Policy`, `wait`): `respond`
+    /// makes it of the long-poll's answer and the 304 to send when the settings are unchanged.
+    /// A request with `wait` ends when the client goes away, and on a graceful shutdown (304);
+    /// one without answers at once: it needs neither.
+    ///
+    /// On a connection served without a task per request (the request's context has a
+    /// ``ParkedAnswer``), a long-poll that must wait is parked: this returns at once, and the
+    /// answer is sent when the wait ends (``sendParked(_:_:_:)``).
     func settingsLongPoll(
-        _ request: Request, _ context: FleetRequestContext, app: String, device: Device
-    ) async throws -> (answer: DeviceGateway.LongPollAnswer, unchanged: Response) {
+        _ request: Request, _ context: FleetRequestContext, app: String, device: Device,
+        respond: @escaping @Sendable (_ answer: DeviceGateway.LongPollAnswer, _ unchanged: Response) throws -> Response
+    ) async throws -> Response {
         let wait = try waitParameter(request)
         let known = request.headers[.ifNoneMatch].flatMap(RevisionTag.revision)
         let knownPolicy = request.headers[Self.policyHeader]
         let service = service
-        let answer =
-            wait == 0
-            ? try await service.gateway.longPoll(app: app, device: device, knownRevision: known, knownPolicyTag: knownPolicy, wait: .zero)
-            : try await whileOpen(context.channel, connections: connections, cancel: service.gateway.cancelLongPoll) { cancellation in
+        let answerOf = { @Sendable [self] (answer: DeviceGateway.LongPollAnswer) throws -> Response in
+            let unchanged = withDeviceHints(
+                Response(status: .notModified, headers: [.eTag: RevisionTag.etag(known ?? 0), .cacheControl: "no-store"]), answer, request)
+            return try respond(answer, unchanged)
+        }
+        if wait == 0 {
+            return try answerOf(
+                try await service.gateway.longPoll(app: app, device: device, knownRevision: known, knownPolicyTag: knownPolicy, wait: .zero))
+        }
+        if let parked = context.parkedAnswer {
+            let answer = try await service.gateway.longPoll(
+                app: app, device: device, knownRevision: known, knownPolicyTag: knownPolicy, wait: .seconds(wait),
+                cancellation: parked.cancellation
+            ) { result in
+                await sendParked(Result { try answerOf(try result.get()) }, request, context)
+            }
+            guard let answer else {
+                parked.park()
+                return Response(status: .accepted)
+            }
+            return try answerOf(answer)
+        }
+        return try answerOf(
+            try await whileOpen(context.channel, connections: connections, cancel: service.gateway.cancelLongPoll) { cancellation in
                 try await withGracefulShutdownHandler {
                     try await service.gateway.longPoll(
                         app: app, device: device, knownRevision: known, knownPolicyTag: knownPolicy, wait: .seconds(wait),
@@ -278,10 +303,22 @@ struct Routes: Sendable {
                 } onGracefulShutdown: {
                     service.gateway.cancelLongPoll(cancellation)
                 }
-            }
-        let unchanged = withDeviceHints(
-            Response(status: .notModified, headers: [.eTag: RevisionTag.etag(known ?? 0), .cacheControl: "no-store"]), answer, request)
-        return (answer, unchanged)
+            })
+    }
+
+    /// Sends the answer of a parked long-poll, as the middleware would have made it: a refusal
+    /// as its ``ErrorBody``, `nosniff`, counted in the request metrics.
+    func sendParked(_ result: Result<Response, any Error>, _ request: Request, _ context: FleetRequestContext) async {
+        guard let parked = context.parkedAnswer else { return }
+        var response: Response
+        switch result {
+        case .success(let answer): response = answer
+        case .failure(let error): response = ErrorBodyMiddleware.answer(to: error, of: request, context: context, logger: logger)
+        }
+        response.headers[.xContentTypeOptions] = "nosniff"
+        service.metrics.request(
+            route: context.endpointPath ?? "unmatched", method: RequestMetricsMiddleware.method(request), status: response.status.code)
+        await parked.send(response)
     }
 
     /// A settings answer with what the device should know besides: a token rotation the admin

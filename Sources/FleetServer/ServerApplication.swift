@@ -122,6 +122,7 @@ public enum FleetServerApplication {
             service: service, logger: logger, limits: limits, connections: connections, metrics: options.metrics, console: console,
             singleSignOn: options.singleSignOn
         ).router()
+        let serverName = "fleetset-server"
         let readTimeout = options.readTimeout
         let server: HTTPServerBuilder
         if let tls = options.tls {
@@ -143,8 +144,13 @@ public enum FleetServerApplication {
                         SlowClientGuard(readTimeout: readTimeout, connections: connections)
                     ])))
         } else {
-            server = .http1(
-                configuration: .init(additionalChannelHandlers: [SlowClientGuard(readTimeout: readTimeout, connections: connections)]))
+            // Plain HTTP/1.1 (loopback, or behind a TLS proxy, as a large fleet is served): no
+            // task per connection, long-polls parked while they wait (see ParkingHTTP1Channel).
+            let channel = ParkingHTTP1Channel(
+                responder: router.buildResponder(),
+                additionalChannelHandlers: { [SlowClientGuard(readTimeout: readTimeout, connections: connections)] },
+                cancelWait: service.gateway.cancelLongPoll, answerHeaders: AnswerHeaders(serverName: serverName), logger: logger)
+            server = HTTPServerBuilder { _ in channel }
         }
         var services: [any Service] = [
             RolloutSupervisor(service: service, interval: options.rolloutCheckInterval, logger: logger),
@@ -164,7 +170,7 @@ public enum FleetServerApplication {
             // kernel caps it at net.core.somaxconn) keeps their connections from being dropped
             // and retried a second later.
             configuration: ApplicationConfiguration(
-                address: .hostname(options.host, port: options.port), serverName: "fleetset-server", backlog: Self.acceptBacklog),
+                address: .hostname(options.host, port: options.port), serverName: serverName, backlog: Self.acceptBacklog),
             services: services,
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? options.port) },
             logger: logger)

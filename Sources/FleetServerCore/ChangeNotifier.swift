@@ -49,7 +49,8 @@ public actor ChangeNotifier {
         let app: String
         let device: String
         let groups: [String]
-        let continuation: CheckedContinuation<WaitOutcome, Never>
+        /// Told how the wait ended, once.
+        let resume: @Sendable (WaitOutcome) -> Void
         let cancellation: ObjectIdentifier?
     }
 
@@ -237,6 +238,26 @@ public actor ChangeNotifier {
         Task { await self.cancelWaiter(of: cancellation) }
     }
 
+    /// As ``waitForChange(of:device:groups:after:timeout:cancellation:)``, without a task that
+    /// waits: a parked long-poll is a small record here until its wait ends, and `resume` is
+    /// then called once with the outcome (on this actor: it should only hand the outcome on).
+    ///
+    /// - Returns: the outcome when the wait ends before it begins (`resume` is then never
+    ///   called): the app or device changed since `generation`, the long-poll is ``WaitOutcome/shed``
+    ///   or ``WaitOutcome/busy``, `cancellation` was cancelled, or `timeout` is not positive;
+    ///   `nil` when it waits.
+    public func park(
+        of app: String, device: String, groups: [String], after generation: Generation, timeout: Duration,
+        cancellation: WaitCancellation?, resume: @escaping @Sendable (WaitOutcome) -> Void
+    ) -> WaitOutcome? {
+        if self.generation(of: app, device: device) != generation { return .changed }
+        if cancellation?.isCancelled == true { return .cancelled }
+        let id = nextWaiter
+        nextWaiter += 1
+        return register(
+            id, of: app, device: device, groups: groups, deadline: clock.now + timeout, cancellation: cancellation, resume: resume)
+    }
+
     private func wait(
         of app: String, device: String, groups: [String], after generation: Generation, deadline: Duration?,
         cancellation: WaitCancellation?
@@ -252,36 +273,43 @@ public actor ChangeNotifier {
                     continuation.resume(returning: .cancelled)
                     return
                 }
-                if let deadline, deadline <= clock.now {
-                    continuation.resume(returning: .timedOut)
-                    return
-                }
-                let key = DeviceApp(device: device, app: app)
-                if let older = waiterByDeviceApp[key] {
-                    _ = wake([older], with: .replaced)
-                } else if waiters.count >= capacity {
-                    continuation.resume(returning: .shed)
-                    return
-                } else if waiters.count >= busyLimit {
-                    continuation.resume(returning: .busy)
-                    return
-                }
-                waiters[id] = Waiter(
-                    app: app, device: device, groups: groups, continuation: continuation,
-                    cancellation: cancellation.map(ObjectIdentifier.init))
-                waitersByApp[app, default: []].insert(id)
-                waitersByDevice[device, default: []].insert(id)
-                waiterByDeviceApp[key] = id
-                if let cancellation { waiterByCancellation[ObjectIdentifier(cancellation)] = id }
-                if let deadline {
-                    deadlines.add(id, at: deadline)
-                    armTimer()
-                }
-                onHeldCountChange(waiters.count)
+                let outcome = register(
+                    id, of: app, device: device, groups: groups, deadline: deadline, cancellation: cancellation,
+                    resume: { continuation.resume(returning: $0) })
+                if let outcome { continuation.resume(returning: outcome) }
             }
         } onCancel: {
             Task { await self.cancel(id) }
         }
+    }
+
+    /// Holds waiter `id` until its wait ends and `resume` is told how; returns the outcome
+    /// instead when the wait cannot begin (out of time, shed, busy).
+    private func register(
+        _ id: Int, of app: String, device: String, groups: [String], deadline: Duration?, cancellation: WaitCancellation?,
+        resume: @escaping @Sendable (WaitOutcome) -> Void
+    ) -> WaitOutcome? {
+        if let deadline, deadline <= clock.now { return .timedOut }
+        let key = DeviceApp(device: device, app: app)
+        if let older = waiterByDeviceApp[key] {
+            _ = wake([older], with: .replaced)
+        } else if waiters.count >= capacity {
+            return .shed
+        } else if waiters.count >= busyLimit {
+            return .busy
+        }
+        waiters[id] = Waiter(
+            app: app, device: device, groups: groups, resume: resume, cancellation: cancellation.map(ObjectIdentifier.init))
+        waitersByApp[app, default: []].insert(id)
+        waitersByDevice[device, default: []].insert(id)
+        waiterByDeviceApp[key] = id
+        if let cancellation { waiterByCancellation[ObjectIdentifier(cancellation)] = id }
+        if let deadline {
+            deadlines.add(id, at: deadline)
+            armTimer()
+        }
+        onHeldCountChange(waiters.count)
+        return nil
     }
 
     private func cancel(_ id: Int) {
@@ -331,7 +359,7 @@ public actor ChangeNotifier {
             let key = DeviceApp(device: waiter.device, app: waiter.app)
             if waiterByDeviceApp[key] == id { waiterByDeviceApp[key] = nil }
             if let cancellation = waiter.cancellation, waiterByCancellation[cancellation] == id { waiterByCancellation[cancellation] = nil }
-            waiter.continuation.resume(returning: outcome)
+            waiter.resume(outcome)
             count += 1
         }
         if count > 0 { onHeldCountChange(waiters.count) }

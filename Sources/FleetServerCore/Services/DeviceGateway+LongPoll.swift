@@ -71,6 +71,9 @@ extension DeviceGateway {
     /// A rotation the admin asks for while the device waits ends the wait at once (304), so the
     /// device learns of it without waiting out the long-poll.
     ///
+    /// The calling task waits: see ``longPoll(app:device:knownRevision:knownPolicyTag:wait:cancellation:answerLater:)``
+    /// for a long-poll that holds no task while it waits.
+    ///
     /// - Parameter cancellation: ends the wait (304) when given to ``cancelLongPoll(_:)``: the
     ///   client went away, or the server is shutting down.
     /// - Parameter knownPolicyTag: the tag of the agent policy the device has (its
@@ -80,10 +83,68 @@ extension DeviceGateway {
         app: String, device: Device, knownRevision: Int64?, knownPolicyTag: String? = nil, wait: Duration,
         cancellation: WaitCancellation? = nil
     ) async throws -> LongPollAnswer {
-        let spread = wait > .zero ? waitSpread(wait) : wait
-        return try await answerWhenChanged(
-            app: app, device: device, knownRevision: knownRevision, knownPolicyTag: knownPolicyTag, wait: spread,
-            cancellation: cancellation)
+        var poll = try await startLongPoll(app: app, device: device, knownRevision: knownRevision, knownPolicyTag: knownPolicyTag, wait: wait)
+        while true {
+            if let answer = try await check(&poll, cancellation: cancellation) { return answer }
+            let outcome = await notifier.waitForChange(
+                of: app, device: poll.device.id, groups: poll.device.groups, after: poll.generation, timeout: poll.deadline - clock.now,
+                cancellation: cancellation)
+            if let answer = try settle(&poll, after: outcome) { return answer }
+        }
+    }
+
+    /// As ``longPoll(app:device:knownRevision:knownPolicyTag:wait:cancellation:)``, but no task
+    /// waits: when the answer is not there at once, the long-poll is parked in the notifier (a
+    /// small record: the device, its revision, its deadline) and this returns `nil`; when the
+    /// wait ends, a new task works out the answer and hands it, or the error, to `answerLater`
+    /// (once). A server holding thousands of long-polls then holds no task stack for any of them.
+    ///
+    /// - Parameter cancellation: ends the wait (304 through `answerLater`) when given to
+    ///   ``cancelLongPoll(_:)``.
+    /// - Returns: the answer when there is one without waiting (`answerLater` is then never called).
+    public func longPoll(
+        app: String, device: Device, knownRevision: Int64?, knownPolicyTag: String? = nil, wait: Duration,
+        cancellation: WaitCancellation, answerLater: @escaping @Sendable (Result<LongPollAnswer, any Error>) async -> Void
+    ) async throws -> LongPollAnswer? {
+        let poll = try await startLongPoll(app: app, device: device, knownRevision: knownRevision, knownPolicyTag: knownPolicyTag, wait: wait)
+        return try await advanceParked(poll, cancellation: cancellation, answerLater: answerLater)
+    }
+
+    /// Checks `poll` and, while there is no answer, parks it; `nil`: parked.
+    private func advanceParked(
+        _ poll: PendingLongPoll, cancellation: WaitCancellation,
+        answerLater: @escaping @Sendable (Result<LongPollAnswer, any Error>) async -> Void
+    ) async throws -> LongPollAnswer? {
+        var poll = poll
+        while true {
+            if let answer = try await check(&poll, cancellation: cancellation) { return answer }
+            let waiting = poll
+            let outcome = await notifier.park(
+                of: poll.app, device: poll.device.id, groups: poll.device.groups, after: poll.generation,
+                timeout: poll.deadline - clock.now, cancellation: cancellation
+            ) { outcome in
+                Task { await self.resumeParked(waiting, after: outcome, cancellation: cancellation, answerLater: answerLater) }
+            }
+            guard let outcome else { return nil }
+            if let answer = try settle(&poll, after: outcome) { return answer }
+        }
+    }
+
+    /// Goes on with a parked long-poll whose wait ended with `outcome`.
+    private func resumeParked(
+        _ poll: PendingLongPoll, after outcome: ChangeNotifier.WaitOutcome, cancellation: WaitCancellation,
+        answerLater: @escaping @Sendable (Result<LongPollAnswer, any Error>) async -> Void
+    ) async {
+        do {
+            var poll = poll
+            if let answer = try settle(&poll, after: outcome) {
+                await answerLater(.success(answer))
+            } else if let answer = try await advanceParked(poll, cancellation: cancellation, answerLater: answerLater) {
+                await answerLater(.success(answer))
+            }
+        } catch {
+            await answerLater(.failure(error))
+        }
     }
 
     /// Ends the long-poll `cancellation` was given to (at once if it has not begun waiting yet).
@@ -99,63 +160,91 @@ extension DeviceGateway {
         wait - (wait / 16) * min(1, max(0, fraction))
     }
 
-    private func answerWhenChanged(
-        app: String, device original: Device, knownRevision: Int64?, knownPolicyTag: String?, wait: Duration,
-        cancellation: WaitCancellation?
-    ) async throws -> LongPollAnswer {
-        let deadline = clock.now + wait
-        var device = original
+    /// A long-poll between its checks: what the device has and until when it may wait.
+    struct PendingLongPoll: Sendable {
+        let app: String
+        /// The device as it was when the long-poll came.
+        let original: Device
+        /// The device as it was at the last check.
+        var device: Device
+        let knownRevision: Int64?
+        /// The policy the device should learn of: its own when it says, else the one at the start.
+        let knownPolicy: String
+        let deadline: Duration
+        /// Whether it may wait at all (`wait` above zero).
+        let waits: Bool
+        /// A wait ended with a change: the device is checked again.
         var woken = false
-        // The policy the device should learn of: its own when it says, else the one at the start.
-        var knownPolicy = knownPolicyTag ?? ""
-        if knownPolicyTag == nil { knownPolicy = try await devicePolicyTag(original) }
-        while true {
-            // A request that will not wait (no `wait`) needs no generation: nothing can be missed.
-            let generation = wait > .zero ? await notifier.generation(of: app, device: device.id) : .start
-            if woken { device = try await recheck(device, app: app) }
-            // Read after the generation: a policy change after this wakes the wait below.
-            let policyTag = try await devicePolicyTag(device)
-            if device.rotationRequested && !original.rotationRequested || policyTag != knownPolicy {
-                return LongPollAnswer(settings: nil, device: device, policyTag: policyTag)
-            }
-            let served = try await served(app: app, device: device)
-            let document = served.document
-            if document.revision != knownRevision {
-                if woken { metrics.longPollWoken(after: clock.now - lastNotified.withLock { $0 }) }
-                return LongPollAnswer(settings: served, device: device, policyTag: policyTag)
-            }
-            let remaining = deadline - clock.now
-            guard remaining > .zero, !Task.isCancelled, cancellation?.isCancelled != true else {
-                logger.trace(
-                    "settings unchanged",
-                    metadata: ["event": "not-modified", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
-                return LongPollAnswer(settings: nil, device: device, policyTag: policyTag)
-            }
-            logger.debug(
-                "long-poll waiting",
-                metadata: ["event": "long-poll", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
-            let outcome = await notifier.waitForChange(
-                of: app, device: device.id, groups: device.groups, after: generation, timeout: remaining, cancellation: cancellation)
-            if outcome == .shed {
-                metrics.longPollShed()
-                logger.warning(
-                    "long-poll shed",
-                    metadata: ["event": "shed", "app": "\(app)", "device": "\(device.id)", "held": "\(notifier.capacity)"])
-                throw ServiceError.overloaded(held: notifier.capacity)
-            }
-            if outcome == .busy {
-                metrics.longPollBusy()
-                let nextPoll = busyPollDelay()
-                logger.info(
-                    "long-poll answered busy",
-                    metadata: [
-                        "event": "busy", "app": "\(app)", "device": "\(device.id)", "held": "\(notifier.busyLimit)",
-                        "next_poll_seconds": "\(nextPoll.components.seconds)",
-                    ])
-                return LongPollAnswer(settings: nil, device: device, policyTag: policyTag, nextPoll: nextPoll)
-            }
-            guard outcome == .changed else { return LongPollAnswer(settings: nil, device: device, policyTag: policyTag) }
-            woken = true
+        /// The changes seen before the last check (what its wait starts from).
+        var generation = ChangeNotifier.Generation.start
+    }
+
+    private func startLongPoll(
+        app: String, device: Device, knownRevision: Int64?, knownPolicyTag: String?, wait: Duration
+    ) async throws -> PendingLongPoll {
+        let spread = wait > .zero ? waitSpread(wait) : wait
+        let knownPolicy: String
+        if let knownPolicyTag { knownPolicy = knownPolicyTag } else { knownPolicy = try await devicePolicyTag(device) }
+        return PendingLongPoll(
+            app: app, original: device, device: device, knownRevision: knownRevision, knownPolicy: knownPolicy,
+            deadline: clock.now + spread, waits: wait > .zero)
+    }
+
+    /// The answer when there is one now; `nil`: wait from `poll.generation` until its deadline.
+    private func check(_ poll: inout PendingLongPoll, cancellation: WaitCancellation?) async throws -> LongPollAnswer? {
+        let app = poll.app
+        // A request that will not wait (no `wait`) needs no generation: nothing can be missed.
+        poll.generation = poll.waits ? await notifier.generation(of: app, device: poll.device.id) : .start
+        if poll.woken { poll.device = try await recheck(poll.device, app: app) }
+        let device = poll.device
+        // Read after the generation: a policy change after this wakes the wait.
+        let policyTag = try await devicePolicyTag(device)
+        if device.rotationRequested && !poll.original.rotationRequested || policyTag != poll.knownPolicy {
+            return LongPollAnswer(settings: nil, device: device, policyTag: policyTag)
+        }
+        let served = try await served(app: app, device: device)
+        let document = served.document
+        if document.revision != poll.knownRevision {
+            if poll.woken { metrics.longPollWoken(after: clock.now - lastNotified.withLock { $0 }) }
+            return LongPollAnswer(settings: served, device: device, policyTag: policyTag)
+        }
+        guard poll.deadline > clock.now, !Task.isCancelled, cancellation?.isCancelled != true else {
+            logger.trace(
+                "settings unchanged",
+                metadata: ["event": "not-modified", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
+            return LongPollAnswer(settings: nil, device: device, policyTag: policyTag)
+        }
+        logger.debug(
+            "long-poll waiting",
+            metadata: ["event": "long-poll", "app": "\(app)", "device": "\(device.id)", "revision": "\(document.revision)"])
+        return nil
+    }
+
+    /// What a wait's `outcome` makes of `poll`: an answer, an error (shed), or `nil` when it
+    /// was woken by a change and is checked again.
+    private func settle(_ poll: inout PendingLongPoll, after outcome: ChangeNotifier.WaitOutcome) throws -> LongPollAnswer? {
+        let device = poll.device
+        switch outcome {
+        case .shed:
+            metrics.longPollShed()
+            logger.warning(
+                "long-poll shed", metadata: ["event": "shed", "app": "\(poll.app)", "device": "\(device.id)", "held": "\(notifier.capacity)"])
+            throw ServiceError.overloaded(held: notifier.capacity)
+        case .busy:
+            metrics.longPollBusy()
+            let nextPoll = busyPollDelay()
+            logger.info(
+                "long-poll answered busy",
+                metadata: [
+                    "event": "busy", "app": "\(poll.app)", "device": "\(device.id)", "held": "\(notifier.busyLimit)",
+                    "next_poll_seconds": "\(nextPoll.components.seconds)",
+                ])
+            return LongPollAnswer(settings: nil, device: device, policyTag: poll.knownPolicy, nextPoll: nextPoll)
+        case .changed:
+            poll.woken = true
+            return nil
+        case .cancelled, .replaced, .timedOut:
+            return LongPollAnswer(settings: nil, device: device, policyTag: poll.knownPolicy)
         }
     }
 }

@@ -1,0 +1,332 @@
+import FleetServerCore
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
+import PosixThreads
+
+/// Serves HTTP/1.1 connections with channel handlers of fleetset's own, so that neither an idle
+/// connection nor a waiting long-poll holds a Swift task.
+///
+/// Hummingbird serves each connection in a task that lives as long as the connection, and a
+/// task keeps the memory its deepest call grew to until it ends: a held long-poll cost about
+/// 44 KB, an idle keep-alive connection 24 KB. Here a connection is its NIO pipeline only: each
+/// request runs the same router (routes, middleware, limits) in a short task of its own, and a
+/// long-poll that must wait parks in the ``ChangeNotifier`` (a ``ParkedAnswer`` on the request's
+/// context) and ends its task; its answer is written when the wait ends.
+///
+/// Requests on a connection are answered one at a time, in order (requests a client pipelines
+/// wait their turn, at most ``FleetConnectionHandler/pipelinedLimit`` parts of them). A body
+/// is read whole before the route runs, up to ``FleetConnectionHandler/bodyLimit``; a longer
+/// one is cut there, so that the route's own limit refuses it (413).
+struct ParkingHTTP1Channel: ServerChildChannel {
+    struct Value: ServerChildChannelValue {
+        let channel: any Channel
+    }
+
+    /// The routes, as Hummingbird's router serves them.
+    let responder: RouterResponder<FleetRequestContext>
+    /// Handlers between the HTTP codec and the requests (the ``SlowClientGuard``).
+    let additionalChannelHandlers: @Sendable () -> [any RemovableChannelHandler]
+    /// Ends a parked long-poll's wait (the client went away, the server shuts down).
+    let cancelWait: @Sendable (WaitCancellation) -> Void
+    /// The `Server` and `Date` headers of every answer.
+    let answerHeaders: AnswerHeaders
+    let logger: Logger
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        channel.eventLoop.makeCompletedFuture {
+            let pipeline = channel.pipeline.syncOperations
+            // Parse errors are answered 400 and the connection closed by NIO's error handler.
+            try pipeline.configureHTTPServerPipeline(
+                withPipeliningAssistance: false, withErrorHandling: true, withOutboundHeaderValidation: false)
+            try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+            try pipeline.addHandlers(additionalChannelHandlers())
+            try pipeline.addHandler(FleetConnectionHandler(serving: self))
+            return Value(channel: channel)
+        }
+    }
+
+    /// Nothing: the connection is served by its pipeline, and this task ends at once.
+    func handle(value: Value, logger: Logger) async {}
+}
+
+/// The `Server` and `Date` headers Hummingbird adds to every answer.
+struct AnswerHeaders: Sendable {
+    let serverName: String?
+    let dates = HTTPDateCache()
+
+    func add(to head: inout HTTPResponse) {
+        head.headerFields[.date] = dates.now()
+        if let serverName { head.headerFields[.server] = serverName }
+    }
+}
+
+/// Reads the requests of one connection and writes their answers, on the connection's event
+/// loop; see ``ParkingHTTP1Channel``.
+final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias OutboundOut = HTTPResponsePart
+
+    /// The most of a body read before the route runs: the largest any route accepts (4 MiB)
+    /// and one byte, so that a longer body meets the route's own 413.
+    static let bodyLimit = Routes.metadataLimit + 1
+    /// The most request parts held while an earlier request is answered; past it the client
+    /// is disconnected.
+    static let pipelinedLimit = 256
+
+    /// One request being answered.
+    final class Exchange {
+        let parked: ParkedAnswer
+        var task: Task<Void, Never>?
+        /// Its answer's body is being streamed (server-sent events).
+        var streaming = false
+
+        init(parked: ParkedAnswer) { self.parked = parked }
+    }
+
+    private let serving: ParkingHTTP1Channel
+    private var context: ChannelHandlerContext?
+    private var head: HTTPRequest?
+    private var body = ByteBuffer()
+    private var exchange: Exchange?
+    private var pipelined = CircularBuffer<HTTPRequestPart>()
+    /// Close once the answer in progress is written (the client asked, or the server is
+    /// shutting down, or the client can send nothing more).
+    private var closeAfterAnswer = false
+
+    init(serving: ParkingHTTP1Channel) {
+        self.serving = serving
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        endExchange()
+        self.context = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = unwrapInboundIn(data)
+        guard exchange == nil else {
+            pipelined.append(part)
+            if pipelined.count > Self.pipelinedLimit { context.close(promise: nil) }
+            return
+        }
+        read(part, context: context)
+    }
+
+    private func read(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
+        switch part {
+        case .head(let request):
+            head = request
+            body.clear()
+        case .body(var chunk):
+            let room = Self.bodyLimit - body.readableBytes
+            if room > 0, let bytes = chunk.readSlice(length: min(room, chunk.readableBytes)) { body.writeImmutableBuffer(bytes) }
+        case .end:
+            guard let request = head else { return }
+            head = nil
+            begin(request, context: context)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        endExchange()
+        pipelined.removeAll()
+        context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent {
+            // Shutting down: an idle connection closes now, a waiting long-poll answers (304),
+            // a stream of events ends, a request in progress finishes; then the connection closes.
+            closeWhenDone(context: context, endStream: true)
+        } else if let event = event as? ChannelEvent, event == .inputClosed {
+            // The client can send nothing more: what it asked is answered, then the connection closes.
+            closeWhenDone(context: context, endStream: false)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    private func closeWhenDone(context: ChannelHandlerContext, endStream: Bool) {
+        closeAfterAnswer = true
+        guard let exchange else {
+            if head == nil { context.close(promise: nil) }
+            return
+        }
+        serving.cancelWait(exchange.parked.cancellation)
+        if endStream && exchange.streaming { exchange.task?.cancel() }
+    }
+
+    /// The connection is gone: a parked wait ends and its record goes; a stream of events stops.
+    private func endExchange() {
+        guard let exchange else { return }
+        self.exchange = nil
+        serving.cancelWait(exchange.parked.cancellation)
+        if exchange.streaming { exchange.task?.cancel() }
+    }
+
+    /// Runs `request`'s route in a task of its own, which ends as soon as the route returns.
+    private func begin(_ request: HTTPRequest, context: ChannelHandlerContext) {
+        if let connection = request.headerFields[.connection], connection.lowercased().contains("close") { closeAfterAnswer = true }
+        let answer = Answer(handler: NIOLoopBound(self, eventLoop: context.eventLoop), headers: serving.answerHeaders)
+        let exchange = Exchange(parked: ParkedAnswer(send: answer.send))
+        answer.exchange = NIOLoopBound(exchange, eventLoop: context.eventLoop)
+        self.exchange = exchange
+        let bodyRead = body
+        body = ByteBuffer()
+        let (responder, logger, channel, parked) = (serving.responder, serving.logger, context.channel, exchange.parked)
+        exchange.task = Task {
+            var requestContext = FleetRequestContext(source: ApplicationRequestContextSource(channel: channel, logger: logger))
+            requestContext.parkedAnswer = parked
+            let response: Response
+            do {
+                response = try await responder.respond(to: Request(head: request, body: RequestBody(buffer: bodyRead)), context: requestContext)
+            } catch {
+                logger.debug("request failed", metadata: ["error": "\(error)"])
+                response = Response(status: .internalServerError)
+            }
+            if parked.isParked { return }
+            await answer.send(response)
+        }
+    }
+
+    // MARK: - Writing answers (on the event loop)
+
+    /// Writes a whole answer of `exchange`.
+    fileprivate func write(_ exchange: Exchange, head: HTTPResponse, body: ByteBuffer) {
+        guard exchange === self.exchange, let context else { return }
+        writeHead(head, context: context)
+        if body.readableBytes > 0 { context.write(wrapOutboundOut(.body(body)), promise: nil) }
+        finish(exchange, context: context)
+    }
+
+    /// Starts a streamed answer of `exchange`.
+    fileprivate func writeStreamHead(_ exchange: Exchange, head: HTTPResponse) {
+        guard exchange === self.exchange, let context else { return }
+        exchange.streaming = true
+        writeHead(head, context: context)
+        context.flush()
+        // The server began shutting down before the stream did: it ends at once.
+        if closeAfterAnswer { exchange.task?.cancel() }
+    }
+
+    /// A part of a streamed answer, written when the future succeeds; `nil` when the connection
+    /// or the exchange is gone.
+    fileprivate func writeStreamPart(_ exchange: Exchange, _ part: ByteBuffer) -> EventLoopFuture<Void>? {
+        guard exchange === self.exchange, let context else { return nil }
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(.body(part)), promise: promise)
+        return promise.futureResult
+    }
+
+    /// Ends a streamed answer; `failed`: it could not be written whole, and the connection closes.
+    fileprivate func endStream(_ exchange: Exchange, failed: Bool) {
+        guard exchange === self.exchange, let context else { return }
+        if failed {
+            self.exchange = nil
+            context.close(promise: nil)
+            return
+        }
+        finish(exchange, context: context)
+    }
+
+    private func writeHead(_ head: HTTPResponse, context: ChannelHandlerContext) {
+        var head = head
+        if closeAfterAnswer { head.headerFields[.connection] = "close" }
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+    }
+
+    /// Ends the answer in progress, then closes the connection or reads the next request.
+    private func finish(_ exchange: Exchange, context: ChannelHandlerContext) {
+        self.exchange = nil
+        guard !closeAfterAnswer else {
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+            return
+        }
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        while self.exchange == nil, let part = pipelined.popFirst() { read(part, context: context) }
+    }
+}
+
+/// Sends a request's answer from whatever task has it, onto its connection's event loop.
+private final class Answer: Sendable {
+    private let handler: NIOLoopBound<FleetConnectionHandler>
+    private let headers: AnswerHeaders
+    private let exchangeBox = Locked<NIOLoopBound<FleetConnectionHandler.Exchange>?>(nil)
+
+    init(handler: NIOLoopBound<FleetConnectionHandler>, headers: AnswerHeaders) {
+        self.handler = handler
+        self.headers = headers
+    }
+
+    var exchange: NIOLoopBound<FleetConnectionHandler.Exchange>? {
+        get { exchangeBox.withLock { $0 } }
+        set { exchangeBox.withLock { $0 = newValue } }
+    }
+
+    /// Writes `response`: a body of known length whole, in one hop; any other streamed.
+    func send(_ response: Response) async {
+        guard let exchange else { return }
+        var answerHead = response.head
+        headers.add(to: &answerHead)
+        let head = answerHead
+        let (handler, eventLoop) = (handler, handler.eventLoop)
+        if response.body.contentLength != nil {
+            let collected = CollectedBody()
+            try? await response.body.write(CollectingBodyWriter(collected: collected))
+            let body = collected.buffer
+            eventLoop.execute { handler.value.write(exchange.value, head: head, body: body) }
+            return
+        }
+        eventLoop.execute { handler.value.writeStreamHead(exchange.value, head: head) }
+        do {
+            try await response.body.write(StreamingBodyWriter(handler: handler, exchange: exchange))
+        } catch {
+            eventLoop.execute { handler.value.endStream(exchange.value, failed: true) }
+        }
+    }
+
+    /// A streamed body's parts, each written before the next is asked for.
+    private struct StreamingBodyWriter: ResponseBodyWriter {
+        let handler: NIOLoopBound<FleetConnectionHandler>
+        let exchange: NIOLoopBound<FleetConnectionHandler.Exchange>
+
+        mutating func write(_ buffer: ByteBuffer) async throws {
+            let (handler, exchange) = (handler, exchange)
+            try await handler.eventLoop.flatSubmit {
+                handler.value.writeStreamPart(exchange.value, buffer) ?? handler.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)
+            }.get()
+        }
+
+        consuming func finish(_ trailingHeaders: HTTPFields?) async throws {
+            let (handler, exchange) = (handler, exchange)
+            handler.eventLoop.execute { handler.value.endStream(exchange.value, failed: false) }
+        }
+    }
+}
+
+/// A body of known length, collected to be written in one go.
+private final class CollectedBody: @unchecked Sendable {
+    // Written by one task, then read by it: no other access.
+    var buffer = ByteBuffer()
+}
+
+private struct CollectingBodyWriter: ResponseBodyWriter {
+    let collected: CollectedBody
+
+    mutating func write(_ buffer: ByteBuffer) async throws {
+        var buffer = buffer
+        collected.buffer.writeBuffer(&buffer)
+    }
+
+    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}
