@@ -31,7 +31,8 @@ enum HTTPDate {
         let secondOfDay = seconds - days * 86_400
         let (year, month, day) = civilDate(daysSince1970: days)
         let weekday = weekdays[((days % 7) + 7) % 7]
-        return "\(weekday), \(two(day)) \(months[month - 1]) \(year) \(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)) GMT"
+        return
+            "\(weekday), \(two(day)) \(months[month - 1]) \(year) \(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)) GMT"
     }
 
     /// The proleptic Gregorian year, month (1–12) and day (1–31) of a day count from 1970-01-01.

@@ -188,7 +188,8 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             requestContext.parkedAnswer = parked
             let response: Response
             do {
-                response = try await responder.respond(to: Request(head: request, body: RequestBody(buffer: bodyRead)), context: requestContext)
+                response = try await responder.respond(
+                    to: Request(head: request, body: RequestBody(buffer: bodyRead)), context: requestContext)
             } catch {
                 logger.debug("request failed", metadata: ["error": "\(error)"])
                 response = Response(status: .internalServerError)

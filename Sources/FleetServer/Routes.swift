@@ -279,7 +279,8 @@ struct Routes: Sendable {
         }
         if wait == 0 {
             return try answerOf(
-                try await service.gateway.longPoll(app: app, device: device, knownRevision: known, knownPolicyTag: knownPolicy, wait: .zero))
+                try await service.gateway.longPoll(app: app, device: device, knownRevision: known, knownPolicyTag: knownPolicy, wait: .zero)
+            )
         }
         if let parked = context.parkedAnswer {
             let answer = try await service.gateway.longPoll(

@@ -1,5 +1,6 @@
 import FleetProtocol
 import FleetServerCore
+import PosixThreads
 import Testing
 
 @Suite("Change notifier for long-polls")
@@ -362,5 +363,110 @@ struct RateLimiterTests {
         #expect(limiter.keyCount <= 100)
         // The newest keys are still limited.
         #expect(limiter.take(999, now: .seconds(999)) != nil)
+    }
+}
+
+@Suite("Parked long-polls in the change notifier")
+struct ParkedWaitTests {
+    /// The outcomes `park` hands on, in order.
+    final class Outcomes: Sendable {
+        private let seen = Locked<[ChangeNotifier.WaitOutcome]>([])
+        func record(_ outcome: ChangeNotifier.WaitOutcome) { seen.withLock { $0.append(outcome) } }
+        var all: [ChangeNotifier.WaitOutcome] { seen.withLock { $0 } }
+    }
+
+    @Test("a parked wait holds no task: it returns at once, and the change, the replacement or the cancellation is handed on once")
+    func parkedOutcomes() async {
+        let notifier = ChangeNotifier()
+        let first = Outcomes()
+        let second = Outcomes()
+        let cancelled = Outcomes()
+        let cancellation = WaitCancellation()
+        let start = await notifier.generation(of: "kiosk", device: "d-1")
+        #expect(
+            await notifier.park(
+                of: "kiosk", device: "d-1", groups: [], after: start, timeout: .seconds(300), cancellation: nil, resume: first.record)
+                == nil)
+        #expect(await notifier.heldCount == 1)
+        // A newer long-poll of the device replaces it.
+        #expect(
+            await notifier.park(
+                of: "kiosk", device: "d-1", groups: [], after: start, timeout: .seconds(300), cancellation: nil, resume: second.record)
+                == nil)
+        #expect(first.all == [.replaced] && second.all.isEmpty)
+        #expect(
+            await notifier.park(
+                of: "kiosk", device: "d-2", groups: [], after: start, timeout: .seconds(300), cancellation: cancellation,
+                resume: cancelled.record) == nil)
+        #expect(await notifier.heldCount == 2)
+        notifier.cancel(cancellation)
+        while await notifier.heldCount != 1 { await Task.yield() }
+        #expect(cancelled.all == [.cancelled])
+        await notifier.changed("kiosk", scope: .app)
+        #expect(second.all == [.changed] && first.all == [.replaced])
+        #expect(await notifier.heldCount == 0)
+        // Nothing is handed on twice.
+        await notifier.changed("kiosk", scope: .app)
+        #expect(second.all == [.changed] && cancelled.all == [.cancelled])
+    }
+
+    @Test("a wait that cannot begin is answered by park itself, and never handed on: changed meanwhile, cancelled, shed, busy, out of time")
+    func immediateOutcomes() async {
+        let notifier = ChangeNotifier(capacity: 2, busyLimit: 1)
+        let never = Outcomes()
+        let start = await notifier.generation(of: "kiosk", device: "d-1")
+        await notifier.changed("kiosk", scope: .app)
+        #expect(
+            await notifier.park(
+                of: "kiosk", device: "d-1", groups: [], after: start, timeout: .seconds(9), cancellation: nil, resume: never.record)
+                == .changed)
+        let now = await notifier.generation(of: "kiosk", device: "d-1")
+        let cancellation = WaitCancellation()
+        notifier.cancel(cancellation)
+        #expect(
+            await notifier.park(
+                of: "kiosk", device: "d-1", groups: [], after: now, timeout: .seconds(9), cancellation: cancellation, resume: never.record)
+                == .cancelled)
+        #expect(
+            await notifier.park(of: "kiosk", device: "d-1", groups: [], after: now, timeout: .zero, cancellation: nil, resume: never.record)
+                == .timedOut)
+        let held = Outcomes()
+        #expect(
+            await notifier.park(
+                of: "kiosk", device: "d-1", groups: [], after: now, timeout: .seconds(9), cancellation: nil, resume: held.record)
+                == nil)
+        #expect(
+            await notifier.park(
+                of: "kiosk", device: "d-2", groups: [], after: now, timeout: .seconds(9), cancellation: nil, resume: never.record)
+                == .busy)
+        #expect(never.all.isEmpty && held.all.isEmpty)
+        #expect(await notifier.heldCount == 1)
+    }
+
+    @Test("the one timer ends parked waits whose time is up, earliest first")
+    func parkedTimeout() async {
+        let clock = ManualClock()
+        let notifier = ChangeNotifier(clock: ServiceClock(clock))
+        let short = Outcomes()
+        let long = Outcomes()
+        #expect(
+            await notifier.park(
+                of: "kiosk", device: "d-1", groups: [], after: .start, timeout: .seconds(120), cancellation: nil, resume: long.record)
+                == nil)
+        #expect(
+            await notifier.park(
+                of: "kiosk", device: "d-2", groups: [], after: .start, timeout: .seconds(20), cancellation: nil, resume: short.record)
+                == nil)
+        clock.advance(by: .seconds(19))
+        await Task.yield()
+        #expect(short.all.isEmpty && long.all.isEmpty)
+        clock.advance(by: .seconds(1))
+        while short.all.isEmpty { await Task.yield() }
+        #expect(short.all == [.timedOut] && long.all.isEmpty)
+        #expect(await notifier.heldCount == 1)
+        clock.advance(by: .seconds(100))
+        while long.all.isEmpty { await Task.yield() }
+        #expect(long.all == [.timedOut] && short.all == [.timedOut])
+        #expect(await notifier.heldCount == 0)
     }
 }

@@ -83,7 +83,8 @@ extension DeviceGateway {
         app: String, device: Device, knownRevision: Int64?, knownPolicyTag: String? = nil, wait: Duration,
         cancellation: WaitCancellation? = nil
     ) async throws -> LongPollAnswer {
-        var poll = try await startLongPoll(app: app, device: device, knownRevision: knownRevision, knownPolicyTag: knownPolicyTag, wait: wait)
+        var poll = try await startLongPoll(
+            app: app, device: device, knownRevision: knownRevision, knownPolicyTag: knownPolicyTag, wait: wait)
         while true {
             if let answer = try await check(&poll, cancellation: cancellation) { return answer }
             let outcome = await notifier.waitForChange(
@@ -106,7 +107,8 @@ extension DeviceGateway {
         app: String, device: Device, knownRevision: Int64?, knownPolicyTag: String? = nil, wait: Duration,
         cancellation: WaitCancellation, answerLater: @escaping @Sendable (Result<LongPollAnswer, any Error>) async -> Void
     ) async throws -> LongPollAnswer? {
-        let poll = try await startLongPoll(app: app, device: device, knownRevision: knownRevision, knownPolicyTag: knownPolicyTag, wait: wait)
+        let poll = try await startLongPoll(
+            app: app, device: device, knownRevision: knownRevision, knownPolicyTag: knownPolicyTag, wait: wait)
         return try await advanceParked(poll, cancellation: cancellation, answerLater: answerLater)
     }
 
@@ -228,7 +230,8 @@ extension DeviceGateway {
         case .shed:
             metrics.longPollShed()
             logger.warning(
-                "long-poll shed", metadata: ["event": "shed", "app": "\(poll.app)", "device": "\(device.id)", "held": "\(notifier.capacity)"])
+                "long-poll shed",
+                metadata: ["event": "shed", "app": "\(poll.app)", "device": "\(device.id)", "held": "\(notifier.capacity)"])
             throw ServiceError.overloaded(held: notifier.capacity)
         case .busy:
             metrics.longPollBusy()

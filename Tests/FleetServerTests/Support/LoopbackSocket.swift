@@ -1,4 +1,5 @@
 import Foundation
+import PosixThreads
 
 #if canImport(Glibc)
 import Glibc
@@ -10,6 +11,8 @@ import Glibc
 /// pool (two threads on this machine) would stall the in-process server it is waiting for.
 final class LoopbackSocket: Sendable {
     private let descriptor: Int32
+    /// Bytes read past the last answer returned (the next answer's, when answers came together).
+    private let unread = Locked<[UInt8]>([])
 
     init(port: Int) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -37,6 +40,11 @@ final class LoopbackSocket: Sendable {
     /// Waits up to `timeout` for the server to close the connection (a read of 0 bytes).
     func waitForClose(timeout: Duration) async -> Bool {
         await Self.onOwnThread { self.blockingWaitForClose(timeout: timeout) }
+    }
+
+    /// Shuts the sending side (a half-close): the server reads the end of the stream.
+    func closeSending() {
+        shutdown(descriptor, Int32(SHUT_WR))
     }
 
     /// Reads until the end of a response head and its `Content-Length` body; the head's text.
@@ -81,7 +89,8 @@ final class LoopbackSocket: Sendable {
     }
 
     private func blockingReadResponseHead() -> String? {
-        var received: [UInt8] = []
+        var received: [UInt8] = unread.withLock { $0 }
+        unread.withLock { $0 = [] }
         var buffer = [UInt8](repeating: 0, count: 4096)
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
@@ -90,7 +99,11 @@ final class LoopbackSocket: Sendable {
                 let length =
                     head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
                     .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
-                if received.count - end.upperBound >= length { return head }
+                if received.count - end.upperBound >= length {
+                    let rest = Array(received[(end.upperBound + length)...])
+                    unread.withLock { $0 = rest }
+                    return head
+                }
             }
             var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
             guard poll(&poller, 1, 100) > 0 else { continue }

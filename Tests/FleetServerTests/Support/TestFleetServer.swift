@@ -14,6 +14,7 @@ import Logging
 import NIOCore
 import PosixThreads
 import Prometheus
+import ServiceLifecycle
 
 /// A wall clock the test sets.
 final class TestWallClock: WallClock {
@@ -55,6 +56,9 @@ struct TestFleetServer: Sendable {
     let service: FleetServices
     /// The kind (`read` or `write`) of every store call that ran, in order.
     let storeCalls: CapturedLog
+    /// Stops the server as SIGTERM does (it stops listening, answers what it holds, and ends);
+    /// returns when it has ended.
+    let stopGracefully: @Sendable () async -> Void
 
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
@@ -153,7 +157,9 @@ struct TestFleetServer: Sendable {
                 portContinuation.yield(port)
                 portContinuation.finish()
             })
-        let running = Task { try await app.run() }
+        // In a service group, as `serve` runs it, so that a test can stop it gracefully.
+        let group = ServiceGroup(configuration: .init(services: [app], logger: TestFleetServer.quietLogger))
+        let running = Task { try await group.run() }
         defer { running.cancel() }
         var bound = 0
         for await port in ports { bound = port }
@@ -161,7 +167,11 @@ struct TestFleetServer: Sendable {
         let http = try HTTPClient(configuration: .init(allowInsecureHTTP: true))
         let server = TestFleetServer(
             port: bound, directory: directory, clock: clock, log: log, http: http, store: store, notifier: notifier, service: service,
-            storeCalls: storeCalls)
+            storeCalls: storeCalls,
+            stopGracefully: {
+                await group.triggerGracefulShutdown()
+                _ = await running.result
+            })
         do {
             let result = try await body(server)
             await http.shutdown()

@@ -1,0 +1,142 @@
+import FleetClient
+import FleetJSON
+import FleetProtocol
+import FleetServerCore
+import Foundation
+import Testing
+
+@testable import FleetServer
+
+/// The server's own HTTP/1.1 connections (ParkingHTTP1Channel): a waiting long-poll is parked
+/// in the notifier, its task gone, and answered on its connection when the wait ends. Raw
+/// sockets, to see exactly what goes over the connection.
+@Suite("Parked long-polls: connections without a task")
+struct ParkedLongPollTests {
+    /// A long-poll of `device` for the revision it has, waiting up to `wait` seconds.
+    static func longPoll(token: String, revision: Int64, wait: Int = 60) -> [UInt8] {
+        Array(
+            ("GET /v1/apps/kiosk/settings?wait=\(wait) HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n"
+                + "If-None-Match: \(RevisionTag.etag(revision))\r\n\r\n").utf8)
+    }
+
+    static let health = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+
+    /// Waits until the server holds `count` long-polls (10 s at most).
+    static func waitUntilHeld(_ server: TestFleetServer, _ count: Int) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while await server.notifier.heldCount != count {
+            guard ContinuousClock.now < deadline else { throw TestServerFailed() }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// The server with the kiosk app and one device; its token and revision.
+    static func withDevice(_ body: (TestFleetServer, _ token: String, _ revision: Int64) async throws -> Void) async throws {
+        try await TestFleetServer.with { server in
+            try await server.putKioskMetadata()
+            let device = try await server.enrollDevice()
+            let revision = try #require(try await device.client.settings(app: "kiosk")).revision
+            try await body(server, device.token, revision)
+        }
+    }
+
+    @Test("a woken long-poll is answered on its connection, which then serves the next request; one whose client left leaves nothing held")
+    func wokenAndGone() async throws {
+        try await Self.withDevice { server, token, revision in
+            let connection = try LoopbackSocket(port: server.port)
+            #expect(connection.send(Self.longPoll(token: token, revision: revision)))
+            try await Self.waitUntilHeld(server, 1)
+            _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["volume": 3])
+            let woken = try #require(await connection.readResponseHead())
+            #expect(woken.hasPrefix("HTTP/1.1 200") && woken.contains(RevisionTag.etag(revision + 1)), "\(woken)")
+            #expect(connection.send(Self.health))
+            #expect(await connection.readResponseHead()?.hasPrefix("HTTP/1.1 200") == true)
+
+            do {
+                let leaving = try LoopbackSocket(port: server.port)
+                #expect(leaving.send(Self.longPoll(token: token, revision: revision + 1)))
+                try await Self.waitUntilHeld(server, 1)
+            }  // closed here
+            try await Self.waitUntilHeld(server, 0)
+        }
+    }
+
+    @Test("a long-poll whose client stops sending (half-close) is answered 304 at once, and the connection closed")
+    func halfClosed() async throws {
+        try await Self.withDevice { server, token, revision in
+            let connection = try LoopbackSocket(port: server.port)
+            #expect(connection.send(Self.longPoll(token: token, revision: revision)))
+            try await Self.waitUntilHeld(server, 1)
+            connection.closeSending()
+            let head = try #require(await connection.readResponseHead())
+            #expect(head.hasPrefix("HTTP/1.1 304") && head.lowercased().contains("connection: close"), "\(head)")
+            #expect(await connection.waitForClose(timeout: .seconds(10)))
+            #expect(await server.notifier.heldCount == 0)
+        }
+    }
+
+    @Test("requests sent together are answered in order: one behind a waiting long-poll waits for its answer")
+    func pipelined() async throws {
+        try await Self.withDevice { server, token, revision in
+            let connection = try LoopbackSocket(port: server.port)
+            #expect(connection.send(Self.health + Self.longPoll(token: token, revision: revision, wait: 1) + Self.health))
+            let heads = [await connection.readResponseHead(), await connection.readResponseHead(), await connection.readResponseHead()]
+            #expect(heads[0]?.hasPrefix("HTTP/1.1 200") == true && heads[0]?.contains("ETag") == false, "\(heads)")
+            #expect(heads[1]?.hasPrefix("HTTP/1.1 304") == true && heads[1]?.contains(RevisionTag.etag(revision)) == true, "\(heads)")
+            #expect(heads[2]?.hasPrefix("HTTP/1.1 200") == true, "\(heads)")
+        }
+    }
+
+    @Test("Connection: close is answered and then closed; a body past every route's limit still meets the route's own 413")
+    func closeAndLimits() async throws {
+        try await Self.withDevice { server, token, _ in
+            let closing = try LoopbackSocket(port: server.port)
+            #expect(closing.send(Array("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)))
+            let head = try #require(await closing.readResponseHead())
+            #expect(head.hasPrefix("HTTP/1.1 200") && head.lowercased().contains("connection: close"), "\(head)")
+            #expect(await closing.waitForClose(timeout: .seconds(10)))
+
+            let length = FleetConnectionHandler.bodyLimit + (1 << 20)
+            let large = try LoopbackSocket(port: server.port)
+            let requestHead =
+                "PATCH /v1/apps/kiosk/settings HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n"
+                + "Content-Type: application/merge-patch+json\r\nContent-Length: \(length)\r\n\r\n"
+            #expect(large.send(Array(requestHead.utf8) + [UInt8](repeating: 0x20, count: length)))
+            let refused = try #require(await large.readResponseHead())
+            #expect(refused.hasPrefix("HTTP/1.1 413"), "\(refused)")
+            #expect(large.send(Self.health))
+            #expect(await large.readResponseHead()?.hasPrefix("HTTP/1.1 200") == true)
+        }
+    }
+
+    @Test("a graceful stop answers parked long-polls 304 with Connection: close, closes idle connections, and ends")
+    func gracefulStop() async throws {
+        try await Self.withDevice { server, token, revision in
+            let idle = try LoopbackSocket(port: server.port)
+            #expect(idle.send(Self.health))
+            #expect(await idle.readResponseHead()?.hasPrefix("HTTP/1.1 200") == true)
+            let waiting = try LoopbackSocket(port: server.port)
+            #expect(waiting.send(Self.longPoll(token: token, revision: revision)))
+            try await Self.waitUntilHeld(server, 1)
+            let started = ContinuousClock.now
+            let stopping = Task { await server.stopGracefully() }
+            let head = try #require(await waiting.readResponseHead())
+            #expect(head.hasPrefix("HTTP/1.1 304") && head.lowercased().contains("connection: close"), "\(head)")
+            #expect(await waiting.waitForClose(timeout: .seconds(10)))
+            #expect(await idle.waitForClose(timeout: .seconds(10)))
+            await stopping.value
+            #expect(ContinuousClock.now - started < .seconds(30))
+            #expect(await server.notifier.heldCount == 0)
+        }
+    }
+
+    @Test("the Date header is RFC 9110's IMF-fixdate, in GMT, across leap days and centuries")
+    func dates() {
+        #expect(HTTPDate.text(secondsSince1970: 0) == "Thu, 01 Jan 1970 00:00:00 GMT")
+        #expect(HTTPDate.text(secondsSince1970: 784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(HTTPDate.text(secondsSince1970: 951_782_400) == "Tue, 29 Feb 2000 00:00:00 GMT")
+        #expect(HTTPDate.text(secondsSince1970: 4_107_542_399) == "Sun, 28 Feb 2100 23:59:59 GMT")
+        #expect(HTTPDate.text(secondsSince1970: 1_795_000_000) == "Wed, 18 Nov 2026 11:06:40 GMT")
+        #expect(HTTPDate.text(secondsSince1970: -1) == "Wed, 31 Dec 1969 23:59:59 GMT")
+    }
+}
