@@ -34,6 +34,8 @@ struct ParkingHTTP1Channel: ServerChildChannel {
     let additionalChannelHandlers: @Sendable () -> [any RemovableChannelHandler]
     /// Ends a parked long-poll's wait (the client went away, the server shuts down).
     let cancelWait: @Sendable (WaitCancellation) -> Void
+    /// Where each request's route runs (see ``WorkGate``).
+    let workGate: WorkGate
     /// The `Server` and `Date` headers of every answer.
     let answerHeaders: AnswerHeaders
     let logger: Logger
@@ -79,14 +81,28 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     /// is disconnected.
     static let pipelinedLimit = 256
 
-    /// One request being answered.
+    /// One request being answered (used on the connection's event loop only).
     final class Exchange {
         let parked: ParkedAnswer
-        var task: Task<Void, Never>?
-        /// Its answer's body is being streamed (server-sent events).
-        var streaming = false
+        /// The task streaming the answer's body (server-sent events), while it runs.
+        private var stream: Task<Void, Never>?
+        /// The server is shutting down or the connection is gone: a stream ends at once.
+        private var streamEnded = false
 
         init(parked: ParkedAnswer) { self.parked = parked }
+
+        func streamStarted(_ task: Task<Void, Never>) {
+            if streamEnded { task.cancel() } else { stream = task }
+        }
+
+        /// The stream's task ended (and its memory can go).
+        func streamFinished() { stream = nil }
+
+        /// Ends the stream, now or as soon as it starts.
+        func endStream() {
+            streamEnded = true
+            stream?.cancel()
+        }
     }
 
     private let serving: ParkingHTTP1Channel
@@ -98,6 +114,8 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     /// Close once the answer in progress is written (the client asked, or the server is
     /// shutting down, or the client can send nothing more).
     private var closeAfterAnswer = false
+    /// The server is shutting down.
+    private var quiescing = false
 
     init(serving: ParkingHTTP1Channel) {
         self.serving = serving
@@ -147,22 +165,23 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         if event is ChannelShouldQuiesceEvent {
             // Shutting down: an idle connection closes now, a waiting long-poll answers (304),
             // a stream of events ends, a request in progress finishes; then the connection closes.
-            closeWhenDone(context: context, endStream: true)
+            quiescing = true
+            exchange?.endStream()
+            closeWhenDone(context: context)
         } else if let event = event as? ChannelEvent, event == .inputClosed {
             // The client can send nothing more: what it asked is answered, then the connection closes.
-            closeWhenDone(context: context, endStream: false)
+            closeWhenDone(context: context)
         }
         context.fireUserInboundEventTriggered(event)
     }
 
-    private func closeWhenDone(context: ChannelHandlerContext, endStream: Bool) {
+    private func closeWhenDone(context: ChannelHandlerContext) {
         closeAfterAnswer = true
         guard let exchange else {
             if head == nil { context.close(promise: nil) }
             return
         }
         serving.cancelWait(exchange.parked.cancellation)
-        if endStream && exchange.streaming { exchange.task?.cancel() }
     }
 
     /// The connection is gone: a parked wait ends and its record goes; a stream of events stops.
@@ -170,7 +189,7 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         guard let exchange else { return }
         self.exchange = nil
         serving.cancelWait(exchange.parked.cancellation)
-        if exchange.streaming { exchange.task?.cancel() }
+        exchange.endStream()
     }
 
     /// Runs `request`'s route in a task of its own, which ends as soon as the route returns.
@@ -183,7 +202,8 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         let bodyRead = body
         body = ByteBuffer()
         let (responder, logger, channel, parked) = (serving.responder, serving.logger, context.channel, exchange.parked)
-        exchange.task = Task {
+        let running = NIOLoopBound(exchange, eventLoop: context.eventLoop)
+        serving.workGate.submit {
             var requestContext = FleetRequestContext(source: ApplicationRequestContextSource(channel: channel, logger: logger))
             requestContext.parkedAnswer = parked
             let response: Response
@@ -195,7 +215,18 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
                 response = Response(status: .internalServerError)
             }
             if parked.isParked { return }
-            await answer.send(response)
+            guard response.body.contentLength == nil else {
+                await answer.send(response)
+                return
+            }
+            // A stream (server-sent events) may go on for hours: in a task of its own, outside
+            // the gate, kept while it runs so that a shutdown or a close can end it.
+            let stream = Task { await answer.send(response) }
+            running.eventLoop.execute { running.value.streamStarted(stream) }
+            Task {
+                await stream.value
+                running.eventLoop.execute { running.value.streamFinished() }
+            }
         }
     }
 
@@ -212,11 +243,10 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     /// Starts a streamed answer of `exchange`.
     fileprivate func writeStreamHead(_ exchange: Exchange, head: HTTPResponse) {
         guard exchange === self.exchange, let context else { return }
-        exchange.streaming = true
         writeHead(head, context: context)
         context.flush()
         // The server began shutting down before the stream did: it ends at once.
-        if closeAfterAnswer { exchange.task?.cancel() }
+        if quiescing { exchange.endStream() }
     }
 
     /// A part of a streamed answer, written when the future succeeds; `nil` when the connection

@@ -149,7 +149,8 @@ public enum FleetServerApplication {
             let channel = ParkingHTTP1Channel(
                 responder: router.buildResponder(),
                 additionalChannelHandlers: { [SlowClientGuard(readTimeout: readTimeout, connections: connections)] },
-                cancelWait: service.gateway.cancelLongPoll, answerHeaders: AnswerHeaders(serverName: serverName), logger: logger)
+                cancelWait: service.gateway.cancelLongPoll, workGate: service.context.workGate,
+                answerHeaders: AnswerHeaders(serverName: serverName), logger: logger)
             server = HTTPServerBuilder { _ in channel }
         }
         var services: [any Service] = [

@@ -63,8 +63,12 @@ public struct ServerUsage: Sendable, Equatable {
         [
             "rss_mb": .number(.double(Double(residentBytes) / 1_048_576)),
             "peak_rss_mb": .number(.double(Double(peakResidentBytes) / 1_048_576)),
-            "cpu_s": .number(.double(Double(cpu.components.seconds) + Double(cpu.components.attoseconds) / 1e18)),
+            "cpu_s": .number(.double(Self.seconds(cpu))),
         ]
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }
 
@@ -81,6 +85,9 @@ public struct FleetReport: Sendable {
         public var latency: LatencySummary
         /// The server's memory and the CPU it used during the phase, when it runs here.
         public var server: ServerUsage?
+        /// The CPU the simulator itself used during the phase (its devices' requests and
+        /// answers): it shares the machine with the server, and must not be what limits a figure.
+        public var simulatorCPU: Duration?
         /// Requests the fleet sent during the phase, by kind (`settings 304`, `report`, …).
         public var requests: [String: Int]
         /// Failed requests during the phase, by kind (`503 overloaded`, `couldNotConnect`, …).
@@ -101,6 +108,7 @@ public struct FleetReport: Sendable {
                 object["requests_per_second"] = .number(.double((Double(requests.values.reduce(0, +)) / seconds * 10).rounded() / 10))
             }
             if let server { object["server"] = server.json }
+            if let simulatorCPU { object["simulator"] = ["cpu_s": .number(.double(ServerUsage.seconds(simulatorCPU)))] }
             return .object(object)
         }
 
@@ -145,6 +153,7 @@ public struct FleetReport: Sendable {
             if let server = phase.server {
                 line += "; server RSS \(server.residentBytes / 1_048_576) MB, CPU \(LatencySummary.text(server.cpu))"
             }
+            if let simulatorCPU = phase.simulatorCPU { line += "; simulator CPU \(LatencySummary.text(simulatorCPU))" }
             let errors = phase.errors.keys.sorted().map { "\($0) ×\(phase.errors[$0] ?? 0)" }
             line += errors.isEmpty ? "; no errors" : "; errors: " + errors.joined(separator: ", ")
             lines.append(line)

@@ -319,6 +319,7 @@ public final class FleetSimulation: Sendable {
         _ name: String, marker: String?, expected: Set<Int>, _ action: @escaping @Sendable () async -> Void
     ) async -> FleetReport.Phase {
         let before = server?.pid.flatMap(ProcessUsage.of(pid:))
+        let simulatorBefore = ProcessUsage.of(pid: getpid())
         fleet.counters.begin(marker: marker, expected: expected)
         let reporter = progress.map { report in
             Task {
@@ -334,6 +335,7 @@ public final class FleetSimulation: Sendable {
         reporter?.cancel()
         let (latencies, requests, errors, elapsed) = fleet.counters.phase()
         let after = server?.pid.flatMap(ProcessUsage.of(pid:))
+        let simulatorAfter = ProcessUsage.of(pid: getpid())
         var usage: ServerUsage?
         if let after {
             // After a restart the process is a new one: its CPU counts from its start.
@@ -342,7 +344,8 @@ public final class FleetSimulation: Sendable {
         }
         progress?(progressLine(name))
         return FleetReport.Phase(
-            name: name, duration: elapsed, expected: expected.count, latency: LatencySummary(latencies), server: usage, requests: requests,
+            name: name, duration: elapsed, expected: expected.count, latency: LatencySummary(latencies), server: usage,
+            simulatorCPU: simulatorBefore.flatMap { before in simulatorAfter.map { $0.cpu - before.cpu } }, requests: requests,
             errors: errors)
     }
 

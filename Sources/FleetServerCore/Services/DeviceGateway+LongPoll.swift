@@ -97,8 +97,8 @@ extension DeviceGateway {
     /// As ``longPoll(app:device:knownRevision:knownPolicyTag:wait:cancellation:)``, but no task
     /// waits: when the answer is not there at once, the long-poll is parked in the notifier (a
     /// small record: the device, its revision, its deadline) and this returns `nil`; when the
-    /// wait ends, a new task works out the answer and hands it, or the error, to `answerLater`
-    /// (once). A server holding thousands of long-polls then holds no task stack for any of them.
+    /// wait ends, a job of the ``ServiceContext/workGate`` works out the answer and hands it, or
+    /// the error, to `answerLater` (once). A server holding thousands of long-polls then holds no task stack for any of them.
     ///
     /// - Parameter cancellation: ends the wait (304 through `answerLater`) when given to
     ///   ``cancelLongPoll(_:)``.
@@ -125,7 +125,9 @@ extension DeviceGateway {
                 of: poll.app, device: poll.device.id, groups: poll.device.groups, after: poll.generation,
                 timeout: poll.deadline - clock.now, cancellation: cancellation
             ) { outcome in
-                Task { await self.resumeParked(waiting, after: outcome, cancellation: cancellation, answerLater: answerLater) }
+                context.workGate.submit {
+                    await self.resumeParked(waiting, after: outcome, cancellation: cancellation, answerLater: answerLater)
+                }
             }
             guard let outcome else { return nil }
             if let answer = try settle(&poll, after: outcome) { return answer }

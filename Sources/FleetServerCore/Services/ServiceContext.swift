@@ -30,14 +30,17 @@ public final class ServiceContext: Sendable {
     let rolloutLooks = Locked(RolloutLooks())
     /// When the last write woke long-polls, on ``clock`` (for ``ServerMetrics/longPollWoken(after:)``).
     let lastNotified: Locked<Duration>
+    /// Where requests and woken long-polls run, so many at once (see ``WorkGate``).
+    public let workGate: WorkGate
 
     /// - Parameter writeLock: the lock shared with the other instances on the same database, if
     ///   any (their changes reach this one through ``ChangeNotifier/changedElsewhere(_:)``).
     public init(
         store: any SettingsStore, wallClock: any WallClock, clock: ServiceClock = .continuous, notifier: ChangeNotifier = ChangeNotifier(),
         metrics: ServerMetrics = ServerMetrics(), events: ServiceEvents = ServiceEvents(), writeLock: (any SharedWriteLock)? = nil,
-        logger: Logger
+        workGate: WorkGate = WorkGate(), logger: Logger
     ) {
+        self.workGate = workGate
         self.store = store
         self.notifier = notifier
         self.writes = SerialSection(shared: writeLock)
