@@ -185,20 +185,22 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
                 }
                 return .online(requests: inbox.takeQueued())
             }
-        case .fetchSettings(let wait, let known, let notBefore, let repeats):
+        case .fetchSettings(let wait, let known, let notBefore, let repeats, let report):
             let delay = notBefore.map { max(.zero, clock.now.duration(to: $0)) } ?? .zero
             // The last repeat starts within FleetClient's bound: one request's limit after that.
             let limit = delay + FleetClient.repeatBound(repeats) + .seconds(Int64(wait) + 100)
             start(limit, waits: &waits, sink: sink) { [app, environment] client in
                 let answer = try await client.settingsAnswer(
                     app: app.id, knownRevision: known, wait: wait, after: delay, repeatsWhileUnchanged: repeats,
-                    policyTag: environment.policy.knownTag)
+                    policyTag: environment.policy.knownTag, status: report)
                 if let tag = answer.policyTag {
                     environment.policy.hear(tag)
                     environment.nudges.hear(policyTag: tag)
                 }
                 return .settingsAnswer(
-                    SettingsAnswer(document: answer.document, rotationRequested: answer.tokenRotationRequested, nextPoll: answer.nextPoll))
+                    SettingsAnswer(
+                        document: answer.document, rotationRequested: answer.tokenRotationRequested, nextPoll: answer.nextPoll,
+                        acceptsStatus: answer.acceptsStatus))
             }
         case .fetchMetadata(let etag):
             start(.seconds(100), waits: &waits, sink: sink) { [app] client in

@@ -62,6 +62,12 @@ extension SyncMachine {
         guard case .delivering = slot else { return }
         slot = .free
         reports.removeFirst(1)
+        reportsLeft()
+    }
+
+    /// A report left the queue (delivered or dropped): `reports.json` follows once the queue is
+    /// empty (until then the next delivery is near).
+    mutating func reportsLeft() {
         reportsVersion += 1
         if reports.isEmpty, reports != reportsOnDisk { reportsSaveWanted = true }
         statusCheckWanted = true
@@ -85,8 +91,7 @@ extension SyncMachine {
         if failure.kind == .final {
             log(.error, "status report refused; dropped", event: "report-refused", ["error": failure.summary])
             reports.removeFirst(1)
-            reportsVersion += 1
-            if reports.isEmpty, reports != reportsOnDisk { reportsSaveWanted = true }
+            reportsLeft()
             return
         }
         // The rest wait for the next turn (the settings request still goes), and every request

@@ -97,6 +97,7 @@ extension SyncMachine {
         slot = .free
         cancelRequested = false
         markReached(now)
+        settingsAnswerHeard(answer, carried: fetch.carrying)
         if answer.rotationRequested { rotationPending = true }
         switch fetch.purpose {
         case .poll:

@@ -34,6 +34,9 @@ import FleetProtocol
 /// - Reports go first, then the device's changes (oldest first), then the settings request.
 /// - A long-poll in flight is cancelled only for work that needs the server now: a report, a
 ///   change, a permitted "sync now", a token rotation.
+/// - A server that says it takes a report on the settings request (`Fleetset-Accepts: status`)
+///   gets the one queued report on the next settings request instead of a `POST`; a long-poll
+///   cancelled for a report is sent again at once carrying it (see `SyncMachine+StatusOnPoll`).
 /// - "Sync now" (the CLI, the inbox) is granted at most once per ``SyncRules/syncNowInterval``;
 ///   more requests in between are coalesced into one at the end of it.
 /// - Deadlines (the app's acknowledgement, the hook's delay, backoff, the poll timer) are
@@ -125,7 +128,11 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         /// `repeatsWhileUnchanged` (timer polls of an idle machine only) are the waits of the
         /// polls that follow while the server answers `304`: the HTTP client sends them by
         /// itself and the answer is the first change, failure, or the plan's last `304`.
-        case fetchSettings(wait: Int, knownRevision: Int64?, notBefore: Instant?, repeatsWhileUnchanged: [Duration])
+        ///
+        /// `carrying` is a queued report sent with the request (`Fleetset-Status`, to a server
+        /// that takes it): delivered when the answer is a 200 or 304 of such a server.
+        case fetchSettings(
+            wait: Int, knownRevision: Int64?, notBefore: Instant?, repeatsWhileUnchanged: [Duration], carrying: StatusReport? = nil)
         /// `GET …/metadata`, with `If-None-Match`.
         case fetchMetadata(ifNoneMatch: String?)
         /// `PATCH …/settings` with `If-Match`.
@@ -224,6 +231,8 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         var startedAt: Instant
         /// The HTTP client repeats it while the answers are unchanged.
         var repeats = false
+        /// The queued report the request carries (``StatusOnPoll``).
+        var carrying: StatusReport?
 
         /// Scheduled by the poll timer and not sent yet at `now`, or waiting between repeats:
         /// in either case it is cancelled when something must go first.
@@ -288,6 +297,11 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
 
     /// Status reports the server has not received.
     public internal(set) var reports = PendingReports()
+    /// The last settings answer said the server takes a report on the settings request
+    /// (`Fleetset-Accepts: status`).
+    public internal(set) var serverTakesStatusOnPoll = false
+    /// A report the server refused on the settings request: it goes by `POST`.
+    var reportRefusedOnPoll: StatusReport?
     var reportsOnDisk = PendingReports()
     var reportsBeingSaved: (PendingReports, version: Int)?
     /// Bumped by every change of `reports`; `reportsSavedVersion` is the newest one on disk.
@@ -442,23 +456,25 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         let syncNowDue = syncNowAt.map { now.instant >= $0 } ?? false
         // A granted "sync now" starts a new turn: reports that waited for one go again.
         if syncNowDue { reportsDeferred = false }
-        if let report = reports.reports.first, !reportsDeferred {
+        let timerDue = nextFetchAt.map { now.instant >= $0 } ?? true
+        let carried = reportToCarry(now, fetchDue: timerDue || syncNowDue)
+        if carried == nil, let report = reports.reports.first, !reportsDeferred {
             slot = .delivering(report)
             actions.append(.deliverReport(report))
             return
         }
         if sendNextChange(now) { return }
-        let timerDue = nextFetchAt.map { now.instant >= $0 } ?? true
         if syncNowDue { log(.debug, "sync requested", event: "sync-now") }
         // Due or not, the request is handed over now: one on the timer waits in the HTTP
         // client until its time (nothing else wakes for it), and is cancelled if work comes first.
-        startFetch(.poll(schedule.nextRequest), now, notBefore: timerDue || syncNowDue ? nil : nextFetchAt)
+        startFetch(.poll(schedule.nextRequest), now, notBefore: timerDue || syncNowDue ? nil : nextFetchAt, carrying: carried)
     }
 
-    /// Starts a settings request, sent at `notBefore` (`nil`: at once).
-    mutating func startFetch(_ purpose: Fetch.Purpose, _ now: Moment, notBefore: Instant? = nil) {
+    /// Starts a settings request, sent at `notBefore` (`nil`: at once), carrying a queued report
+    /// when given.
+    mutating func startFetch(_ purpose: Fetch.Purpose, _ now: Moment, notBefore: Instant? = nil, carrying: StatusReport? = nil) {
         let start = notBefore.map { max($0, now.instant) } ?? now.instant
-        slot = .fetching(Fetch(purpose: purpose, startedAt: start))
+        slot = .fetching(Fetch(purpose: purpose, startedAt: start, carrying: carrying))
         cancelRequested = false
         let scheduled = start > now.instant ? start : nil
         let action: Action
@@ -474,15 +490,17 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
             }
             switch request {
             case .longPoll(let wait):
-                action = .fetchSettings(wait: wait, knownRevision: knownRevision, notBefore: scheduled, repeatsWhileUnchanged: [])
+                action = .fetchSettings(
+                    wait: wait, knownRevision: knownRevision, notBefore: scheduled, repeatsWhileUnchanged: [], carrying: carrying)
             case .poll:
                 // The plan's last answer comes once the last-sync time on disk is due again
                 // (its one-minute refresh), so status.json is as fresh as without plans.
                 let sinceWritten = lastSyncWritten(now).map { $0.duration(to: start) } ?? Self.statusRefreshInterval
                 let horizon = max(.zero, Self.statusRefreshInterval - sinceWritten)
                 let repeats = isIdle && !asked ? schedule.unchangedRepeatDelays(passing: horizon, using: &random) : []
-                slot = .fetching(Fetch(purpose: purpose, startedAt: start, repeats: !repeats.isEmpty))
-                action = .fetchSettings(wait: 0, knownRevision: knownRevision, notBefore: scheduled, repeatsWhileUnchanged: repeats)
+                slot = .fetching(Fetch(purpose: purpose, startedAt: start, repeats: !repeats.isEmpty, carrying: carrying))
+                action = .fetchSettings(
+                    wait: 0, knownRevision: knownRevision, notBefore: scheduled, repeatsWhileUnchanged: repeats, carrying: carrying)
             }
         case .refresh:
             action = .fetchSettings(wait: 0, knownRevision: nil, notBefore: nil, repeatsWhileUnchanged: [])
@@ -515,7 +533,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         guard case .fetching(let fetch) = slot, case .poll(let request) = fetch.purpose, !cancelRequested else { return }
         if case .poll = request, !fetch.isWaiting(at: now.instant) { return }  // a short request: it ends soon by itself
         let urgent =
-            (rotationPending && (rotationNotBefore.map { now.instant >= $0 } ?? true)) || (!reports.isEmpty && !reportsDeferred)
+            (rotationPending && (rotationNotBefore.map { now.instant >= $0 } ?? true)) || reportsNeedAnotherRequest(than: fetch)
             || nextChangeToSend(now) != nil
             || (syncNowAt.map { now.instant >= $0 } ?? false)
             || deferred?.lockHeld == true || deferred?.lockOverridden == true || rollbackWanted != nil
@@ -571,6 +589,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         cancelRequested = false
         switch failed {
         case .fetching(let fetch):
+            if let carried = fetch.carrying, carriedReportRefused(carried, failure) { return }
             if case .poll(let request) = fetch.purpose, request != .poll, failure.refusesLongPoll {
                 log(.warning, "the server refuses long-polls; polling on the timer", event: "long-poll-refused")
                 nextFetchAt = now.instant.advanced(by: schedule.delay(after: .longPollRefused, using: &random))
@@ -750,11 +769,15 @@ public struct SettingsAnswer: Sendable, Hashable {
     public var rotationRequested: Bool
     /// The server is busy: the next request goes after this, not at once (`Fleetset-Next-Poll`).
     public var nextPoll: Duration?
+    /// The server takes a report on the settings request (`Fleetset-Accepts: status`): the
+    /// report the request carried, if any, is recorded.
+    public var acceptsStatus: Bool
 
-    public init(document: SettingsDocument?, rotationRequested: Bool = false, nextPoll: Duration? = nil) {
+    public init(document: SettingsDocument?, rotationRequested: Bool = false, nextPoll: Duration? = nil, acceptsStatus: Bool = false) {
         self.document = document
         self.rotationRequested = rotationRequested
         self.nextPoll = nextPoll
+        self.acceptsStatus = acceptsStatus
     }
 }
 

@@ -64,13 +64,19 @@ public struct FleetClient: Sendable {
         public var policyTag: String?
         /// The server is busy: send the next request after this (`Fleetset-Next-Poll`).
         public var nextPoll: Duration?
+        /// The server records a status report sent on a settings request (`Fleetset-Accepts:
+        /// status`, see ``FleetProtocol/StatusOnPoll``): a report sent with this request was recorded.
+        public var acceptsStatus: Bool
 
-        public init(document: SettingsDocument?, tokenRotationRequested: Bool = false, policyTag: String? = nil, nextPoll: Duration? = nil)
-        {
+        public init(
+            document: SettingsDocument?, tokenRotationRequested: Bool = false, policyTag: String? = nil, nextPoll: Duration? = nil,
+            acceptsStatus: Bool = false
+        ) {
             self.document = document
             self.tokenRotationRequested = tokenRotationRequested
             self.policyTag = policyTag
             self.nextPoll = nextPoll
+            self.acceptsStatus = acceptsStatus
         }
     }
 
@@ -98,13 +104,18 @@ public struct FleetClient: Sendable {
     ///     ``HTTPClient/NotModifiedRepeats``); a `304` asking for a token rotation ends them,
     ///     and none starts later than ``repeatBound(_:)`` after the first request went out.
     ///   - policyTag: the tag of the agent policy the device has (`nil`: do not ask).
+    ///   - status: a status report to send with the request (`Fleetset-Status`), only to a
+    ///     server that answered with ``SettingsAnswer/acceptsStatus``; it must fit
+    ///     (``FleetProtocol/StatusOnPoll/fits(_:)``). It is recorded when the answer is a 200 or
+    ///     304 with ``SettingsAnswer/acceptsStatus``.
     public func settingsAnswer(
         app: String, knownRevision: Int64? = nil, wait: Int = 0, after delay: Duration = .zero,
-        repeatsWhileUnchanged repeats: [Duration] = [], policyTag: String? = nil
+        repeatsWhileUnchanged repeats: [Duration] = [], policyTag: String? = nil, status: StatusReport? = nil
     ) async throws -> SettingsAnswer {
         var headers: HTTPClient.Headers = [:]
         if let knownRevision { headers["If-None-Match"] = RevisionTag.etag(knownRevision) }
         if let policyTag { headers[FleetHeader.policy] = policyTag }
+        if let status { headers[FleetHeader.status] = try StatusOnPoll.headerValue(for: status) }
         let limits = longPollLimits(wait: wait)
         let query = wait > 0 ? "?wait=\(wait)" : ""
         let plan =
@@ -119,7 +130,8 @@ public struct FleetClient: Sendable {
         var answer = SettingsAnswer(
             document: nil, tokenRotationRequested: response.headers[FleetHeader.rotateToken] == "requested",
             policyTag: response.headers[FleetHeader.policy].flatMap(Self.policyTag),
-            nextPoll: response.headers[FleetHeader.nextPoll].flatMap(Self.nextPoll))
+            nextPoll: response.headers[FleetHeader.nextPoll].flatMap(Self.nextPoll),
+            acceptsStatus: StatusOnPoll.isAccepted(byAnswerHeader: response.headers[FleetHeader.accepts]))
         if response.status == 200 { answer.document = try decode(response, SettingsDocument.init(json:)) }
         return answer
     }

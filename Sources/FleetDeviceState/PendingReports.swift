@@ -31,6 +31,11 @@ public struct PendingReports: Sendable, Hashable {
         reports[0] = report
     }
 
+    /// Removes `report` (delivered out of turn: on a settings request); nothing when it is not queued.
+    public mutating func remove(_ report: StatusReport) {
+        reports.removeAll { $0 == report }
+    }
+
     /// Removes the first `count` reports (delivered).
     public mutating func removeFirst(_ count: Int) {
         reports.removeFirst(min(count, reports.count))

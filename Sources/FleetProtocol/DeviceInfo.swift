@@ -227,4 +227,11 @@ public enum FleetHeader {
     /// On a settings answer: the server is busy; send the next request after this many
     /// seconds, not at once.
     public static let nextPoll = "Fleetset-Next-Poll"
+    /// On a settings request: the status report of the revision the device applied last, so
+    /// that it needs no `POST …/status` of its own (``StatusOnPoll``). Sent only to a server
+    /// that answered with ``accepts``.
+    public static let status = "Fleetset-Status"
+    /// On every settings answer (200 and 304) of a server that records a report sent in
+    /// ``status``: `status` (a comma-separated list, for what later servers take).
+    public static let accepts = "Fleetset-Accepts"
 }

@@ -26,7 +26,7 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
             .staleRevision, .tooLarge, .tooManyFacts, .unauthenticated, .unknownApp, .unknownDevice, .unknownEnrollmentToken, .unknownKey,
             .unsupportedMediaType, .unsupportedMetadata, .valuesInvalid, .versionNotIncreased, .accountExists, .lastOwner, .unknownAccount,
             .unknownAPIToken, .weakPassword, .twoFactorRequired, .passwordSignInOff, .unknownWebhook, .badWebhook,
-            .badGroup, .unknownGroup,
+            .badGroup, .unknownGroup, .badStatusHeader,
         ] + AdminRight.allCases.map(ErrorCode.needs)
 
     /// `needs-<right>`, 403: the caller's role does not have the right (`needs-write-values`),
@@ -80,6 +80,10 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConve
     public static let badParameter = ErrorCode("bad-parameter")
     /// `bad-precondition`, 400: an `If-Match` that is not one strong revision tag.
     public static let badPrecondition = ErrorCode("bad-precondition")
+    /// `bad-status-header`, 400: a settings request's `Fleetset-Status` that cannot be read
+    /// (too long, not base64url, not JSON, not a status report; the message says which). An
+    /// agent sends that report with `POST …/status` instead.
+    public static let badStatusHeader = ErrorCode("bad-status-header")
     /// `bad-request`, 400: a body that is not what the route takes (the message names the member).
     public static let badRequest = ErrorCode("bad-request")
     /// `changed-since-drawn`, 409: the console form was drawn from values that changed since.

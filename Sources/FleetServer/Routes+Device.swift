@@ -35,6 +35,7 @@ extension Routes {
         on(.get, "v1/apps/:app/settings", .device) { request, context in
             let app = try app(context)
             let device = try context.device(app: app)
+            try await recordStatusOnPoll(request, app: app, device: device)
             return try await settingsLongPoll(request, context, app: app, device: device) { answer, unchanged in
                 guard let settings = answer.settings else { return unchanged }
                 return withDeviceHints(settingsResponse(settings.document, body: settings.body), answer, request)
@@ -46,6 +47,7 @@ extension Routes {
         on(.get, "v1/apps/:app/settings/**", .device) { request, context in
             let app = try app(context)
             let device = try context.device(app: app)
+            try await recordStatusOnPoll(request, app: app, device: device)
             let path = try keyPath(context)
             return try await settingsLongPoll(request, context, app: app, device: device) { answer, unchanged in
                 guard let document = answer.document else { return unchanged }

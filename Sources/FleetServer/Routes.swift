@@ -327,6 +327,7 @@ struct Routes: Sendable {
     /// when the server is busy.
     func withDeviceHints(_ response: Response, _ answer: DeviceGateway.LongPollAnswer, _ request: Request) -> Response {
         var response = withRotationRequest(response, answer.device)
+        response.headers[Self.acceptsHeader] = StatusOnPoll.acceptsToken  // this server records Fleetset-Status
         if (request.headers[Self.policyHeader] ?? "0") != answer.policyTag {
             response.headers[Self.policyHeader] = answer.policyTag
         }

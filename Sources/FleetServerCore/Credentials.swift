@@ -1,4 +1,5 @@
 import Crypto
+import FleetProtocol
 
 /// The bearer secrets the server hands out, and how it keeps them: only as SHA-256 hashes.
 ///
@@ -88,19 +89,7 @@ public enum Credentials {
     }
 
     /// `bytes` in base64url without padding (RFC 4648 §5).
-    public static func base64URL(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-        var output: [UInt8] = []
-        var index = 0
-        while index < bytes.count {
-            let chunk = bytes[index..<min(index + 3, bytes.count)]
-            var group: UInt32 = 0
-            for (offset, byte) in chunk.enumerated() { group |= UInt32(byte) << (16 - 8 * offset) }
-            for position in 0..<(chunk.count + 1) { output.append(alphabet[Int((group >> (18 - 6 * position)) & 0x3F)]) }
-            index += 3
-        }
-        return String(decoding: output, as: UTF8.self)
-    }
+    public static func base64URL(_ bytes: [UInt8]) -> String { Base64URL.encoded(bytes) }
 
     /// The SHA-256 of `bytes` as 16 hex digits (for ETags of documents).
     public static func shortDigest(_ bytes: some Sequence<UInt8>) -> String {

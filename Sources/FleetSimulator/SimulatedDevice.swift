@@ -10,16 +10,33 @@ import FleetProtocol
 /// every new revision, writes a setting back at device scope when the fleet asks it to (as an
 /// app changing a writable setting would), and after a failure waits with exponential backoff
 /// and full jitter, at least the server's `Retry-After` (``RetryBackoff``).
+///
+/// Its report goes on its next long-poll (`Fleetset-Status`) when the server's last settings
+/// answer said `Fleetset-Accepts: status` (``heard(acceptsStatus:)``) and no write-back waits
+/// (the agent sends a report before a change, by `POST`); by `POST …/status` otherwise, so a
+/// fleet still measures an older server as its agents load it.
 public struct SimulatedDevice: Sendable {
     /// A request to send.
     public enum Request: Sendable, Equatable {
-        /// `GET …/settings` with `If-None-Match: "known"` (none without a revision yet) and
-        /// `?wait=` when `wait` is above 0.
-        case settings(knownRevision: Int64?, wait: Int)
+        /// `GET …/settings` with `If-None-Match: "known"` (none without a revision yet),
+        /// `?wait=` when `wait` is above 0, and the report of a revision in `Fleetset-Status`
+        /// when `reporting` is given.
+        case settings(knownRevision: Int64?, wait: Int, reporting: Revision? = nil)
         /// `POST …/status`: `applied` for the revision.
         case report(revision: Int64, schemaVersion: Int64)
         /// `PATCH …/settings` of the writable setting, based on the revision.
         case writeBack(basedOn: Int64)
+    }
+
+    /// A revision to report: its number and schema version.
+    public struct Revision: Sendable, Hashable {
+        public var revision: Int64
+        public var schemaVersion: Int64
+
+        public init(revision: Int64, schemaVersion: Int64) {
+            self.revision = revision
+            self.schemaVersion = schemaVersion
+        }
     }
 
     /// The next request and how long to wait before sending it.
@@ -57,6 +74,8 @@ public struct SimulatedDevice: Sendable {
     private var pending: Request
     /// Write-backs asked for and not sent yet.
     private var writeBacksWanted = 0
+    /// The server's last settings answer said `Fleetset-Accepts: status`.
+    private var serverTakesStatusOnPoll = false
 
     /// - Parameters:
     ///   - longPollWait: the long-poll's `wait` in seconds (0: poll on the timer).
@@ -80,6 +99,10 @@ public struct SimulatedDevice: Sendable {
     /// Asks the device to write a setting back after its next report.
     public mutating func requestWriteBack() { writeBacksWanted += 1 }
 
+    /// What the last settings answer (200 or 304) said: whether the server takes a report on
+    /// the settings request (`Fleetset-Accepts: status`). Told before the answer is handled.
+    public mutating func heard(acceptsStatus: Bool) { serverTakesStatusOnPoll = acceptsStatus }
+
     /// The failures in a row so far (0 after any success).
     public var failuresInARow: Int { backoff.failures }
 
@@ -90,7 +113,11 @@ public struct SimulatedDevice: Sendable {
             backoff.reset()
             revision = document.revision
             _ = schedule.delay(after: .changed, using: &random)
-            return send(.report(revision: document.revision, schemaVersion: document.schemaVersion), after: .zero)
+            guard serverTakesStatusOnPoll, writeBacksWanted == 0 else {
+                return send(.report(revision: document.revision, schemaVersion: document.schemaVersion), after: .zero)
+            }
+            return send(
+                settingsRequest(reporting: Revision(revision: document.revision, schemaVersion: document.schemaVersion)), after: .zero)
         case .unchanged(let elapsed):
             backoff.reset()
             let delay = schedule.delay(after: .unchanged(elapsed: elapsed), using: &random)
@@ -117,10 +144,12 @@ public struct SimulatedDevice: Sendable {
         }
     }
 
-    private var settingsRequest: Request {
+    private var settingsRequest: Request { settingsRequest(reporting: nil) }
+
+    private func settingsRequest(reporting report: Revision?) -> Request {
         switch schedule.nextRequest {
-        case .longPoll(let wait): .settings(knownRevision: revision, wait: wait)
-        case .poll: .settings(knownRevision: revision, wait: 0)
+        case .longPoll(let wait): .settings(knownRevision: revision, wait: wait, reporting: report)
+        case .poll: .settings(knownRevision: revision, wait: 0, reporting: report)
         }
     }
 

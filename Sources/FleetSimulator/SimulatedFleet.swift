@@ -101,7 +101,10 @@ public final class SimulatedFleet: Sendable {
                 do { try await Task.sleep(for: action.after) } catch { return }
             }
             let failure = held.flatMap { Self.stagedFailure(device: members[index].id, document: $0) }
-            guard let event = await perform(action.request, client: client, device: index, failure: failure, random: &random) else {
+            guard
+                let event = await perform(
+                    action.request, client: client, device: index, simulated: &device, failure: failure, random: &random)
+            else {
                 return
             }
             if case .settings(let document) = event { held = document }
@@ -135,18 +138,29 @@ public final class SimulatedFleet: Sendable {
         return "the simulated app cannot use \(marker)"
     }
 
+    /// The report of `revision`: `error` with `failure` when one is given, else `applied`.
+    static func report(_ revision: SimulatedDevice.Revision, failure: String?) -> StatusReport {
+        StatusReport(
+            revision: revision.revision, schemaVersion: revision.schemaVersion, state: failure == nil ? .applied : .error,
+            message: failure ?? "", source: .agent)
+    }
+
     /// Sends `request`; `nil` when the device was stopped meanwhile. A report says `error` with
-    /// `failure` when one is given.
+    /// `failure` when one is given. `simulated` hears what each settings answer says of reports.
     private func perform(
-        _ request: SimulatedDevice.Request, client: FleetClient, device: Int, failure: String?, random: inout some RandomNumberGenerator
+        _ request: SimulatedDevice.Request, client: FleetClient, device: Int, simulated: inout SimulatedDevice, failure: String?,
+        random: inout some RandomNumberGenerator
     ) async -> SimulatedDevice.Event? {
         do {
             switch request {
-            case .settings(let known, let wait):
+            case .settings(let known, let wait, let reporting):
                 if wait > 0 { counters.beginWait() }
                 defer { if wait > 0 { counters.endWait() } }
                 let started = ContinuousClock.now
-                let answer = try await client.settingsAnswer(app: app, knownRevision: known, wait: wait)
+                let answer = try await client.settingsAnswer(
+                    app: app, knownRevision: known, wait: wait, status: reporting.map { Self.report($0, failure: failure) })
+                simulated.heard(acceptsStatus: answer.acceptsStatus)
+                if reporting != nil { counters.count(failure == nil ? "status on poll" : "status error on poll") }
                 guard let document = answer.document else {
                     if let nextPoll = answer.nextPoll {
                         counters.count("settings 304 busy")
@@ -159,10 +173,7 @@ public final class SimulatedFleet: Sendable {
                 return .settings(document)
             case .report(let revision, let schemaVersion):
                 try await client.reportStatus(
-                    app: app,
-                    StatusReport(
-                        revision: revision, schemaVersion: schemaVersion, state: failure == nil ? .applied : .error,
-                        message: failure ?? "", source: .agent))
+                    app: app, Self.report(SimulatedDevice.Revision(revision: revision, schemaVersion: schemaVersion), failure: failure))
                 counters.count(failure == nil ? "status 202" : "status error 202")
                 return .reported
             case .writeBack(let revision):

@@ -144,7 +144,7 @@ struct MachineRun {
 
     /// When the request in flight goes out, if the poll timer scheduled it ahead of now.
     var scheduledStart: TestInstant? {
-        if case .fetchSettings(_, _, let notBefore?, _)? = request, notBefore > instant { notBefore } else { nil }
+        if case .fetchSettings(_, _, let notBefore?, _, _)? = request, notBefore > instant { notBefore } else { nil }
     }
 
     /// Ends the request in flight with `event`. A request the timer scheduled ahead is answered
@@ -243,7 +243,7 @@ struct MachineRun {
     /// The settings requests among `actions` (all so far by default).
     func fetches(in actions: [Machine.Action]? = nil) -> [(wait: Int, known: Int64?)] {
         (actions ?? self.actions).compactMap {
-            if case .fetchSettings(let wait, let known, _, _) = $0 { (wait, known) } else { nil }
+            if case .fetchSettings(let wait, let known, _, _, _) = $0 { (wait, known) } else { nil }
         }
     }
 

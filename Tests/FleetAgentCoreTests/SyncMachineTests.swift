@@ -171,7 +171,7 @@ extension SyncMachinePollingTests {
 
     /// The unchanged answers the request in flight lets the HTTP client take by itself.
     static func repeats(_ run: MachineRun) -> [Duration]? {
-        if case .fetchSettings(_, _, _, let repeats)? = run.request { repeats } else { nil }
+        if case .fetchSettings(_, _, _, let repeats, _)? = run.request { repeats } else { nil }
     }
 
     @Test(
@@ -334,7 +334,7 @@ struct SyncMachineMisbehavingServerTests {
         for index in 0..<30 {
             run.send(.inboxRequests([InboxDelivery(id: "s\(index)", path: "/inbox/s\(index).json", content: .request(.sync))]))
             if run.cancelAsked { run.answer(.requestCancelled) }  // the timer's request gives way
-            if case .fetchSettings(_, _, nil, _)? = run.request {
+            if case .fetchSettings(_, _, nil, _, _)? = run.request {
                 sent.append(run.instant.offset)
                 run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
             }

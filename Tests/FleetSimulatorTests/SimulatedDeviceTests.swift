@@ -80,6 +80,29 @@ struct SimulatedDeviceTests {
         #expect(device.handle(.failed(retryAfter: nil), using: &lowest).request == .settings(knownRevision: 5, wait: 300))
     }
 
+    @Test(
+        "to a server that says Fleetset-Accepts: status, the report rides on the next long-poll (two requests per change); by POST otherwise, or with a write-back waiting"
+    )
+    func reportOnTheNextLongPoll() {
+        var random = SequenceGenerator(values: [1])
+        var device = SimulatedDevice(longPollWait: 300)
+        let four = SimulatedDevice.Revision(revision: 4, schemaVersion: 1)
+        device.heard(acceptsStatus: true)
+        #expect(
+            device.handle(.settings(document(4)), using: &random)
+                == .init(request: .settings(knownRevision: 4, wait: 300, reporting: four), after: .zero))
+        // A failed request carrying the report is sent again carrying it.
+        #expect(device.handle(.failed(retryAfter: nil), using: &random).request == .settings(knownRevision: 4, wait: 300, reporting: four))
+        #expect(device.handle(.unchanged(elapsed: .seconds(300)), using: &random).request == .settings(knownRevision: 4, wait: 300))
+        // A write-back waits: the report goes first, by POST, as the agent sends it before a change.
+        device.requestWriteBack()
+        #expect(device.handle(.settings(document(5)), using: &random).request == .report(revision: 5, schemaVersion: 1))
+        #expect(device.handle(.reported, using: &random).request == .writeBack(basedOn: 5))
+        // An older server (no Fleetset-Accepts): by POST, as before.
+        device.heard(acceptsStatus: false)
+        #expect(device.handle(.settings(document(6)), using: &random).request == .report(revision: 6, schemaVersion: 1))
+    }
+
     @Test("long-polls that keep ending early turn it to polling on the jittered timer, as the agent")
     func earlyEnds() {
         var random = SequenceGenerator(values: [1])

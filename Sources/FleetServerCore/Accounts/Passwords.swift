@@ -90,8 +90,8 @@ public struct PasswordHash: Sendable, Hashable {
             values[String(item[0])] = value
         }
         guard let rounds = values["N"], rounds.nonzeroBitCount == 1, rounds <= 1 << 30, let blockSize = values["r"], blockSize <= 1024,
-            let parallelism = values["p"], parallelism <= 1024, let salt = Base64URL.decode(fields[2]),
-            let key = Base64URL.decode(fields[3]),
+            let parallelism = values["p"], parallelism <= 1024, let salt = try? Base64URL.decoded(fields[2]),
+            let key = try? Base64URL.decoded(fields[3]),
             salt.count >= 16, key.count == 32
         else { return nil }
         return (Parameters(rounds: rounds, blockSize: blockSize, parallelism: parallelism), salt, key)
@@ -166,33 +166,5 @@ public final class PasswordHasher: Sendable {
             // No thread (the system is out of them): do the work here rather than never.
             if started != 0 { claim()?.resume(returning: work()) }
         }
-    }
-}
-
-/// base64url without padding, read back.
-enum Base64URL {
-    static func decode(_ text: Substring) -> [UInt8]? {
-        var values: [UInt8] = []
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): values.append(byte - UInt8(ascii: "A"))
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): values.append(byte - UInt8(ascii: "a") + 26)
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): values.append(byte - UInt8(ascii: "0") + 52)
-            case UInt8(ascii: "-"): values.append(62)
-            case UInt8(ascii: "_"): values.append(63)
-            default: return nil
-            }
-        }
-        guard values.count % 4 != 1 else { return nil }
-        var output: [UInt8] = []
-        var index = 0
-        while index < values.count {
-            let chunk = values[index..<min(index + 4, values.count)]
-            var group: UInt32 = 0
-            for (offset, value) in chunk.enumerated() { group |= UInt32(value) << (18 - 6 * offset) }
-            for position in 0..<(chunk.count - 1) { output.append(UInt8((group >> (16 - 8 * position)) & 0xFF)) }
-            index += 4
-        }
-        return output
     }
 }
