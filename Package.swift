@@ -91,6 +91,8 @@ let package = Package(
             swiftSettings: fleetSwiftSettings
         ),
         .target(name: "CThreadStack"),
+        // glibc's malloc_trim, for the server to give back what a burst of requests left free.
+        .target(name: "CHeap"),
         // Threads and locks on pthreads: a detached thread for blocking work, and the lock fleetset's
         // own code uses (a pthread mutex, which ThreadSanitizer can see).
         .target(name: "PosixThreads", swiftSettings: fleetSwiftSettings),
@@ -322,7 +324,7 @@ let package = Package(
             name: "FleetServer",
             dependencies: [
                 "FleetServerCore", "FleetConsole", "FleetMetadata", "FleetProtocol", "FleetJSON", "FleetIO", "PosixThreads", "FleetSSO",
-                "Curl", "FleetWebhooks",
+                "Curl", "FleetWebhooks", "CHeap",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

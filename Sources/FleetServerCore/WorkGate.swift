@@ -15,6 +15,7 @@ import PosixThreads
 public final class WorkGate: Sendable {
     private struct State {
         var running = 0
+        var submitted = 0
         var waiting: [@Sendable () async -> Void] = []
         /// Index of the next waiting job (the array is compacted when it is used up).
         var next = 0
@@ -35,6 +36,7 @@ public final class WorkGate: Sendable {
     /// Runs `job` in a task of its own, now or when a running job ends.
     public func submit(_ job: @escaping @Sendable () async -> Void) {
         let startsNow = state.withLock { state in
+            state.submitted &+= 1
             guard state.running < limit else {
                 state.waiting.append(job)
                 return false
@@ -44,6 +46,9 @@ public final class WorkGate: Sendable {
         }
         if startsNow { start(job) }
     }
+
+    /// Jobs submitted so far (wrapping).
+    public var submitted: Int { state.withLock { $0.submitted } }
 
     /// Jobs running and waiting now.
     public var counts: (running: Int, waiting: Int) {

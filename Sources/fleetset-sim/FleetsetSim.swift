@@ -62,7 +62,7 @@ struct FleetsetSim: AsyncParsableCommand {
     var clients: Int?
 
     /// Devices per HTTP client when `--clients` is not given.
-    static let devicesPerClient = 150
+    static let devicesPerClient = 1000
 
     @Option(help: "Seconds a phase may take before its missing devices are reported.")
     var phaseTimeout = 120
