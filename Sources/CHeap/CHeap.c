@@ -1,5 +1,8 @@
 #include "CHeap.h"
 
+// Any libc header defines __GLIBC__ on glibc (through <features.h>).
+#include <stdlib.h>
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif

@@ -157,7 +157,7 @@ public enum FleetServerApplication {
             RolloutSupervisor(service: service, interval: options.rolloutCheckInterval, logger: logger),
             HistoryPruner(service: service, retention: options.historyRetention, interval: options.historyPruneInterval, logger: logger),
         ]
-        services.append(HeapTrimmer(gate: service.context.workGate, interval: .seconds(10), logger: logger))
+        services.append(HeapTrimmer(gate: service.context.workGate, logger: logger))
         if let gauges = options.gauges { services.append(FleetGaugeRecorder(service: service, recording: gauges, logger: logger)) }
         if let webhooks = options.webhooks {
             services.append(

@@ -57,6 +57,9 @@ public final class FleetSimulation: Sendable {
         public var phaseTimeout: Duration
         /// How long `steady` holds the fleet.
         public var hold: Duration
+        /// How long `app-change` holds the fleet after it settled (a `held` phase: the server's
+        /// memory with every device waiting again, once the change's burst is over); zero: no such phase.
+        public var holdAfterChange: Duration = .zero
         /// How long `churn` goes on, and the share of the fleet that drops each second.
         public var churnDuration: Duration
         public var churnShare: Double
@@ -183,6 +186,9 @@ public final class FleetSimulation: Sendable {
         case .appChange:
             phases.append(try await changePhase("app-change", scope: "app", expected: all))
             phases.append(await measure("settle", marker: nil, expected: []) { await self.waitUntilAllWait() })
+            if options.holdAfterChange > .zero {
+                phases.append(await measure("held", marker: nil, expected: []) { try? await Task.sleep(for: self.options.holdAfterChange) })
+            }
         case .groupChange:
             let group = Set(fleet.members.indices.filter { fleet.members[$0].group == "group-0" })
             phases.append(try await changePhase("group-change", scope: "group:group-0", expected: group))

@@ -70,6 +70,9 @@ struct FleetsetSim: AsyncParsableCommand {
     @Option(help: "Seconds the steady scenario holds the fleet.")
     var hold = 10
 
+    @Option(help: "Seconds app-change holds the fleet once it settled again (a held phase: the server's memory with all waiting); 0: none.")
+    var holdAfterChange = 0
+
     @Option(help: "Seconds the churn scenario goes on.")
     var churnSeconds = 20
 
@@ -109,6 +112,7 @@ struct FleetsetSim: AsyncParsableCommand {
 
     func validate() throws {
         guard devices >= 1 else { throw ValidationError("--devices must be 1 or more") }
+        guard holdAfterChange >= 0 else { throw ValidationError("--hold-after-change must be 0 or more seconds") }
         guard Scenario(rawValue: scenario) != nil else {
             throw ValidationError("--scenario must be one of \(Scenario.allCases.map(\.rawValue).joined(separator: ", "))")
         }
@@ -205,6 +209,7 @@ struct FleetsetSim: AsyncParsableCommand {
             behavior: .init(longPollWait: longPollWait, writeBackShare: writeBackShare), phaseTimeout: .seconds(phaseTimeout),
             hold: .seconds(hold), churnDuration: .seconds(churnSeconds), churnShare: churnShare,
             restartSignal: restartSignal == "kill" ? SIGKILL : SIGTERM)
+        options.holdAfterChange = .seconds(holdAfterChange)
         let failover = Scenario(rawValue: scenario) == .failover
         if failover { options.victim = launched }
         let simulation = FleetSimulation(
