@@ -66,8 +66,9 @@ public enum Timestamp {
         return era * 146_097 + dayOfEra - 719_468
     }
 
-    /// The inverse: civil-from-days.
-    private static func civilDate(daysSinceEpoch days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+    /// The inverse: civil-from-days. The proleptic Gregorian year, month (1–12) and day (1–31)
+    /// of a count of days from 1970-01-01 (negative before it).
+    public static func civilDate(daysSinceEpoch days: Int64) -> (year: Int64, month: Int64, day: Int64) {
         let shifted = days + 719_468
         let era = floorDivide(shifted, 146_097)
         let dayOfEra = shifted - era * 146_097

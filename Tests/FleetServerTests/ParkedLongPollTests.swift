@@ -30,6 +30,14 @@ struct ParkedLongPollTests {
         }
     }
 
+    /// A new connection with a long-poll of `token`'s device for `revision`, once the server holds it.
+    static func heldLongPoll(_ server: TestFleetServer, token: String, revision: Int64) async throws -> LoopbackSocket {
+        let connection = try LoopbackSocket(port: server.port)
+        #expect(connection.send(longPoll(token: token, revision: revision)))
+        try await waitUntilHeld(server, 1)
+        return connection
+    }
+
     /// The server with the kiosk app and one device; its token and revision.
     static func withDevice(_ body: (TestFleetServer, _ token: String, _ revision: Int64) async throws -> Void) async throws {
         try await TestFleetServer.with { server in
@@ -43,9 +51,7 @@ struct ParkedLongPollTests {
     @Test("a woken long-poll is answered on its connection, which then serves the next request; one whose client left leaves nothing held")
     func wokenAndGone() async throws {
         try await Self.withDevice { server, token, revision in
-            let connection = try LoopbackSocket(port: server.port)
-            #expect(connection.send(Self.longPoll(token: token, revision: revision)))
-            try await Self.waitUntilHeld(server, 1)
+            let connection = try await Self.heldLongPoll(server, token: token, revision: revision)
             _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["volume": 3])
             let woken = try #require(await connection.readResponseHead())
             #expect(woken.hasPrefix("HTTP/1.1 200") && woken.contains(RevisionTag.etag(revision + 1)), "\(woken)")
@@ -53,9 +59,7 @@ struct ParkedLongPollTests {
             #expect(await connection.readResponseHead()?.hasPrefix("HTTP/1.1 200") == true)
 
             do {
-                let leaving = try LoopbackSocket(port: server.port)
-                #expect(leaving.send(Self.longPoll(token: token, revision: revision + 1)))
-                try await Self.waitUntilHeld(server, 1)
+                _ = try await Self.heldLongPoll(server, token: token, revision: revision + 1)
             }  // closed here
             try await Self.waitUntilHeld(server, 0)
         }
@@ -64,9 +68,7 @@ struct ParkedLongPollTests {
     @Test("a long-poll whose client stops sending (half-close) is answered 304 at once, and the connection closed")
     func halfClosed() async throws {
         try await Self.withDevice { server, token, revision in
-            let connection = try LoopbackSocket(port: server.port)
-            #expect(connection.send(Self.longPoll(token: token, revision: revision)))
-            try await Self.waitUntilHeld(server, 1)
+            let connection = try await Self.heldLongPoll(server, token: token, revision: revision)
             connection.closeSending()
             let head = try #require(await connection.readResponseHead())
             #expect(head.hasPrefix("HTTP/1.1 304") && head.lowercased().contains("connection: close"), "\(head)")
@@ -115,9 +117,7 @@ struct ParkedLongPollTests {
             let idle = try LoopbackSocket(port: server.port)
             #expect(idle.send(Self.health))
             #expect(await idle.readResponseHead()?.hasPrefix("HTTP/1.1 200") == true)
-            let waiting = try LoopbackSocket(port: server.port)
-            #expect(waiting.send(Self.longPoll(token: token, revision: revision)))
-            try await Self.waitUntilHeld(server, 1)
+            let waiting = try await Self.heldLongPoll(server, token: token, revision: revision)
             let started = ContinuousClock.now
             let stopping = Task { await server.stopGracefully() }
             let head = try #require(await waiting.readResponseHead())
