@@ -24,13 +24,21 @@ struct HeapTrimmer: Service, CustomStringConvertible {
 
     var description: String { "HeapTrimmer" }
 
+    /// Whether a burst has ended: at least `burst` jobs were submitted since the last trim (the
+    /// count wraps), and none runs now.
+    static func burstEnded(submitted: Int, trimmedAt: Int, running: Int, burst: Int) -> Bool {
+        submitted &- trimmedAt >= burst && running == 0
+    }
+
     func run() async throws {
         await cancelWhenGracefulShutdown {
             var trimmedAt = gate.submitted
             while !Task.isCancelled {
                 try? await Task.sleep(for: interval)
                 let submitted = gate.submitted
-                guard submitted &- trimmedAt >= burst, gate.counts.running == 0 else { continue }
+                guard Self.burstEnded(submitted: submitted, trimmedAt: trimmedAt, running: gate.counts.running, burst: burst) else {
+                    continue
+                }
                 trimmedAt = submitted
                 let started = ContinuousClock.now
                 let released = cheap_release_free_memory() == 1

@@ -130,6 +130,15 @@ struct ParkedLongPollTests {
         }
     }
 
+    @Test("the heap is trimmed once a burst has ended: enough jobs since the last trim, none running; the job count may wrap")
+    func trimAfterBurst() {
+        #expect(HeapTrimmer.burstEnded(submitted: 1_500, trimmedAt: 400, running: 0, burst: 1_000))
+        #expect(!HeapTrimmer.burstEnded(submitted: 1_399, trimmedAt: 400, running: 0, burst: 1_000), "not a burst yet")
+        #expect(!HeapTrimmer.burstEnded(submitted: 5_000, trimmedAt: 400, running: 3, burst: 1_000), "still running")
+        #expect(HeapTrimmer.burstEnded(submitted: Int.min &+ 600, trimmedAt: Int.max &- 499, running: 0, burst: 1_000), "wrapped")
+        #expect(!HeapTrimmer.burstEnded(submitted: 400, trimmedAt: 400, running: 0, burst: 1_000), "an idle server never trims")
+    }
+
     @Test("the Date header is RFC 9110's IMF-fixdate, in GMT, across leap days and centuries")
     func dates() {
         #expect(HTTPDate.text(secondsSince1970: 0) == "Thu, 01 Jan 1970 00:00:00 GMT")
