@@ -1,3 +1,5 @@
+import FleetJSON
+import FleetProtocol
 import FleetServerCore
 import HTTPTypes
 import Hummingbird
@@ -43,9 +45,9 @@ struct ParkingHTTP1Channel: ServerChildChannel {
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             let pipeline = channel.pipeline.syncOperations
-            // Parse errors are answered 400 and the connection closed by NIO's error handler.
+            // Parse errors are answered by the connection handler (after the answer in progress).
             try pipeline.configureHTTPServerPipeline(
-                withPipeliningAssistance: false, withErrorHandling: true, withOutboundHeaderValidation: false)
+                withPipeliningAssistance: false, withErrorHandling: false, withOutboundHeaderValidation: false)
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandlers(additionalChannelHandlers())
             try pipeline.addHandler(FleetConnectionHandler(serving: self))
@@ -70,26 +72,32 @@ struct AnswerHeaders: Sendable {
 
 /// Reads the requests of one connection and writes their answers, on the connection's event
 /// loop; see ``ParkingHTTP1Channel``.
-final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+final class FleetConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
-    /// The most of a body read before the route runs: the largest any route accepts (4 MiB)
-    /// and one byte, so that a longer body meets the route's own 413.
-    static let bodyLimit = Routes.metadataLimit + 1
+    /// The largest body any route accepts (4 MiB: metadata, apply, console forms).
+    static let largestRouteBody = max(Routes.metadataLimit, ConsoleRoutes.formLimit)
+    /// The most of a body read before the route runs: ``largestRouteBody`` and one byte, so
+    /// that a longer body meets the route's own 413. A request whose `Content-Length` says more
+    /// is answered 413 at once, unread.
+    static let bodyLimit = largestRouteBody + 1
     /// The most request parts held while an earlier request is answered; past it the client
-    /// is disconnected.
+    /// is disconnected. (While parts wait, the connection is not read further.)
     static let pipelinedLimit = 256
 
-    /// One request being answered (used on the connection's event loop only).
+    /// One request being answered (used on the connection's event loop only). It holds
+    /// nothing that holds it: the answer's sender refers to it, not the other way round.
     final class Exchange {
-        let parked: ParkedAnswer
+        /// Ends the request's parked wait, if it parks.
+        let cancellation: WaitCancellation
         /// The task streaming the answer's body (server-sent events), while it runs.
         private var stream: Task<Void, Never>?
         /// The server is shutting down or the connection is gone: a stream ends at once.
         private var streamEnded = false
 
-        init(parked: ParkedAnswer) { self.parked = parked }
+        init(cancellation: WaitCancellation) { self.cancellation = cancellation }
 
         func streamStarted(_ task: Task<Void, Never>) {
             if streamEnded { task.cancel() } else { stream = task }
@@ -116,6 +124,10 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     private var closeAfterAnswer = false
     /// The server is shutting down.
     private var quiescing = false
+    /// The connection closes after the answer being written: what the client sends is ignored.
+    private var closing = false
+    /// A read the channel asked for while requests wait their turn: made once they are taken.
+    private var readHeld = false
 
     init(serving: ParkingHTTP1Channel) {
         self.serving = serving
@@ -132,7 +144,8 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
-        guard exchange == nil else {
+        guard !closing else { return }
+        guard exchange == nil, pipelined.isEmpty else {
             pipelined.append(part)
             if pipelined.count > Self.pipelinedLimit { context.close(promise: nil) }
             return
@@ -143,6 +156,10 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     private func read(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
         switch part {
         case .head(let request):
+            if let length = request.headerFields[.contentLength].flatMap(Int.init), length > Self.largestRouteBody {
+                refuseLargeBody(request, context: context)
+                return
+            }
             head = request
             body.clear()
         case .body(var chunk):
@@ -153,6 +170,38 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             head = nil
             begin(request, context: context)
         }
+    }
+
+    /// Reads are held while requests wait their turn (a client that sends and never reads
+    /// cannot make the server hold its requests or answers without end), and made once they
+    /// are taken.
+    func read(context: ChannelHandlerContext) {
+        guard pipelined.isEmpty else {
+            readHeld = true
+            return
+        }
+        context.read()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { takePipelined(context: context) }
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// A request that cannot be parsed: nothing more is read; 400 and the connection closed, or,
+    /// with an answer in progress (bytes after a `Connection: close` request), that answer and
+    /// then the close.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard error is HTTPParserError else {
+            context.fireErrorCaught(error)
+            return
+        }
+        guard !closing else { return }
+        closing = true
+        closeAfterAnswer = true
+        pipelined.removeAll()
+        guard exchange == nil else { return }
+        refuse(.badRequest, message: "the request is not HTTP/1.1 as it must be: \(error)", context: context)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -181,14 +230,14 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             if head == nil { context.close(promise: nil) }
             return
         }
-        serving.cancelWait(exchange.parked.cancellation)
+        serving.cancelWait(exchange.cancellation)
     }
 
     /// The connection is gone: a parked wait ends and its record goes; a stream of events stops.
     private func endExchange() {
         guard let exchange else { return }
         self.exchange = nil
-        serving.cancelWait(exchange.parked.cancellation)
+        serving.cancelWait(exchange.cancellation)
         exchange.endStream()
     }
 
@@ -196,12 +245,15 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     private func begin(_ request: HTTPRequest, context: ChannelHandlerContext) {
         if let connection = request.headerFields[.connection], connection.lowercased().contains("close") { closeAfterAnswer = true }
         let answer = Answer(handler: NIOLoopBound(self, eventLoop: context.eventLoop), headers: serving.answerHeaders)
-        let exchange = Exchange(parked: ParkedAnswer(send: answer.send))
+        let parked = ParkedAnswer(send: answer.send)
+        let exchange = Exchange(cancellation: parked.cancellation)
         answer.exchange = NIOLoopBound(exchange, eventLoop: context.eventLoop)
         self.exchange = exchange
+        // A request that arrived whole after the server began shutting down does not wait.
+        if quiescing { serving.cancelWait(parked.cancellation) }
         let bodyRead = body
         body = ByteBuffer()
-        let (responder, logger, channel, parked) = (serving.responder, serving.logger, context.channel, exchange.parked)
+        let (responder, logger, channel) = (serving.responder, serving.logger, context.channel)
         let running = NIOLoopBound(exchange, eventLoop: context.eventLoop)
         serving.workGate.submit {
             var requestContext = FleetRequestContext(source: ApplicationRequestContextSource(channel: channel, logger: logger))
@@ -279,12 +331,47 @@ final class FleetConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
     private func finish(_ exchange: Exchange, context: ChannelHandlerContext) {
         self.exchange = nil
         guard !closeAfterAnswer else {
+            closing = true
             let channel = context.channel
             context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
             return
         }
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-        while self.exchange == nil, let part = pipelined.popFirst() { read(part, context: context) }
+        takePipelined(context: context)
+    }
+
+    /// Takes the requests that waited their turn while the client reads its answers (a client
+    /// that does not read is not answered further until it does), then reads on.
+    private func takePipelined(context: ChannelHandlerContext) {
+        while exchange == nil, !closing, context.channel.isWritable, let part = pipelined.popFirst() { read(part, context: context) }
+        if pipelined.isEmpty && readHeld {
+            readHeld = false
+            context.read()
+        }
+    }
+
+    /// Answers 413 to a request whose body is longer than any route takes, without reading
+    /// it, and closes the connection.
+    private func refuseLargeBody(_ request: HTTPRequest, context: ChannelHandlerContext) {
+        refuse(.contentTooLarge, code: .tooLarge, message: "the body is larger than \(Self.largestRouteBody) bytes", context: context)
+    }
+
+    /// Answers `status` with an error body at once, and closes the connection.
+    private func refuse(
+        _ status: HTTPResponse.Status, code: ErrorCode = .badRequest, message: String, context: ChannelHandlerContext
+    ) {
+        closing = true
+        var head = HTTPResponse(status: status)
+        let body = ByteBuffer(string: ErrorBody(error: code, message: message).json.serialized())
+        head.headerFields[.contentType] = "application/json"
+        head.headerFields[.contentLength] = "\(body.readableBytes)"
+        head.headerFields[.connection] = "close"
+        head.headerFields[.xContentTypeOptions] = "nosniff"
+        serving.answerHeaders.add(to: &head)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
     }
 }
 

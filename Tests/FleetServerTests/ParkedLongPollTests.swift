@@ -89,25 +89,53 @@ struct ParkedLongPollTests {
         }
     }
 
-    @Test("Connection: close is answered and then closed; a body past every route's limit still meets the route's own 413")
+    @Test(
+        "Connection: close is answered and then closed, and what came after it is not run; a body past every route's limit is refused at once when announced, and meets the route's own 413 when chunked"
+    )
     func closeAndLimits() async throws {
-        try await Self.withDevice { server, token, _ in
+        try await Self.withDevice { server, _, _ in
+            // A write sent after the request that closes the connection is never run (RFC 9112 §9.6).
+            let afterClose =
+                "PATCH /v1/admin/apps/kiosk/values?scope=app HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(TestFleetServer.adminToken)\r\n"
+                + "Content-Type: application/merge-patch+json\r\nContent-Length: 13\r\n\r\n{\"volume\": 9}"
             let closing = try LoopbackSocket(port: server.port)
-            #expect(closing.send(Array("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)))
+            #expect(closing.send(Array(("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" + afterClose).utf8)))
             let head = try #require(await closing.readResponseHead())
             #expect(head.hasPrefix("HTTP/1.1 200") && head.lowercased().contains("connection: close"), "\(head)")
             #expect(await closing.waitForClose(timeout: .seconds(10)))
+            let values = try await server.admin.values(app: "kiosk", scope: "app")
+            #expect(values.values["volume"] != .number(.integer(9)), "\(values)")
 
-            let length = FleetConnectionHandler.bodyLimit + (1 << 20)
-            let large = try LoopbackSocket(port: server.port)
-            let requestHead =
-                "PATCH /v1/apps/kiosk/settings HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n"
-                + "Content-Type: application/merge-patch+json\r\nContent-Length: \(length)\r\n\r\n"
-            #expect(large.send(Array(requestHead.utf8) + [UInt8](repeating: 0x20, count: length)))
-            let refused = try #require(await large.readResponseHead())
+            // What is not HTTP is answered 400, saying so, and the connection closed.
+            let garbled = try LoopbackSocket(port: server.port)
+            #expect(garbled.send(Array("GET / HTTP/1.1\r\nHost x\r\n\r\n".utf8)))
+            let refusedGarble = try #require(await garbled.readResponseHead())
+            #expect(refusedGarble.hasPrefix("HTTP/1.1 400"), "\(refusedGarble)")
+            #expect(await garbled.waitForClose(timeout: .seconds(10)))
+
+            // A body past every route's limit, announced: 413 at once, unread, and closed.
+            let announced = try LoopbackSocket(port: server.port)
+            let announcedHead =
+                "PUT /v1/admin/apps/kiosk/metadata HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(TestFleetServer.adminToken)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: \(FleetConnectionHandler.largestRouteBody + 1)\r\n\r\n"
+            #expect(announced.send(Array(announcedHead.utf8)))
+            let refusedAtOnce = try #require(await announced.readResponseHead())
+            #expect(refusedAtOnce.hasPrefix("HTTP/1.1 413") && refusedAtOnce.lowercased().contains("connection: close"), "\(refusedAtOnce)")
+            #expect(await announced.waitForClose(timeout: .seconds(10)))
+
+            // The same, chunked (no length said): read up to the limit and a byte, and the
+            // route's own limit refuses it; the connection goes on.
+            let chunked = try LoopbackSocket(port: server.port)
+            let chunkedHead =
+                "PUT /v1/admin/apps/kiosk/metadata HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(TestFleetServer.adminToken)\r\n"
+                + "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            let chunk = Array("100000\r\n".utf8) + [UInt8](repeating: 0x20, count: 0x100000) + Array("\r\n".utf8)
+            let chunks = (0..<5).flatMap { _ in chunk }
+            #expect(chunked.send(Array(chunkedHead.utf8) + chunks + Array("0\r\n\r\n".utf8)))
+            let refused = try #require(await chunked.readResponseHead())
             #expect(refused.hasPrefix("HTTP/1.1 413"), "\(refused)")
-            #expect(large.send(Self.health))
-            #expect(await large.readResponseHead()?.hasPrefix("HTTP/1.1 200") == true)
+            #expect(chunked.send(Self.health))
+            #expect(await chunked.readResponseHead()?.hasPrefix("HTTP/1.1 200") == true)
         }
     }
 
