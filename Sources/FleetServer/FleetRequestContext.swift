@@ -92,12 +92,15 @@ func whileOpen<T>(
 /// ``send(_:)``, once.
 final class ParkedAnswer: Sendable {
     /// Ends the wait (304) when the client goes away or the server shuts down.
-    let cancellation = WaitCancellation()
+    let cancellation: WaitCancellation
     private let parked = Locked(false)
     private let sender: @Sendable (Response) async -> Void
 
-    /// - Parameter send: writes the answer on the request's connection.
-    init(send: @escaping @Sendable (Response) async -> Void) {
+    /// - Parameters:
+    ///   - cancellation: what the connection cancels when its client goes away.
+    ///   - send: writes the answer on the request's connection.
+    init(cancellation: WaitCancellation, send: @escaping @Sendable (Response) async -> Void) {
+        self.cancellation = cancellation
         self.sender = send
     }
 

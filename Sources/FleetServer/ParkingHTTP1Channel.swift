@@ -9,7 +9,6 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
-import PosixThreads
 
 /// Serves HTTP/1.1 connections with channel handlers of fleetset's own, so that neither an idle
 /// connection nor a waiting long-poll holds a Swift task.
@@ -244,10 +243,11 @@ final class FleetConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     /// Runs `request`'s route in a task of its own, which ends as soon as the route returns.
     private func begin(_ request: HTTPRequest, context: ChannelHandlerContext) {
         if let connection = request.headerFields[.connection], connection.lowercased().contains("close") { closeAfterAnswer = true }
-        let answer = Answer(handler: NIOLoopBound(self, eventLoop: context.eventLoop), headers: serving.answerHeaders)
-        let parked = ParkedAnswer(send: answer.send)
-        let exchange = Exchange(cancellation: parked.cancellation)
-        answer.exchange = NIOLoopBound(exchange, eventLoop: context.eventLoop)
+        let exchange = Exchange(cancellation: WaitCancellation())
+        let answer = Answer(
+            handler: NIOLoopBound(self, eventLoop: context.eventLoop), exchange: NIOLoopBound(exchange, eventLoop: context.eventLoop),
+            headers: serving.answerHeaders)
+        let parked = ParkedAnswer(cancellation: exchange.cancellation, send: answer.send)
         self.exchange = exchange
         // A request that arrived whole after the server began shutting down does not wait.
         if quiescing { serving.cancelWait(parked.cancellation) }
@@ -378,22 +378,20 @@ final class FleetConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 /// Sends a request's answer from whatever task has it, onto its connection's event loop.
 private final class Answer: Sendable {
     private let handler: NIOLoopBound<FleetConnectionHandler>
+    private let exchange: NIOLoopBound<FleetConnectionHandler.Exchange>
     private let headers: AnswerHeaders
-    private let exchangeBox = Locked<NIOLoopBound<FleetConnectionHandler.Exchange>?>(nil)
 
-    init(handler: NIOLoopBound<FleetConnectionHandler>, headers: AnswerHeaders) {
+    init(
+        handler: NIOLoopBound<FleetConnectionHandler>, exchange: NIOLoopBound<FleetConnectionHandler.Exchange>, headers: AnswerHeaders
+    ) {
         self.handler = handler
+        self.exchange = exchange
         self.headers = headers
-    }
-
-    var exchange: NIOLoopBound<FleetConnectionHandler.Exchange>? {
-        get { exchangeBox.withLock { $0 } }
-        set { exchangeBox.withLock { $0 = newValue } }
     }
 
     /// Writes `response`: a body of known length whole, in one hop; any other streamed.
     func send(_ response: Response) async {
-        guard let exchange else { return }
+        let exchange = exchange
         var answerHead = response.head
         headers.add(to: &answerHead)
         let head = answerHead
@@ -442,6 +440,11 @@ private struct CollectingBodyWriter: ResponseBodyWriter {
     let collected: CollectedBody
 
     mutating func write(_ buffer: ByteBuffer) async throws {
+        // The usual body is one buffer: kept as it is, not copied.
+        guard collected.buffer.readableBytes > 0 else {
+            collected.buffer = buffer
+            return
+        }
         var buffer = buffer
         collected.buffer.writeBuffer(&buffer)
     }
