@@ -166,6 +166,8 @@ public enum FleetServerApplication {
                     lookInterval: webhooks.lookInterval, logger: logger))
             services.append(WebhookDigester(service: service, silentAfter: webhooks.silentAfter, logger: logger))
         }
+        // Last of ours, so stopped first after the server: it waits for the connections' answers.
+        services.append(ConnectionDrain(connections: connections))
         return Application(
             router: router, server: server,
             // A fleet reconnecting after a restart arrives at once: a deep accept queue (the
