@@ -37,12 +37,12 @@ struct SyncEnvironment: Sendable {
 /// One app's loop: performs the actions of its ``SyncMachine`` and hands back what happened.
 ///
 /// The machine decides everything; the driver only does: requests with ``FleetClient`` (one at
-/// a time, each in a task of its own so that it can be cancelled), files with FleetDeviceFiles,
-/// the hook with ChildProcess, the alarm with the injected clock, and the inbox's deliveries
-/// from the app's ``InboxQueue``. Local actions are done at once and their results handed back
-/// before anything else. Every wait announces its deadline to the watchdog.
+/// a time, each in a task of its own so that it can be cancelled), the hook with ChildProcess,
+/// the alarm with the injected clock, and the inbox's deliveries from the app's
+/// ``InboxQueue``. The machine writes the app's files itself, during an event, through
+/// ``DeviceAppFiles``. Every wait announces its deadline to the watchdog.
 struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
-    typealias Machine = SyncMachine<C.Instant>
+    typealias Machine = SyncMachine<C.Instant, DeviceAppFiles>
 
     let app: AppConfiguration
     let environment: SyncEnvironment
@@ -51,8 +51,8 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
     private let logger: Logger
     private let layout: DeviceLayout
     private let hook: Hook?
-    /// The app's update lock, held from the machine's ``SyncMachine/Action/takeUpdateLock`` to
-    /// its ``SyncMachine/Action/releaseUpdateLock`` (and let go when the loop ends).
+    /// The app's update lock, held from the machine's taking it to its letting go (and let go
+    /// when the loop ends).
     private let updateLock: UpdateLock
     /// What the agent wrote to `settings.json` last: anything else there is a hand edit.
     private let written: WrittenSettings
@@ -109,7 +109,10 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
         let (events, sink) = AsyncStream.makeStream(of: Machine.Event.self)
         // Subscribed before the rules are read: a policy adopted in between is not missed.
         environment.policy.subscribe(app: app.id) { sink.yield(.retune($0)) }
-        var machine = Machine(rules: rules, random: environment.makeRandom())
+        let files = DeviceAppFiles(
+            app: app, layout: layout, updateLock: updateLock, written: written, wallClock: environment.wallClock,
+            factsChanged: { [nudges = environment.nudges] in nudges.factsChanged() })
+        var machine = Machine(rules: rules, random: environment.makeRandom(), files: files)
         var iterator = events.makeAsyncIterator()
         var waits = Waits()
         var pending: [Machine.Event] = [.started(load())]
@@ -245,8 +248,6 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
             environment.board.setStatus(app.id, text)
         case .served:
             environment.board.served(app.id)
-        default:
-            return performLocally(action)
         }
         return nil
     }
@@ -278,122 +279,6 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
         waits.request = Task { sink.yield(await work()) }
     }
 
-    /// Local actions: files. Each failure is handed back (or logged), never thrown.
-    private func performLocally(_ action: Machine.Action) -> Machine.Event? {
-        let settingsFile = layout.settingsFile(app.id)
-        switch action {
-        case .persist(let settings, let metadataBytes):
-            return .persisted(
-                error: failure { () throws(FileError) in
-                    // The metadata first: at every instant one of its generations matches the settings.
-                    if let metadataBytes {
-                        try layout.metadataFile(app.id).write(metadataBytes, mode: 0o640, group: app.readersGroup)
-                    }
-                    try writeSettings(settings.fileBytes) { () throws(FileError) in
-                        try settingsFile.write(settings.fileBytes, mode: 0o640, group: app.readersGroup)
-                    }
-                })
-        case .restorePrevious:
-            do {
-                let bytes = try settingsFile.readPrevious() ?? []
-                try writeSettings(bytes) { () throws(FileError) in try settingsFile.restorePrevious(mode: 0o640, group: app.readersGroup) }
-            } catch {
-                logger.error("cannot restore settings.json", metadata: ["event": "disk-error", "error": "\(error)"])
-            }
-        case .checkSettingsFile:
-            do {
-                return .settingsFileChecked(edited: try written.isEdited())
-            } catch {
-                // Not taken for an edit: the next check (the next answer at the latest) looks again.
-                logger.error("cannot read settings.json to check it", metadata: ["event": "disk-error", "error": "\(error)"])
-                return .settingsFileChecked(edited: false)
-            }
-        case .rewriteSettings(let settings):
-            return .settingsRewritten(
-                error: failure { () throws(FileError) in
-                    try writeSettings(settings.fileBytes) { () throws(FileError) in
-                        try FileSystem.writeAtomically(settings.fileBytes, to: settingsFile.path, mode: 0o640, group: app.readersGroup)
-                    }
-                })
-        case .loadJournal:
-            do {
-                return .journalLoaded(try ChangeJournal.load(layout.changesFile(app.id)), problem: nil)
-            } catch {
-                return .journalLoaded(nil, problem: "\(layout.changesFile(app.id)): \(error)")
-            }
-        case .saveJournal(let journal):
-            return .journalSaved(
-                error: failure { () throws(FileError) in
-                    try journal.save(to: layout.changesFile(app.id), group: app.readersGroup)
-                })
-        case .saveReports(let reports):
-            return .reportsSaved(error: failure { () throws(FileError) in try reports.save(to: layout.reportsFile(app.id)) })
-        case .writeStatus(let status):
-            return .statusWritten(
-                error: failure { () throws(FileError) in
-                    try status.write(to: layout.statusFile(app.id), group: app.readersGroup)
-                })
-        case .removeRequest(let path):
-            do {
-                try FileSystem.removeFile(path)
-            } catch  where error.code == ENOENT {
-                // Taken twice (a rescan found it again before it went): gone already.
-            } catch {
-                logger.error("cannot remove a request", metadata: ["event": "inbox", "error": "\(error)"])
-            }
-        case .takeUpdateLock:
-            do {
-                return .updateLock(taken: try updateLock.tryExclusive())
-            } catch {
-                // A lock that cannot be used never blocks updates: said once per attempt, then applied.
-                logger.error("cannot use the update lock; applying without it", metadata: ["event": "disk-error", "error": "\(error)"])
-                return .updateLock(taken: true)
-            }
-        case .releaseUpdateLock:
-            updateLock.release()
-        case .saveAppFacts(let patch):
-            saveAppFacts(patch)
-        case .moveRequestAside(let path, let reason):
-            do {
-                try InboxFolder.moveAside(path, reason: reason, now: environment.wallClock())
-            } catch {
-                logger.error("cannot move a request aside", metadata: ["event": "inbox", "error": "\(error)"])
-            }
-        default:
-            break
-        }
-        return nil
-    }
-
-    /// Merges `patch` into the app's own facts (`facts.json`) and has them reported. Facts past
-    /// the cap are refused whole, with a log line: the app's earlier facts stay.
-    private func saveAppFacts(_ patch: JSONObject) {
-        let path = layout.appFactsFile(app.id)
-        let merged = DeviceFacts.appFacts(path).map { JSONValue.object($0) } ?? [:]
-        guard case .object(let facts) = merged.applyingMergePatch(.object(patch)) else { return }
-        guard facts.count <= DeviceInfo.maximumAppFacts else {
-            logger.error(
-                "app facts refused: more than \(DeviceInfo.maximumAppFacts)",
-                metadata: ["event": "device-info", "facts": "\(patch.keys.sorted().joined(separator: ","))"])
-            return
-        }
-        do {
-            try FileSystem.writeAtomically(
-                Array((JSONValue.object(facts).serialized(.pretty) + "\n").utf8), to: path, mode: 0o640, group: app.readersGroup,
-                durable: true)
-            environment.nudges.factsChanged()
-        } catch {
-            logger.error("cannot save the app's facts", metadata: ["event": "disk-error", "error": "\(error)"])
-        }
-    }
-
-    /// Writes `settings.json` with `write`, recording `bytes` as the agent's own first.
-    private func writeSettings(_ bytes: [UInt8], _ write: () throws(FileError) -> Void) throws(FileError) {
-        try written.willWrite(bytes)
-        try write()
-        written.wrote(bytes)
-    }
-
     /// Tells the loop whenever `settings.json` changes (written, renamed over, or events lost),
     /// through a watch on the app's folder. Without a watch (inotify's limits), the machine's
     /// check at each answer still finds an edit.
@@ -416,15 +301,6 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
             }
         }
         return watcher
-    }
-
-    private func failure(_ work: () throws(FileError) -> Void) -> String? {
-        do {
-            try work()
-            return nil
-        } catch {
-            return "\(error)"
-        }
     }
 
     /// Hands the inbox's deliveries to the loop as they come.

@@ -13,7 +13,8 @@ import FleetProtocol
 ///   alarm; the lock is tried again every ``updateLockRetry``. An app that keeps the lock for
 ///   ``SyncRules/updateLockMaxHold`` (default 1 h) from the first refusal has the revision
 ///   applied anyway: a warning is logged (`event=update-lock-overridden`) and the `applied`
-///   report says why.
+///   report says why. A lock that cannot be used at all (its file unreadable) never blocks
+///   updates: said in the log, then applied.
 /// - With `rollbackOnError`, a revision whose hook fails, or whose app reports `error` or
 ///   `unsupported`, is undone: the previous generation of `settings.json` is put back, its
 ///   hook runs again, and the revision is reported `error` with "rolled back to revision N".
@@ -21,50 +22,32 @@ import FleetProtocol
 ///   rollback is never rolled back, and a previous generation of another schema version is not
 ///   restored (its metadata is not the one in use).
 extension SyncMachine {
-    /// A revision checked and waiting to be applied.
-    public struct DeferredApply: Sendable where Instant: Sendable {
-        public var settings: DeviceSettings
-        var metadata: Metadata
-        var metadataBytes: [UInt8]?
-        /// When to look again (a window opens, the update lock is tried again).
-        var checkAt: Instant
-        /// ``SyncMachine/Action/takeUpdateLock`` was asked; its answer comes next.
-        var awaitingLock = false
-        /// The lock is taken: the revision is written as soon as nothing else is in flight.
-        var lockHeld = false
-        /// The app held the lock past ``SyncRules/updateLockMaxHold``: written without it.
-        var lockOverridden = false
-    }
-
-    /// A rollback under way.
-    struct Rollback {
-        /// The revision rolled back from.
-        var from: DeviceSettings
-        /// Why: the hook failed, or the app reported an error.
-        var reason: String
-    }
-
-    /// Between a revision's arrival and its outcome: its checks, the update lock, writing it,
-    /// its hook (`status.json` is written once it is decided).
-    var isApplying: Bool {
-        slot.isApplying || deferred?.awaitingLock == true || deferred?.lockHeld == true || deferred?.lockOverridden == true
-    }
-
     /// How often a lock the app holds is tried again.
     public static var updateLockRetry: Duration { .seconds(2) }
+
+    /// Moves the apply pipeline on as far as this instant allows: a rollback asked for, the
+    /// check and restore of `settings.json`, a deferred revision's window and lock, writing it,
+    /// and the hook once its delay is over.
+    mutating func advanceApply(_ now: Moment) {
+        rollBackWhenWanted(now)
+        checkSettingsWhenDue(now)
+        restoreWhenWanted(now)
+        checkDeferredWhenDue(now)
+        writeDeferredWhenReady(now)
+        startHookWhenDue(now)
+    }
 
     /// A deferred revision's time has come: inside a window, try the lock; outside, wait for
     /// the next window.
     mutating func checkDeferredWhenDue(_ now: Moment) {
-        guard var deferred, !deferred.awaitingLock, !deferred.lockHeld, !deferred.lockOverridden, !slot.isApplying, rollback == nil else {
-            return
-        }
-        guard now.instant >= deferred.checkAt else { return }
+        guard var deferred = apply.deferred, case .waiting(let checkAt) = deferred.readiness, !apply.holdsRequestSlot,
+            now.instant >= checkAt
+        else { return }
         guard rules.applyWindows.allowApplying(atLocal: now.local) else {
             let opens = rules.applyWindows.nextOpening(atOrAfterLocal: now.local)
-            deferred.checkAt = now.instant.advanced(by: .seconds(opens - now.local))
-            self.deferred = deferred
-            updateLockRefusedSince = nil  // not trying now: the app may hold its lock as it likes
+            deferred.readiness = .waiting(checkAt: now.instant.advanced(by: .seconds(opens - now.local)))
+            apply.deferred = deferred
+            apply.lockRefusedSince = nil  // not trying now: the app may hold its lock as it likes
             let windows = rules.applyWindows.map(\.description).joined(separator: ", ")
             wait(
                 deferred,
@@ -73,42 +56,38 @@ extension SyncMachine {
                 now)
             return
         }
-        deferred.awaitingLock = true
-        self.deferred = deferred
-        actions.append(.takeUpdateLock)
-    }
-
-    mutating func updateLockAnswered(_ taken: Bool, _ now: Moment) {
-        guard var deferred, deferred.awaitingLock else {
-            if taken { actions.append(.releaseUpdateLock) }
+        if takeUpdateLock() {
+            apply.lockRefusedSince = nil
+            apply.holdsUpdateLock = true
+            deferred.readiness = .lockHeld
+            apply.deferred = deferred
             return
         }
-        deferred.awaitingLock = false
-        if taken {
-            updateLockRefusedSince = nil
-            holdsUpdateLock = true
-            deferred.lockHeld = true
-            self.deferred = deferred
-            return
-        }
-        let since = updateLockRefusedSince ?? now.instant
-        updateLockRefusedSince = since
+        let since = apply.lockRefusedSince ?? now.instant
+        apply.lockRefusedSince = since
         if since.duration(to: now.instant) >= rules.updateLockMaxHold {
-            deferred.lockOverridden = true
-            self.deferred = deferred
             let held = Self.spoken(rules.updateLockMaxHold)
-            appliedWithoutLock = (
-                deferred.settings.revision,
-                "applied without the update lock: the app held updates.lock for over \(held) (updateLockMaxHold)"
-            )
+            deferred.readiness = .withoutLock(
+                reason: "applied without the update lock: the app held updates.lock for over \(held) (updateLockMaxHold)")
+            apply.deferred = deferred
             log(
                 .warning, "applying without the update lock", event: "update-lock-overridden",
                 ["revision": "\(deferred.settings.revision)", "held_for": held])
             return
         }
-        deferred.checkAt = now.instant.advanced(by: Self.updateLockRetry)
-        self.deferred = deferred
+        deferred.readiness = .waiting(checkAt: now.instant.advanced(by: Self.updateLockRetry))
+        apply.deferred = deferred
         wait(deferred, reason: "the app holds its update lock (updates.lock); applying when it lets go", now)
+    }
+
+    /// Tries the app's update lock; one that cannot be used counts as taken.
+    private mutating func takeUpdateLock() -> Bool {
+        do {
+            return try files.takeUpdateLock()
+        } catch {
+            log(.error, "cannot use the update lock; applying without it", event: "disk-error", ["error": error.description])
+            return true
+        }
     }
 
     /// `1 h`, `90 s`: a duration as the log and reports say it.
@@ -118,31 +97,33 @@ extension SyncMachine {
     }
 
     /// With the lock taken (or overridden) and nothing in flight, writes the deferred revision.
-    mutating func applyDeferredWhenLocked(_ now: Moment) {
-        // An edit of settings.json is put back first: the previous generation kept is the agent's own.
-        guard let deferred, deferred.lockHeld || deferred.lockOverridden, slot.isFree, !(localEdit?.holdsWrites ?? false) else { return }
-        self.deferred = nil
-        if status.waitingRevision != nil {
-            status.waitingRevision = nil
-            status.waitingReason = nil
-            statusCheckWanted = true
-        }
-        slot = .persisting(deferred.settings, deferred.metadata)
-        actions.append(.persist(deferred.settings, metadata: deferred.metadataBytes))
+    /// An edit of `settings.json` is looked for and put back first: the previous generation kept
+    /// is the agent's own.
+    mutating func writeDeferredWhenReady(_ now: Moment) {
+        guard apply.isReadyToWrite, isFree else { return }
+        if localEdits.isSettling { checkSettingsFile(now) }
+        restoreWhenWanted(now)
+        guard isFree, let deferred = apply.deferred, deferred.isReadyToWrite, !localEdits.isFound else { return }
+        apply.stage = .idle
+        clearWaitingStatus()
+        write(deferred, now)
     }
 
     /// Forgets a deferred revision (a newer one replaces it or was refused, or the server is
     /// back on the one served), letting go of the lock taken for it.
     mutating func dropDeferred() {
-        guard let deferred else { return }
-        if deferred.lockHeld || deferred.awaitingLock { releaseUpdateLock() }
-        updateLockRefusedSince = nil
-        self.deferred = nil
-        if status.waitingRevision != nil {
-            status.waitingRevision = nil
-            status.waitingReason = nil
-            statusCheckWanted = true
-        }
+        guard let deferred = apply.deferred else { return }
+        if case .lockHeld = deferred.readiness { releaseUpdateLock() }
+        apply.lockRefusedSince = nil
+        apply.deferred = nil
+        clearWaitingStatus()
+    }
+
+    private mutating func clearWaitingStatus() {
+        guard status.waitingRevision != nil else { return }
+        statusFile.record.value.waitingRevision = nil
+        statusFile.record.value.waitingReason = nil
+        statusFile.checkWanted = true
     }
 
     /// Records why `deferred` waits: in `status.json`, the log and the status line when the
@@ -150,15 +131,15 @@ extension SyncMachine {
     private mutating func wait(_ deferred: DeferredApply, reason: String, _ now: Moment) {
         let revision = deferred.settings.revision
         if status.waitingRevision != revision || status.waitingReason != reason {
-            status.waitingRevision = revision
-            status.waitingReason = reason
-            statusCheckWanted = true
+            statusFile.record.value.waitingRevision = revision
+            statusFile.record.value.waitingReason = reason
+            statusFile.checkWanted = true
             log(.notice, "revision waits", event: "deferred", ["revision": "\(revision)", "reason": reason])
             actions.append(.showStatus("revision \(revision) waits: \(reason); serving \(servedText)"))
         }
         pollSucceeded()  // an outcome for now: the request that brought it went well
-        if pendingReported != revision {
-            pendingReported = revision
+        if apply.pendingReported != revision {
+            apply.pendingReported = revision
             queue(
                 StatusReport(
                     revision: revision, schemaVersion: deferred.settings.schemaVersion, state: .pending, message: reason, source: .agent))
@@ -166,9 +147,9 @@ extension SyncMachine {
     }
 
     mutating func releaseUpdateLock() {
-        guard holdsUpdateLock else { return }
-        holdsUpdateLock = false
-        actions.append(.releaseUpdateLock)
+        guard apply.holdsUpdateLock else { return }
+        apply.holdsUpdateLock = false
+        files.releaseUpdateLock()
     }
 
     // MARK: - Rollback
@@ -176,7 +157,7 @@ extension SyncMachine {
     /// Starts rolling `applied` back to the previous generation, when the configuration asks
     /// for it and there is one to go back to. Returns whether it started.
     mutating func startRollback(from applied: DeviceSettings, reason: String, _ now: Moment) -> Bool {
-        guard rules.rollbackOnError, rollback == nil, let previous = previousSettings, previous.revision != applied.revision else {
+        guard rules.rollbackOnError, !apply.isRollingBack, let previous = previousSettings, previous.revision != applied.revision else {
             return false
         }
         guard previous.schemaVersion == applied.schemaVersion else {
@@ -185,28 +166,36 @@ extension SyncMachine {
                 ["revision": "\(applied.revision)", "to": "\(previous.revision)", "reason": reason])
             return false
         }
-        rollback = Rollback(from: applied, reason: reason)
         log(
             .warning, "rolling back to the previous generation", event: "rollback",
             ["revision": "\(applied.revision)", "to": "\(previous.revision)", "reason": reason])
-        actions.append(.restorePrevious)
-        if localEdit?.isFound == true { localEdit = nil }  // the file is replaced whole
+        restorePreviousFile()
+        localEdits.forgetFound()  // the file is replaced whole
         settings = previous
         // settings.previous.json now holds the same generation: nothing older to go back to.
         previousSettings = nil
         stopAwaitingAck()
         actions.append(.showStatus("revision \(applied.revision) failed; rolling back to revision \(previous.revision)"))
-        beginFinishing(previous, now)
+        beginFinishing(Finishing(settings: previous, kind: .rollback(from: applied, reason: reason)), now)
         return true
+    }
+
+    /// Puts `settings.previous.json` back as `settings.json` (a failure is only logged).
+    mutating func restorePreviousFile() {
+        do {
+            try files.restorePrevious()
+        } catch {
+            log(.error, "cannot restore settings.json", event: "disk-error", ["error": error.description])
+        }
     }
 
     /// The app reported an error on the revision in `settings.json`: roll back once nothing is
     /// in flight (the revision must still be the one served).
     mutating func rollBackWhenWanted(_ now: Moment) {
-        guard let wanted = rollbackWanted, slot.isFree else { return }
-        rollbackWanted = nil
+        guard let wanted = apply.rollbackWanted, isFree else { return }
+        apply.rollbackWanted = nil
         guard let settings, settings.revision == wanted.revision else { return }
-        if let deferred, deferred.lockHeld || deferred.awaitingLock || deferred.lockOverridden {
+        if let deferred = apply.deferred, deferred.isReadyToWrite {
             // A newer revision is being applied: it replaces the one the app refused.
             log(
                 .notice, "no rollback: a newer revision is being applied", event: "rollback",
@@ -217,23 +206,18 @@ extension SyncMachine {
     }
 
     /// The previous generation's hook ran: the revision rolled back from is reported `error`.
-    mutating func finishRollback(_ rollback: Rollback, restored: DeviceSettings, hookFailure: String?, _ now: Moment) {
-        self.rollback = nil
-        var message = "\(rollback.reason); rolled back to revision \(restored.revision)"
+    mutating func finishRollback(from: DeviceSettings, reason: String, restored: DeviceSettings, hookFailure: String?, _ now: Moment) {
+        var message = "\(reason); rolled back to revision \(restored.revision)"
         if let hookFailure { message += ", whose hook failed too: \(hookFailure)" }
-        verdictError = message
-        status.revision = restored.revision
-        status.schemaVersion = restored.schemaVersion
-        status.state = .error
-        status.latestRevision = max(status.latestRevision ?? rollback.from.revision, rollback.from.revision)
-        log(
-            .error, "rolled back", event: "rolled-back",
-            ["revision": "\(rollback.from.revision)", "to": "\(restored.revision)", "error": message])
+        statusFile.verdictError = message
+        statusFile.record.value.revision = restored.revision
+        statusFile.record.value.schemaVersion = restored.schemaVersion
+        statusFile.record.value.state = .error
+        statusFile.record.value.latestRevision = max(status.latestRevision ?? from.revision, from.revision)
+        log(.error, "rolled back", event: "rolled-back", ["revision": "\(from.revision)", "to": "\(restored.revision)", "error": message])
         queueOutcome(
-            StatusReport(
-                revision: rollback.from.revision, schemaVersion: rollback.from.schemaVersion, state: .error, message: message,
-                source: .agent))
-        actions.append(.showStatus("revision \(rollback.from.revision) error, rolled back to revision \(restored.revision)"))
+            StatusReport(revision: from.revision, schemaVersion: from.schemaVersion, state: .error, message: message, source: .agent))
+        actions.append(.showStatus("revision \(from.revision) error, rolled back to revision \(restored.revision)"))
         releaseUpdateLock()
     }
 }

@@ -9,34 +9,25 @@ extension SyncMachine {
 
     /// Serves what is on disk, and finishes a revision whose outcome a stop left open.
     mutating func start(_ loaded: LoadedState, _ now: Moment) {
-        guard !started else { return }
-        started = true
-        // Queued by an older agent, a message may hold what the server now refuses: escaped as a new one is.
-        reports = PendingReports(
-            loaded.reports.reports.map { report in
-                var sendable = report
-                sendable.message = Self.reportMessage(report.message, detail: .full)
-                return sendable
-            })
-        reportsOnDisk = reports
+        guard phase == .created else { return }
+        phase = .offline
+        reportQueue = ReportQueue(loaded: loaded.reports, detail: reportQueue.detail)
         if let problem = loaded.reportsProblem {
             log(.error, "queued reports unreadable; starting with none", event: "disk-error", ["error": problem])
         }
-        if let journal = loaded.journal {
-            self.journal = journal
-            journalOnDisk = journal
-        } else {
-            journalProblem = loaded.journalProblem ?? "changes.json cannot be read"
+        changes = ChangeSender(loaded: loaded.journal, problem: loaded.journalProblem)
+        if let problem = changes.problem {
             log(
                 .error, "changes.json unreadable; local changes wait in the inbox until it is repaired or removed", event: "disk-error",
-                ["error": journalProblem ?? ""])
+                ["error": problem])
         }
-        statusOnDisk = loaded.status
+        var status = AppStatus(app: rules.app)
         if let stored = loaded.status, stored.app == rules.app { status = stored }
         // A revision that waited (for a window, for the app's lock) is fetched and checked again.
         let waited = status.waitingRevision
         status.waitingRevision = nil
         status.waitingReason = nil
+        statusFile = StatusFile(status, onDisk: loaded.status)
         restoreAckDeadline(now)
         settings = loaded.settings
         previousSettings = loaded.source == .current ? loaded.previous : nil
@@ -48,7 +39,7 @@ extension SyncMachine {
             // A revision refused before the stop stays decided on: it is neither checked nor
             // reported again when the server sends it once more.
             knownRevision = latest
-            verdictError = stored.lastError
+            statusFile.verdictError = stored.lastError
         }
         switch loaded.source {
         case .previous:
@@ -56,16 +47,16 @@ extension SyncMachine {
             let message = SettingsVerdict.message(
                 "settings.json was unusable; serving revision \(settings.revision) from settings.previous.json", loaded.problems)
             log(.error, "settings.json unusable, previous generation restored", event: "restored", ["error": message])
-            actions.append(.restorePrevious)
-            verdictError = message
+            restorePreviousFile()
+            statusFile.verdictError = message
             queue(
                 StatusReport(
                     revision: settings.revision, schemaVersion: settings.schemaVersion, state: .error, message: message, source: .agent))
-            reportsSaveWanted = true
+            reportQueue.record.wantSave()
         case .none where !loaded.problems.isEmpty:
             let message = SettingsVerdict.message("no usable settings on disk", loaded.problems)
             log(.error, "no usable settings on disk", event: "disk-error", ["error": message])
-            verdictError = message
+            statusFile.verdictError = message
         default:
             break
         }
@@ -78,35 +69,34 @@ extension SyncMachine {
         actions.append(.showStatus("revision \(settings.revision) from disk"))
         actions.append(.served)
         if StartupRecovery.needsCompletion(settings: settings, status: loaded.status) || loaded.source == .previous {
-            beginFinishing(settings, now)
+            beginFinishing(Finishing(settings: settings, kind: .applied(withoutLock: nil)), now)
         }
     }
 
     /// Enrolled and scanned: requests left while the agent was down go before the first request.
     mutating func goOnline(_ requests: [InboxDelivery], _ now: Moment) {
-        guard case .awaitingOnline = slot else { return }
-        slot = .free
-        isOnline = true
+        guard case .awaitingOnline = request else { return }
+        request = nil
+        phase = .online
         if !requests.isEmpty { requestsArrived(requests, now) }
     }
 
     // MARK: - Answers
 
     mutating func settingsAnswered(_ answer: SettingsAnswer, _ now: Moment) {
-        guard case .fetching(let fetch) = slot else { return }
-        slot = .free
-        cancelRequested = false
+        guard case .fetching(let fetch) = request else { return }
+        request = nil
         markReached(now)
         settingsAnswerHeard(answer, carried: fetch.carrying)
-        if answer.rotationRequested { rotationPending = true }
+        if answer.rotationRequested { rotation.requested() }
         switch fetch.purpose {
         case .poll:
             // A new turn: reports that waited go again, changes are retried, requests looked at.
-            reportsDeferred = false
-            conflicts = 0
+            reportQueue.newTurn()
+            changes.conflicts = 0
             checkSettingsSoon(now)
             defer { beginTurn(now) }
-            pollOutcomePending = true
+            timers.pollOutcomePending = true
             if let nextPoll = answer.nextPoll {
                 // Not a failure: the server sheds long-polls and says when to come back.
                 log(
@@ -117,18 +107,18 @@ extension SyncMachine {
                 pollSucceeded()
                 let elapsed = fetch.startedAt.duration(to: now.instant)
                 let outcome: PollSchedule.Outcome = answer.nextPoll.map { .deferredByServer($0) } ?? .unchanged(elapsed: elapsed)
-                nextFetchAt = now.instant.advanced(by: schedule.delay(after: outcome, using: &random))
+                timers.nextFetchAt = now.instant.advanced(by: timers.schedule.delay(after: outcome, using: &random))
                 return
             }
             if document.revision == knownRevision {
                 // Decided on already (applied or refused): the server ignored If-None-Match.
                 // Nothing is done again, nothing reported again, and the next request waits.
                 noteRepeated(document)
-                nextFetchAt = now.instant.advanced(by: schedule.delay(after: .repeated, using: &random))
+                timers.nextFetchAt = now.instant.advanced(by: timers.schedule.delay(after: .repeated, using: &random))
                 return
             }
             let outcome: PollSchedule.Outcome = answer.nextPoll.map { .deferredByServer($0) } ?? .changed
-            nextFetchAt = now.instant.advanced(by: schedule.delay(after: outcome, using: &random))
+            timers.nextFetchAt = now.instant.advanced(by: timers.schedule.delay(after: outcome, using: &random))
             receive(document, now)
         case .refresh:
             guard let document = answer.document else { return }
@@ -138,14 +128,14 @@ extension SyncMachine {
 
     /// What every turn (each answered settings request) retries.
     mutating func beginTurn(_ now: Moment) {
-        if journalProblem != nil, !journalLoading {
-            journalLoading = true
-            actions.append(.loadJournal)
+        changes.journal.retryAfterFailure()
+        reportQueue.record.retryAfterFailure()
+        if inbox.handled.contains(where: { $0.reportsVersion != nil }) || statusFile.awaitsReport { reportQueue.record.wantSave() }
+        if inbox.waiting.isEmpty {
+            reloadJournalIfUnreadable(now)
+        } else {
+            handleWaitingRequests(now)  // which reads changes.json again first
         }
-        if journal != journalOnDisk { journalSaveWanted = true }
-        reportsSaveFailed = false
-        if handledRequests.contains(where: { $0.reportsVersion != nil }) || statusAwaitsReport { reportsSaveWanted = true }
-        if !waitingRequests.isEmpty { handleWaitingRequests(now) }
     }
 
     /// A revision decided on already (applied or refused) came again: nothing is done or
@@ -175,23 +165,23 @@ extension SyncMachine {
             noteRepeated(document)
             return
         }
-        status.latestRevision = document.revision
+        statusFile.record.value.latestRevision = document.revision
         if let metadata, Int64(metadata.version) == document.schemaVersion {
             decide(on: document, with: .success(metadata), now)
             return
         }
-        slot = .fetchingMetadata(document)
-        actions.append(.fetchMetadata(ifNoneMatch: fetchedMetadata?.etag))
+        apply.stage = .fetchingMetadata(document, waiting: apply.deferred)
+        actions.append(.fetchMetadata(ifNoneMatch: apply.fetchedMetadata?.etag))
     }
 
     mutating func metadataAnswered(_ answer: MetadataDocument?, _ now: Moment) {
-        guard case .fetchingMetadata(let document) = slot else { return }
-        slot = .free
+        guard case .fetchingMetadata(let document, _) = apply.stage else { return }
+        _ = apply.metadataRequestEnded()
         if let answer {
-            fetchedMetadata = answer
+            apply.fetchedMetadata = answer
             log(.info, "metadata fetched", event: "metadata", ["etag": answer.etag])
         }
-        guard let fetchedMetadata else {
+        guard let fetchedMetadata = apply.fetchedMetadata else {
             fail(.transient("the server sent no metadata for the app"), now)
             return
         }
@@ -202,7 +192,7 @@ extension SyncMachine {
     mutating func decide(on document: SettingsDocument, with candidate: Result<Metadata, MetadataError>, _ now: Moment) {
         switch SettingsVerdict.evaluate(document, app: rules.app, metadata: candidate) {
         case .needsMetadata(let version):
-            fetchedMetadata = nil
+            apply.fetchedMetadata = nil
             fail(
                 .transient(
                     "the settings name schema version \(document.schemaVersion) but the server's metadata is version \(version); fetching again"
@@ -210,8 +200,8 @@ extension SyncMachine {
         case .refuse(let state, let message):
             dropDeferred()
             knownRevision = document.revision
-            verdictError = message
-            status.state = state == .unsupported ? .unsupported : .error
+            statusFile.verdictError = message
+            statusFile.record.value.state = state == .unsupported ? .unsupported : .error
             log(
                 .warning, "revision refused", event: "refused",
                 [
@@ -228,21 +218,25 @@ extension SyncMachine {
         case .apply:
             guard case .success(let newMetadata) = candidate else { return }
             let received = DeviceSettings(document, syncedAt: now.wall)
-            let metadataBytes = metadata?.version != newMetadata.version ? fetchedMetadata?.bytes : nil
+            let metadataBytes = metadata?.version != newMetadata.version ? apply.fetchedMetadata?.bytes : nil
             // Applied when allowed: inside an apply window, with the app's update lock taken. A
             // newer revision replacing one that waits for the lock waits as long in all.
-            let refusedSince = updateLockRefusedSince
+            let refusedSince = apply.lockRefusedSince
             dropDeferred()
-            updateLockRefusedSince = refusedSince
+            apply.lockRefusedSince = refusedSince
             knownRevision = document.revision
-            deferred = DeferredApply(settings: received, metadata: newMetadata, metadataBytes: metadataBytes, checkAt: now.instant)
+            apply.deferred = DeferredApply(
+                settings: received, metadata: newMetadata, metadataBytes: metadataBytes, readiness: .waiting(checkAt: now.instant))
         }
     }
 
-    mutating func persisted(_ error: String?, _ now: Moment) {
-        guard case .persisting(let received, let newMetadata) = slot else { return }
-        slot = .free
-        if let error {
+    /// Writes a deferred revision whose time has come (the lock taken or overridden, nothing in
+    /// flight), and begins finishing it.
+    mutating func write(_ deferred: DeferredApply, _ now: Moment) {
+        let received = deferred.settings
+        do {
+            try files.persist(received, metadata: deferred.metadataBytes)
+        } catch {
             releaseUpdateLock()
             // Not decided on: the server's revision is fetched and tried again after the backoff.
             knownRevision = settings?.revision
@@ -254,7 +248,7 @@ extension SyncMachine {
             return
         }
         let changed = SettingsValues.changedKeys(settings?.values ?? [:], received.values)
-        metadata = newMetadata
+        metadata = deferred.metadata
         if let settings, settings.revision != received.revision { previousSettings = settings }
         settings = received
         knownRevision = received.revision
@@ -268,38 +262,37 @@ extension SyncMachine {
             ])
         actions.append(.showStatus("revision \(received.revision) written"))
         actions.append(.served)
-        beginFinishing(received, now)
-        if !waitingRequests.isEmpty { handleWaitingRequests(now) }
+        var withoutLock: String?
+        if case .withoutLock(let reason) = deferred.readiness { withoutLock = reason }
+        beginFinishing(Finishing(settings: received, kind: .applied(withoutLock: withoutLock)), now)
+        if !inbox.waiting.isEmpty { handleWaitingRequests(now) }
     }
 
     // MARK: - Hook and outcome
 
     /// Runs the hook after a random delay of up to `jitter` (so a fleet does not restart its
     /// apps in the same second), or finishes at once without one.
-    mutating func beginFinishing(_ settings: DeviceSettings, _ now: Moment) {
-        guard rules.hasHook else {
-            finish(settings, .succeeded, now)
-            return
-        }
-        let delay = RetryBackoff.uniform(upTo: schedule.jitter, using: &random)
-        slot = .hookDelay(settings, until: now.instant.advanced(by: delay))
+    mutating func beginFinishing(_ finishing: Finishing, _ now: Moment) {
+        let hookAt = rules.hasHook ? now.instant.advanced(by: RetryBackoff.uniform(upTo: timers.schedule.jitter, using: &random)) : nil
+        if let withoutHook = apply.finish(finishing, hookAt: hookAt) { finish(withoutHook, .succeeded, now) }
     }
 
     mutating func startHookWhenDue(_ now: Moment) {
-        guard case .hookDelay(let settings, let until) = slot, now.instant >= until else { return }
-        slot = .hook(settings)
-        actions.append(.runHook(settings, secrets: metadata?.secretScalars(in: settings.values) ?? []))
+        guard case .hookDelay(let finishing, let until, let waiting) = apply.stage, now.instant >= until else { return }
+        apply.stage = .hook(finishing, waiting: waiting)
+        actions.append(.runHook(finishing.settings, secrets: metadata?.secretScalars(in: finishing.settings.values) ?? []))
     }
 
     mutating func hookFinished(_ outcome: HookOutcome, _ now: Moment) {
-        guard case .hook(let settings) = slot else { return }
-        slot = .free
-        finish(settings, outcome, now)
+        guard case .hook(let finishing, let waiting) = apply.stage else { return }
+        apply.stage = waiting.map { .deferred($0) } ?? .idle
+        finish(finishing, outcome, now)
     }
 
     /// Records the outcome of settings just written: the report, the app's acknowledgement to
     /// wait for, and `status.json`. A cancelled hook records nothing: the next start finishes it.
-    mutating func finish(_ applied: DeviceSettings, _ outcome: HookOutcome, _ now: Moment) {
+    mutating func finish(_ finishing: Finishing, _ outcome: HookOutcome, _ now: Moment) {
+        let applied = finishing.settings
         var state = StatusReport.State.applied
         var message = ""
         switch outcome {
@@ -313,36 +306,39 @@ extension SyncMachine {
         case .succeeded:
             if rules.hasHook { log(.info, "hook ran", event: "hook", ["revision": "\(applied.revision)"]) }
         }
-        if let rollback {
-            finishRollback(rollback, restored: applied, hookFailure: state == .error ? message : nil, now)
+        var detail: StatusReport.Detail?
+        switch finishing.kind {
+        case .rollback(let from, let reason):
+            finishRollback(from: from, reason: reason, restored: applied, hookFailure: state == .error ? message : nil, now)
             return
+        case .applied(let withoutLock):
+            if state == .applied, let withoutLock { message = withoutLock }
+        case .restoredAfterEdit:
+            detail = .restoredAfterLocalEdit
+            if state == .applied { message = "settings.json was changed on the device; revision \(applied.revision) was put back" }
         }
-        let restored = restoredOutcome(of: applied)
         if state == .error, startRollback(from: applied, reason: "the hook failed: \(message)", now) { return }
         releaseUpdateLock()
-        if state == .applied, let without = appliedWithoutLock, without.revision == applied.revision { message = without.reason }
-        if state == .applied, let restored { message = restored.message }
-        appliedWithoutLock = nil
-        verdictError = state == .applied ? nil : message
+        statusFile.verdictError = state == .applied ? nil : message
         if state == .applied { awaitAck(for: applied.revision, now) } else { stopAwaitingAck() }
-        status.revision = applied.revision
-        status.schemaVersion = applied.schemaVersion
-        status.state = state == .applied ? .applied : .error
-        status.latestRevision = max(status.latestRevision ?? applied.revision, applied.revision)
+        statusFile.record.value.revision = applied.revision
+        statusFile.record.value.schemaVersion = applied.schemaVersion
+        statusFile.record.value.state = state == .applied ? .applied : .error
+        statusFile.record.value.latestRevision = max(status.latestRevision ?? applied.revision, applied.revision)
         queueOutcome(
             StatusReport(
                 revision: applied.revision, schemaVersion: applied.schemaVersion, state: state, message: message, source: .agent,
-                detail: restored?.detail))
+                detail: detail))
         actions.append(.showStatus("revision \(applied.revision) \(state.rawValue)"))
     }
 
     // MARK: - Reaching the server
 
     mutating func markReached(_ now: Moment) {
-        status.lastSync = now.wall
-        statusCheckWanted = true
-        guard transportError != nil else { return }
-        transportError = nil
+        statusFile.record.value.lastSync = now.wall
+        statusFile.checkWanted = true
+        guard statusFile.transportError != nil else { return }
+        statusFile.transportError = nil
         log(.notice, "server reached again", event: "reconnected")
         actions.append(.showStatus(settings.map { "revision \($0.revision) \(status.state.rawValue)" } ?? "no settings yet"))
     }
@@ -350,8 +346,8 @@ extension SyncMachine {
     /// New polling and reporting values (``Event/retune(_:)``): from the next request and report
     /// on; a request in flight ends as it was sent.
     mutating func retune(_ tuning: PollTuning) {
-        schedule.retune(longPollWait: tuning.longPollWait, pollInterval: tuning.pollInterval, jitter: tuning.jitter)
-        reportDetail = tuning.reportDetail
+        timers.schedule.retune(longPollWait: tuning.longPollWait, pollInterval: tuning.pollInterval, jitter: tuning.jitter)
+        reportQueue.detail = tuning.reportDetail
         log(
             .info, "polling retuned", event: "policy",
             [

@@ -29,32 +29,26 @@ import FleetProtocol
 extension SyncMachine {
     /// The report the next settings request carries, if the rules above allow one.
     mutating func reportToCarry(_ now: Moment, fetchDue: Bool) -> StatusReport? {
-        guard serverTakesStatusOnPoll, fetchDue, reports.reports.count == 1, let report = reports.reports.first,
-            report != reportRefusedOnPoll, StatusOnPoll.fits(report), nextChangeToSend(now) == nil
-        else { return nil }
-        return report
-    }
-
-    /// Whether queued reports need a request other than `fetch` (which may carry one).
-    func reportsNeedAnotherRequest(than fetch: Fetch) -> Bool {
-        guard !reports.isEmpty, !reportsDeferred else { return false }
-        return fetch.carrying.map { reports.reports != [$0] } ?? true
+        guard reportQueue.serverTakesStatusOnPoll, fetchDue, reportQueue.reports.count == 1 else { return nil }
+        return reportQueue.toCarry(fetchDue: fetchDue, changeWaits: nextChangeToSend(now) != nil)
     }
 
     /// Takes what a settings answer (200 or 304) says of reports: whether the server takes them
     /// on settings requests, and so whether the one `carried` was recorded.
     mutating func settingsAnswerHeard(_ answer: SettingsAnswer, carried: StatusReport?) {
-        serverTakesStatusOnPoll = answer.acceptsStatus
-        guard let carried else { return }
-        guard answer.acceptsStatus else {
+        switch reportQueue.heard(acceptsStatus: answer.acceptsStatus, carried: carried) {
+        case nil:
+            break
+        case false?:
             log(
                 .warning, "the server did not say it took the report on the settings request; sending it by POST",
-                event: "report-on-poll-ignored", ["revision": "\(carried.revision)"])
-            return
+                event: "report-on-poll-ignored", ["revision": "\(carried?.revision ?? 0)"])
+        case true?:
+            statusFile.checkWanted = true
+            log(
+                .debug, "status report delivered on the settings request", event: "report-on-poll",
+                ["revision": "\(carried?.revision ?? 0)"])
         }
-        reports.remove(carried)
-        reportsLeft()
-        log(.debug, "status report delivered on the settings request", event: "report-on-poll", ["revision": "\(carried.revision)"])
     }
 
     /// A settings request carrying `carried` failed: after a final refusal the report goes by
@@ -62,7 +56,7 @@ extension SyncMachine {
     /// then nothing else is wrong, and the `POST` goes at once, without a backoff.
     mutating func carriedReportRefused(_ carried: StatusReport, _ failure: SyncFailure) -> Bool {
         guard failure.kind == .final else { return false }
-        reportRefusedOnPoll = carried
+        reportQueue.carriedRefused(carried)
         log(
             .warning, "status report refused on the settings request; sending it by POST", event: "report-on-poll-refused",
             ["revision": "\(carried.revision)", "error": failure.summary])

@@ -4,21 +4,28 @@ import FleetMetadata
 import FleetProtocol
 
 /// One app's sync loop as a value: it takes events (an answer from the server, a hook that
-/// finished, requests from the inbox, a file saved, an alarm) and returns the actions to take
-/// (send a request, write a file, run the hook, log, wake me at). It does no I/O and reads no
-/// clock: every event comes with the time, monotonic for every delay and deadline and
-/// wall-clock seconds only for what is recorded. Its random source is injected. So every rule
-/// of the agent is tested as a value, in milliseconds.
+/// finished, requests from the inbox, an alarm) and returns the actions to take (send a
+/// request, run the hook, log, wake me at). It reads no clock: every event comes with the time,
+/// monotonic for every delay and deadline and wall-clock seconds only for what is recorded. Its
+/// random source and the app's files (``AppFiles``) are injected. So every rule of the agent is
+/// tested as a value, in milliseconds, and the fleet simulator runs the same rules.
 ///
-/// A driver (`AppDriver` in FleetAgent) performs the actions:
-/// - **Requests** (``Action/awaitOnline``, ``Action/fetchSettings(wait:knownRevision:)``,
-///   ``Action/fetchMetadata(ifNoneMatch:)``, ``Action/patchSettings(_:basedOn:)``,
-///   ``Action/deliverReport(_:)``, ``Action/rotateToken``, ``Action/runHook(_:secrets:)``) run
-///   one at a time, in the background; each ends with exactly one event: its answer,
-///   ``Event/requestFailed(_:)``, or ``Event/requestCancelled`` after ``Action/cancelRequest``.
-/// - **Local actions** are done at once, in order. The ones that say so end with an event,
-///   which the driver hands back before any other.
-/// - ``Action/wake(at:)`` asks for ``Event/alarm`` at that instant (it replaces the one before).
+/// It is composed of parts, each holding only its own state:
+/// - ``ApplyPipeline``: a revision from its arrival to its outcome (metadata, deferred for a
+///   window or the app's update lock, written, its hook, a rollback), one state at a time;
+/// - ``ReportQueue``, ``ChangeSender`` and the status file, each a ``DurableRecord`` (memory,
+///   disk, which change is saved, why a save failed) under one rule;
+/// - ``TokenRotation``, ``PollTimers`` and the local edits of `settings.json`.
+///
+/// A driver (`AppDriver` in FleetAgent) performs the actions: **requests**
+/// (``Action/awaitOnline``, ``Action/fetchSettings(wait:knownRevision:notBefore:repeatsWhileUnchanged:carrying:)``,
+/// ``Action/fetchMetadata(ifNoneMatch:)``, ``Action/patchSettings(_:basedOn:)``,
+/// ``Action/deliverReport(_:)``, ``Action/rotateToken``, ``Action/runHook(_:secrets:)``) run one
+/// at a time, in the background; each ends with exactly one event: its answer,
+/// ``Event/requestFailed(_:)``, or ``Event/requestCancelled`` after ``Action/cancelRequest``.
+/// ``Action/wake(at:)`` asks for ``Event/alarm`` at that instant (it replaces the one before).
+/// The app's files are written during the event, through ``AppFiles``: a local step nothing can
+/// happen during needs no action, wait and event of its own.
 ///
 /// The rules, each tested in `SyncMachineTests`:
 /// - The settings on disk are served first; a revision whose hook or report a stop interrupted
@@ -41,7 +48,7 @@ import FleetProtocol
 ///   more requests in between are coalesced into one at the end of it.
 /// - Deadlines (the app's acknowledgement, the hook's delay, backoff, the poll timer) are
 ///   monotonic: the wall clock jumping changes none of them.
-public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Duration {
+public struct SyncMachine<Instant: InstantProtocol, Files: AppFiles> where Instant.Duration == Duration {
     /// A point in time: `instant` for delays and deadlines, `wall` (seconds since the epoch) for
     /// what is recorded in files and reports.
     public struct Moment: Sendable where Instant: Sendable {
@@ -67,7 +74,7 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         case started(LoadedState)
         /// The device has its identity and the inbox's first scan is in, with what it found.
         case online(requests: [InboxDelivery])
-        /// The answer to ``Action/fetchSettings(wait:knownRevision:)``.
+        /// The answer to ``Action/fetchSettings(wait:knownRevision:notBefore:repeatsWhileUnchanged:carrying:)``.
         case settingsAnswer(SettingsAnswer)
         /// The answer to ``Action/fetchMetadata(ifNoneMatch:)``: `nil` when not modified.
         case metadataAnswer(MetadataDocument?)
@@ -83,31 +90,14 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         case requestCancelled
         /// The hook ran (``Action/runHook(_:secrets:)``).
         case hookFinished(HookOutcome)
-        /// ``Action/persist(_:metadata:)`` is done: `error` says why it failed.
-        case persisted(error: String?)
-        /// ``Action/loadJournal`` read `changes.json`, or says why it could not.
-        case journalLoaded(ChangeJournal?, problem: String?)
-        /// ``Action/saveJournal(_:)`` is done.
-        case journalSaved(error: String?)
-        /// ``Action/saveReports(_:)`` is done.
-        case reportsSaved(error: String?)
-        /// ``Action/writeStatus(_:)`` is done.
-        case statusWritten(error: String?)
         /// Requests the inbox took, in the order they came.
         case inboxRequests([InboxDelivery])
-        /// The answer to ``Action/takeUpdateLock``: whether the agent holds the app's update lock now.
-        case updateLock(taken: Bool)
         /// The server's agent policy (with the device's own pins) changed how this app polls and
         /// reports: used from the next request and report on.
         case retune(PollTuning)
         /// `settings.json` changed (a write or a rename in the app's folder, or events were lost):
         /// the machine checks it once the writes have settled.
         case settingsFileChanged
-        /// The answer to ``Action/checkSettingsFile``: whether `settings.json` holds something the
-        /// agent did not write.
-        case settingsFileChecked(edited: Bool)
-        /// ``Action/rewriteSettings(_:)`` is done: `error` says why it failed.
-        case settingsRewritten(error: String?)
         /// The instant of the last ``Action/wake(at:)`` has come.
         case alarm
         /// Shutdown or reload: the machine stops; a hook cut short is finished at the next start.
@@ -148,37 +138,6 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
 
         // Done at once, in order.
 
-        /// Put `settings.previous.json` back as `settings.json` (a failure is only logged).
-        case restorePrevious
-        /// Compare `settings.json` with the record of what the agent wrote last (its own writes,
-        /// this one's included, are never an edit). Ends with ``Event/settingsFileChecked(edited:)``.
-        case checkSettingsFile
-        /// Write these settings (the served revision) as `settings.json` again over an edit,
-        /// keeping `settings.previous.json` as it is. Ends with ``Event/settingsRewritten(error:)``.
-        case rewriteSettings(DeviceSettings)
-        /// Try to take the app's update lock (`updates.lock`, `flock` exclusive, without waiting):
-        /// an app holding it is busy and defers applying. Ends with ``Event/updateLock(taken:)``.
-        case takeUpdateLock
-        /// Let go of the app's update lock.
-        case releaseUpdateLock
-        /// Merge these facts (a `null` removes one) into the app's own device facts
-        /// (`facts.json`), and have the changed ones reported (a failure is only logged).
-        case saveAppFacts(JSONObject)
-        /// Write the metadata (when given) and then the settings, each keeping its previous
-        /// generation. Ends with ``Event/persisted(error:)``.
-        case persist(DeviceSettings, metadata: [UInt8]?)
-        /// Read `changes.json` again. Ends with ``Event/journalLoaded(_:problem:)``.
-        case loadJournal
-        /// Save `changes.json` durably. Ends with ``Event/journalSaved(error:)``.
-        case saveJournal(ChangeJournal)
-        /// Save `reports.json` durably (remove it when empty). Ends with ``Event/reportsSaved(error:)``.
-        case saveReports(PendingReports)
-        /// Write `status.json`. Ends with ``Event/statusWritten(error:)``.
-        case writeStatus(AppStatus)
-        /// Remove a request file whose effect is on disk.
-        case removeRequest(path: String)
-        /// Move a request file to `refused/` with the reason.
-        case moveRequestAside(path: String, reason: String)
         /// A log line.
         case log(LogRecord)
         /// The app's part of the status line `systemctl status` shows.
@@ -189,32 +148,14 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         case wake(at: Instant?)
     }
 
-    /// What the machine is waiting for.
-    enum Slot {
-        case free
+    /// A request of the loop's own in flight (the apply pipeline's, the metadata and the hook,
+    /// are in ``ApplyPipeline``).
+    enum InFlight {
         case awaitingOnline
         case fetching(Fetch)
-        case fetchingMetadata(SettingsDocument)
-        case persisting(DeviceSettings, Metadata)
-        /// Writing the served revision again over a local edit.
-        case rewriting(DeviceSettings)
-        case hookDelay(DeviceSettings, until: Instant)
-        case hook(DeviceSettings)
         case patching(ChangeJournal.Change)
         case delivering(StatusReport)
         case rotating
-
-        var isFree: Bool {
-            if case .free = self { true } else { false }
-        }
-
-        /// Between a new revision's arrival and its outcome.
-        var isApplying: Bool {
-            switch self {
-            case .fetchingMetadata, .persisting, .rewriting, .hookDelay, .hook: true
-            default: false
-            }
-        }
     }
 
     /// A settings request in flight.
@@ -233,16 +174,29 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
         var repeats = false
         /// The queued report the request carries (``StatusOnPoll``).
         var carrying: StatusReport?
+        /// ``Action/cancelRequest`` was asked.
+        var cancelAsked = false
 
         /// Scheduled by the poll timer and not sent yet at `now`, or waiting between repeats:
         /// in either case it is cancelled when something must go first.
         func isWaiting(at now: Instant) -> Bool { startedAt > now || repeats }
     }
 
+    /// Where the loop is in its life.
+    enum Phase {
+        /// Waiting for ``Event/started(_:)``.
+        case created
+        /// Serving what is on disk; nothing goes to the server yet.
+        case offline
+        case online
+        case stopped
+    }
+
     public let rules: SyncRules
     var random: any RandomNumberGenerator
-    /// How much each status report says (the agent policy's `statusReports`).
-    public internal(set) var reportDetail: AgentPolicy.ReportDetail
+    /// The app's files.
+    public var files: Files
+    var phase = Phase.created
 
     // What the device holds.
 
@@ -250,400 +204,116 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
     public internal(set) var settings: DeviceSettings?
     /// The generation before them (`settings.previous.json`): what a rollback restores.
     public internal(set) var previousSettings: DeviceSettings?
-    /// A revision checked and waiting to be applied (outside the apply windows, or while the
-    /// app holds its update lock).
-    public internal(set) var deferred: DeferredApply?
-    /// The revision whose `pending` report was queued (one per revision).
-    var pendingReported: Int64?
-    /// The agent holds the app's update lock (from taking it until the outcome is recorded).
-    public internal(set) var holdsUpdateLock = false
-    /// The revision being written without the update lock (the app held it past
-    /// ``SyncRules/updateLockMaxHold``), and why: the message of its `applied` report.
-    var appliedWithoutLock: (revision: Int64, reason: String)?
-    /// Since when the app has refused the update lock, try after try, whichever revisions
-    /// waited meanwhile (a newer revision does not start the count again); reset when the lock
-    /// is taken or the wait is for an apply window. Monotonic, so an agent restart starts it again.
-    var updateLockRefusedSince: Instant?
-    /// A rollback under way: the revision rolled back from and why; the previous generation's
-    /// hook is running.
-    var rollback: Rollback?
-    /// Where a change of `settings.json` stands, from the watch's event to the restore of an edit.
-    var localEdit: LocalEdit?
-    /// The revision being put back after an edit: its report says so.
-    var restoredRevision: Int64?
-    /// When the recent edits were put back (at most ``restoreLimit`` within ``restoreWindow``),
-    /// and whether the refusal to put back more was reported.
-    var recentRestores: [Instant] = []
-    var restoreLimitReported = false
-    /// The app reported an error on this revision, and the configuration asks for a rollback:
-    /// done when nothing is in flight.
-    var rollbackWanted: (revision: Int64, reason: String)?
     /// The metadata the settings were validated with.
     public internal(set) var metadata: Metadata?
-    /// The newest metadata fetched (it may not be in use: its values failed).
-    var fetchedMetadata: MetadataDocument?
     /// The revision sent in `If-None-Match`: the newest one decided on, applied or refused.
     public internal(set) var knownRevision: Int64?
-    /// What `status.json` should say.
-    public internal(set) var status: AppStatus
-    var statusOnDisk: AppStatus?
-    var statusBeingWritten: AppStatus?
-    var statusWrittenAt: Instant?
-    /// Why the newest revision was refused (or its hook failed); why the server cannot be reached.
-    var verdictError: String?
-    var transportError: String?
 
-    // Reports and changes, in memory and on disk.
+    // Its parts.
 
-    /// Status reports the server has not received.
-    public internal(set) var reports = PendingReports()
-    /// The last settings answer said the server takes a report on the settings request
-    /// (`Fleetset-Accepts: status`).
-    public internal(set) var serverTakesStatusOnPoll = false
-    /// A report the server refused on the settings request: it goes by `POST`.
-    var reportRefusedOnPoll: StatusReport?
-    var reportsOnDisk = PendingReports()
-    var reportsBeingSaved: (PendingReports, version: Int)?
-    /// Bumped by every change of `reports`; `reportsSavedVersion` is the newest one on disk.
-    var reportsVersion = 0
-    var reportsSavedVersion = 0
-    var reportsSaveWanted = false
-    /// A save of `reports.json` failed: the next is tried on the next turn, not at once (a full
-    /// disk must not make the loop spin).
-    var reportsSaveFailed = false
-    /// The device's own changes (`changes.json`).
-    public internal(set) var journal = ChangeJournal()
-    var journalOnDisk = ChangeJournal()
-    var journalBeingSaved: (ChangeJournal, version: Int)?
-    var journalVersion = 0
-    var journalSavedVersion = 0
-    var journalSaveWanted = false
-    /// Why `changes.json` cannot be read: changes wait in the inbox rather than overwrite it.
-    public internal(set) var journalProblem: String?
-    var journalLoading = false
-
-    // The inbox.
-
-    /// Requests that cannot be handled yet (no settings, `changes.json` unreadable).
-    public internal(set) var waitingRequests: [InboxDelivery] = []
-    /// Handled requests whose files go once what they asked for is on disk.
-    var handledRequests: [HandledRequest] = []
-
-    struct HandledRequest {
-        var path: String
-        var journalVersion: Int?
-        var reportsVersion: Int?
-    }
-
-    // Time.
-
-    public internal(set) var schedule: PollSchedule
-    public internal(set) var backoff = RetryBackoff()
-    /// No settings request before this (the poll timer); `nil`: at once.
-    public internal(set) var nextFetchAt: Instant?
-    /// No request to the server at all before this (backoff after a failure).
-    public internal(set) var holdUntil: Instant?
-    /// A "sync now" is due at this instant.
-    public internal(set) var syncNowAt: Instant?
-    var lastSyncNow: Instant?
+    var apply = ApplyPipeline()
+    var localEdits = LocalEdits()
+    var statusFile: StatusFile
+    var reportQueue: ReportQueue
+    var changes = ChangeSender(loaded: ChangeJournal(), problem: nil)
+    var inbox = InboxState()
+    var timers: PollTimers
+    var rotation = TokenRotation<Instant>()
+    /// The request in flight.
+    var request: InFlight?
     /// When an awaited acknowledgement is overdue.
     public internal(set) var ackDeadline: Instant?
     var alarmAt: Instant?
 
-    // Progress.
-
-    var slot: Slot = .free
-    var cancelRequested = false
-    var started = false
-    public internal(set) var isOnline = false
-    public internal(set) var isStopped = false
-    /// A report failed for a reason other than its own: the rest wait for the next turn.
-    var reportsDeferred = false
-    /// 409 answers in a row while sending changes.
-    var conflicts = 0
-    var rotationPending = false
-    /// A token rotation that failed waits for its own backoff; the rest of the loop goes on.
-    var rotationBackoff = RetryBackoff()
-    var rotationNotBefore: Instant?
-    /// The regular settings request answered with a new document: the backoff resets once its
-    /// outcome is known (applied or refused), not before (a failure on the way counts on).
-    var pollOutcomePending = false
-    /// An outcome was queued: `status.json` records it once the report is delivered or saved.
-    var statusAwaitsReport = false
-    var statusCheckWanted = false
-    var statusForced = false
-
     var actions: [Action] = []
 
-    /// - Parameter random: the source of every jitter (injected, so tests repeat).
-    public init(rules: SyncRules, random: any RandomNumberGenerator) {
+    /// - Parameters:
+    ///   - random: the source of every jitter (injected, so tests repeat).
+    ///   - files: the app's files.
+    public init(rules: SyncRules, random: any RandomNumberGenerator, files: Files) {
         self.rules = rules
         self.random = random
-        status = AppStatus(app: rules.app)
-        schedule = PollSchedule(longPollWait: rules.longPollWait, pollInterval: rules.pollInterval, jitter: rules.jitter)
-        reportDetail = rules.reportDetail
+        self.files = files
+        statusFile = StatusFile(AppStatus(app: rules.app), onDisk: nil)
+        reportQueue = ReportQueue(loaded: PendingReports(), detail: rules.reportDetail)
+        timers = PollTimers(
+            schedule: PollSchedule(longPollWait: rules.longPollWait, pollInterval: rules.pollInterval, jitter: rules.jitter))
     }
 
     /// Takes one event at `now` and returns what to do, in order.
     public mutating func handle(_ event: Event, at now: Moment) -> [Action] {
         actions = []
-        guard !isStopped else { return [] }
+        guard phase != .stopped else { return [] }
         switch event {
         case .started(let loaded): start(loaded, now)
         case .online(let requests): goOnline(requests, now)
         case .settingsAnswer(let answer): settingsAnswered(answer, now)
         case .metadataAnswer(let answer): metadataAnswered(answer, now)
         case .changeConfirmed(let revision): changeConfirmed(revision, now)
-        case .reportDelivered: reportDelivered(now)
+        case .reportDelivered: reportDelivered()
         case .tokenRotated: tokenRotated()
         case .requestFailed(let failure): requestFailed(failure, now)
         case .requestCancelled: requestCancelled()
         case .hookFinished(let outcome): hookFinished(outcome, now)
-        case .persisted(let error): persisted(error, now)
-        case .journalLoaded(let loaded, let problem): journalLoaded(loaded, problem, now)
-        case .journalSaved(let error): journalSaved(error)
-        case .reportsSaved(let error): reportsSaved(error)
-        case .statusWritten(let error): statusWritten(error, now)
-        case .updateLock(let taken): updateLockAnswered(taken, now)
         case .inboxRequests(let deliveries): requestsArrived(deliveries, now)
         case .retune(let tuning): retune(tuning)
         case .settingsFileChanged: settingsFileChanged(now)
-        case .settingsFileChecked(let edited): settingsFileChecked(edited: edited, now)
-        case .settingsRewritten(let error): settingsRewritten(error, now)
         case .alarm: break
         case .stop:
-            isStopped = true
+            phase = .stopped
             return []
         }
-        guard started else { return actions }
+        guard phase != .created else { return actions }
         expireAwaitedAck(now)
-        startHookWhenDue(now)
-        rollBackWhenWanted(now)
-        checkSettingsWhenDue(now)
-        restoreWhenWanted(now)
-        checkDeferredWhenDue(now)
-        applyDeferredWhenLocked(now)
-        if slot.isFree { decide(now) }
+        advanceApply(now)
+        if isFree { decide(now) }
         cancelLongPollForUrgentWork(now)
-        flushStatusAfterReports(now)
-        emitSaves(now)
+        saveRecords(now)
         updateAlarm(now)
         return actions
     }
 
-    // MARK: - What next
+    /// No request in flight, the apply pipeline's included.
+    var isFree: Bool { request == nil && !apply.holdsRequestSlot }
 
-    /// With nothing in flight: the next request, or nothing until the alarm.
-    mutating func decide(_ now: Moment) {
-        // The update lock's answer comes next, before any request: nothing starts in between.
-        if deferred?.awaitingLock == true { return }
-        // So does the check of settings.json: an edit is put back before anything goes out.
-        if case .checking? = localEdit { return }
-        guard isOnline else {
-            slot = .awaitingOnline
-            actions.append(.awaitOnline)
-            return
-        }
-        if let hold = holdUntil {
-            guard now.instant >= hold else { return }
-            holdUntil = nil
-        }
-        if rotationPending, rotationNotBefore.map({ now.instant >= $0 }) ?? true {
-            slot = .rotating
-            actions.append(.rotateToken)
-            return
-        }
-        let syncNowDue = syncNowAt.map { now.instant >= $0 } ?? false
-        // A granted "sync now" starts a new turn: reports that waited for one go again.
-        if syncNowDue { reportsDeferred = false }
-        let timerDue = nextFetchAt.map { now.instant >= $0 } ?? true
-        let carried = reportToCarry(now, fetchDue: timerDue || syncNowDue)
-        if carried == nil, let report = reports.reports.first, !reportsDeferred {
-            slot = .delivering(report)
-            actions.append(.deliverReport(report))
-            return
-        }
-        if sendNextChange(now) { return }
-        if syncNowDue { log(.debug, "sync requested", event: "sync-now") }
-        // Due or not, the request is handed over now: one on the timer waits in the HTTP
-        // client until its time (nothing else wakes for it), and is cancelled if work comes first.
-        startFetch(.poll(schedule.nextRequest), now, notBefore: timerDue || syncNowDue ? nil : nextFetchAt, carrying: carried)
-    }
+    // MARK: - What it says
 
-    /// Starts a settings request, sent at `notBefore` (`nil`: at once), carrying a queued report
-    /// when given.
-    mutating func startFetch(_ purpose: Fetch.Purpose, _ now: Moment, notBefore: Instant? = nil, carrying: StatusReport? = nil) {
-        let start = notBefore.map { max($0, now.instant) } ?? now.instant
-        slot = .fetching(Fetch(purpose: purpose, startedAt: start, carrying: carrying))
-        cancelRequested = false
-        let scheduled = start > now.instant ? start : nil
-        let action: Action
-        switch purpose {
-        case .poll(let request):
-            var asked = false
-            if let due = syncNowAt, now.instant >= due {
-                // This request is the one "sync now" asked for. One that is not due yet (the
-                // 10 s since the last are not over) stays: when it comes, it ends this request.
-                syncNowAt = nil
-                lastSyncNow = now.instant
-                asked = true
-            }
-            switch request {
-            case .longPoll(let wait):
-                action = .fetchSettings(
-                    wait: wait, knownRevision: knownRevision, notBefore: scheduled, repeatsWhileUnchanged: [], carrying: carrying)
-            case .poll:
-                // The plan's last answer comes once the last-sync time on disk is due again
-                // (its one-minute refresh), so status.json is as fresh as without plans.
-                let sinceWritten = lastSyncWritten(now).map { $0.duration(to: start) } ?? Self.statusRefreshInterval
-                let horizon = max(.zero, Self.statusRefreshInterval - sinceWritten)
-                let repeats = isIdle && !asked ? schedule.unchangedRepeatDelays(passing: horizon, using: &random) : []
-                slot = .fetching(Fetch(purpose: purpose, startedAt: start, repeats: !repeats.isEmpty, carrying: carrying))
-                action = .fetchSettings(
-                    wait: 0, knownRevision: knownRevision, notBefore: scheduled, repeatsWhileUnchanged: repeats, carrying: carrying)
-            }
-        case .refresh:
-            action = .fetchSettings(wait: 0, knownRevision: nil, notBefore: nil, repeatsWhileUnchanged: [])
-        }
-        actions.append(action)
-    }
+    /// Whether the machine stopped.
+    public var isStopped: Bool { phase == .stopped }
+    /// Whether the device is enrolled and the inbox's first scan is in.
+    public var isOnline: Bool { phase == .online }
+    /// What `status.json` should say.
+    public var status: AppStatus { statusFile.record.value }
+    /// Status reports the server has not received.
+    public var reports: PendingReports { reportQueue.record.value }
+    /// The last settings answer said the server takes a report on the settings request.
+    public var serverTakesStatusOnPoll: Bool { reportQueue.serverTakesStatusOnPoll }
+    /// How much each status report says (the agent policy's `statusReports`).
+    public var reportDetail: AgentPolicy.ReportDetail { reportQueue.detail }
+    /// The device's own changes (`changes.json`).
+    public var journal: ChangeJournal { changes.journal.value }
+    /// Why `changes.json` cannot be read: changes wait in the inbox rather than overwrite it.
+    public var journalProblem: String? { changes.problem }
+    /// Requests that cannot be handled yet (no settings, `changes.json` unreadable).
+    public var waitingRequests: [InboxDelivery] { inbox.waiting }
+    /// A revision checked and waiting to be applied (outside the apply windows, or while the
+    /// app holds its update lock).
+    public var deferred: DeferredApply? { apply.deferred }
+    /// The agent holds the app's update lock (from taking it until the outcome is recorded).
+    public var holdsUpdateLock: Bool { apply.holdsUpdateLock }
+    public var schedule: PollSchedule { timers.schedule }
+    public var backoff: RetryBackoff { timers.backoff }
+    /// No settings request before this (the poll timer); `nil`: at once.
+    public var nextFetchAt: Instant? { timers.nextFetchAt }
+    /// No request to the server at all before this (backoff after a failure).
+    public var holdUntil: Instant? { timers.holdUntil }
+    /// A "sync now" is due at this instant.
+    public var syncNowAt: Instant? { timers.syncNowAt }
 
-    /// When `status.json`'s last-sync time was written; `now` when a write is under way or
-    /// this event's end writes it (the status is looked at after the next request is chosen).
-    func lastSyncWritten(_ now: Moment) -> Instant? {
-        let due = statusWrittenAt.map { $0.duration(to: now.instant) > Self.statusRefreshInterval } ?? true
-        if statusBeingWritten != nil || (statusCheckWanted && due) { return now.instant }
-        return statusWrittenAt
-    }
-
-    /// Nothing waits for the next turn (each answered settings request begins one) and the last
-    /// request went well: the timer's unchanged answers may be taken by the HTTP client alone,
-    /// until `status.json`'s last-sync time is due again, and wake nobody. Whatever comes
-    /// meanwhile (a request from the inbox, a reload, an acknowledgement overdue) cancels the
-    /// request, as it cancels one the timer scheduled.
-    var isIdle: Bool {
-        reports.isEmpty && journal.queued.isEmpty && journal == journalOnDisk && journalProblem == nil && waitingRequests.isEmpty
-            && handledRequests.isEmpty && !statusAwaitsReport && !rotationPending && transportError == nil && backoff.failures == 0
-            && !pollOutcomePending && settings != nil
-    }
-
-    /// Ends a long-poll in flight, or a request the timer scheduled that has not gone yet, when
-    /// something must go to the server now.
-    mutating func cancelLongPollForUrgentWork(_ now: Moment) {
-        guard case .fetching(let fetch) = slot, case .poll(let request) = fetch.purpose, !cancelRequested else { return }
-        if case .poll = request, !fetch.isWaiting(at: now.instant) { return }  // a short request: it ends soon by itself
-        let urgent =
-            (rotationPending && (rotationNotBefore.map { now.instant >= $0 } ?? true)) || reportsNeedAnotherRequest(than: fetch)
-            || nextChangeToSend(now) != nil
-            || (syncNowAt.map { now.instant >= $0 } ?? false)
-            || deferred?.lockHeld == true || deferred?.lockOverridden == true || rollbackWanted != nil
-            || localEdit?.isFound == true
-        guard urgent else { return }
-        cancelRequested = true
-        actions.append(.cancelRequest)
-    }
-
-    /// The earliest instant the machine must look again, sent when it changed.
-    mutating func updateAlarm(_ now: Moment) {
-        var candidates: [Instant] = []
-        if let ackDeadline { candidates.append(ackDeadline) }
-        if let deferred, !deferred.awaitingLock, !deferred.lockHeld, !deferred.lockOverridden { candidates.append(deferred.checkAt) }
-        if case .settling(_, let at)? = localEdit, settings != nil { candidates.append(at) }
-        switch slot {
-        case .free where isOnline:
-            if let holdUntil, holdUntil > now.instant {
-                candidates.append(holdUntil)
-            } else {
-                if let nextFetchAt { candidates.append(nextFetchAt) }
-                if let syncNowAt { candidates.append(syncNowAt) }
-            }
-        case .fetching:
-            if let syncNowAt { candidates.append(syncNowAt) }
-        case .hookDelay(_, let until):
-            candidates.append(until)
-        default:
-            break
-        }
-        let next = candidates.min()
-        guard next != alarmAt else { return }
-        alarmAt = next
-        actions.append(.wake(at: next))
-    }
-
-    // MARK: - Failures
-
-    /// A request failed: every request to the server waits for the backoff.
-    mutating func fail(_ failure: SyncFailure, _ now: Moment) {
-        let delay = backoff.delayAfterFailure(retryAfter: failure.retryAfter, using: &random)
-        holdUntil = now.instant.advanced(by: delay)
-        pollOutcomePending = false
-        transportError = failure.summary
-        log(.warning, "sync failed", event: "sync-failed", ["error": failure.summary, "retry_in": delay.secondsText])
-        actions.append(.showStatus("serving \(servedText); sync failed: \(failure.summary)"))
-        statusCheckWanted = true
-    }
-
-    mutating func requestFailed(_ failure: SyncFailure, _ now: Moment) {
-        let failed = slot
-        slot = .free
-        cancelRequested = false
-        switch failed {
-        case .fetching(let fetch):
-            if let carried = fetch.carrying, carriedReportRefused(carried, failure) { return }
-            if case .poll(let request) = fetch.purpose, request != .poll, failure.refusesLongPoll {
-                log(.warning, "the server refuses long-polls; polling on the timer", event: "long-poll-refused")
-                nextFetchAt = now.instant.advanced(by: schedule.delay(after: .longPollRefused, using: &random))
-                reportsDeferred = false
-            } else {
-                fail(failure, now)
-            }
-        case .patching(let change):
-            changeFailed(change, failure, now)
-        case .delivering:
-            reportFailed(failure, now)
-        case .rotating:
-            rotationFailed(failure, now)
-        case .fetchingMetadata:
-            fail(failure, now)
-        default:
-            slot = failed  // nothing of ours was in flight
-        }
-    }
-
-    mutating func requestCancelled() {
-        if case .fetching = slot { slot = .free }
-        cancelRequested = false
-    }
-
-    mutating func tokenRotated() {
-        guard case .rotating = slot else { return }
-        slot = .free
-        rotationPending = false
-        rotationBackoff.reset()
-        rotationNotBefore = nil
-    }
-
-    /// A failed rotation never stops the loop: the current token keeps working, so reports,
-    /// changes and settings requests go on while the rotation waits for its own backoff (the
-    /// server asks again with its next answer). Throttling holds everything, as always.
-    mutating func rotationFailed(_ failure: SyncFailure, _ now: Moment) {
-        rotationPending = false
-        guard failure.kind != .throttled else {
-            fail(failure, now)
-            return
-        }
-        let delay = rotationBackoff.delayAfterFailure(retryAfter: failure.retryAfter, using: &random)
-        rotationNotBefore = now.instant.advanced(by: delay)
-        log(
-            .warning, "token rotation failed; the current token keeps working", event: "token-rotation-failed",
-            ["error": failure.summary, "retry_in": delay.secondsText])
-    }
-
-    /// The regular request's outcome is known and was no failure: the backoff starts over.
-    mutating func pollSucceeded() {
-        guard pollOutcomePending else { return }
-        pollOutcomePending = false
-        backoff.reset()
+    /// `message` as a report carries it (see ``ReportQueue``): escaped, and cut to what the
+    /// report's detail allows.
+    public static func reportMessage(_ message: String, detail: AgentPolicy.ReportDetail) -> String {
+        ReportQueue.message(message, detail: detail)
     }
 
     // MARK: - Helpers
@@ -658,215 +328,20 @@ public struct SyncMachine<Instant: InstantProtocol> where Instant.Duration == Du
     }
 }
 
-/// The parts of an app's configuration the sync machine follows.
-public struct SyncRules: Sendable, Equatable {
-    public var app: String
-    /// The long-poll's wait in whole seconds; 0 polls on the timer only.
-    public var longPollWait: Int
-    public var pollInterval: Duration
-    /// The most random delay added to a timer poll and before a hook.
-    public var jitter: Duration
-    /// Whether the app has an `onChange` hook.
-    public var hasHook: Bool
-    public var expectAck: Bool
-    public var ackTimeout: Duration
-    /// The least time between two "sync now" requests the server sees.
-    public var syncNowInterval: Duration
-    /// When new settings may be applied (local time); empty: at any time.
-    public var applyWindows: [ApplyWindow]
-    /// Restore the previous generation when the hook fails or the app reports an error.
-    public var rollbackOnError: Bool
-    /// How much each status report says, until a ``SyncMachine/Event/retune(_:)``.
-    public var reportDetail: AgentPolicy.ReportDetail
-    /// The longest the app may keep a checked revision out by holding its update lock; after
-    /// it the revision is applied anyway and its report says why (a reader that never lets
-    /// go must not freeze the device's settings, secret rotations included).
-    public var updateLockMaxHold: Duration
-    /// The default of ``updateLockMaxHold``: one hour.
-    public static let defaultUpdateLockMaxHold: Duration = .seconds(3600)
-
-    /// The most 409 answers in a row before the loop backs off.
-    public static let conflictLimit = 5
-    /// The default least time between two "sync now" requests.
-    public static let defaultSyncNowInterval: Duration = .seconds(10)
-
-    public init(
-        app: String, longPollWait: Int, pollInterval: Duration, jitter: Duration, hasHook: Bool = false, expectAck: Bool = false,
-        ackTimeout: Duration = .seconds(60), syncNowInterval: Duration = SyncRules.defaultSyncNowInterval,
-        applyWindows: [ApplyWindow] = [], rollbackOnError: Bool = false, reportDetail: AgentPolicy.ReportDetail = .full,
-        updateLockMaxHold: Duration = SyncRules.defaultUpdateLockMaxHold
-    ) {
-        self.reportDetail = reportDetail
-        self.updateLockMaxHold = updateLockMaxHold
-        self.app = app
-        self.longPollWait = longPollWait
-        self.pollInterval = pollInterval
-        self.jitter = jitter
-        self.hasHook = hasHook
-        self.expectAck = expectAck
-        self.ackTimeout = ackTimeout
-        self.syncNowInterval = syncNowInterval
-        self.applyWindows = applyWindows
-        self.rollbackOnError = rollbackOnError
-    }
-}
-
-/// What the driver found in an app's folder at start.
-public struct LoadedState: Sendable {
-    /// Which generation of `settings.json` is served.
-    public enum Source: Sendable, Equatable {
-        /// `settings.json` itself.
-        case current
-        /// `settings.json` was missing, torn or invalid: the previous generation is served.
-        case previous
-        /// Nothing usable on disk.
-        case none
-    }
-
-    public var settings: DeviceSettings?
-    public var source: Source
-    /// The generation before `settings` (`settings.previous.json`, when it is another revision).
-    public var previous: DeviceSettings?
-    /// Why `settings.json` was not used.
-    public var problems: [String]
-    /// `settings.json` (the served ``Source/current``) is not what the agent wrote last: it was
-    /// changed while the agent was stopped.
-    public var editedWhileStopped: Bool
-    /// The metadata of the settings' schema version, when stored.
-    public var metadata: Metadata?
-    public var reports: PendingReports
-    /// Why `reports.json` could not be read (the queue then starts empty).
-    public var reportsProblem: String?
-    /// `changes.json`, or `nil` with the reason when it cannot be read.
-    public var journal: ChangeJournal?
-    public var journalProblem: String?
-    public var status: AppStatus?
-
-    public init(
-        settings: DeviceSettings? = nil, source: Source = .none, problems: [String] = [], metadata: Metadata? = nil,
-        reports: PendingReports = PendingReports(), reportsProblem: String? = nil, journal: ChangeJournal? = ChangeJournal(),
-        journalProblem: String? = nil, status: AppStatus? = nil, previous: DeviceSettings? = nil, editedWhileStopped: Bool = false
-    ) {
-        self.editedWhileStopped = editedWhileStopped
-        self.settings = settings
-        self.source = source
-        self.previous = previous
-        self.problems = problems
-        self.metadata = metadata
-        self.reports = reports
-        self.reportsProblem = reportsProblem
-        self.journal = journal
-        self.journalProblem = journalProblem
-        self.status = status
-    }
-}
-
-/// The server's answer to a settings request.
-public struct SettingsAnswer: Sendable, Hashable {
-    /// `nil`: still at the known revision (304).
-    public var document: SettingsDocument?
-    /// The admin asked the device to rotate its token.
-    public var rotationRequested: Bool
-    /// The server is busy: the next request goes after this, not at once (`Fleetset-Next-Poll`).
-    public var nextPoll: Duration?
-    /// The server takes a report on the settings request (`Fleetset-Accepts: status`): the
-    /// report the request carried, if any, is recorded.
-    public var acceptsStatus: Bool
-
-    public init(document: SettingsDocument?, rotationRequested: Bool = false, nextPoll: Duration? = nil, acceptsStatus: Bool = false) {
-        self.document = document
-        self.rotationRequested = rotationRequested
-        self.nextPoll = nextPoll
-        self.acceptsStatus = acceptsStatus
-    }
-}
-
-/// How one app polls and reports, as the agent policy and the device's own configuration
-/// settle it (``SyncMachine/Event/retune(_:)``).
-public struct PollTuning: Sendable, Hashable {
-    public var longPollWait: Int
-    public var pollInterval: Duration
-    public var jitter: Duration
-    public var reportDetail: AgentPolicy.ReportDetail
-
-    public init(longPollWait: Int, pollInterval: Duration, jitter: Duration, reportDetail: AgentPolicy.ReportDetail = .full) {
-        self.longPollWait = longPollWait
-        self.pollInterval = pollInterval
-        self.jitter = jitter
-        self.reportDetail = reportDetail
-    }
-}
-
-/// A metadata document as fetched: its bytes (kept beside the settings), ETag, and what they mean.
-public struct MetadataDocument: Sendable {
-    public var bytes: [UInt8]
-    public var etag: String
-    public var parsed: Result<Metadata, MetadataError>
-
-    public init(bytes: [UInt8], etag: String, parsed: Result<Metadata, MetadataError>) {
-        self.bytes = bytes
-        self.etag = etag
-        self.parsed = parsed
-    }
-
-    /// Reads `bytes`.
-    public init(bytes: [UInt8], etag: String) {
-        let parsed: Result<Metadata, MetadataError>
-        do {
-            parsed = .success(try Metadata(json: bytes))
-        } catch {
-            parsed = .failure(error)
-        }
-        self.init(bytes: bytes, etag: etag, parsed: parsed)
-    }
-}
-
-/// A request file's content as the inbox found it.
-public struct InboxDelivery: Sendable, Hashable {
-    public enum Content: Sendable, Hashable {
-        case request(InboxRequest)
-        /// Moved aside already by the inbox; the reason is recorded for `set --wait` and the library.
-        case refused(String)
-    }
-
-    /// The request's id (its file name without `.json`).
-    public var id: String
-    /// The file, removed once the request is handled; `nil` when refused.
-    public var path: String?
-    public var content: Content
-
-    public init(id: String, path: String?, content: Content) {
-        self.id = id
-        self.path = path
-        self.content = content
-    }
-}
-
-/// How a hook run ended.
-public enum HookOutcome: Sendable, Equatable {
-    case succeeded
-    /// Why (exit status, signal, timeout, and the last lines of its output, redacted).
-    case failed(String)
-    /// The agent is stopping; the next start runs it again.
-    case cancelled
-}
-
-/// One log line the machine asks for: the driver adds the app's id and writes it.
-public struct LogRecord: Sendable, Hashable {
-    public enum Level: String, Sendable, Hashable {
-        case trace, debug, info, notice, warning, error, critical
-    }
-
-    public var level: Level
-    public var message: String
-    /// The `event=` field every line of the agent carries.
-    public var event: String
-    public var fields: [String: String]
-
-    public init(level: Level, message: String, event: String, fields: [String: String] = [:]) {
-        self.level = level
-        self.message = message
-        self.event = event
-        self.fields = fields
+extension SyncMachine {
+    /// The poll timer, the backoff, and "sync now".
+    struct PollTimers {
+        var schedule: PollSchedule
+        var backoff = RetryBackoff()
+        /// No settings request before this (the poll timer); `nil`: at once.
+        var nextFetchAt: Instant?
+        /// No request to the server at all before this (backoff after a failure).
+        var holdUntil: Instant?
+        /// A "sync now" is due at this instant.
+        var syncNowAt: Instant?
+        var lastSyncNow: Instant?
+        /// The regular settings request answered with a new document: the backoff resets once
+        /// its outcome is known (applied or refused), not before (a failure on the way counts on).
+        var pollOutcomePending = false
     }
 }

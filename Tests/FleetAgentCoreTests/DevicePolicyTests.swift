@@ -174,7 +174,7 @@ struct SyncMachinePolicyTests {
         var run = Self.online()
         let produced = run.send(
             .inboxRequests([InboxDelivery(id: "f1", path: "/inbox/f1.json", content: .request(.facts(["version": "2.3.1"])))]))
-        let save = produced.firstIndex { if case .saveAppFacts(["version": "2.3.1"]) = $0 { true } else { false } }
+        let save = produced.firstIndex { if case .saveAppFacts(["version": "2.3.1"])? = $0.file { true } else { false } }
         let remove = produced.firstIndex { $0 == .removeRequest(path: "/inbox/f1.json") }
         #expect(save != nil && remove != nil && save! < remove!, "\(produced)")
         #expect(run.reports().isEmpty)

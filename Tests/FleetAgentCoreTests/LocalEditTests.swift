@@ -12,11 +12,11 @@ struct LocalEditTests {
             previous: TestApp.settings(revision - 1), editedWhileStopped: editedWhileStopped)
     }
 
-    static func rewrites(_ actions: [Machine.Action]) -> [Int64] {
-        actions.compactMap { if case .rewriteSettings(let settings) = $0 { settings.revision } else { nil } }
+    static func rewrites(_ actions: [Step]) -> [Int64] {
+        actions.compactMap { if case .rewriteSettings(let settings)? = $0.file { settings.revision } else { nil } }
     }
 
-    static func checks(_ actions: [Machine.Action]) -> Int {
+    static func checks(_ actions: [Step]) -> Int {
         actions.count { $0 == .checkSettingsFile }
     }
 
@@ -119,7 +119,7 @@ struct LocalEditTests {
     func debounced() {
         var run = Self.serving(hasHook: false)
         run.settingsEdited = true
-        var produced: [Machine.Action] = []
+        var produced: [Step] = []
         for _ in 0..<5 {
             produced += run.send(.settingsFileChanged)
             produced += run.advance(by: .milliseconds(300))
@@ -164,13 +164,13 @@ struct LocalEditTests {
         run.advance(by: Machine.localEditSettle)
         #expect(Self.rewrites(run.actions).isEmpty, "nothing written while the metadata is on its way")
         let applied = run.answer(.metadataAnswer(TestApp.metadataDocument))
-        let rewrite = applied.firstIndex { if case .rewriteSettings = $0 { true } else { false } }
-        let persist = applied.firstIndex { if case .persist = $0 { true } else { false } }
+        let rewrite = applied.firstIndex { if case .rewriteSettings? = $0.file { true } else { false } }
+        let persist = applied.firstIndex { if case .persist? = $0.file { true } else { false } }
         #expect(
             rewrite != nil && persist != nil && rewrite! < persist!,
             "the edit is undone before the newer revision keeps the file as previous")
         #expect(run.machine.settings?.revision == 8)
-        let reports = run.reports(in: run.actions + (run.request.map { [$0] } ?? []))
+        let reports = run.reports(in: run.actions + (run.request.map { [.action($0)] } ?? []))
         #expect(reports.contains { $0.revision == 7 && $0.detail == .restoredAfterLocalEdit })
     }
 
@@ -181,8 +181,8 @@ struct LocalEditTests {
         run.send(.settingsFileChanged)
         // Revision 8 comes before the writes settled: the check is made at once.
         let applied = run.answer(.settingsAnswer(SettingsAnswer(document: TestApp.document(8, ["volume": 6]))))
-        let rewrite = applied.firstIndex { if case .rewriteSettings = $0 { true } else { false } }
-        let persist = applied.firstIndex { if case .persist = $0 { true } else { false } }
+        let rewrite = applied.firstIndex { if case .rewriteSettings? = $0.file { true } else { false } }
+        let persist = applied.firstIndex { if case .persist? = $0.file { true } else { false } }
         #expect(rewrite != nil && persist != nil && rewrite! < persist!)
     }
 
@@ -190,14 +190,14 @@ struct LocalEditTests {
     func rewriteFails() {
         var run = Self.serving(hasHook: false)
         run.settingsEdited = true
-        run.failing["rewriteSettings"] = "No space left on device"
+        run.failing[.rewriteSettings] = "No space left on device"
         run.send(.settingsFileChanged)
         run.advance(by: Machine.localEditSettle)
         run.answer(.requestCancelled)
         let report = run.request.flatMap { if case .deliverReport(let report) = $0 { report } else { nil } }
         #expect(report?.state == .error && report?.message.contains("cannot be put back") == true && report?.detail == nil)
         run.answer(.reportDelivered)
-        run.failing["rewriteSettings"] = nil
+        run.failing[.rewriteSettings] = nil
         run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
         #expect(Self.rewrites(run.actions) == [7, 7])
         #expect(!run.settingsEdited)
@@ -214,9 +214,9 @@ struct LocalEditTests {
         #expect(run.fetches().last?.known == nil)
         let served = run.answer(.settingsAnswer(SettingsAnswer(document: TestApp.document(7))))
         #expect(Self.rewrites(served) == [7])
-        let rewritten = served.compactMap { if case .rewriteSettings(let settings) = $0 { settings } else { nil } }
+        let rewritten = served.compactMap { if case .rewriteSettings(let settings)? = $0.file { settings } else { nil } }
         #expect(rewritten.first?.values["volume"] == 5)
-        let report = try #require(run.reports(in: run.actions + (run.request.map { [$0] } ?? [])).last)
+        let report = try #require(run.reports(in: run.actions + (run.request.map { [.action($0)] } ?? [])).last)
         #expect(report.revision == 7 && report.detail == .restoredAfterLocalEdit)
         #expect(run.machine.knownRevision == 7)
     }

@@ -53,8 +53,8 @@ struct SafeApplyTests {
             previous: TestApp.settings(revision - 1))
     }
 
-    static func persists(_ actions: [Machine.Action]) -> [Int64] {
-        actions.compactMap { if case .persist(let settings, _) = $0 { settings.revision } else { nil } }
+    static func persists(_ actions: [Step]) -> [Int64] {
+        actions.compactMap { if case .persist(let settings, _)? = $0.file { settings.revision } else { nil } }
     }
 
     @Test("outside its windows a revision waits: reported pending once, polling goes on, applied when the window opens")
@@ -265,7 +265,7 @@ struct SafeApplyTests {
         let answered = run.answer(.settingsAnswer(SettingsAnswer(document: TestApp.document(9))))
         // Let go for 8, taken for 9, 9 written (no hook), let go again.
         let locks = answered.filter { $0 == .releaseUpdateLock || $0 == .takeUpdateLock }
-        #expect(locks == [.releaseUpdateLock, .takeUpdateLock, .releaseUpdateLock])
+        #expect(locks.map(\.file) == [.releaseUpdateLock, .takeUpdateLock, .releaseUpdateLock])
         #expect(Self.persists(run.actions) == [9])
         #expect(!run.machine.holdsUpdateLock)
         #expect(run.actions.filter { $0 == .takeUpdateLock }.count == run.actions.filter { $0 == .releaseUpdateLock }.count)

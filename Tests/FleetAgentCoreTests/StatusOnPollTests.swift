@@ -27,7 +27,7 @@ struct StatusOnPollMachineTests {
 
     /// Answers the long-poll in flight with revision 8 from a server that takes reports or not.
     @discardableResult
-    static func wake(_ run: inout MachineRun, accepts: Bool = true) -> [Machine.Action] {
+    static func wake(_ run: inout MachineRun, accepts: Bool = true) -> [Step] {
         var produced = run.answer(.settingsAnswer(SettingsAnswer(document: TestApp.document(8), acceptsStatus: accepts)))
         if case .fetchMetadata = run.request { produced += run.answer(.metadataAnswer(TestApp.metadataDocument)) }
         return produced

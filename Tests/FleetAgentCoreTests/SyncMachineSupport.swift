@@ -16,7 +16,7 @@ struct TestInstant: InstantProtocol {
     static func < (lhs: TestInstant, rhs: TestInstant) -> Bool { lhs.offset < rhs.offset }
 }
 
-typealias Machine = SyncMachine<TestInstant>
+typealias Machine = SyncMachine<TestInstant, MemoryAppFiles>
 
 /// The metadata of the test app: `greeting` and `title` may be changed on the device, `volume`
 /// may not, `pin` is a secret.
@@ -76,9 +76,32 @@ enum TestApp {
     }
 }
 
-/// Plays the driver: feeds the machine events at a time the test moves by hand, completes local
-/// actions at once (as the driver does, failing the ones a test asks to fail), keeps the one
-/// request in flight and the alarm, and records every action.
+/// What one event led to, in order: an action for the driver, or a step on the app's files
+/// (done during the event, through ``MemoryAppFiles``; listed before the event's actions).
+enum Step: Equatable {
+    case action(Machine.Action)
+    case file(AppFileOperation)
+
+    var action: Machine.Action? {
+        if case .action(let action) = self { action } else { nil }
+    }
+
+    var file: AppFileOperation? {
+        if case .file(let operation) = self { operation } else { nil }
+    }
+
+    static func == (step: Step, action: Machine.Action) -> Bool { step.action == action }
+    static func == (step: Step, operation: AppFileOperation) -> Bool { step.file == operation }
+}
+
+extension Array where Element == Step {
+    func contains(_ action: Machine.Action) -> Bool { contains(.action(action)) }
+    func contains(_ operation: AppFileOperation) -> Bool { contains(.file(operation)) }
+}
+
+/// Plays the driver: feeds the machine events at a time the test moves by hand, keeps the one
+/// request in flight and the alarm, and records every step. The app's files are a
+/// ``MemoryAppFiles`` (failing the operations a test asks to fail).
 struct MachineRun {
     var machine: Machine
     var instant = TestInstant.zero
@@ -88,29 +111,41 @@ struct MachineRun {
     private(set) var request: Machine.Action?
     private(set) var cancelAsked = false
     private(set) var alarm: TestInstant?
-    /// Every action so far, in order.
-    private(set) var actions: [Machine.Action] = []
-    /// Local actions to fail, with the error, by name (`persist`, `rewriteSettings`, `saveJournal`, `saveReports`, `writeStatus`).
-    var failing: [String: String] = [:]
-    /// What `loadJournal` finds.
-    var journalOnDisk: ChangeJournal? = ChangeJournal()
+    /// Every step so far, in order.
+    private(set) var actions: [Step] = []
     /// The device's offset from UTC (for the apply windows).
     var utcOffset: Int64 = 0
+
+    /// File operations to fail, with the error.
+    var failing: [AppFileOperation.Kind: String] {
+        get { machine.files.failing }
+        set { machine.files.failing = newValue }
+    }
+    /// What `loadJournal` finds (`nil`: `changes.json` cannot be read).
+    var journalOnDisk: ChangeJournal? {
+        get { machine.files.journal }
+        set { machine.files.journal = newValue }
+    }
     /// Whether the app holds its update lock (the machine's attempts to take it then fail).
-    var appHoldsUpdateLock = false
-    /// Whether `settings.json` holds a hand edit (what `checkSettingsFile` finds); the agent's
-    /// own writes of the file end it.
-    var settingsEdited = false
+    var appHoldsUpdateLock: Bool {
+        get { machine.files.appHoldsUpdateLock }
+        set { machine.files.appHoldsUpdateLock = newValue }
+    }
+    /// Whether `settings.json` holds a hand edit; the agent's own writes of the file end it.
+    var settingsEdited: Bool {
+        get { machine.files.settingsEdited }
+        set { machine.files.settingsEdited = newValue }
+    }
 
     var wall: Int64 { wallOffset + instant.offset.components.seconds }
 
     init(_ rules: SyncRules = TestApp.rules(), seed: UInt64 = 1) {
-        machine = Machine(rules: rules, random: SeededRandom(state: seed))
+        machine = Machine(rules: rules, random: SeededRandom(state: seed), files: MemoryAppFiles(recording: true))
     }
 
-    /// Starts with `loaded` and goes online with `requests`; returns the actions since the start.
+    /// Starts with `loaded` and goes online with `requests`; returns the steps since the start.
     @discardableResult
-    mutating func start(_ loaded: LoadedState = LoadedState(), online requests: [InboxDelivery]? = []) -> [Machine.Action] {
+    mutating func start(_ loaded: LoadedState = LoadedState(), online requests: [InboxDelivery]? = []) -> [Step] {
         var produced = send(.started(loaded))
         if let requests {
             #expect(request == .awaitOnline)
@@ -119,26 +154,17 @@ struct MachineRun {
         return produced
     }
 
-    /// Sends an event now; returns every action it led to (local results included).
+    /// Sends an event now; returns every step it led to.
     @discardableResult
-    mutating func send(_ event: Machine.Event) -> [Machine.Action] {
-        var queue = [event]
-        var produced: [Machine.Action] = []
-        var handled = 0
-        while !queue.isEmpty {
-            handled += 1
-            // Local results that keep asking for more local work would spin the driver.
-            guard handled <= 100 else {
-                Issue.record("more than 100 local results for one event: the machine spins on \(queue[0])")
-                break
-            }
-            let next = queue.removeFirst()
-            for action in machine.handle(next, at: Machine.Moment(instant, wall: wall, utcOffset: utcOffset)) {
-                produced.append(action)
-                if let result = perform(action) { queue.append(result) }
-            }
+    mutating func send(_ event: Machine.Event) -> [Step] {
+        let before = machine.files.operations?.count ?? 0
+        let actions = machine.handle(event, at: Machine.Moment(instant, wall: wall, utcOffset: utcOffset))
+        var produced = (machine.files.operations ?? []).dropFirst(before).map(Step.file)
+        for action in actions {
+            produced.append(.action(action))
+            perform(action)
         }
-        actions += produced
+        self.actions += produced
         return produced
     }
 
@@ -151,10 +177,10 @@ struct MachineRun {
     /// once it has gone out: time moves to its start first (alarms on the way are delivered),
     /// unless the answer is its cancellation.
     @discardableResult
-    mutating func answer(_ event: Machine.Event) -> [Machine.Action] {
+    mutating func answer(_ event: Machine.Event) -> [Step] {
         #expect(request != nil, "no request in flight to answer with \(event)")
         if let request { #expect(Self.answers(event, request), "\(event) does not answer \(request)") }
-        var produced: [Machine.Action] = []
+        var produced: [Step] = []
         if case .requestCancelled = event {
         } else if let start = scheduledStart {
             produced += advance(by: instant.duration(to: start))
@@ -166,9 +192,9 @@ struct MachineRun {
 
     /// Moves time on by `duration`, delivering every alarm that falls due on the way.
     @discardableResult
-    mutating func advance(by duration: Duration) -> [Machine.Action] {
+    mutating func advance(by duration: Duration) -> [Step] {
         let target = instant.advanced(by: duration)
-        var produced: [Machine.Action] = []
+        var produced: [Step] = []
         while let due = alarm, due <= target {
             instant = max(instant, due)
             alarm = nil
@@ -181,7 +207,7 @@ struct MachineRun {
     /// Moves time to the next thing that happens: the pending alarm, or the start of a request
     /// the timer scheduled ahead (one of them must be set).
     @discardableResult
-    mutating func advanceToAlarm() -> [Machine.Action] {
+    mutating func advanceToAlarm() -> [Step] {
         guard let due = [alarm, scheduledStart].compactMap({ $0 }).min() else {
             Issue.record("no alarm set and no request scheduled")
             return []
@@ -202,7 +228,7 @@ struct MachineRun {
         }
     }
 
-    private mutating func perform(_ action: Machine.Action) -> Machine.Event? {
+    private mutating func perform(_ action: Machine.Action) {
         switch action {
         case .awaitOnline, .fetchSettings, .fetchMetadata, .patchSettings, .deliverReport, .rotateToken, .runHook:
             #expect(request == nil, "a second request while \(String(describing: request)) is in flight: \(action)")
@@ -212,61 +238,40 @@ struct MachineRun {
             cancelAsked = true
         case .wake(let at):
             alarm = at
-        case .persist:
-            if failing["persist"] == nil { settingsEdited = false }
-            return .persisted(error: failing["persist"])
-        case .checkSettingsFile:
-            return .settingsFileChecked(edited: settingsEdited)
-        case .rewriteSettings:
-            if failing["rewriteSettings"] == nil { settingsEdited = false }
-            return .settingsRewritten(error: failing["rewriteSettings"])
-        case .restorePrevious:
-            settingsEdited = false
-        case .loadJournal:
-            return .journalLoaded(journalOnDisk, problem: journalOnDisk == nil ? "changes.json: not JSON" : nil)
-        case .saveJournal:
-            return .journalSaved(error: failing["saveJournal"])
-        case .saveReports:
-            return .reportsSaved(error: failing["saveReports"])
-        case .writeStatus:
-            return .statusWritten(error: failing["writeStatus"])
-        case .takeUpdateLock:
-            return .updateLock(taken: !appHoldsUpdateLock)
         default:
             break
         }
-        return nil
     }
 
     // MARK: - Reading what happened
 
     /// The settings requests among `actions` (all so far by default).
-    func fetches(in actions: [Machine.Action]? = nil) -> [(wait: Int, known: Int64?)] {
+    func fetches(in actions: [Step]? = nil) -> [(wait: Int, known: Int64?)] {
         (actions ?? self.actions).compactMap {
-            if case .fetchSettings(let wait, let known, _, _, _) = $0 { (wait, known) } else { nil }
+            if case .fetchSettings(let wait, let known, _, _, _)? = $0.action { (wait, known) } else { nil }
         }
     }
 
-    func reports(in actions: [Machine.Action]? = nil) -> [StatusReport] {
+    func reports(in actions: [Step]? = nil) -> [StatusReport] {
         (actions ?? self.actions).compactMap {
-            if case .deliverReport(let report) = $0 { report } else { nil }
+            if case .deliverReport(let report)? = $0.action { report } else { nil }
         }
     }
 
-    func patches(in actions: [Machine.Action]? = nil) -> [JSONObject] {
+    func patches(in actions: [Step]? = nil) -> [JSONObject] {
         (actions ?? self.actions).compactMap {
-            if case .patchSettings(let patch, _) = $0 { patch } else { nil }
+            if case .patchSettings(let patch, _)? = $0.action { patch } else { nil }
         }
     }
 
-    func events(in actions: [Machine.Action]? = nil) -> [String] {
+    func events(in actions: [Step]? = nil) -> [String] {
         (actions ?? self.actions).compactMap {
-            if case .log(let record) = $0 { record.event } else { nil }
+            if case .log(let record)? = $0.action { record.event } else { nil }
         }
     }
 
     /// The index of the first action that matches, for order checks.
-    func index(of predicate: (Machine.Action) -> Bool, in actions: [Machine.Action]) -> Int? {
+    func index(of predicate: (Step) -> Bool, in actions: [Step]) -> Int? {
         actions.firstIndex(where: predicate)
     }
 
@@ -276,7 +281,7 @@ struct MachineRun {
     /// metadata fetched when needed, persisted, and the report delivered.
     @discardableResult
     mutating func deliverRevision(_ revision: Int64, _ values: JSONObject = ["greeting": "hello", "volume": 5, "pin": "1234"])
-        -> [Machine.Action]
+        -> [Step]
     {
         var produced = answer(.settingsAnswer(SettingsAnswer(document: TestApp.document(revision, values))))
         if case .fetchMetadata = request { produced += answer(.metadataAnswer(TestApp.metadataDocument)) }
@@ -285,16 +290,22 @@ struct MachineRun {
     }
 }
 
-extension Machine.Action {
+extension Step {
     var isFetch: Bool {
-        if case .fetchSettings = self { true } else { false }
+        if case .fetchSettings? = action { true } else { false }
     }
 
     var isWriteStatus: Bool {
-        if case .writeStatus = self { true } else { false }
+        if case .writeStatus? = file { true } else { false }
     }
 
     var isSaveReports: Bool {
-        if case .saveReports = self { true } else { false }
+        if case .saveReports? = file { true } else { false }
+    }
+}
+
+extension Machine.Action {
+    var isFetch: Bool {
+        if case .fetchSettings = self { true } else { false }
     }
 }

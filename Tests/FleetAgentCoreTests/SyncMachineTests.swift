@@ -462,7 +462,7 @@ struct SyncMachineApplyTests {
         run.deliverRevision(8, ["greeting": "hello", "volume": 11, "pin": "12"])
         #expect(run.machine.settings?.revision == 7)
         #expect(run.machine.knownRevision == 8)
-        #expect(!run.actions.contains { if case .persist = $0 { true } else { false } })
+        #expect(!run.actions.contains { if case .persist? = $0.file { true } else { false } })
         let report = run.reports().last
         #expect(report?.state == .error && report?.message.contains("/volume") == true && report?.message.contains("12") == false)
         #expect(run.fetches().last?.known == 8)
@@ -471,7 +471,7 @@ struct SyncMachineApplyTests {
     @Test("a full disk: the last good settings stay, the failure is reported and backed off, the next turn tries again")
     func persistFailure() {
         var run = SyncMachinePollingTests.online()
-        run.failing["persist"] = "settings.json: No space left on device"
+        run.failing[.persist] = "settings.json: No space left on device"
         run.deliverRevision(8)
         #expect(run.machine.settings?.revision == 7 && run.machine.knownRevision == 7)
         #expect(run.machine.reports.reports.last?.message == "cannot write the settings: settings.json: No space left on device")
@@ -485,7 +485,7 @@ struct SyncMachineApplyTests {
             run.deliverRevision(8)
             #expect(run.machine.backoff.failures == failures)
         }
-        run.failing["persist"] = nil
+        run.failing[.persist] = nil
         run.advanceToAlarm()
         #expect(run.request == .deliverReport(run.machine.reports.reports[0]))
         run.answer(.reportDelivered)
@@ -582,7 +582,7 @@ struct SyncMachineApplyTests {
         let applied = run.deliverRevision(8)
         #expect(run.machine.status.revision == 8)
         #expect(applied.filter(\.isWriteStatus).count == 1, "one write for a new revision: its outcome")
-        guard case .writeStatus(let last) = run.actions.last(where: \.isWriteStatus) else { return }
+        guard case .writeStatus(let last)? = run.actions.last(where: \.isWriteStatus)?.file else { return }
         #expect(last.revision == 8 && last.state == .applied)
     }
 }
@@ -596,11 +596,11 @@ struct SyncMachineChangeTests {
     @Test("a request file is removed only once changes.json holding it is saved; a failed save keeps it until a later save works")
     func removedAfterSave() {
         var run = SyncMachinePollingTests.online()
-        run.failing["saveJournal"] = "No space left on device"
+        run.failing[.saveJournal] = "No space left on device"
         let taken = run.send(.inboxRequests([Self.change("c1", ["greeting": "hi"])]))
-        #expect(taken.contains { if case .saveJournal = $0 { true } else { false } })
+        #expect(taken.contains { if case .saveJournal? = $0.file { true } else { false } })
         #expect(!taken.contains(.removeRequest(path: "/inbox/c1.json")))
-        run.failing["saveJournal"] = nil
+        run.failing[.saveJournal] = nil
         run.answer(.requestCancelled)  // the long-poll ends for the change
         let confirmed = run.answer(.changeConfirmed(revision: 8))
         #expect(confirmed.contains(.removeRequest(path: "/inbox/c1.json")))
@@ -704,7 +704,7 @@ struct SyncMachineChangeTests {
         #expect(run.machine.waitingRequests.map(\.id) == ["c1"])
         run.advance(by: .seconds(55))
         run.answer(.settingsAnswer(SettingsAnswer(document: nil)))
-        #expect(!run.actions.contains { if case .saveJournal = $0 { true } else { false } })
+        #expect(!run.actions.contains { if case .saveJournal? = $0.file { true } else { false } })
         #expect(run.actions.filter { $0 == .loadJournal }.count == 2)
         run.journalOnDisk = ChangeJournal()
         run.advance(by: .seconds(55))
@@ -719,7 +719,7 @@ struct SyncMachineChangeTests {
         var run = SyncMachinePollingTests.online()
         run.send(.inboxRequests([Self.change("c1", ["greeting": "hello"])]))
         let again = run.send(.inboxRequests([Self.change("c1", ["greeting": "other"])]))
-        #expect(again.contains { if case .moveRequestAside(path: "/inbox/c1.json", _) = $0 { true } else { false } })
+        #expect(again.contains { if case .moveRequestAside(path: "/inbox/c1.json", _)? = $0.file { true } else { false } })
     }
 }
 
@@ -752,7 +752,7 @@ struct SyncMachineAckTests {
     func futureRevision() {
         var run = SyncMachinePollingTests.online()
         let actions = run.send(.inboxRequests([Self.ack("a1", 9)]))
-        #expect(actions.contains { if case .moveRequestAside(path: "/inbox/a1.json", _) = $0 { true } else { false } })
+        #expect(actions.contains { if case .moveRequestAside(path: "/inbox/a1.json", _)? = $0.file { true } else { false } })
         #expect(run.machine.reports.isEmpty)
     }
 
@@ -790,8 +790,8 @@ extension DeviceSettings {
 @Suite("Sync machine: status.json records an outcome only once its report is safe")
 struct SyncMachineOutcomeRecordTests {
     /// The outcomes `status.json` was written with, in order: (revision, state).
-    static func statusWrites(_ actions: [Machine.Action]) -> [(Int64?, AppStatus.State)] {
-        actions.compactMap { if case .writeStatus(let status) = $0 { (status.revision, status.state) } else { nil } }
+    static func statusWrites(_ actions: [Step]) -> [(Int64?, AppStatus.State)] {
+        actions.compactMap { if case .writeStatus(let status)? = $0.file { (status.revision, status.state) } else { nil } }
     }
 
     @Test("online: the status of revision 8 is written after its report is delivered, never before")
@@ -808,11 +808,11 @@ struct SyncMachineOutcomeRecordTests {
     func afterSave() {
         var run = SyncMachinePollingTests.online()
         run.answer(.settingsAnswer(SettingsAnswer(document: TestApp.document(8))))
-        run.failing["saveReports"] = "No space left on device"
+        run.failing[.saveReports] = "No space left on device"
         let failed = run.answer(.requestFailed(.transient("503")))
         #expect(failed.contains { $0.isSaveReports })
         #expect(!Self.statusWrites(failed).contains { $0.0 == 8 })
-        run.failing["saveReports"] = nil
+        run.failing[.saveReports] = nil
         let held = run.advanceToAlarm()
         #expect(!held.contains { $0.isSaveReports }, "a failed save is tried again on the next turn, not in a loop")
         run.advance(by: .seconds(55))
@@ -832,9 +832,9 @@ struct SyncMachineOutcomeRecordTests {
         run.deliverRevision(8)
         let overdue = run.advance(by: .seconds(30))
         let saved = overdue.firstIndex { $0.isSaveReports }
-        let written = overdue.firstIndex { if case .writeStatus(let status) = $0 { status.awaitingAck == nil } else { false } }
+        let written = overdue.firstIndex { if case .writeStatus(let status)? = $0.file { status.awaitingAck == nil } else { false } }
         #expect(saved != nil && written != nil && saved! < written!)
-        if case .writeStatus(let status) = overdue[written ?? 0] { #expect(status.state == .unsupported) }
+        if case .writeStatus(let status)? = overdue[written ?? 0].file { #expect(status.state == .unsupported) }
         #expect(run.machine.reports.reports.last?.state == .unsupported)
     }
 }
