@@ -184,10 +184,16 @@ let package = Package(
         .target(name: "CSpawn"),
         .target(name: "ChildProcess", dependencies: ["FleetIO", "PosixThreads", "CSpawn"], swiftSettings: fleetSwiftSettings),
         .target(name: "FileWatch", dependencies: ["FleetIO", "PosixThreads"], swiftSettings: fleetSwiftSettings),
+        // The sync machine's requests sent with FleetClient, shared by the agent and the simulator.
+        .target(
+            name: "FleetAgentRequests",
+            dependencies: ["FleetAgentCore", "FleetClient", "FleetJSON", "FleetProtocol"],
+            swiftSettings: fleetSwiftSettings
+        ),
         .target(
             name: "FleetAgent",
             dependencies: [
-                "FleetAgentCore", "FleetDeviceState", "FleetDeviceFiles", "FleetClient", "Curl", "FleetIO", "FleetJSON", "FleetMetadata",
+                "FleetAgentCore", "FleetAgentRequests", "FleetDeviceState", "FleetDeviceFiles", "FleetClient", "Curl", "FleetIO", "FleetJSON", "FleetMetadata",
                 "FleetProtocol",
                 "FleetSchema", "SystemdNotify", "ChildProcess", "FileWatch", "PosixThreads", "FleetVersion",
                 .product(name: "Logging", package: "swift-log"),
@@ -357,7 +363,7 @@ let package = Package(
         .target(
             name: "FleetSimulator",
             dependencies: [
-                "FleetAgentCore", "FleetClient", "Curl", "FleetProtocol", "FleetJSON", "FleetIO", "PosixThreads", "ChildProcess",
+                "FleetAgentCore", "FleetAgentRequests", "FleetDeviceState", "FleetMetadata", "FleetClient", "Curl", "FleetProtocol", "FleetJSON", "FleetIO", "PosixThreads", "ChildProcess",
             ],
             swiftSettings: fleetSwiftSettings
         ),

@@ -1,6 +1,7 @@
 import Curl
 import FileWatch
 import FleetAgentCore
+import FleetAgentRequests
 import FleetClient
 import FleetDeviceFiles
 import FleetDeviceState
@@ -193,30 +194,28 @@ struct AppDriver<C: Clock>: Sendable where C.Duration == Duration {
             // The last repeat starts within FleetClient's bound: one request's limit after that.
             let limit = delay + FleetClient.repeatBound(repeats) + .seconds(Int64(wait) + 100)
             start(limit, waits: &waits, sink: sink) { [app, environment] client in
-                let answer = try await client.settingsAnswer(
-                    app: app.id, knownRevision: known, wait: wait, after: delay, repeatsWhileUnchanged: repeats,
-                    policyTag: environment.policy.knownTag, status: report)
-                if let tag = answer.policyTag {
+                let settings = try await MachineRequests.settings(
+                    client, app: app.id, knownRevision: known, wait: wait, after: delay, repeatsWhileUnchanged: repeats,
+                    policyTag: environment.policy.knownTag, carrying: report
+                ).get()
+                if let tag = settings.policyTag {
                     environment.policy.hear(tag)
                     environment.nudges.hear(policyTag: tag)
                 }
-                return .settingsAnswer(
-                    SettingsAnswer(
-                        document: answer.document, rotationRequested: answer.tokenRotationRequested, nextPoll: answer.nextPoll,
-                        acceptsStatus: answer.acceptsStatus))
+                return .settingsAnswer(settings.answer)
             }
         case .fetchMetadata(let etag):
             start(.seconds(100), waits: &waits, sink: sink) { [app] client in
-                let fetched = try await client.metadata(app: app.id, ifNoneMatch: etag)
-                return .metadataAnswer(fetched.map { MetadataDocument(bytes: $0.document, etag: $0.etag) })
+                let fetched = try await MachineRequests.metadata(client, app: app.id, ifNoneMatch: etag).get()
+                return .metadataAnswer(fetched.map { MetadataDocument(bytes: $0.bytes, etag: $0.etag) })
             }
         case .patchSettings(let patch, let base):
             start(.seconds(200), waits: &waits, sink: sink) { [app] client in
-                .changeConfirmed(revision: try await client.patchSettings(app: app.id, patch: patch, basedOn: base).revision)
+                .changeConfirmed(revision: try await MachineRequests.patch(client, app: app.id, patch, basedOn: base).get())
             }
         case .deliverReport(let report):
             start(.seconds(70), waits: &waits, sink: sink) { [app] client in
-                try await client.reportStatus(app: app.id, report)
+                try await MachineRequests.report(client, app: app.id, report).get()
                 return .reportDelivered
             }
         case .rotateToken:

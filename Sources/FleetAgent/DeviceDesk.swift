@@ -1,4 +1,5 @@
 import FleetAgentCore
+import FleetAgentRequests
 import FleetClient
 import FleetDeviceFiles
 import FleetDeviceState

@@ -4,7 +4,7 @@ import FleetProtocol
 
 extension SyncFailure {
     /// Classifies any failure of a request to the server, once; the loop decides on the value.
-    static func classifying(_ error: any Error) -> SyncFailure {
+    public static func classifying(_ error: any Error) -> SyncFailure {
         switch error {
         case let failure as SyncFailure:
             return failure
