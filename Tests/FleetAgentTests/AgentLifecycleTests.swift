@@ -6,6 +6,8 @@ import FleetTestSupport
 import Foundation
 import Testing
 
+@testable import FleetAgent
+
 /// `fleetsetd`'s life as systemd sees it, and the paths where something is wrong: the notify
 /// protocol, reloads, configuration errors, an offline start with a corrupt file, hooks.
 @Suite("fleetsetd lifecycle and failure paths")
@@ -46,7 +48,9 @@ struct AgentLifecycleTests {
     func startupPagesReleased() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
-        let agent = try await fleet.launchAgent([["id": "door"]])
+        let socket = try NotifySocket(directory: fleet.directory)
+        defer { socket.close() }
+        let agent = try await fleet.launchAgent([["id": "door"]], environment: ["NOTIFY_SOCKET": socket.path])
         defer { agent.kill() }
         let line = try await agent.waitForLog("event=memory")
         let advised = line.split(separator: " ").first { $0.hasPrefix("advised_bytes=") }.flatMap { Int($0.dropFirst(14)) }
@@ -57,9 +61,13 @@ struct AgentLifecycleTests {
         try await agent.waitForLog("event=reloaded")
         try await fleet.set("door", ["counter": 8])
         try await fleet.waitForSettings("door", agent: agent) { $0.values["counter"] == 8 }
-        // The reloaded generation's READY came before the change; its release would have come
-        // 5 s later. Watch past that.
-        try await Task.sleep(for: .seconds(6))
+        // The reloaded generation's release would come startupSettle (5 s) after its READY=1.
+        // No value test shows that it does not: the once-per-process flag lives in the agent's
+        // run, out of a test's reach. So watch until then, from that READY=1 rather than from
+        // a later step, and half a second more for the line to reach the log.
+        try await socket.waitFor("READY=1", count: 2)
+        let reloadedReady = socket.arrivals(of: "READY=1")[1]
+        try await Task.sleep(until: reloadedReady + Agent.startupSettle + .milliseconds(500), clock: .continuous)
         #expect(agent.count("event=memory") == 1, "once per process, not per reload")
     }
 

@@ -278,7 +278,8 @@ struct HostileInputAgentTests {
         defer { agent.kill() }
         let line = try await agent.waitForLog("event=server-mismatch")
         #expect(line.contains("enrolled_with=\(fleet.server.url)") && line.contains("remove") && line.contains("identity.json"), "\(line)")
-        try await Task.sleep(for: .seconds(1))
+        // That the token is never sent later either (no identity for the loops, no enrollment
+        // in its place) is EnrollmentServerMismatchTests' rule, shown without waiting.
         #expect(elsewhere.authorizationsSeen.isEmpty, "\(elsewhere.authorizationsSeen)")
         #expect(fleet.settings("kiosk") != nil)  // still served from disk
     }
@@ -366,7 +367,8 @@ struct HostileInputAgentTests {
         try await fleet.waitForSettings("secure", agent: agent) { $0.values["counter"] == 3 }
     }
 
-    @Test("a server that ignores If-None-Match and wait gets at most one request per pollInterval, and a refused revision one report")
+    @Test(
+        "a server that ignores If-None-Match and wait: the agent keeps polling, and reports a refused revision once, also after a restart")
     func serverIgnoringConditionalRequests() async throws {
         let fleet = try await Fleet.start()
         defer { Task { await fleet.stop() } }
@@ -386,12 +388,14 @@ struct HostileInputAgentTests {
         let refused = try await fleet.waitForStatusLine("panel", containing: ["state=error", "schema_version=2"], agent: agent)
         let revision = try #require(refused.split(separator: " ").first { $0.hasPrefix("revision=") })
 
-        // Six seconds of a server answering every request at once with that revision.
+        // The agent keeps polling, and the repeated revision is not reported again. That it asks
+        // at most once per pollInterval, and reports the revision once however often it comes,
+        // is the sync machine's rule (SyncMachineMisbehavingServerTests.repeatedRevision, ten
+        // minutes of such a server in a few milliseconds): here one more answer is enough.
         let before = proxy.faultsServed("ignoreConditionalRequests")
-        try await Task.sleep(for: .seconds(6))
-        let requests = proxy.faultsServed("ignoreConditionalRequests") - before
-        #expect(requests <= 5, "\(requests) requests in 6 s with pollInterval 2 s")
-        #expect(requests >= 1, "the agent keeps polling")
+        try await Waiting.until("the agent stopped polling:\n\(agent.log)") {
+            proxy.faultsServed("ignoreConditionalRequests") > before
+        }
         let reports = fleet.statusLines("panel").filter { $0.split(separator: " ").contains(revision) && $0.contains("state=error") }
         #expect(reports.count == 1, "one report for the refused revision: \(reports)")
         #expect(agent.isRunning)

@@ -259,7 +259,8 @@ struct SafeChangesTests {
             try await fleet.set("kiosk", ["greeting": "while busy"])
             let waiting = try await device.waitForStatus { $0.waitingRevision != nil }
             #expect(waiting.waitingReason == "the app holds its update lock (updates.lock); applying when it lets go")
-            try await Task.sleep(for: .seconds(3))  // several retries: still held, still waiting
+            // The real lock is tried and found held (the status says so); that each retry, every
+            // 2 s, finds it held too and leaves the revision waiting is SafeApplyTests.updateLock.
             #expect(device.settings()?.revision == first.revision)
         }
         let applied = try await device.waitForSettings { $0.values["greeting"] == "while busy" }

@@ -99,7 +99,7 @@ struct DeviceInfoAndPolicyRouteTests {
             let held = Task {
                 try await kiosk.client.settingsAnswer(app: "kiosk", knownRevision: settings.revision, wait: 30, policyTag: appTag)
             }
-            while await server.waiters(app: "kiosk") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await server.waitForWaiters(app: "kiosk")
             let started = ContinuousClock.now
             let groupPolicy = try await server.admin.patchPolicy(scope: .group("lobby"), ["pollInterval": 120, "statusReports": "brief"])
             #expect(groupPolicy == AgentPolicy(pollInterval: 120, statusReports: .brief))
@@ -162,7 +162,7 @@ struct DeviceInfoAndPolicyRouteTests {
             let second = try await server.enrollDevice()
             let known = try #require(try await first.client.settings(app: "kiosk")).revision
             let held = Task { try await first.client.settingsAnswer(app: "kiosk", knownRevision: known, wait: 30) }
-            while await server.waiters(app: "kiosk") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await server.waitForWaiters(app: "kiosk")
             let started = ContinuousClock.now
             let told = try await second.client.settingsAnswer(app: "kiosk", knownRevision: known, wait: 30)
             #expect(started.duration(to: .now) < .seconds(5))

@@ -35,7 +35,7 @@ struct KeyPathRouteTests {
                 try await device.client.settingValue(
                     app: "signage", keyPath: Self.path("playlist/0/content"), knownRevision: first.revision, wait: 30)
             }
-            while await server.waiters(app: "signage") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await server.waitForWaiters(app: "signage")
             _ = try await server.admin.setValue(app: "signage", scope: "app", keyPath: Self.path("playlist/0/content"), to: "news.mp4")
             let changed = try #require(try await waiting.value)
             #expect(changed.value == "news.mp4" && changed.revision > first.revision)

@@ -105,7 +105,7 @@ struct SettingsRouteTests {
             _ = try await device.client.settings(app: "kiosk")
             try await device.client.reportStatus(app: "kiosk", StatusReport(revision: 1, schemaVersion: 1, state: .applied, source: .agent))
             let waiting = Task { try await device.client.settings(app: "kiosk", knownRevision: 1, wait: 60) }
-            while await server.waiters(app: "kiosk") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await server.waitForWaiters(app: "kiosk")
             let held = try await server.raw(.get, "/metrics", token: TestFleetServer.adminToken)
             #expect(held.status == 200 && held.headers["Content-Type"]?.hasPrefix("text/plain; version=0.0.4") == true)
             #expect(held.bodyText.contains("fleetset_long_polls_held 1"), "\(held.bodyText)")
@@ -160,7 +160,7 @@ struct SettingsRouteTests {
             for _ in 0..<120 { devices.append(try await server.enrollDevice().client) }
             for device in devices { _ = try await device.settings(app: "kiosk") }
             let waits = devices.map { device in Task { try await device.settings(app: "kiosk", knownRevision: 1, wait: 120) } }
-            while await server.waiters(app: "kiosk") < devices.count { try await Task.sleep(for: .milliseconds(5)) }
+            try await server.waitForWaiters(app: "kiosk", count: devices.count)
             let before = server.storeCalls.all.count
             _ = try await server.admin.patchValues(app: "kiosk", scope: "app", patch: ["title": "Everyone"])
             for wait in waits { #expect(try await wait.value?.values["title"] == "Everyone") }
@@ -378,14 +378,9 @@ struct SettingsRouteTests {
         }
     }
 
-    /// Returns once a long-poll is waiting on the server (within a minute, however loaded the
-    /// machine: a bound against hanging, not a measure of speed).
+    /// Returns once a long-poll of kiosk is waiting on the server (within a minute, however
+    /// loaded the machine: a bound against hanging, not a measure of speed).
     static func waitUntilWaiting(_ server: TestFleetServer) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
-            if await server.waiters(app: "kiosk") > 0 { return }
-            try await Task.sleep(for: .milliseconds(1))
-        }
-        Issue.record("no long-poll started waiting")
+        try await server.waitForWaiters(app: "kiosk", timeout: .seconds(60))
     }
 }

@@ -82,7 +82,7 @@ struct TrustBoundaryTests {
             let current = try #require(try await device.client.settings(app: "kiosk"))
             let started = ContinuousClock.now
             async let waiting = refusal { try await device.client.settings(app: "kiosk", knownRevision: current.revision, wait: 60) }
-            while await server.waiters(app: "kiosk") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await server.waitForWaiters(app: "kiosk")
             _ = try await server.admin.updateDevice(id: device.id, DeviceUpdate(apps: ["other"]))
             let answer = await waiting
             #expect(answer?.status == 404 && answer?.code == .unknownApp)
@@ -102,7 +102,7 @@ struct TrustBoundaryTests {
 
             async let doomedWait = refusal { try await doomed.client.settings(app: "kiosk", knownRevision: 1, wait: 120) }
             async let pausedWait = refusal { try await paused.client.settings(app: "kiosk", knownRevision: 1, wait: 120) }
-            while await server.waiters(app: "kiosk") < 2 { try await Task.sleep(for: .milliseconds(5)) }
+            try await server.waitForWaiters(app: "kiosk", count: 2)
             let started = ContinuousClock.now
             try await server.admin.deleteDevice(id: doomed.id)
             _ = try await server.admin.updateDevice(id: paused.id, DeviceUpdate(disabled: true))
@@ -258,7 +258,7 @@ struct TrustBoundaryTests {
             let waits = devices.map { device in
                 Task { try await device.client.settings(app: "kiosk", knownRevision: 1, wait: 120) }
             }
-            while await server.waiters(app: "kiosk") < 6 { try await Task.sleep(for: .milliseconds(5)) }
+            try await server.waitForWaiters(app: "kiosk", count: 6)
             _ = try await server.admin.patchValues(app: "kiosk", scope: "device:\(devices[5].id)", patch: ["volume": 7])
             #expect(await server.notifier.lastWakeCount == 1)
             #expect(try await waits[5].value?.values["volume"] == 7)
@@ -283,7 +283,7 @@ struct TrustBoundaryTests {
             let device = try await server.enrollDevice()
             _ = try await device.client.settings(app: "kiosk")
             let waiting = Task { try await device.client.settings(app: "kiosk", knownRevision: 1, wait: 300) }
-            while await server.waiters(app: "kiosk") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await server.waitForWaiters(app: "kiosk")
             waiting.cancel()  // libcurl drops the connection
             let started = ContinuousClock.now
             while await server.waiters(app: "kiosk") > 0 {
@@ -422,7 +422,7 @@ struct RequestLimitTests {
             let device = try await server.enrollDevice()
             _ = try await device.client.settings(app: "kiosk")
             let waiting = Task { try await device.client.settings(app: "kiosk", knownRevision: 1, wait: 60) }
-            while await server.waiters(app: "kiosk") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await server.waitForWaiters(app: "kiosk")
             // /proc/net/tcp: the server's side of each connection, local port = the server's. Its
             // `tr` column is 2 while a keepalive timer runs, and `tm->when` the ticks until it fires.
             let hex = String(server.port, radix: 16, uppercase: true)

@@ -159,7 +159,7 @@ struct TrustRoundThreeTests {
             let entries = try await server.admin.history(app: "kiosk").entries.count
             // A long-poll waits on the revision just written; no-op writes must not answer it.
             let waiting = Task { try await device.client.settings(app: "kiosk", knownRevision: written.revision, wait: 30) }
-            while await server.waiters(app: "kiosk") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await server.waitForWaiters(app: "kiosk")
             let writesBefore = server.storeCalls.all.filter { $0 == "write" }.count
             for patch: JSONObject in [[:], ["volume": 7], ["night": .null]] {
                 let answer = try await device.client.patchSettings(app: "kiosk", patch: patch, basedOn: written.revision)

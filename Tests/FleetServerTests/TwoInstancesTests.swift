@@ -23,7 +23,7 @@ struct TwoInstancesTests {
             for (round, scope) in ["app", "group:lobby", "device:\(identity.deviceId)"].enumerated() {
                 let known = revision
                 let poll = Task { try await onB.settings(app: "kiosk", knownRevision: known, wait: 60) }
-                while await b.waiters(app: "kiosk") < 1 { try await Task.sleep(for: .milliseconds(2)) }
+                try await b.waitForWaiters(app: "kiosk")
                 let start = ContinuousClock.now
                 _ = try await a.admin.patchValues(app: "kiosk", scope: scope, patch: ["title": .string("round \(round)")])
                 let answer = try #require(try await poll.value, "the long-poll on B timed out instead of waking")

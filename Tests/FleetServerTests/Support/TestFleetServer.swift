@@ -213,6 +213,20 @@ struct TestFleetServer: Sendable {
     /// How many long-polls wait on `app`.
     func waiters(app: String) async -> Int { await notifier.waiterCount(of: app) }
 
+    /// Returns once at least `count` long-polls wait on `app`. After `timeout` the test fails,
+    /// saying how many long-polls it awaited and how many there were: a long-poll that never
+    /// starts waiting (its request refused, say) ends the test instead of hanging it. The
+    /// timeout bounds a failing test only, however loaded the machine; it measures no speed.
+    func waitForWaiters(app: String, count: Int = 1, timeout: Duration = .seconds(30)) async throws {
+        var waiting = 0
+        try await Waiting.until(
+            timeout: timeout, "never saw \(count) long-poll(s) of \(app) waiting on the server: \(waiting) waited after \(timeout)"
+        ) {
+            waiting = await waiters(app: app)
+            return waiting >= count
+        }
+    }
+
     /// A client with the admin token.
     var admin: FleetClient { FleetClient(http: http, baseURL: baseURL, token: Self.adminToken) }
 
