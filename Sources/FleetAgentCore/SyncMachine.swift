@@ -237,7 +237,8 @@ public struct SyncMachine<Instant: InstantProtocol, Files: AppFiles> where Insta
         statusFile = StatusFile(AppStatus(app: rules.app), onDisk: nil)
         reportQueue = ReportQueue(loaded: PendingReports(), detail: rules.reportDetail)
         timers = PollTimers(
-            schedule: PollSchedule(longPollWait: rules.longPollWait, pollInterval: rules.pollInterval, jitter: rules.jitter))
+            schedule: PollSchedule(longPollWait: rules.longPollWait, pollInterval: rules.pollInterval, jitter: rules.jitter),
+            backoff: rules.backoff)
     }
 
     /// Takes one event at `now` and returns what to do, in order.

@@ -27,6 +27,9 @@ public struct SyncRules: Sendable, Equatable {
     /// it the revision is applied anyway and its report says why (a reader that never lets
     /// go must not freeze the device's settings, secret rotations included).
     public var updateLockMaxHold: Duration
+    /// The backoff after a failed request (full jitter under a doubling ceiling). The agent
+    /// keeps the default; the fleet simulator shortens it to measure a fleet's recovery.
+    public var backoff: RetryBackoff
     /// The default of ``updateLockMaxHold``: one hour.
     public static let defaultUpdateLockMaxHold: Duration = .seconds(3600)
 
@@ -39,8 +42,9 @@ public struct SyncRules: Sendable, Equatable {
         app: String, longPollWait: Int, pollInterval: Duration, jitter: Duration, hasHook: Bool = false, expectAck: Bool = false,
         ackTimeout: Duration = .seconds(60), syncNowInterval: Duration = SyncRules.defaultSyncNowInterval,
         applyWindows: [ApplyWindow] = [], rollbackOnError: Bool = false, reportDetail: AgentPolicy.ReportDetail = .full,
-        updateLockMaxHold: Duration = SyncRules.defaultUpdateLockMaxHold
+        updateLockMaxHold: Duration = SyncRules.defaultUpdateLockMaxHold, backoff: RetryBackoff = RetryBackoff()
     ) {
+        self.backoff = backoff
         self.reportDetail = reportDetail
         self.updateLockMaxHold = updateLockMaxHold
         self.app = app

@@ -69,10 +69,10 @@ public final class FleetCounters: Sendable {
 
     /// Records settings a device got; true when they carry the phase's marker and the device
     /// is expected and had not got them before.
-    func received(_ document: SettingsDocument, device: Int) -> Bool {
+    func received(_ values: JSONObject, device: Int) -> Bool {
         let now = ContinuousClock.now
         return state.withLock { state in
-            guard let marker = state.marker, document.values[Self.markerKey] == .string(marker), state.expected.contains(device),
+            guard let marker = state.marker, values[Self.markerKey] == .string(marker), state.expected.contains(device),
                 state.reached[device] == nil
             else { return false }
             state.reached[device] = state.started.duration(to: now)
@@ -81,6 +81,16 @@ public final class FleetCounters: Sendable {
     }
 
     func count(_ kind: String) { state.withLock { $0.requests[kind, default: 0] += 1 } }
+
+    /// The agent's log events counted beside the requests (`event repeated`): what the agent's
+    /// rules made of the answers.
+    static let countedEvents: Set<String> = ["repeated", "long-poll-refused", "report-refused", "change-refused", "change-conflict"]
+
+    /// Counts a log event of a device's machine, when it is one of ``countedEvents``.
+    func logged(_ event: String) {
+        guard Self.countedEvents.contains(event) else { return }
+        count("event " + event)
+    }
 
     func failed(_ kind: String) { state.withLock { $0.errors[kind, default: 0] += 1 } }
 

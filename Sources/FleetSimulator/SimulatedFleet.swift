@@ -1,6 +1,7 @@
 import Curl
 import FleetAgentCore
 import FleetClient
+import FleetDeviceState
 import FleetJSON
 import FleetProtocol
 import PosixThreads
@@ -19,9 +20,10 @@ public struct FleetMember: Sendable, Hashable {
     }
 }
 
-/// Thousands of ``SimulatedDevice``s, each a task performing its requests with fleetset's own
-/// client (``FleetClient`` over libcurl's multi interface): one process holds a connection per
-/// device. What they see is counted in ``counters``.
+/// Thousands of simulated devices (``SimulatedAgent``: the agent's own sync machine), each a
+/// task performing its requests with fleetset's own client (``FleetClient`` over libcurl's
+/// multi interface): one process holds a connection per device. What they see is counted in
+/// ``counters``.
 public final class SimulatedFleet: Sendable {
     /// How the devices behave.
     public struct Behavior: Sendable {
@@ -31,11 +33,25 @@ public final class SimulatedFleet: Sendable {
         public var writeBackShare: Double
         /// The backoff after failures.
         public var backoff: RetryBackoff
+        /// The poll timer (after a revision decided on already comes again, or when the
+        /// server refuses long-polls) and its jitter, as the agent's configuration sets them.
+        public var pollInterval: Duration
+        public var jitter: Duration
 
-        public init(longPollWait: Int = 300, writeBackShare: Double = 0, backoff: RetryBackoff = RetryBackoff(cap: .seconds(30))) {
+        public init(
+            longPollWait: Int = 300, writeBackShare: Double = 0, backoff: RetryBackoff = RetryBackoff(cap: .seconds(30)),
+            pollInterval: Duration = .seconds(60), jitter: Duration = .seconds(10)
+        ) {
             self.longPollWait = longPollWait
             self.writeBackShare = writeBackShare
             self.backoff = backoff
+            self.pollInterval = pollInterval
+            self.jitter = jitter
+        }
+
+        /// The agent's rules for the simulator's app with this behaviour.
+        func rules(app: String) -> SyncRules {
+            SyncRules(app: app, longPollWait: longPollWait, pollInterval: pollInterval, jitter: jitter, backoff: backoff)
         }
     }
 
@@ -46,6 +62,7 @@ public final class SimulatedFleet: Sendable {
     private let clients: [HTTPClient]
     private let behavior: Behavior
     private let tasks = Locked<[Int: Task<Void, Never>]>([:])
+    private let metadata = MetadataCache()
 
     /// - Parameter clients: the HTTP clients to spread the devices over (each one thread).
     public init(app: String, baseURL: String, members: [FleetMember], clients: [HTTPClient], behavior: Behavior) {
@@ -92,29 +109,17 @@ public final class SimulatedFleet: Sendable {
 
     private func run(_ index: Int) async {
         let client = FleetClient(http: clients[index % clients.count], baseURL: baseURL, token: members[index].token)
-        var device = SimulatedDevice(longPollWait: behavior.longPollWait, backoff: behavior.backoff)
-        var random = SystemRandomNumberGenerator()
-        var action = device.start
-        var held: SettingsDocument?
-        while !Task.isCancelled {
-            if action.after > .zero {
-                do { try await Task.sleep(for: action.after) } catch { return }
-            }
-            let failure = held.flatMap { Self.stagedFailure(device: members[index].id, document: $0) }
-            guard
-                let event = await perform(
-                    action.request, client: client, device: index, simulated: &device, failure: failure, random: &random)
-            else {
-                return
-            }
-            if case .settings(let document) = event { held = document }
-            if case .settings(let document) = event, counters.received(document, device: index),
-                behavior.writeBackShare > 0, Double.random(in: 0..<1, using: &random) < behavior.writeBackShare
-            {
-                device.requestWriteBack()
-            }
-            action = device.handle(event, using: &random)
-        }
+        let share = behavior.writeBackShare
+        let app = SimulatedApp(
+            failure: { [members] index, settings in Self.stagedFailure(device: members[index].id, values: settings.values) },
+            writeBack: { _, _ in
+                guard share > 0, Double.random(in: 0..<1) < share else { return nil }
+                return ["volume": .number(.integer(Int64.random(in: 0...10)))]
+            })
+        let agent = SimulatedAgent(
+            index: index, client: client, app: self.app, rules: behavior.rules(app: self.app), counters: counters, metadata: metadata,
+            simulatedApp: app)
+        await agent.run()
     }
 
     /// The devices whose app fails on staged settings (a marker beginning with
@@ -130,71 +135,11 @@ public final class SimulatedFleet: Sendable {
     /// Markers of staged changes begin with this.
     public static let stagedMarkerPrefix = "staged-"
 
-    /// The error a device reports for `document`, `nil` for `applied`.
-    static func stagedFailure(device: String, document: SettingsDocument) -> String? {
-        guard case .string(let marker)? = document.values[FleetCounters.markerKey], marker.hasPrefix(stagedMarkerPrefix),
+    /// The error a device's app acknowledges for settings with these `values`, `nil` when it can use them.
+    static func stagedFailure(device: String, values: JSONObject) -> String? {
+        guard case .string(let marker)? = values[FleetCounters.markerKey], marker.hasPrefix(stagedMarkerPrefix),
             failsOnStaged(device)
         else { return nil }
         return "the simulated app cannot use \(marker)"
-    }
-
-    /// The report of `revision`: `error` with `failure` when one is given, else `applied`.
-    static func report(_ revision: SimulatedDevice.Revision, failure: String?) -> StatusReport {
-        StatusReport(
-            revision: revision.revision, schemaVersion: revision.schemaVersion, state: failure == nil ? .applied : .error,
-            message: failure ?? "", source: .agent)
-    }
-
-    /// Sends `request`; `nil` when the device was stopped meanwhile. A report says `error` with
-    /// `failure` when one is given. `simulated` hears what each settings answer says of reports.
-    private func perform(
-        _ request: SimulatedDevice.Request, client: FleetClient, device: Int, simulated: inout SimulatedDevice, failure: String?,
-        random: inout some RandomNumberGenerator
-    ) async -> SimulatedDevice.Event? {
-        do {
-            switch request {
-            case .settings(let known, let wait, let reporting):
-                if wait > 0 { counters.beginWait() }
-                defer { if wait > 0 { counters.endWait() } }
-                let started = ContinuousClock.now
-                let answer = try await client.settingsAnswer(
-                    app: app, knownRevision: known, wait: wait, status: reporting.map { Self.report($0, failure: failure) })
-                simulated.heard(acceptsStatus: answer.acceptsStatus)
-                if reporting != nil { counters.count(failure == nil ? "status on poll" : "status error on poll") }
-                guard let document = answer.document else {
-                    if let nextPoll = answer.nextPoll {
-                        counters.count("settings 304 busy")
-                        return .deferred(nextPoll: nextPoll)
-                    }
-                    counters.count("settings 304")
-                    return .unchanged(elapsed: started.duration(to: .now))
-                }
-                counters.count("settings 200")
-                return .settings(document)
-            case .report(let revision, let schemaVersion):
-                try await client.reportStatus(
-                    app: app, Self.report(SimulatedDevice.Revision(revision: revision, schemaVersion: schemaVersion), failure: failure))
-                counters.count(failure == nil ? "status 202" : "status error 202")
-                return .reported
-            case .writeBack(let revision):
-                let volume = JSONValue.number(.integer(Int64.random(in: 0...10, using: &random)))
-                let document = try await client.patchSettings(app: app, patch: ["volume": volume], basedOn: revision)
-                counters.count("write-back 200")
-                return .settings(document)
-            }
-        } catch let error as FleetClientError {
-            if Task.isCancelled { return nil }
-            counters.failed([error.status.map(String.init) ?? "bad-answer", error.code?.rawValue].compactMap { $0 }.joined(separator: " "))
-            if case .writeBack = request, let status = error.status, [403, 409, 422].contains(status) { return .writeBackRefused }
-            return .failed(retryAfter: error.retryAfter)
-        } catch let error as HTTPClientError {
-            if Task.isCancelled || error.kind == .clientShutDown { return nil }
-            counters.failed("\(error.kind)")
-            return .failed(retryAfter: nil)
-        } catch {
-            if Task.isCancelled || error is CancellationError { return nil }
-            counters.failed("other")
-            return .failed(retryAfter: nil)
-        }
     }
 }
