@@ -17,6 +17,7 @@ public final class Balancer: Sendable {
     private let executable: String
     private let directory: String
     private let backends: [String]
+    private let faults: ProxyFaults?
     private let running = Locked<Process?>(nil)
     private let boundPort = Locked(0)
 
@@ -29,15 +30,18 @@ public final class Balancer: Sendable {
     ///   - executable: HAProxy (`/usr/sbin/haproxy`).
     ///   - directory: where its configuration and log go.
     ///   - backends: the instances, as `HOST:PORT`.
-    public init(executable: String = "/usr/sbin/haproxy", directory: String, backends: [String]) {
+    ///   - faults: how it misbehaves, if it should (see ``ProxyFaults``).
+    public init(executable: String = "/usr/sbin/haproxy", directory: String, backends: [String], faults: ProxyFaults? = nil) {
         self.executable = executable
         self.directory = directory
         self.backends = backends
+        self.faults = faults
     }
 
     /// The configuration for a balancer on `port` holding up to `connections` device connections.
-    public static func configuration(port: Int, backends: [String], connections: Int) -> String {
+    public static func configuration(port: Int, backends: [String], connections: Int, faults: ProxyFaults? = nil) -> String {
         let servers = backends.enumerated().map { "    server instance-\($0.offset + 1) \($0.element) check" }.joined(separator: "\n")
+        let misbehaviour = faults.map { "\n" + $0.rules } ?? ""
         return """
             global
                 maxconn \(connections)
@@ -53,7 +57,7 @@ public final class Balancer: Sendable {
                 timeout http-keep-alive 330s
                 timeout http-request 30s
             frontend fleet
-                bind 127.0.0.1:\(port)
+                bind 127.0.0.1:\(port)\(misbehaviour)
                 default_backend instances
             backend instances
                 balance leastconn
@@ -73,7 +77,7 @@ public final class Balancer: Sendable {
     public func start(connections: Int = 8_000, timeout: Duration = .seconds(30)) async throws {
         let port = try Self.freePort()
         try FileSystem.writeAtomically(
-            Array(Self.configuration(port: port, backends: backends, connections: connections).utf8), to: configurationPath)
+            Array(Self.configuration(port: port, backends: backends, connections: connections, faults: faults).utf8), to: configurationPath)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["-db", "-f", configurationPath]
@@ -127,5 +131,38 @@ public final class Balancer: Sendable {
         return withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
+    }
+}
+
+/// How a proxy between the devices and their server misbehaves, each on a share of the
+/// devices' requests (`/v1/apps/…`; enrollment and admin requests pass): as proxies and
+/// middleboxes in the field do, and as the agent's rules must survive.
+public struct ProxyFaults: Sendable, Equatable {
+    /// The percentage of settings requests whose `If-None-Match` the proxy drops: the server
+    /// then answers `200` with the revision the device holds (a cache or proxy ignoring
+    /// conditional requests). The agent counts such a revision as unchanged and waits the poll
+    /// timer (`event=repeated`).
+    public var ignoreConditional: Int
+    /// The percentage of requests the proxy answers `403` with an HTML page of its own, not
+    /// fleetset's error body. The agent takes it as transient (it is not the server's refusal)
+    /// and backs off.
+    public var refuse: Int
+
+    public init(ignoreConditional: Int = 20, refuse: Int = 10) {
+        self.ignoreConditional = ignoreConditional
+        self.refuse = refuse
+    }
+
+    /// HAProxy's frontend rules: one random draw per request decides which fault, if any.
+    var rules: String {
+        """
+            http-request set-var(txn.fault) rand(100)
+            acl device_request path_beg /v1/apps/
+            acl settings_request path_end /settings
+            acl refused var(txn.fault) -m int lt \(refuse)
+            acl unconditional var(txn.fault) -m int lt \(refuse + ignoreConditional)
+            http-request return status 403 content-type text/html string "<html><body><h1>403 Forbidden</h1>Request forbidden by administrative rules.</body></html>" if device_request refused
+            http-request del-header If-None-Match if device_request settings_request !refused unconditional
+        """
     }
 }

@@ -90,6 +90,9 @@ public struct FleetReport: Sendable {
         public var simulatorCPU: Duration?
         /// Requests the fleet sent during the phase, by kind (`settings 304`, `report`, …).
         public var requests: [String: Int]
+        /// Requests answered during the phase (the agent's log events counted beside them,
+        /// `event …`, left out).
+        public var answered: Int { requests.filter { !$0.key.hasPrefix("event ") }.values.reduce(0, +) }
         /// Failed requests during the phase, by kind (`503 overloaded`, `couldNotConnect`, …).
         public var errors: [String: Int]
 
@@ -105,7 +108,7 @@ public struct FleetReport: Sendable {
             ]
             let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
             if seconds > 0 {
-                object["requests_per_second"] = .number(.double((Double(requests.values.reduce(0, +)) / seconds * 10).rounded() / 10))
+                object["requests_per_second"] = .number(.double((Double(answered) / seconds * 10).rounded() / 10))
             }
             if let server { object["server"] = server.json }
             if let simulatorCPU { object["simulator"] = ["cpu_s": .number(.double(ServerUsage.seconds(simulatorCPU)))] }
@@ -148,8 +151,7 @@ public struct FleetReport: Sendable {
         for phase in phases {
             var line = "  \(phase.name): \(phase.latency.count)/\(phase.expected) in \(LatencySummary.text(phase.duration))"
             if phase.latency.count > 0 { line += " (\(phase.latency.text))" }
-            let requests = phase.requests.values.reduce(0, +)
-            line += "; \(requests) requests"
+            line += "; \(phase.answered) requests"
             if let server = phase.server {
                 line += "; server RSS \(server.residentBytes / 1_048_576) MB, CPU \(LatencySummary.text(server.cpu))"
             }

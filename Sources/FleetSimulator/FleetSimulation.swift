@@ -34,6 +34,13 @@ public enum Scenario: String, Sendable, CaseIterable {
     /// ``SimulatedFleet/failsOnStaged(_:)`` report `error`; the fourth must get nothing. The
     /// rollout is aborted at the end.
     case rollout
+    /// The devices reach the server through a proxy that misbehaves (``ProxyFaults``: it drops
+    /// `If-None-Match` from some settings requests, so the server answers `200` with the
+    /// revision the device holds, and answers others `403` with a page of its own). The agent's
+    /// rules hold: a revision decided on already waits the poll timer, the `403` backs off, no
+    /// device spins. Phases: `faults` (the fleet held for ``FleetSimulation/Options/hold``: its
+    /// requests per device) and an app-wide change that must reach every device all the same.
+    case faults
 }
 
 /// A simulated fleet against one server: enrollment (or a saved fleet), the app's metadata,
@@ -179,6 +186,25 @@ public final class FleetSimulation: Sendable {
         var phases: [FleetReport.Phase] = []
         let start = try await change(scope: "app", note: "connect")
         phases.append(await measure("connect", marker: start, expected: all) { self.fleet.connectAll() })
+        if scenario == .faults {
+            // Behind the faulty proxy some devices always wait on the poll timer or a backoff:
+            // the fleet never waits whole in long-polls.
+            let faults = await measure("faults", marker: nil, expected: []) { try? await Task.sleep(for: self.options.hold) }
+            phases.append(faults)
+            phases.append(try await changePhase("app-change behind the faults", scope: "app", expected: all))
+            // Every request sent: the answered ones and the failed (the proxy's 403s among them).
+            let sent = faults.answered + faults.errors.values.reduce(0, +)
+            let perDevice = Double(sent) / Double(max(1, fleet.members.count))
+            let seconds = Double(faults.duration.components.seconds) + Double(faults.duration.components.attoseconds) / 1e18
+            func hundredths(_ value: Double) -> Double { (value * 100).rounded() / 100 }
+            let note =
+                "behind the faults: \(hundredths(perDevice)) requests per device in \(Int(seconds.rounded())) s "
+                + "(\(hundredths(seconds > 0 ? perDevice * 60 / seconds : 0)) a minute); "
+                + "\(faults.requests["event repeated"] ?? 0) revisions repeated, \(faults.errors["403"] ?? 0) requests refused by the proxy"
+            return FleetReport(
+                scenario: scenario.rawValue, devices: fleet.members.count, waiting: fleet.counters.snapshot.waiting, phases: phases,
+                notes: [note])
+        }
         phases.append(await measure("settle", marker: nil, expected: []) { await self.waitUntilAllWait() })
         switch scenario {
         case .steady:
@@ -226,6 +252,8 @@ public final class FleetSimulation: Sendable {
                 })
             // How long until every device waits in a long-poll again.
             phases.append(await measure("back in long-poll", marker: nil, expected: []) { await self.waitUntilAllWait() })
+        case .faults:
+            break  // above
         case .rollout:
             let outcome = try await rollout()
             phases += outcome.phases

@@ -124,6 +124,9 @@ struct FleetsetSim: AsyncParsableCommand {
         guard ["kill", "term"].contains(restartSignal) else { throw ValidationError("--restart-signal must be kill or term") }
         guard url == nil || adminTokenFile != nil else { throw ValidationError("--url needs --admin-token-file") }
         if url != nil, scenario == Scenario.restart.rawValue { throw ValidationError("restart needs a server the simulator starts") }
+        if scenario == Scenario.faults.rawValue, url != nil || instances > 1 {
+            throw ValidationError("faults puts a misbehaving proxy (HAProxy, --balancer) in front of the one server the simulator starts")
+        }
         guard instances >= 1 else { throw ValidationError("--instances must be 1 or more") }
         if instances > 1 {
             guard let database, database.hasPrefix("postgres://") || database.hasPrefix("postgresql://") else {
@@ -178,6 +181,12 @@ struct FleetsetSim: AsyncParsableCommand {
                 note("balancer: \(balancer) at \(balancing.url), configuration \(balancing.configurationPath)")
                 front = balancing
                 baseURL = deviceInstance.map { started[$0 - 1].url } ?? balancing.url
+            } else if Scenario(rawValue: scenario) == .faults {
+                let proxy = Balancer(executable: balancer, directory: directory, backends: [started[0].address], faults: ProxyFaults())
+                try await proxy.start(connections: devices + 500)
+                note("misbehaving proxy: \(balancer) at \(proxy.url), configuration \(proxy.configurationPath)")
+                front = proxy
+                baseURL = proxy.url
             } else {
                 baseURL = started[0].url
             }

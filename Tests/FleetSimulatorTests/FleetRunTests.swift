@@ -14,8 +14,8 @@ struct FleetRunTests {
     static let devices = 300
 
     func withFleet(
-        devices: Int = Self.devices, restartSignal: Int32 = SIGKILL, serverArguments: [String] = [],
-        _ body: (FleetSimulation, SimulatedFleet) async throws -> Void
+        devices: Int = Self.devices, restartSignal: Int32 = SIGKILL, serverArguments: [String] = [], faults: ProxyFaults? = nil,
+        hold: Duration = .seconds(1), _ body: (FleetSimulation, SimulatedFleet) async throws -> Void
     ) async throws {
         let directory = try CLIRunner.temporaryDirectory().path
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -35,12 +35,22 @@ struct FleetRunTests {
         let mode = try FileManager.default.attributesOfItem(atPath: directory + "/fleet.json")[.posixPermissions] as? Int
         #expect(mode == 0o600)
         let behavior = SimulatedFleet.Behavior(
-            longPollWait: 60, writeBackShare: 0.05, backoff: .init(base: .milliseconds(500), cap: .seconds(4)))
-        let fleet = SimulatedFleet(app: FleetSimulation.app, baseURL: server.url, members: members, clients: [http], behavior: behavior)
+            longPollWait: 60, writeBackShare: 0.05, backoff: .init(base: .milliseconds(500), cap: .seconds(4)), pollInterval: .seconds(2),
+            jitter: .seconds(1))
+        // The devices reach the server directly, or through a misbehaving proxy.
+        var proxy: Balancer?
+        if let faults {
+            let balancer = Balancer(directory: directory, backends: [server.address], faults: faults)
+            try await balancer.start(connections: devices + 100)
+            proxy = balancer
+        }
+        defer { proxy?.stop() }
+        let fleet = SimulatedFleet(
+            app: FleetSimulation.app, baseURL: proxy?.url ?? server.url, members: members, clients: [http], behavior: behavior)
         let simulation = FleetSimulation(
             fleet: fleet, admin: admin, server: server,
             options: .init(
-                behavior: behavior, phaseTimeout: .seconds(60), hold: .seconds(1), churnDuration: .seconds(3), churnShare: 0.05,
+                behavior: behavior, phaseTimeout: .seconds(60), hold: hold, churnDuration: .seconds(3), churnShare: 0.05,
                 restartSignal: restartSignal))
         do {
             try await body(simulation, fleet)
@@ -126,6 +136,33 @@ struct FleetRunTests {
             let kinds = Set(restart.errors.keys)
             #expect(kinds.isSubset(of: ["connectionLost", "couldNotConnect"]), "\(report.text)")
             #expect(report.waiting == Self.devices, "\(report.text)")
+        }
+    }
+
+    /// The simulator runs the agent's own rules, so a fault the agent handles is handled the same
+    /// way: a `200` with the revision the device holds waits the poll timer (2 to 3 s here), and
+    /// a proxy's `403` without fleetset's body backs off. Most requests meet a fault (70% lose
+    /// `If-None-Match`, 10% are refused): a device that sent again at once would make hundreds
+    /// of requests in the 10 s held, not four.
+    @Test(
+        "behind a proxy that drops If-None-Match (200 with the same revision) and answers 403 without fleetset's body, no device spins and a change still reaches every one"
+    )
+    func faults() async throws {
+        try await withFleet(devices: 100, faults: ProxyFaults(ignoreConditional: 70, refuse: 10), hold: .seconds(10)) { simulation, _ in
+            let report = try await simulation.run(.faults)
+            let held = try phase(report, "faults")
+            #expect((held.requests["event repeated"] ?? 0) > 0, "the agent's rule for a repeated revision ran: \(report.text)")
+            #expect((held.errors["403"] ?? 0) > 0, "the proxy refused some requests: \(report.text)")
+            #expect(held.errors.keys.allSatisfy { $0 == "403" }, "no other failure: \(report.text)")
+            let sent = held.answered + held.errors.values.reduce(0, +)
+            // About one request every 2.5 s per device: the poll timer after each repeated
+            // revision, a backoff after each 403. Spinning would be thousands.
+            #expect(sent < 100 * 10, "\(sent) requests from 100 devices in 10 s: \(report.text)")
+            #expect((held.requests["event repeated"] ?? 0) > 100, "most devices met a repeated revision: \(report.text)")
+            let change = try phase(report, "app-change behind the faults")
+            #expect(change.missing == 0 && change.latency.count == 100, "\(report.text)")
+            #expect(report.notes.contains { $0.hasPrefix("behind the faults:") }, "\(report.text)")
+            print(report.text)
         }
     }
 }
