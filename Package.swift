@@ -193,7 +193,8 @@ let package = Package(
         .target(
             name: "FleetAgent",
             dependencies: [
-                "FleetAgentCore", "FleetAgentRequests", "FleetDeviceState", "FleetDeviceFiles", "FleetClient", "Curl", "FleetIO", "FleetJSON", "FleetMetadata",
+                "FleetAgentCore", "FleetAgentRequests", "FleetDeviceState", "FleetDeviceFiles", "FleetClient", "Curl", "FleetIO",
+                "FleetJSON", "FleetMetadata",
                 "FleetProtocol",
                 "FleetSchema", "SystemdNotify", "ChildProcess", "FileWatch", "PosixThreads", "FleetVersion",
                 .product(name: "Logging", package: "swift-log"),
@@ -363,7 +364,8 @@ let package = Package(
         .target(
             name: "FleetSimulator",
             dependencies: [
-                "FleetAgentCore", "FleetAgentRequests", "FleetDeviceState", "FleetMetadata", "FleetClient", "Curl", "FleetProtocol", "FleetJSON", "FleetIO", "PosixThreads", "ChildProcess",
+                "FleetAgentCore", "FleetAgentRequests", "FleetDeviceState", "FleetMetadata", "FleetClient", "Curl", "FleetProtocol",
+                "FleetJSON", "FleetIO", "PosixThreads", "ChildProcess",
             ],
             swiftSettings: fleetSwiftSettings
         ),

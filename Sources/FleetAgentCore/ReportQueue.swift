@@ -64,9 +64,10 @@ struct ReportQueue {
         return cut ? String(text) + " …" : String(text)
     }
 
-    /// The first report was delivered by `POST`.
-    mutating func delivered() {
-        record.value.removeFirst(1)
+    /// `report` was delivered by `POST`. Removed by value: a queue at its capacity may have
+    /// dropped its oldest reports (this one among them) while it was on its way.
+    mutating func delivered(_ report: StatusReport) {
+        record.value.remove(report)
         left()
     }
 

@@ -21,9 +21,9 @@ extension SyncMachine {
     }
 
     mutating func reportDelivered() {
-        guard case .delivering = request else { return }
+        guard case .delivering(let report) = request else { return }
         request = nil
-        reportQueue.delivered()
+        reportQueue.delivered(report)
         statusFile.checkWanted = true
     }
 

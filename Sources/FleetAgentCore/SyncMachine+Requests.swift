@@ -24,6 +24,9 @@ extension SyncMachine {
         if syncNowDue { reportQueue.newTurn() }
         let timerDue = timers.nextFetchAt.map { now.instant >= $0 } ?? true
         let carried = reportToCarry(now, fetchDue: timerDue || syncNowDue)
+        // The report on its way stays in reports.json until the answer: that file must not hold
+        // reports delivered since it was saved (a stop would send them again).
+        if carried != nil, !reportQueue.record.isSaved { reportQueue.record.wantSave() }
         if carried == nil, let report = reportQueue.nextToDeliver {
             request = .delivering(report)
             actions.append(.deliverReport(report))
@@ -134,8 +137,8 @@ extension SyncMachine {
             break
         }
         let next = candidates.min()
-        guard next != alarmAt else { return }
-        alarmAt = next
+        guard next != timers.alarmAt else { return }
+        timers.alarmAt = next
         actions.append(.wake(at: next))
     }
 

@@ -318,7 +318,9 @@ extension SyncMachine {
             if state == .applied { message = "settings.json was changed on the device; revision \(applied.revision) was put back" }
         }
         if state == .error, startRollback(from: applied, reason: "the hook failed: \(message)", now) { return }
-        releaseUpdateLock()
+        // The lock taken for a revision still waiting to be written (an edit was put back
+        // first) is kept for it.
+        if !apply.isReadyToWrite { releaseUpdateLock() }
         statusFile.verdictError = state == .applied ? nil : message
         if state == .applied { awaitAck(for: applied.revision, now) } else { stopAwaitingAck() }
         statusFile.record.value.revision = applied.revision

@@ -223,7 +223,6 @@ public struct SyncMachine<Instant: InstantProtocol, Files: AppFiles> where Insta
     var request: InFlight?
     /// When an awaited acknowledgement is overdue.
     public internal(set) var ackDeadline: Instant?
-    var alarmAt: Instant?
 
     var actions: [Action] = []
 
@@ -330,7 +329,7 @@ public struct SyncMachine<Instant: InstantProtocol, Files: AppFiles> where Insta
 }
 
 extension SyncMachine {
-    /// The poll timer, the backoff, and "sync now".
+    /// The poll timer, the backoff, "sync now", and the alarm.
     struct PollTimers {
         var schedule: PollSchedule
         var backoff = RetryBackoff()
@@ -344,5 +343,7 @@ extension SyncMachine {
         /// The regular settings request answered with a new document: the backoff resets once
         /// its outcome is known (applied or refused), not before (a failure on the way counts on).
         var pollOutcomePending = false
+        /// The instant of the alarm asked for last.
+        var alarmAt: Instant?
     }
 }

@@ -45,10 +45,6 @@ struct SimulatedAgent: Sendable {
         var alarm: Task<Void, Never>?
         var served: Int64?
         var inboxCount = 0
-        defer {
-            request?.cancel()
-            alarm?.cancel()
-        }
         while !Task.isCancelled {
             while !pending.isEmpty {
                 let event = pending.removeFirst()
@@ -100,6 +96,10 @@ struct SimulatedAgent: Sendable {
             pending.append(next)
         }
         _ = machine.handle(.stop, at: Self.now())
+        alarm?.cancel()
+        // The request in flight ends (its connection closed) before the device counts as gone.
+        request?.cancel()
+        await request?.value
     }
 
     static func now() -> Machine.Moment {

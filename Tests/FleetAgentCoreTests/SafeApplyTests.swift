@@ -112,6 +112,30 @@ struct SafeApplyTests {
         #expect(Self.persists(run.actions).isEmpty)
     }
 
+    @Test("an edit put back right after the lock is taken keeps the lock for the revision written next")
+    func lockKeptAcrossRestore() {
+        var run = MachineRun()
+        run.appHoldsUpdateLock = true
+        run.start(Self.settled())
+        run.deliverRevision(8)
+        // The app edits settings.json, then lets go of its lock: the retry takes the lock, the
+        // long-poll ends, the edit is put back first, then revision 8 is written, with the lock.
+        run.advance(by: .milliseconds(1_500))
+        run.settingsEdited = true
+        run.send(.settingsFileChanged)
+        run.appHoldsUpdateLock = false
+        let taken = run.advance(by: .milliseconds(500))
+        #expect(taken.contains(.takeUpdateLock) && taken.contains(.cancelRequest))
+        let written = run.answer(.requestCancelled)
+        let files = written.compactMap(\.file)
+        let rewrite = files.firstIndex { if case .rewriteSettings = $0 { true } else { false } }
+        let persist = files.firstIndex { if case .persist = $0 { true } else { false } }
+        let release = files.firstIndex(of: .releaseUpdateLock)
+        #expect(rewrite != nil && persist != nil && rewrite! < persist!, "\(files)")
+        #expect(release != nil && persist! < release!, "the lock is let go only once 8 is written: \(files)")
+        #expect(run.machine.settings?.revision == 8 && !run.machine.holdsUpdateLock)
+    }
+
     @Test("while the app holds its update lock the revision waits, tried again every 2 s; the lock is held through the hook")
     func updateLock() {
         var run = MachineRun(TestApp.rules(jitter: .seconds(1), hasHook: true))

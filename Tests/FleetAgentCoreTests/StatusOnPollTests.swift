@@ -147,6 +147,22 @@ struct StatusOnPollMachineTests {
         #expect(Self.carried(run) == ack)
     }
 
+    @Test("reports.json holds what rides on the long-poll, not reports delivered since it was saved (a stop would send them again)")
+    func fileFollowsTheRide() {
+        var run = Self.online()
+        Self.wake(&run)
+        run.send(
+            .inboxRequests([
+                InboxDelivery(id: "a1", path: "/inbox/a1.json", content: .request(.ack(revision: 8, state: .applied, message: "ok")))
+            ]))
+        let ack = StatusReport(revision: 8, schemaVersion: 3, state: .applied, message: "ok", source: .app)
+        #expect(run.machine.files.reports == PendingReports([Self.applied8, ack]), "saved for the ack's request file")
+        run.answer(.requestCancelled)
+        run.answer(.reportDelivered)
+        #expect(Self.carried(run) == ack)
+        #expect(run.machine.files.reports == PendingReports([ack]))
+    }
+
     @Test("a report too long for the header goes by POST")
     func tooLong() {
         var run = Self.online(accepts: true, TestApp.rules(jitter: .zero, hasHook: true))
