@@ -451,7 +451,7 @@ let package = Package(
         .testTarget(
             name: "FleetServerCoreTests",
             dependencies: [
-                "FleetServerCore", "FleetMetadata", "FleetJSON", "FleetProtocol", "PosixThreads", "FleetWebhooks",
+                "FleetServerCore", "FleetMetadata", "FleetJSON", "FleetProtocol", "PosixThreads", "FleetWebhooks", "FleetTestWaiting",
                 .product(name: "Logging", package: "swift-log"), .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: fleetSwiftSettings
@@ -464,8 +464,15 @@ let package = Package(
         // Test support shared by the test targets that run the built binaries.
         .target(
             name: "FleetTestSupport",
-            dependencies: ["PosixThreads", "ChildProcess", "Curl"],
+            dependencies: ["PosixThreads", "ChildProcess", "Curl", "FleetTestWaiting"],
             path: "Tests/FleetTestSupport",
+            swiftSettings: fleetSwiftSettings
+        ),
+        // Bounded waits for any test target: depends on nothing, so that the tests of a core
+        // module or of the HTTP client need not reach libcurl or child processes for them.
+        .target(
+            name: "FleetTestWaiting",
+            path: "Tests/FleetTestWaiting",
             swiftSettings: fleetSwiftSettings
         ),
         // The agent run as a process against the real server on 127.0.0.1 (and, for faults no
@@ -561,7 +568,7 @@ let package = Package(
         .testTarget(
             name: "CurlTests",
             dependencies: [
-                "Curl",
+                "Curl", "FleetTestWaiting",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),

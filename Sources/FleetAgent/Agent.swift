@@ -33,8 +33,8 @@ public final class Agent: Service {
     private let makeRandom: @Sendable () -> any RandomNumberGenerator
     private let onReload: @Sendable (AgentConfiguration) -> Void
     private let applyLogLevel: @Sendable (String) -> Void
-    /// Whether the pages of start-up were handed back already (once per process).
-    private let startupPagesReleased = Locked(false)
+    /// When the pages of start-up are handed back: once per process (``StartupPagesRelease``).
+    private let startupPages = Locked(StartupPagesRelease())
 
     /// - Parameters:
     ///   - configurationPath: the file SIGHUP re-reads.
@@ -201,21 +201,13 @@ public final class Agent: Service {
         }
     }
 
-    /// How long after READY=1 the pages of start-up are handed back.
-    static var startupSettle: Duration { .seconds(5) }
-
-    /// Once per process, a few seconds after READY=1: hands the resident pages of the code and
-    /// constants start-up used back to the kernel (``StartupPages``). What the loops use comes
-    /// back on its first use.
+    /// Once per process, a few seconds after READY=1 (``StartupPagesRelease``): hands the
+    /// resident pages of the code and constants start-up used back to the kernel
+    /// (``StartupPages``). What the loops use comes back on its first use.
     private func releaseStartupPages<C: Clock<Duration>>(once board: AgentBoard, clock: C) async {
-        guard await board.ready.value() != nil else { return }
-        try? await clock.sleep(for: Self.startupSettle)
-        guard !Task.isCancelled,
-            startupPagesReleased.withLock({ released in
-                defer { released = true }
-                return !released
-            })
-        else { return }
+        guard await board.ready.value() != nil, let delay = startupPages.withLock({ $0.delayAfterReady() }) else { return }
+        try? await clock.sleep(for: delay)
+        guard !Task.isCancelled, startupPages.withLock({ $0.release() }) else { return }
         let advised = StartupPages.release()
         logger.info("start-up pages handed back", metadata: ["event": "memory", "advised_bytes": "\(advised)"])
     }

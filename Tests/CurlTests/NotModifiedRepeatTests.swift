@@ -1,4 +1,5 @@
 import Curl
+import FleetTestWaiting
 import Foundation
 import Testing
 
@@ -86,7 +87,9 @@ struct NotModifiedRepeatTests {
                         url: "\(servers.httpsBase)/counted?id=\(id)",
                         notModifiedRepeats: HTTPClient.NotModifiedRepeats(delays: [.milliseconds(1), .seconds(3600)])))
             }
-            while await (servers.signals.counts[id] ?? 0) < 2 { try await Task.sleep(for: .milliseconds(5)) }
+            try await Waiting.until(timeout: .seconds(30), "the server never saw the request and its first repeat") {
+                await (servers.signals.counts[id] ?? 0) >= 2
+            }
             request.cancel()
             await #expect(throws: CancellationError.self) { try await request.value }
             #expect(await servers.signals.counts[id] == 2)

@@ -1,24 +1,30 @@
 import FleetProtocol
 import FleetServerCore
+import FleetTestWaiting
 import PosixThreads
 import Testing
 
 @Suite("Change notifier for long-polls")
 struct ChangeNotifierTests {
-    /// Waits until `app` has `count` waiters (the waiting tasks have registered). It sleeps a
-    /// millisecond between looks rather than yielding: a loop of `Task.yield()` keeps a thread
-    /// of the shared pool busy, and starves the other tests' servers and fleets meanwhile.
-    func awaitWaiters(_ notifier: ChangeNotifier, _ app: String, _ count: Int) async {
-        while await notifier.waiterCount(of: app) != count { try? await Task.sleep(for: .milliseconds(1)) }
+    /// Waits until `app` has `count` waiters (the waiting tasks have registered). It sleeps
+    /// between looks rather than yielding: a loop of `Task.yield()` keeps a thread of the shared
+    /// pool busy, and starves the other tests' servers and fleets meanwhile. After 30 s the test
+    /// fails, saying how many waiters it awaited and how many there were.
+    func awaitWaiters(_ notifier: ChangeNotifier, _ app: String, _ count: Int) async throws {
+        var waiting = 0
+        try await Waiting.until(timeout: .seconds(30), "never saw \(count) waiter(s) of \(app): \(waiting) after 30 s") {
+            waiting = await notifier.waiterCount(of: app)
+            return waiting == count
+        }
     }
 
     @Test("an app-wide change wakes every waiter of that app, and only of that app")
-    func wakes() async {
+    func wakes() async throws {
         let notifier = ChangeNotifier()
         let start = await notifier.generation(of: "kiosk", device: "d-1")
         async let first = notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: start)
         async let second = notifier.waitForChange(of: "kiosk", device: "d-2", groups: ["lobby"], after: start)
-        await awaitWaiters(notifier, "kiosk", 2)
+        try await awaitWaiters(notifier, "kiosk", 2)
         await notifier.changed("signage", scope: .app)
         #expect(await notifier.waiterCount(of: "kiosk") == 2)
         await notifier.changed("kiosk", scope: .app)
@@ -29,7 +35,7 @@ struct ChangeNotifierTests {
     }
 
     @Test("a device-scope write wakes that device only; a group write the group's devices only")
-    func scoped() async {
+    func scoped() async throws {
         let notifier = ChangeNotifier()
         var waits: [String: Task<ChangeNotifier.WaitOutcome, Never>] = [:]
         for index in 0..<100 {
@@ -38,7 +44,7 @@ struct ChangeNotifierTests {
                 await notifier.waitForChange(of: "kiosk", device: device, groups: index < 10 ? ["lobby"] : [], after: .start)
             }
         }
-        await awaitWaiters(notifier, "kiosk", 100)
+        try await awaitWaiters(notifier, "kiosk", 100)
         await notifier.changed("kiosk", scope: .device("d-42"))
         #expect(await notifier.lastWakeCount == 1)
         #expect(await waits["d-42"]?.value == .changed)
@@ -53,14 +59,14 @@ struct ChangeNotifierTests {
     }
 
     @Test("a change to a device wakes its long-polls in every app")
-    func deviceChanged() async {
+    func deviceChanged() async throws {
         let notifier = ChangeNotifier()
         async let kiosk = notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start)
         async let signage = notifier.waitForChange(of: "signage", device: "d-1", groups: [], after: .start)
         async let other = notifier.waitForChange(
             of: "kiosk", device: "d-2", groups: [], after: .start, timeout: .milliseconds(200))
-        await awaitWaiters(notifier, "kiosk", 2)
-        await awaitWaiters(notifier, "signage", 1)
+        try await awaitWaiters(notifier, "kiosk", 2)
+        try await awaitWaiters(notifier, "signage", 1)
         await notifier.deviceChanged("d-1")
         #expect(await notifier.lastWakeCount == 2)
         let (woken, alsoWoken) = await (kiosk, signage)
@@ -69,23 +75,23 @@ struct ChangeNotifierTests {
     }
 
     @Test("one long-poll per device and app: a newer one replaces the older")
-    func replacement() async {
+    func replacement() async throws {
         let notifier = ChangeNotifier()
         let older = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start) }
-        await awaitWaiters(notifier, "kiosk", 1)
+        try await awaitWaiters(notifier, "kiosk", 1)
         async let newer = notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start)
         #expect(await older.value == .replaced)
-        await awaitWaiters(notifier, "kiosk", 1)
+        try await awaitWaiters(notifier, "kiosk", 1)
         await notifier.changed("kiosk", scope: .device("d-1"))
         #expect(await newer == .changed)
     }
 
     @Test("a policy change wakes the long-polls of its scope, and one whose generation predates it returns at once")
-    func policyChanges() async {
+    func policyChanges() async throws {
         let notifier = ChangeNotifier()
         let lobby = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: ["lobby"], after: .start) }
         let other = Task { await notifier.waitForChange(of: "kiosk", device: "d-2", groups: [], after: .start) }
-        await awaitWaiters(notifier, "kiosk", 2)
+        try await awaitWaiters(notifier, "kiosk", 2)
         let before = await notifier.generation(of: "kiosk", device: "d-3")
         await notifier.policyChanged(.group("lobby"))
         #expect(await lobby.value == .changed)
@@ -97,10 +103,10 @@ struct ChangeNotifierTests {
     }
 
     @Test("from its busy limit a long-poll is answered busy at once, before the capacity")
-    func busy() async {
+    func busy() async throws {
         let notifier = ChangeNotifier(capacity: 3, busyLimit: 1)
         let first = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start) }
-        await awaitWaiters(notifier, "kiosk", 1)
+        try await awaitWaiters(notifier, "kiosk", 1)
         #expect(await notifier.waitForChange(of: "kiosk", device: "d-2", groups: [], after: .start) == .busy)
         await notifier.changed("kiosk", scope: .app)
         #expect(await first.value == .changed)
@@ -109,22 +115,22 @@ struct ChangeNotifierTests {
     }
 
     @Test("past its capacity a long-poll is shed at once; one replacing the same device's is not; a freed place is taken again")
-    func capacity() async {
+    func capacity() async throws {
         let notifier = ChangeNotifier(capacity: 2)
         let first = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start) }
         let second = Task { await notifier.waitForChange(of: "signage", device: "d-2", groups: [], after: .start) }
-        await awaitWaiters(notifier, "kiosk", 1)
-        await awaitWaiters(notifier, "signage", 1)
+        try await awaitWaiters(notifier, "kiosk", 1)
+        try await awaitWaiters(notifier, "signage", 1)
         #expect(await notifier.waitForChange(of: "kiosk", device: "d-3", groups: [], after: .start) == .shed)
         #expect(await notifier.heldCount == 2)
         // The same device and app again: it replaces its own, it is not shed.
         let again = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start) }
         #expect(await first.value == .replaced)
-        await awaitWaiters(notifier, "kiosk", 1)
+        try await awaitWaiters(notifier, "kiosk", 1)
         await notifier.changed("signage", scope: .app)
         #expect(await second.value == .changed)
         let third = Task { await notifier.waitForChange(of: "kiosk", device: "d-3", groups: [], after: .start) }
-        await awaitWaiters(notifier, "kiosk", 2)
+        try await awaitWaiters(notifier, "kiosk", 2)
         await notifier.changed("kiosk", scope: .app)
         #expect(await again.value == .changed)
         #expect(await third.value == .changed)
@@ -152,30 +158,30 @@ struct ChangeNotifierTests {
     }
 
     @Test("cancelling a long-poll removes its waiter")
-    func cancellation() async {
+    func cancellation() async throws {
         let notifier = ChangeNotifier()
         let waiting = Task { await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start) }
-        await awaitWaiters(notifier, "kiosk", 1)
+        try await awaitWaiters(notifier, "kiosk", 1)
         waiting.cancel()
         #expect(await waiting.value == .cancelled)
         #expect(await notifier.waiterCount(of: "kiosk") == 0)
     }
 
     @Test("the timeout ends a wait with no change, and the waiter is gone")
-    func timeout() async {
+    func timeout() async throws {
         let notifier = ChangeNotifier()
         let outcome = await notifier.waitForChange(
             of: "kiosk", device: "d-1", groups: [], after: .start, timeout: .milliseconds(5))
         #expect(outcome == .timedOut)
-        await awaitWaiters(notifier, "kiosk", 0)
+        try await awaitWaiters(notifier, "kiosk", 0)
     }
 
     @Test("a change before the timeout answers at once")
-    func changeBeforeTimeout() async {
+    func changeBeforeTimeout() async throws {
         let notifier = ChangeNotifier()
         async let outcome = notifier.waitForChange(
             of: "kiosk", device: "d-1", groups: [], after: .start, timeout: .seconds(300))
-        await awaitWaiters(notifier, "kiosk", 1)
+        try await awaitWaiters(notifier, "kiosk", 1)
         await notifier.changed("kiosk", scope: .app)
         #expect(await outcome == .changed)
     }
@@ -183,12 +189,12 @@ struct ChangeNotifierTests {
 
 extension ChangeNotifierTests {
     @Test("a shorter timeout registered after a longer one ends first: the one timer is set again for it")
-    func timerRearms() async {
+    func timerRearms() async throws {
         let notifier = ChangeNotifier()
         let long = Task {
             await notifier.waitForChange(of: "kiosk", device: "d-1", groups: [], after: .start, timeout: .seconds(120))
         }
-        await awaitWaiters(notifier, "kiosk", 1)
+        try await awaitWaiters(notifier, "kiosk", 1)
         let short = await notifier.waitForChange(of: "kiosk", device: "d-2", groups: [], after: .start, timeout: .milliseconds(20))
         #expect(short == .timedOut)
         #expect(await notifier.waiterCount(of: "kiosk") == 1)
@@ -198,7 +204,7 @@ extension ChangeNotifierTests {
     }
 
     @Test("a WaitCancellation ends its wait, whether it comes before the wait or during it, and the waiter is gone")
-    func waitCancellation() async {
+    func waitCancellation() async throws {
         let notifier = ChangeNotifier()
         let early = WaitCancellation()
         notifier.cancel(early)
@@ -216,11 +222,11 @@ extension ChangeNotifierTests {
             await notifier.waitForChange(
                 of: "kiosk", device: "d-2", groups: [], after: .start, timeout: .seconds(120), cancellation: WaitCancellation())
         }
-        await awaitWaiters(notifier, "kiosk", 2)
+        try await awaitWaiters(notifier, "kiosk", 2)
         notifier.cancel(during)
         notifier.cancel(during)  // twice is once
         #expect(await waiting.value == .cancelled)
-        await awaitWaiters(notifier, "kiosk", 1)
+        try await awaitWaiters(notifier, "kiosk", 1)
         await notifier.changed("kiosk", scope: .app)
         #expect(await other.value == .changed)
     }
@@ -230,7 +236,7 @@ extension ChangeNotifierTests {
     @Test(
         "after many waits ended early (their deadlines left in the queue and then compacted away), the live ones still time out",
         .timeLimit(.minutes(1)))
-    func deadlinesAfterCompaction() async {
+    func deadlinesAfterCompaction() async throws {
         let notifier = ChangeNotifier()
         for round in 0..<3 {
             // Each round's change moves the app's generation: the next round waits after it.
@@ -241,7 +247,7 @@ extension ChangeNotifierTests {
                         of: "kiosk", device: "d-\(round)-\(index)", groups: [], after: generation, timeout: .seconds(120))
                 }
             }
-            await awaitWaiters(notifier, "kiosk", 500)
+            try await awaitWaiters(notifier, "kiosk", 500)
             await notifier.changed("kiosk", scope: .app)
             for wait in waits { #expect(await wait.value == .changed) }
         }
@@ -376,7 +382,7 @@ struct ParkedWaitTests {
     }
 
     @Test("a parked wait holds no task: it returns at once, and the change, the replacement or the cancellation is handed on once")
-    func parkedOutcomes() async {
+    func parkedOutcomes() async throws {
         let notifier = ChangeNotifier()
         let first = Outcomes()
         let second = Outcomes()
@@ -400,7 +406,11 @@ struct ParkedWaitTests {
                 resume: cancelled.record) == nil)
         #expect(await notifier.heldCount == 2)
         notifier.cancel(cancellation)
-        while await notifier.heldCount != 1 { await Task.yield() }
+        var held = 0
+        try await Waiting.until(timeout: .seconds(30), "the cancelled long-poll was never let go: \(held) held after 30 s, not 1") {
+            held = await notifier.heldCount
+            return held == 1
+        }
         #expect(cancelled.all == [.cancelled])
         await notifier.changed("kiosk", scope: .app)
         #expect(second.all == [.changed] && first.all == [.replaced])
@@ -444,7 +454,7 @@ struct ParkedWaitTests {
     }
 
     @Test("the one timer ends parked waits whose time is up, earliest first")
-    func parkedTimeout() async {
+    func parkedTimeout() async throws {
         let clock = ManualClock()
         let notifier = ChangeNotifier(clock: ServiceClock(clock))
         let short = Outcomes()
@@ -461,11 +471,15 @@ struct ParkedWaitTests {
         await Task.yield()
         #expect(short.all.isEmpty && long.all.isEmpty)
         clock.advance(by: .seconds(1))
-        while short.all.isEmpty { await Task.yield() }
+        try await Waiting.until(timeout: .seconds(30), "the 20 s wait, its time up on the test's clock, had no outcome after 30 s") {
+            !short.all.isEmpty
+        }
         #expect(short.all == [.timedOut] && long.all.isEmpty)
         #expect(await notifier.heldCount == 1)
         clock.advance(by: .seconds(100))
-        while long.all.isEmpty { await Task.yield() }
+        try await Waiting.until(timeout: .seconds(30), "the 120 s wait, its time up on the test's clock, had no outcome after 30 s") {
+            !long.all.isEmpty
+        }
         #expect(long.all == [.timedOut] && short.all == [.timedOut])
         #expect(await notifier.heldCount == 0)
     }

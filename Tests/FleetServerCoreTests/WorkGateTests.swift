@@ -1,4 +1,5 @@
 import FleetServerCore
+import FleetTestWaiting
 import PosixThreads
 import Testing
 
@@ -41,21 +42,23 @@ struct WorkGateTests {
     }
 
     @Test("no more than the limit run at once; the others wait, start in the order they came, and all run")
-    func limits() async {
+    func limits() async throws {
         let gate = WorkGate(limit: 3)
         let jobs = Jobs()
         for index in 0..<10 { gate.submit { await jobs.run(index) } }
-        while jobs.held < 3 { await Task.yield() }
+        try await Waiting.until(timeout: .seconds(30), "never saw 3 jobs running: \(jobs.held) held") { jobs.held >= 3 }
         #expect(gate.counts.running == 3 && gate.counts.waiting == 7)
         #expect(Set(jobs.started) == [0, 1, 2])
-        while jobs.started.count < 10 {
+        try await Waiting.until(timeout: .seconds(30), "only jobs \(jobs.started) of the 10 started") {
+            if jobs.started.count >= 10 { return true }
             jobs.release()
-            await Task.yield()
+            return false
         }
         jobs.release()
-        while gate.counts.running > 0 {
+        try await Waiting.until(timeout: .seconds(30), "\(gate.counts.running) job(s) still ran after 30 s") {
+            if gate.counts.running == 0 { return true }
             jobs.release()
-            await Task.yield()
+            return false
         }
         #expect(jobs.most == 3)
         #expect(Array(jobs.started.dropFirst(3)) == Array(3..<10))
@@ -63,7 +66,7 @@ struct WorkGateTests {
         // Free again: a new job starts at once.
         let later = Jobs()
         gate.submit { await later.run(99) }
-        while later.held < 1 { await Task.yield() }
+        try await Waiting.until(timeout: .seconds(30), "a job submitted to the free gate never started") { later.held >= 1 }
         later.release()
     }
 }

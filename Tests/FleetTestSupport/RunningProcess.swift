@@ -1,4 +1,5 @@
 import ChildProcess
+import FleetTestWaiting
 import Foundation
 import PosixThreads
 
@@ -146,24 +147,17 @@ public final class LogCapture: Sendable {
     }
 }
 
-/// Waiting for a condition another process, or another task of the test, brings about.
+/// Waiting for a condition another process, or another task of the test, brings about: the
+/// wait of `FleetTestWaiting`, offered here so that the tests of the binaries need no second
+/// import.
 public enum Waiting {
-    /// Checks `condition` every 2 ms until it holds; throws `message` after `timeout`. The
-    /// timeout only bounds a failing test: a passing one returns as soon as the condition holds,
-    /// and one whose condition never holds fails with `message` instead of hanging. Say in
-    /// `message` what was awaited. The condition may await, as a question to an in-process server
-    /// does. It sleeps as a task, never blocking a thread of the concurrency pool (in-process
-    /// servers of the test need those).
+    /// Checks `condition` every 2 ms until it holds; throws `message` after `timeout`, which
+    /// only bounds a failing test. Say in `message` what was awaited. See
+    /// `FleetTestWaiting.Waiting.until`, which this calls.
     public static func until(
         timeout: Duration = .seconds(60), _ message: @autoclosure () -> String, _ condition: () async throws -> Bool
     ) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(2))
-        }
-        if try await condition() { return }
-        throw ProcessFailed(log: message())
+        try await FleetTestWaiting.Waiting.until(timeout: timeout, message(), condition)
     }
 }
 

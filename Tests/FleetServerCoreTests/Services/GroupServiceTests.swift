@@ -36,7 +36,7 @@ struct GroupServiceTests {
         let waiting = Task {
             try await harness.gateway.longPoll(app: "kiosk", device: watched, knownRevision: current.revision, wait: .seconds(300))
         }
-        await harness.untilHeld(1)
+        try await harness.untilHeld(1)
         _ = try await harness.gateway.patchDeviceInfo(device: watched, patch: ["machine": ["arch": "aarch64"]])
         let answer = try await waiting.value
         #expect(answer.document?.values["title"] == "Pi")
@@ -48,7 +48,7 @@ struct GroupServiceTests {
         let second = Task {
             try await harness.gateway.longPoll(app: "kiosk", device: answer.device, knownRevision: joined.revision, wait: .seconds(300))
         }
-        await harness.untilHeld(1)
+        try await harness.untilHeld(1)
         _ = try await harness.gateway.patchDeviceInfo(device: answer.device, patch: ["os": ["version": "13"]])
         let left = try await second.value
         #expect(left.document?.values["title"] == "Welcome" && left.device.groups == ["lobby"])

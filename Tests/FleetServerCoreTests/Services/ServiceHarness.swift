@@ -1,6 +1,7 @@
 import FleetJSON
 import FleetProtocol
 import FleetServerCore
+import FleetTestWaiting
 import HTTPTypes
 import Logging
 import PosixThreads
@@ -166,9 +167,14 @@ struct ServiceHarness {
         try await admin.patchValues(app: "kiosk", scope: scope, patch: patch, actor: "test", force: force)
     }
 
-    /// Waits, without sleeping, until `count` long-polls are held.
-    func untilHeld(_ count: Int) async {
-        while await services.context.notifier.heldCount != count { await Task.yield() }
+    /// Waits until `count` long-polls are held. After 30 s the test fails, saying how many it
+    /// awaited and how many were held.
+    func untilHeld(_ count: Int) async throws {
+        var held = 0
+        try await Waiting.until(timeout: .seconds(30), "never saw \(count) long-poll(s) held: \(held) after 30 s") {
+            held = await services.context.notifier.heldCount
+            return held == count
+        }
     }
 }
 

@@ -51,7 +51,7 @@ struct ServingServiceTests {
     func timesOut() async throws {
         let (harness, device) = try await fleet()
         let waiting = Task { try await harness.gateway.longPoll(app: "kiosk", device: device, knownRevision: 1, wait: .seconds(30)) }
-        await harness.untilHeld(1)
+        try await harness.untilHeld(1)
         harness.clock.advance(by: .seconds(29))
         await Task.yield()
         #expect(await harness.services.context.notifier.heldCount == 1, "not before its time")
@@ -65,7 +65,7 @@ struct ServingServiceTests {
     func woken() async throws {
         let (harness, device) = try await fleet()
         let waiting = Task { try await harness.gateway.longPoll(app: "kiosk", device: device, knownRevision: 1, wait: .seconds(300)) }
-        await harness.untilHeld(1)
+        try await harness.untilHeld(1)
         try await harness.set(["title": "Breaking"], at: .group("lobby"))
         let answer = try await waiting.value
         #expect(answer.document?.revision == 2 && answer.document?.values["title"] == "Breaking")
@@ -75,7 +75,7 @@ struct ServingServiceTests {
     func notWoken() async throws {
         let (harness, device) = try await fleet()
         let waiting = Task { try await harness.gateway.longPoll(app: "kiosk", device: device, knownRevision: 1, wait: .seconds(300)) }
-        await harness.untilHeld(1)
+        try await harness.untilHeld(1)
         try await harness.set(["title": "Elsewhere"], at: .group("garage"))
         for _ in 0..<100 { await Task.yield() }
         #expect(await harness.services.context.notifier.heldCount == 1)
@@ -100,7 +100,7 @@ struct ServingServiceTests {
             try await harness.gateway.longPoll(
                 app: "kiosk", device: device, knownRevision: 1, wait: .seconds(300), cancellation: cancellation)
         }
-        await harness.untilHeld(1)
+        try await harness.untilHeld(1)
         harness.gateway.cancelLongPoll(cancellation)
         #expect(try await waiting.value.settings == nil)
     }
@@ -109,10 +109,10 @@ struct ServingServiceTests {
     func replaced() async throws {
         let (harness, device) = try await fleet()
         let first = Task { try await harness.gateway.longPoll(app: "kiosk", device: device, knownRevision: 1, wait: .seconds(300)) }
-        await harness.untilHeld(1)
+        try await harness.untilHeld(1)
         let second = Task { try await harness.gateway.longPoll(app: "kiosk", device: device, knownRevision: 1, wait: .seconds(300)) }
         #expect(try await first.value.settings == nil)
-        await harness.untilHeld(1)
+        try await harness.untilHeld(1)
         harness.clock.advance(by: .seconds(300))
         #expect(try await second.value.settings == nil)
     }
@@ -121,7 +121,7 @@ struct ServingServiceTests {
     func rotationRequested() async throws {
         let (harness, device) = try await fleet()
         let waiting = Task { try await harness.gateway.longPoll(app: "kiosk", device: device, knownRevision: 1, wait: .seconds(300)) }
-        await harness.untilHeld(1)
+        try await harness.untilHeld(1)
         _ = try await harness.directory.updateDevice(id: device.id, DeviceUpdate(rotateToken: true))
         let answer = try await waiting.value
         #expect(answer.settings == nil && answer.device.rotationRequested)
@@ -133,7 +133,7 @@ struct ServingServiceTests {
         let waiting = Task {
             try await harness.gateway.longPoll(app: "kiosk", device: device, knownRevision: 1, knownPolicyTag: "0", wait: .seconds(300))
         }
-        await harness.untilHeld(1)
+        try await harness.untilHeld(1)
         _ = try await harness.directory.patchPolicy(scope: .group("lobby"), patch: ["logLevel": "debug"])
         let answer = try await waiting.value
         #expect(answer.settings == nil && answer.policyTag != "0")
@@ -143,7 +143,7 @@ struct ServingServiceTests {
     func disabledWhileWaiting() async throws {
         let (harness, device) = try await fleet()
         let waiting = Task { try await harness.gateway.longPoll(app: "kiosk", device: device, knownRevision: 1, wait: .seconds(300)) }
-        await harness.untilHeld(1)
+        try await harness.untilHeld(1)
         _ = try await harness.directory.updateDevice(id: device.id, DeviceUpdate(disabled: true))
         let error = await serviceError { try await waiting.value }
         #expect(error?.code == .deviceDisabled)
@@ -156,7 +156,7 @@ struct ServingServiceTests {
         let (first, _) = try await harness.enroll()
         let (second, _) = try await harness.enroll()
         let held = Task { try await harness.gateway.longPoll(app: "kiosk", device: first, knownRevision: 1, wait: .seconds(300)) }
-        await harness.untilHeld(1)
+        try await harness.untilHeld(1)
         let answer = try await harness.gateway.longPoll(app: "kiosk", device: second, knownRevision: 1, wait: .seconds(300))
         #expect(answer.settings == nil && answer.nextPoll == .seconds(90))
         harness.clock.advance(by: .seconds(300))
@@ -170,7 +170,7 @@ struct ServingServiceTests {
         let (first, _) = try await harness.enroll()
         let (second, _) = try await harness.enroll()
         let held = Task { try await harness.gateway.longPoll(app: "kiosk", device: first, knownRevision: 1, wait: .seconds(300)) }
-        await harness.untilHeld(1)
+        try await harness.untilHeld(1)
         let error = await serviceError {
             try await harness.gateway.longPoll(app: "kiosk", device: second, knownRevision: 1, wait: .seconds(300))
         }

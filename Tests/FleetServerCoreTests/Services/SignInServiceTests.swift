@@ -1,6 +1,7 @@
 import FleetJSON
 import FleetProtocol
 import FleetServerCore
+import FleetTestWaiting
 import HTTPTypes
 import PosixThreads
 import Testing
@@ -192,19 +193,17 @@ struct SignInServiceTests {
     func hasherLimits() async throws {
         let hasher = PasswordHasher(concurrent: 1, maximumWaiting: 1)
         let gate = ManualGate()
-        let first = Task {
-            try await hasher.run {
-                gate.wait(); return 1
-            }
-        }
-        while !gate.isWaiting { await Task.yield() }
+        let first = Task { try await hasher.run { gate.wait() ? 1 : 0 } }
+        try await Waiting.until(timeout: .seconds(30), "the first hash never started") { gate.isWaiting }
         let second = Task { try await hasher.run { 2 } }
-        while hasher.waitingCount < 1 { await Task.yield() }
+        try await Waiting.until(timeout: .seconds(30), "the second hash never waited for a permit: \(hasher.waitingCount) waiting") {
+            hasher.waitingCount >= 1
+        }
         // The second waits; a third finds the queue full.
         let third = await serviceError { try await hasher.run { 3 } }
         #expect(third?.status == .serviceUnavailable && third?.code == .overloaded)
         gate.open()
-        #expect(try await first.value == 1)
+        #expect(try await first.value == 1, "the first hash's gate did not open within 30 s")
         #expect(try await second.value == 2)
         let huge = try #require(
             PasswordHash(text: "scrypt$N=1073741824,r=8,p=1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"))
@@ -212,15 +211,22 @@ struct SignInServiceTests {
     }
 }
 
-/// A thread blocks in ``wait()`` until ``open()``.
+/// A thread blocks in ``wait(timeout:)`` until ``open()``.
 final class ManualGate: Sendable {
     private let state = Locked((waiting: false, open: false))
 
     var isWaiting: Bool { state.withLock { $0.waiting } }
 
-    func wait() {
+    /// Blocks until ``open()``, and returns true; or returns false after `timeout`, so that a
+    /// test that fails before opening the gate does not leave the thread blocked for good.
+    func wait(timeout: Duration = .seconds(30)) -> Bool {
         state.withLock { $0.waiting = true }
-        while !state.withLock({ $0.open }) { usleep(1000) }
+        let deadline = ContinuousClock.now + timeout
+        while !state.withLock({ $0.open }) {
+            guard ContinuousClock.now < deadline else { return false }
+            usleep(1000)
+        }
+        return true
     }
 
     func open() { state.withLock { $0.open = true } }
