@@ -7,9 +7,15 @@
 //       median, p90, p99 and max, and the CPU per applied change.
 //   AgentBenchmark cpu AGENT_PID SECONDS
 //       The agent's CPU time over SECONDS (for the idle and polling costs).
+//   AgentBenchmark machine COUNT
+//       The sync machine alone, in memory (what each of the fleet simulator's devices runs):
+//       COUNT machines, each serving revision 1 and waiting in a long-poll, are given revision 2;
+//       prints the CPU per machine to decide on it and write it (median of 5 rounds).
 import Curl
 import FileWatch
+import FleetAgentCore
 import FleetClient
+import FleetDeviceState
 import FleetIO
 import FleetJSON
 import FleetProtocol
@@ -92,7 +98,43 @@ case "changes" where arguments.count == 8:
     }
     watcher.stop()
 
+case "machine" where arguments.count == 3:
+    let count = Int(arguments[2]) ?? 10_000
+    typealias Machine = SyncMachine<ContinuousClock.Instant, MemoryAppFiles>
+    let metadata = MetadataDocument(
+        bytes: Array(
+            #"{"app": "fleetsim", "version": 1, "schema": {"type": "object", "additionalProperties": false, "properties": {"message": {"type": "string", "default": "hello"}, "volume": {"type": "integer", "minimum": 0, "maximum": 10, "default": 5, "x-writable": true}}}}"#
+                .utf8), etag: "\"1\"")
+    func document(_ revision: Int64) -> SettingsDocument {
+        SettingsDocument(app: "fleetsim", schemaVersion: 1, revision: revision, values: ["message": .string("m\(revision)"), "volume": 5])
+    }
+    func now() -> Machine.Moment { Machine.Moment(.now, wall: 1_800_000_000) }
+    var rounds: [Duration] = []
+    for _ in 0..<5 {
+        var machines = (0..<count).map { _ in
+            var machine = Machine(
+                rules: SyncRules(app: "fleetsim", longPollWait: 300, pollInterval: .seconds(60), jitter: .seconds(10)),
+                random: SystemRandomNumberGenerator(), files: MemoryAppFiles())
+            _ = machine.handle(.started(LoadedState()), at: now())
+            _ = machine.handle(.online(requests: []), at: now())
+            _ = machine.handle(.settingsAnswer(SettingsAnswer(document: document(1), acceptsStatus: true)), at: now())
+            _ = machine.handle(.metadataAnswer(metadata), at: now())
+            return machine
+        }
+        let start = ContinuousClock.now
+        var actions = 0
+        for index in machines.indices {
+            actions += machines[index].handle(.settingsAnswer(SettingsAnswer(document: document(2), acceptsStatus: true)), at: now()).count
+        }
+        rounds.append(ContinuousClock.now - start)
+        precondition(machines.allSatisfy { $0.settings?.revision == 2 } && actions > 0, "revision 2 was not applied")
+    }
+    let median = rounds.sorted()[2]
+    print(
+        "machines=\(count) per_machine=\(Double(median.components.attoseconds / 1_000_000_000_000 + median.components.seconds * 1_000_000) / Double(count)) µs"
+    )
+
 default:
-    print("usage: AgentBenchmark changes SERVER ADMIN_TOKEN_FILE APP SETTINGS_FILE AGENT_PID COUNT | cpu AGENT_PID SECONDS")
+    print("usage: AgentBenchmark changes SERVER ADMIN_TOKEN_FILE APP SETTINGS_FILE AGENT_PID COUNT | cpu AGENT_PID SECONDS | machine COUNT")
     exit(2)
 }

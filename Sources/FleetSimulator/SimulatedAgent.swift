@@ -20,8 +20,8 @@ import Musl
 /// a 4xx without fleetset's error body, a busy server, a failure) by the agent's rules: the
 /// simulator has no model of the agent to drift from it.
 ///
-/// What the driver does is what `AppDriver` does for a request, an alarm and a cancellation;
-/// there is no disk, hook, watch or policy. The simulated app (``SimulatedApp``) answers through
+/// What the driver does is what `AppDriver` does for a request, an alarm and a cancellation
+/// (see ``run()`` for how it does it in less); there is no disk, hook, watch or policy. The simulated app (``SimulatedApp``) answers through
 /// the inbox, as a real app does: an error acknowledgement for settings it cannot use, a change
 /// of a writable setting when the fleet asks for one.
 struct SimulatedAgent: Sendable {
@@ -36,18 +36,25 @@ struct SimulatedAgent: Sendable {
     let simulatedApp: SimulatedApp
 
     /// Runs until its task is cancelled; the request in flight is abandoned (its connection closed).
+    ///
+    /// The device's own task sends each request and waits for its answer: a simulated device
+    /// has nothing that could end a request early (no inbox but its app's answers, which come
+    /// before the next request goes, no hook, no apply window, no "sync now"), so it needs no
+    /// task per request and no event stream, which `AppDriver` has. A request the machine asks
+    /// for and cancels in the same step (a long-poll, then a write-back of the app's) is not
+    /// sent. An alarm set while a request is in flight would be taken after the answer; the
+    /// simulator's configuration sets none then.
     func run() async {
-        let (events, sink) = AsyncStream.makeStream(of: Machine.Event.self)
         var machine = Machine(rules: rules, random: SystemRandomNumberGenerator(), files: MemoryAppFiles())
-        var iterator = events.makeAsyncIterator()
         var pending: [Machine.Event] = [.started(LoadedState())]
-        var request: Task<Void, Never>?
-        var alarm: Task<Void, Never>?
+        var alarm: ContinuousClock.Instant?
         var served: Int64?
         var inboxCount = 0
         while !Task.isCancelled {
+            var request: Machine.Action?
             while !pending.isEmpty {
                 let event = pending.removeFirst()
+                var cancelled = false
                 for action in machine.handle(event, at: Self.now()) {
                     switch action {
                     case .awaitOnline:
@@ -55,22 +62,20 @@ struct SimulatedAgent: Sendable {
                     case .runHook:
                         pending.append(.hookFinished(.succeeded))  // the simulated app has no hook
                     case .cancelRequest:
-                        request?.cancel()
+                        cancelled = true
                     case .wake(let at):
-                        alarm?.cancel()
-                        alarm = at.map { at in
-                            Task {
-                                try? await Task.sleep(until: at, clock: .continuous)
-                                if !Task.isCancelled { sink.yield(.alarm) }
-                            }
-                        }
+                        alarm = at
                     case .log(let record):
                         counters.logged(record.event)
                     case .showStatus, .served:
                         break
                     case .fetchSettings, .fetchMetadata, .patchSettings, .deliverReport, .rotateToken:
-                        request = Task { [self, served] in sink.yield(await perform(action, served: served)) }
+                        request = action
                     }
+                }
+                if cancelled, request != nil {
+                    request = nil  // never sent
+                    pending.append(.requestCancelled)
                 }
                 // The app reads what was written, and answers through the inbox.
                 if let settings = machine.settings, settings.revision != served {
@@ -92,22 +97,31 @@ struct SimulatedAgent: Sendable {
                     }
                 }
             }
-            guard let next = await iterator.next() else { break }
-            pending.append(next)
+            if let request {
+                guard let answer = await perform(request, served: served) else { break }  // stopped
+                pending.append(answer)
+            } else if let at = alarm {
+                do {
+                    try await Task.sleep(until: at, clock: .continuous)
+                } catch {
+                    break
+                }
+                alarm = nil
+                pending.append(.alarm)
+            } else {
+                break  // nothing to wait for: the machine stopped
+            }
         }
         _ = machine.handle(.stop, at: Self.now())
-        alarm?.cancel()
-        // The request in flight ends (its connection closed) before the device counts as gone.
-        request?.cancel()
-        await request?.value
     }
 
     static func now() -> Machine.Moment {
         Machine.Moment(.now, wall: Int64(time(nil)))
     }
 
-    /// Sends one request and returns the event it ends with, counting what it saw.
-    private func perform(_ action: Machine.Action, served: Int64?) async -> Machine.Event {
+    /// Sends one request and returns the event it ends with, counting what it saw; `nil` when
+    /// the device was stopped meanwhile.
+    private func perform(_ action: Machine.Action, served: Int64?) async -> Machine.Event? {
         let observe: MachineRequests.Observer = { [counters] error in counters.failed(Self.kind(of: error)) }
         do {
             switch action {
@@ -152,7 +166,7 @@ struct SimulatedAgent: Sendable {
                 return .requestCancelled
             }
         } catch {
-            return .requestCancelled
+            return nil
         }
     }
 
