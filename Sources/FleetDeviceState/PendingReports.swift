@@ -18,9 +18,12 @@ public struct PendingReports: Sendable, Hashable {
 
     public var isEmpty: Bool { reports.isEmpty }
 
-    /// Adds a report at the end; a report identical to one already queued is not added twice.
+    /// Adds a report at the end, unless the last one queued is identical. An identical report
+    /// further up is not enough: the server takes the last report it gets as the device's state,
+    /// so the newest goes last (an agent that applied revision 8, then reported its restore of
+    /// 7, then caught up on 8 again must end with 8, not 7).
     public mutating func append(_ report: StatusReport) {
-        guard !reports.contains(report) else { return }
+        guard reports.last != report else { return }
         reports.append(report)
         if reports.count > Self.capacity { reports.removeFirst(reports.count - Self.capacity) }
     }
@@ -31,9 +34,11 @@ public struct PendingReports: Sendable, Hashable {
         reports[0] = report
     }
 
-    /// Removes `report` (delivered out of turn: on a settings request); nothing when it is not queued.
+    /// Removes the first report identical to `report` (delivered: by `POST`, or out of turn on a
+    /// settings request); nothing when none is queued.
     public mutating func remove(_ report: StatusReport) {
-        reports.removeAll { $0 == report }
+        guard let index = reports.firstIndex(of: report) else { return }
+        reports.remove(at: index)
     }
 
     /// Removes the first `count` reports (delivered).

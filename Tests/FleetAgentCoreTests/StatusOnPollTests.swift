@@ -163,6 +163,31 @@ struct StatusOnPollMachineTests {
         #expect(run.machine.files.reports == PendingReports([ack]))
     }
 
+    @Test("a report identical to one waiting further up is queued again at the end: the last report the server gets is the device's state")
+    func newestLast() {
+        let restored7 = StatusReport(revision: 7, schemaVersion: 3, state: .error, message: "settings.json was unusable", source: .agent)
+        var queued = PendingReports()
+        queued.append(Self.applied8)
+        queued.append(restored7)
+        var run = MachineRun()
+        run.start(
+            LoadedState(
+                settings: TestApp.settings(7), source: .current, metadata: TestApp.metadata, reports: queued,
+                status: TestApp.settledStatus(7)))
+        // The server is back but its first answer is a failure: the reports wait for the next turn,
+        // whose settings request brings revision 8 again.
+        #expect(run.request == .deliverReport(Self.applied8))
+        run.answer(.requestFailed(.transient("connection refused")))
+        run.advanceToAlarm()
+        #expect(run.request?.isFetch == true)
+        run.answer(.settingsAnswer(SettingsAnswer(document: TestApp.document(8), acceptsStatus: true)))
+        #expect(run.machine.reports.reports == [Self.applied8, restored7, Self.applied8])
+        run.answer(.reportDelivered)
+        run.answer(.reportDelivered)
+        #expect(Self.carried(run) == Self.applied8, "8 goes last: the server ends with the device's state")
+        #expect(run.machine.files.reports == PendingReports([Self.applied8]))
+    }
+
     @Test("a report too long for the header goes by POST")
     func tooLong() {
         var run = Self.online(accepts: true, TestApp.rules(jitter: .zero, hasHook: true))
