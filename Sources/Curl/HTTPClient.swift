@@ -46,6 +46,13 @@ public final class HTTPClient: Sendable {
         driver.requestShutdown()
     }
 
+    /// The client's transfer thread as a task executor. A task that prefers it
+    /// (`Task(executorPreference: client.executor)`) runs on that thread between transfers, so
+    /// the answer to its request resumes it there, with no switch to the concurrency pool and
+    /// back. For many light tasks that do little but send requests (the fleet simulator's
+    /// devices); a task that computes for long would hold up every transfer of the client.
+    public var executor: any TaskExecutor { driver }
+
     /// Fails every request still in flight with `clientShutDown` and stops the transfer thread.
     public func shutdown() async {
         await driver.shutdown()

@@ -13,13 +13,15 @@ import Musl
 /// and ``MultiHandle/wakeup()``, which makes the thread's wait return at once; that is what
 /// makes cancellation take effect within milliseconds. The thread waits on the sockets libcurl
 /// asks for (its multi_socket API), so one client can hold thousands of transfers.
-final class TransferDriver: Sendable {
+final class TransferDriver: TaskExecutor, Sendable {
     private struct Inbox {
         var added: [Transfer] = []
         var cancelled: [Transfer] = []
         var shuttingDown = false
         var stopped = false
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Work of tasks that prefer this thread (``HTTPClient/executor``), run between transfers.
+        var jobs: [UnownedJob] = []
     }
 
     /// The transfer thread's name, as `top -H` shows it.
@@ -90,10 +92,17 @@ final class TransferDriver: Sendable {
         // Transfers whose start delay has not passed: handed to libcurl when it has.
         var waiting: [Transfer] = []
         while true {
-            let (added, cancelled, shuttingDown) = inbox.withLock { inbox in
-                defer { inbox.added = []; inbox.cancelled = [] }
-                return (inbox.added, inbox.cancelled, inbox.shuttingDown)
+            let (added, cancelled, shuttingDown, jobs) = inbox.withLock { inbox in
+                defer {
+                    inbox.added = []
+                    inbox.cancelled = []
+                    inbox.jobs = []
+                }
+                return (inbox.added, inbox.cancelled, inbox.shuttingDown, inbox.jobs)
             }
+            // What the jobs start (transfers, more jobs) is in the inbox, and its wakeup makes
+            // this iteration's wait return at once.
+            for job in jobs { job.runSynchronously(on: asUnownedTaskExecutor()) }
             for transfer in cancelled {
                 if let index = waiting.firstIndex(where: { $0 === transfer }) {
                     waiting.remove(at: index).complete(.failure(CancellationError()))
@@ -162,12 +171,30 @@ final class TransferDriver: Sendable {
             &active, with: HTTPClientError(kind: .clientShutDown, message: "the HTTP client was shut down while the request was in flight"))
         // The last drain saw `shuttingDown`, and `submit` refuses new transfers once it is set,
         // so nothing is left in the inbox but the callers waiting for the thread to end.
-        let waiters = inbox.withLock { inbox in
+        let (waiters, jobs) = inbox.withLock { inbox in
             inbox.stopped = true
-            defer { inbox.stopWaiters = [] }
-            return inbox.stopWaiters
+            defer {
+                inbox.stopWaiters = []
+                inbox.jobs = []
+            }
+            return (inbox.stopWaiters, inbox.jobs)
         }
+        for job in jobs { job.runSynchronously(on: asUnownedTaskExecutor()) }
         for waiter in waiters { waiter.resume() }
+    }
+
+    /// Runs a job of a task that prefers this thread: the task's own work goes on the thread
+    /// that completes its transfers, so an answer resumes it with no switch to another thread.
+    /// Once the thread has ended (the client was shut down), a job runs at once on the thread
+    /// that enqueues it: a task that prefers a stopped client is never left waiting.
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let stopped = inbox.withLock { inbox in
+            if inbox.stopped { return true }
+            inbox.jobs.append(job)
+            return false
+        }
+        if stopped { job.runSynchronously(on: asUnownedTaskExecutor()) } else { multi.wakeup() }
     }
 
     private func failAll(_ active: inout [UnsafeMutableRawPointer: Transfer], with error: any Error) {

@@ -83,7 +83,8 @@ public final class SimulatedFleet: Sendable {
     public func connect(_ index: Int) {
         tasks.withLock { tasks in
             guard tasks[index] == nil else { return }
-            tasks[index] = Task { await self.run(index) }
+            // The device runs on its HTTP client's thread: an answer resumes it there.
+            tasks[index] = Task(executorPreference: clients[index % clients.count].executor) { await self.run(index) }
         }
     }
 
