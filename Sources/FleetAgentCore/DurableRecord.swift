@@ -73,10 +73,4 @@ struct DurableRecord<Value: Equatable> {
         failure = nil
         return nil
     }
-
-    /// Records that the file now holds `written` (written another way than ``save(_:)``).
-    mutating func wrote(_ written: Value) {
-        onDisk = written
-        if written == value { savedVersion = version }
-    }
 }
