@@ -193,11 +193,13 @@ final class Transfer: @unchecked Sendable {
     }
 
     /// RFC 9110 delimiters, which a header name (a token) must not contain.
-    private static let delimiters = Set("(),/:;<=>?@[\\]{}\"".unicodeScalars)
+    private static let delimiters = Set("(),/:;<=>?@[\\]{}\"".utf8)
 
+    /// Checked on UTF-8 bytes: a name is visible ASCII without delimiters (any byte of a
+    /// non-ASCII character is 128 or more), and CR, LF and NUL appear in UTF-8 only as themselves.
     private static func isValidHeader(name: String, value: String) -> Bool {
-        let nameIsToken = !name.isEmpty && name.unicodeScalars.allSatisfy { $0.value > 32 && $0.value < 127 && !delimiters.contains($0) }
-        let valueIsOneLine = !value.unicodeScalars.contains { $0 == "\r" || $0 == "\n" || $0 == "\0" }
+        let nameIsToken = !name.isEmpty && name.utf8.allSatisfy { $0 > 32 && $0 < 127 && !delimiters.contains($0) }
+        let valueIsOneLine = !value.utf8.contains { $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\n") || $0 == 0 }
         return nameIsToken && valueIsOneLine
     }
 

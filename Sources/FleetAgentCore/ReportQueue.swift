@@ -113,17 +113,17 @@ struct ReportQueue {
     /// The report the next settings request carries: only to a server that takes one, only when
     /// the queue holds one report, no change waits, the request is due now, and the report fits
     /// the header.
-    func toCarry(fetchDue: Bool, changeWaits: Bool) -> StatusReport? {
+    func toCarry(fetchDue: Bool, changeWaits: @autoclosure () -> Bool) -> StatusOnPoll.Carried? {
         guard serverTakesStatusOnPoll, fetchDue, reports.count == 1, let report = reports.first, report != refusedOnPoll,
-            StatusOnPoll.fits(report), !changeWaits
+            !changeWaits()
         else { return nil }
-        return report
+        return StatusOnPoll.Carried(report)
     }
 
     /// Whether queued reports need a request other than one carrying `carrying`.
-    func needAnotherRequest(than carrying: StatusReport?) -> Bool {
+    func needAnotherRequest(than carrying: StatusOnPoll.Carried?) -> Bool {
         guard !isEmpty, !waitForNextTurn else { return false }
-        return carrying.map { reports != [$0] } ?? true
+        return carrying.map { reports != [$0.report] } ?? true
     }
 
     /// What a settings answer (200 or 304) said of reports. Returns whether the report it

@@ -46,7 +46,7 @@ extension SyncMachine {
 
     /// Starts a settings request, sent at `notBefore` (`nil`: at once), carrying a queued report
     /// when given.
-    mutating func startFetch(_ purpose: Fetch.Purpose, _ now: Moment, notBefore: Instant? = nil, carrying: StatusReport? = nil) {
+    mutating func startFetch(_ purpose: Fetch.Purpose, _ now: Moment, notBefore: Instant? = nil, carrying: StatusOnPoll.Carried? = nil) {
         let start = notBefore.map { max($0, now.instant) } ?? now.instant
         var fetch = Fetch(purpose: purpose, startedAt: start, carrying: carrying)
         let scheduled = start > now.instant ? start : nil
@@ -163,7 +163,7 @@ extension SyncMachine {
         request = nil
         switch failed {
         case .fetching(let fetch):
-            if let carried = fetch.carrying, carriedReportRefused(carried, failure) { return }
+            if let carried = fetch.carrying, carriedReportRefused(carried.report, failure) { return }
             if case .poll(let poll) = fetch.purpose, poll != .poll, failure.refusesLongPoll {
                 log(.warning, "the server refuses long-polls; polling on the timer", event: "long-poll-refused")
                 timers.nextFetchAt = now.instant.advanced(by: timers.schedule.delay(after: .longPollRefused, using: &random))

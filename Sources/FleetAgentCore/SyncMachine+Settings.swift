@@ -87,7 +87,7 @@ extension SyncMachine {
         guard case .fetching(let fetch) = request else { return }
         request = nil
         markReached(now)
-        settingsAnswerHeard(answer, carried: fetch.carrying)
+        settingsAnswerHeard(answer, carried: fetch.carrying?.report)
         if answer.rotationRequested { rotation.requested() }
         switch fetch.purpose {
         case .poll:

@@ -28,9 +28,8 @@ import FleetProtocol
 ///   from the answer: a connection lost in between sends the report again (at least once).
 extension SyncMachine {
     /// The report the next settings request carries, if the rules above allow one.
-    mutating func reportToCarry(_ now: Moment, fetchDue: Bool) -> StatusReport? {
-        guard reportQueue.serverTakesStatusOnPoll, fetchDue, reportQueue.reports.count == 1 else { return nil }
-        return reportQueue.toCarry(fetchDue: fetchDue, changeWaits: nextChangeToSend(now) != nil)
+    mutating func reportToCarry(_ now: Moment, fetchDue: Bool) -> StatusOnPoll.Carried? {
+        reportQueue.toCarry(fetchDue: fetchDue, changeWaits: nextChangeToSend(now) != nil)
     }
 
     /// Takes what a settings answer (200 or 304) says of reports: whether the server takes them

@@ -122,7 +122,7 @@ public struct SyncMachine<Instant: InstantProtocol, Files: AppFiles> where Insta
         /// `carrying` is a queued report sent with the request (`Fleetset-Status`, to a server
         /// that takes it): delivered when the answer is a 200 or 304 of such a server.
         case fetchSettings(
-            wait: Int, knownRevision: Int64?, notBefore: Instant?, repeatsWhileUnchanged: [Duration], carrying: StatusReport? = nil)
+            wait: Int, knownRevision: Int64?, notBefore: Instant?, repeatsWhileUnchanged: [Duration], carrying: StatusOnPoll.Carried? = nil)
         /// `GET …/metadata`, with `If-None-Match`.
         case fetchMetadata(ifNoneMatch: String?)
         /// `PATCH …/settings` with `If-Match`.
@@ -173,7 +173,7 @@ public struct SyncMachine<Instant: InstantProtocol, Files: AppFiles> where Insta
         /// The HTTP client repeats it while the answers are unchanged.
         var repeats = false
         /// The queued report the request carries (``StatusOnPoll``).
-        var carrying: StatusReport?
+        var carrying: StatusOnPoll.Carried?
         /// ``Action/cancelRequest`` was asked.
         var cancelAsked = false
 

@@ -26,7 +26,7 @@ public enum MachineRequests {
     /// `policyTag` is the agent policy the device has.
     public static func settings(
         _ client: FleetClient, app: String, knownRevision: Int64?, wait: Int, after delay: Duration = .zero,
-        repeatsWhileUnchanged repeats: [Duration] = [], policyTag: String? = nil, carrying report: StatusReport? = nil,
+        repeatsWhileUnchanged repeats: [Duration] = [], policyTag: String? = nil, carrying report: StatusOnPoll.Carried? = nil,
         observe: Observer? = nil
     ) async throws(CancellationError) -> Result<Settings, SyncFailure> {
         try await classified(observe) {

@@ -104,18 +104,18 @@ public struct FleetClient: Sendable {
     ///     ``HTTPClient/NotModifiedRepeats``); a `304` asking for a token rotation ends them,
     ///     and none starts later than ``repeatBound(_:)`` after the first request went out.
     ///   - policyTag: the tag of the agent policy the device has (`nil`: do not ask).
-    ///   - status: a status report to send with the request (`Fleetset-Status`), only to a
-    ///     server that answered with ``SettingsAnswer/acceptsStatus``; it must fit
-    ///     (``FleetProtocol/StatusOnPoll/fits(_:)``). It is recorded when the answer is a 200 or
-    ///     304 with ``SettingsAnswer/acceptsStatus``.
+    ///   - status: a status report to send with the request (`Fleetset-Status`), encoded
+    ///     (``FleetProtocol/StatusOnPoll/Carried``, which only a report that fits makes), only
+    ///     to a server that answered with ``SettingsAnswer/acceptsStatus``. It is recorded when
+    ///     the answer is a 200 or 304 with ``SettingsAnswer/acceptsStatus``.
     public func settingsAnswer(
         app: String, knownRevision: Int64? = nil, wait: Int = 0, after delay: Duration = .zero,
-        repeatsWhileUnchanged repeats: [Duration] = [], policyTag: String? = nil, status: StatusReport? = nil
+        repeatsWhileUnchanged repeats: [Duration] = [], policyTag: String? = nil, status: StatusOnPoll.Carried? = nil
     ) async throws -> SettingsAnswer {
         var headers: HTTPClient.Headers = [:]
         if let knownRevision { headers["If-None-Match"] = RevisionTag.etag(knownRevision) }
         if let policyTag { headers[FleetHeader.policy] = policyTag }
-        if let status { headers[FleetHeader.status] = try StatusOnPoll.headerValue(for: status) }
+        if let status { headers[FleetHeader.status] = status.headerValue }
         let limits = longPollLimits(wait: wait)
         let query = wait > 0 ? "?wait=\(wait)" : ""
         let plan =

@@ -31,7 +31,24 @@ public enum StatusOnPoll {
 
     /// Whether `report` fits in the header (else it goes by `POST`).
     public static func fits(_ report: StatusReport) -> Bool {
-        (try? headerValue(for: report)) != nil
+        Carried(report) != nil
+    }
+
+    /// A report ready to ride on a settings request: the report and its header value, encoded
+    /// once, when the agent decides to carry it (a woken device would otherwise encode it twice:
+    /// to see that it fits, then to send it).
+    public struct Carried: Sendable, Hashable {
+        /// The report carried.
+        public let report: StatusReport
+        /// Its ``FleetHeader/status`` value (``StatusOnPoll/headerValue(for:)``).
+        public let headerValue: String
+
+        /// The report with its header value; `nil` when it does not fit (send it by `POST`).
+        public init?(_ report: StatusReport) {
+            guard let value = try? StatusOnPoll.headerValue(for: report) else { return nil }
+            self.report = report
+            self.headerValue = value
+        }
     }
 
     /// The report a header value carries, read as strictly as the body of `POST …/status`
@@ -65,6 +82,7 @@ public enum StatusOnPoll {
     /// takes ``FleetHeader/status``: one of its comma-separated tokens is `status`, in any case.
     public static func isAccepted(byAnswerHeader value: String?) -> Bool {
         guard let value else { return false }
+        if value == acceptsToken { return true }  // what this release's servers send
         return value.split(separator: ",").contains { $0.trimmingSpaces().lowercased() == acceptsToken }
     }
 }

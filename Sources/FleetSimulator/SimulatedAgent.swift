@@ -50,50 +50,56 @@ struct SimulatedAgent: Sendable {
         var alarm: ContinuousClock.Instant?
         var served: Int64?
         var inboxCount = 0
+        // Events go in the order they came, a step's own after those before it: a batch is
+        // taken whole, reversed, and each event moved out of its end (not copied).
+        var batch: [Machine.Event] = []
         while !Task.isCancelled {
             var request: Machine.Action?
             while !pending.isEmpty {
-                let event = pending.removeFirst()
-                var cancelled = false
-                for action in machine.handle(event, at: Self.now()) {
-                    switch action {
-                    case .awaitOnline:
-                        pending.append(.online(requests: []))  // enrolled already, and nothing in the inbox
-                    case .runHook:
-                        pending.append(.hookFinished(.succeeded))  // the simulated app has no hook
-                    case .cancelRequest:
-                        cancelled = true
-                    case .wake(let at):
-                        alarm = at
-                    case .log(let record):
-                        counters.logged(record.event)
-                    case .showStatus, .served:
-                        break
-                    case .fetchSettings, .fetchMetadata, .patchSettings, .deliverReport, .rotateToken:
-                        request = action
+                swap(&batch, &pending)
+                batch.reverse()
+                while let event = batch.popLast() {
+                    var cancelled = false
+                    for action in machine.handle(event, at: Self.now()) {
+                        switch action {
+                        case .awaitOnline:
+                            pending.append(.online(requests: []))  // enrolled already, and nothing in the inbox
+                        case .runHook:
+                            pending.append(.hookFinished(.succeeded))  // the simulated app has no hook
+                        case .cancelRequest:
+                            cancelled = true
+                        case .wake(let at):
+                            alarm = at
+                        case .log(let record):
+                            counters.logged(record.event)
+                        case .showStatus, .served:
+                            break
+                        case .fetchSettings, .fetchMetadata, .patchSettings, .deliverReport, .rotateToken:
+                            request = action
+                        }
                     }
-                }
-                if cancelled, request != nil {
-                    request = nil  // never sent
-                    pending.append(.requestCancelled)
-                }
-                // The app reads what was written, and answers through the inbox.
-                if let settings = machine.settings, settings.revision != served {
-                    served = settings.revision
-                    var requests: [InboxRequest] = []
-                    if let failure = simulatedApp.failure(index, settings) {
-                        requests.append(.ack(revision: settings.revision, state: .error, message: failure))
+                    if cancelled, request != nil {
+                        request = nil  // never sent
+                        pending.append(.requestCancelled)
                     }
-                    if counters.received(settings.values, device: index), let change = simulatedApp.writeBack(index, settings) {
-                        requests.append(.set(change))
-                    }
-                    if !requests.isEmpty {
-                        pending.append(
-                            .inboxRequests(
-                                requests.map { request in
-                                    inboxCount += 1
-                                    return InboxDelivery(id: "sim-\(inboxCount)", path: nil, content: .request(request))
-                                }))
+                    // The app reads what was written, and answers through the inbox.
+                    if let settings = machine.settings, settings.revision != served {
+                        served = settings.revision
+                        var requests: [InboxRequest] = []
+                        if let failure = simulatedApp.failure(index, settings) {
+                            requests.append(.ack(revision: settings.revision, state: .error, message: failure))
+                        }
+                        if counters.received(settings.values, device: index), let change = simulatedApp.writeBack(index, settings) {
+                            requests.append(.set(change))
+                        }
+                        if !requests.isEmpty {
+                            pending.append(
+                                .inboxRequests(
+                                    requests.map { request in
+                                        inboxCount += 1
+                                        return InboxDelivery(id: "sim-\(inboxCount)", path: nil, content: .request(request))
+                                    }))
+                        }
                     }
                 }
             }
@@ -135,7 +141,7 @@ struct SimulatedAgent: Sendable {
                 guard case .success(let settings) = result else { return .requestFailed(result.failure) }
                 let answer = settings.answer
                 if report != nil, answer.acceptsStatus {
-                    counters.count(report?.state == .error ? "status error on poll" : "status on poll")
+                    counters.count(report?.report.state == .error ? "status error on poll" : "status on poll")
                 }
                 if answer.document == nil {
                     counters.count(answer.nextPoll == nil ? "settings 304" : "settings 304 busy")

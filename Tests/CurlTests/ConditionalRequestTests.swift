@@ -61,6 +61,22 @@ struct ConditionalRequestTests {
             let error = await #expect(throws: HTTPClientError.self) { try await client.execute(request) }
             #expect(error?.kind == .invalidRequest)
             #expect(error?.message.contains("X-Custom") == true)
+            // Each byte a header line must not hold, in the value or the name (a name is a token).
+            let refused: [(name: String, value: String)] = [
+                ("X-Custom", "a\nb"), ("X-Custom", "a\rb"), ("X-Custom", "a\u{0}b"), ("X Custom", "a"), ("X-Custom:", "a"),
+                ("X-Cüstom", "a"), ("X-Custom\u{7F}", "a"), ("", "a"),
+            ]
+            for (name, value) in refused {
+                let bad = HTTPClient.Request(url: "\(servers.httpsBase)/echo", headers: [name: value])
+                let error = await #expect(throws: HTTPClientError.self, "\(name.debugDescription): \(value.debugDescription)") {
+                    try await client.execute(bad)
+                }
+                #expect(error?.kind == .invalidRequest)
+            }
+            // A value may hold any other text (UTF-8 included).
+            let unicode = HTTPClient.Request(url: "\(servers.httpsBase)/echo", headers: ["X-Custom": "café\tau lait"])
+            let response = try await client.execute(unicode)
+            #expect(response.status == 200)
         }
     }
 

@@ -22,7 +22,7 @@ struct StatusOnPollMachineTests {
 
     /// What the request in flight carries.
     static func carried(_ run: MachineRun) -> StatusReport? {
-        if case .fetchSettings(_, _, _, _, let report)? = run.request { report } else { nil }
+        if case .fetchSettings(_, _, _, _, let carried)? = run.request { carried?.report } else { nil }
     }
 
     /// Answers the long-poll in flight with revision 8 from a server that takes reports or not.
@@ -39,7 +39,9 @@ struct StatusOnPollMachineTests {
         let applied = Self.wake(&run)
         #expect(run.reports().isEmpty, "no POST …/status")
         #expect(
-            run.request == .fetchSettings(wait: 55, knownRevision: 8, notBefore: nil, repeatsWhileUnchanged: [], carrying: Self.applied8))
+            run.request
+                == .fetchSettings(
+                    wait: 55, knownRevision: 8, notBefore: nil, repeatsWhileUnchanged: [], carrying: StatusOnPoll.Carried(Self.applied8)))
         // Durable until delivered: reports.json holds it before status.json records the outcome.
         let saved = run.index(of: { $0 == .saveReports(PendingReports([Self.applied8])) }, in: applied)
         let status = run.index(of: \.isWriteStatus, in: applied)

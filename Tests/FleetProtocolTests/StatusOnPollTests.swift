@@ -83,12 +83,18 @@ struct StatusOnPollTests {
     }
 
     @Test("a report whose value would pass the cap is not made (it goes by POST), and a value past it is refused")
-    func tooLong() {
+    func tooLong() throws {
         let long = StatusReport(
             revision: 1, schemaVersion: 1, state: .error, message: String(repeating: "é", count: StatusReport.maximumMessageLength),
             source: .agent)
         #expect(!StatusOnPoll.fits(long))
         #expect(StatusOnPoll.fits(Self.report))
+        #expect(StatusOnPoll.Carried(long) == nil)
+        // Encoded once, when the agent decides to carry it: the value it sends is the report's.
+        let carried = StatusOnPoll.Carried(Self.report)
+        #expect(carried?.report == Self.report)
+        #expect(try carried?.headerValue == StatusOnPoll.headerValue(for: Self.report))
+        #expect(try carried.map { try StatusOnPoll.report(fromHeaderValue: $0.headerValue) } == Self.report)
         #expect(throws: StatusOnPollError.self) { try StatusOnPoll.headerValue(for: long) }
         do {
             _ = try StatusOnPoll.report(fromHeaderValue: String(repeating: "A", count: StatusOnPoll.maximumLength + 4))

@@ -21,7 +21,8 @@ struct StatusOnPollRouteTests {
             #expect(first.document?.revision == 1 && first.acceptsStatus)
             #expect(server.log.events("status").isEmpty)
 
-            let unchanged = try await device.client.settingsAnswer(app: "kiosk", knownRevision: 1, status: Self.applied)
+            let unchanged = try await device.client.settingsAnswer(
+                app: "kiosk", knownRevision: 1, status: StatusOnPoll.Carried(Self.applied))
             #expect(unchanged.document == nil && unchanged.acceptsStatus)
             let lines = server.log.events("status")
             #expect(lines.count == 1)
@@ -34,7 +35,7 @@ struct StatusOnPollRouteTests {
 
             // On a 200 too, and on the key-path route (its 200 and its 304).
             let error = StatusReport(revision: 1, schemaVersion: 1, state: .error, message: "/volume: too loud", source: .app)
-            #expect(try await device.client.settingsAnswer(app: "kiosk", status: error).document?.revision == 1)
+            #expect(try await device.client.settingsAnswer(app: "kiosk", status: StatusOnPoll.Carried(error)).document?.revision == 1)
             for known in [nil, #""1""#] {
                 var headers: HTTPClient.Headers = [FleetHeader.status: try StatusOnPoll.headerValue(for: Self.applied)]
                 if let known { headers["If-None-Match"] = known }
@@ -52,7 +53,9 @@ struct StatusOnPollRouteTests {
         try await TestFleetServer.with { server in
             try await server.putKioskMetadata()
             let device = try await server.enrollDevice()
-            let waiting = Task { try await device.client.settingsAnswer(app: "kiosk", knownRevision: 1, wait: 60, status: Self.applied) }
+            let waiting = Task {
+                try await device.client.settingsAnswer(app: "kiosk", knownRevision: 1, wait: 60, status: StatusOnPoll.Carried(Self.applied))
+            }
             try await SettingsRouteTests.waitUntilWaiting(server)
             #expect(server.log.events("status").count == 1)
             #expect(try await server.admin.devices(app: "kiosk").devices.first?.status?.report == Self.applied)
