@@ -1,4 +1,5 @@
 import PosixThreads
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -29,6 +30,11 @@ final class TransferDriver: TaskExecutor, Sendable {
 
     private let multi: MultiHandle
     private let inbox = Locked(Inbox())
+    /// The driver thread's ``PosixThreads/DetachedThread/currentID`` (0 until it runs). What is
+    /// handed over on that thread itself (a job submitting its next transfer, an answer resuming
+    /// a task that prefers this executor) needs no wakeup: the loop does not wait while its inbox
+    /// holds anything.
+    private let driverThread = Atomic<UInt>(0)
 
     /// Creates the multi handle and starts the driver thread.
     init() throws(HTTPClientError) {
@@ -56,6 +62,13 @@ final class TransferDriver: TaskExecutor, Sendable {
                     url: transfer.url.text))
             return
         }
+        wakeUnlessOnDriverThread()
+    }
+
+    /// Makes the thread's wait return at once, unless this is the thread: it looks at its inbox
+    /// before it waits, and does not wait while the inbox holds anything.
+    private func wakeUnlessOnDriverThread() {
+        guard driverThread.load(ordering: .relaxed) != DetachedThread.currentID else { return }
         multi.wakeup()
     }
 
@@ -63,7 +76,7 @@ final class TransferDriver: TaskExecutor, Sendable {
     func cancel(_ transfer: Transfer) {
         transfer.markCancelled()
         inbox.withLock { $0.cancelled.append(transfer) }
-        multi.wakeup()
+        wakeUnlessOnDriverThread()
     }
 
     /// Asks the thread to fail every pending transfer and end, without waiting for it.
@@ -88,6 +101,7 @@ final class TransferDriver: TaskExecutor, Sendable {
     // MARK: The driver thread
 
     private func runLoop() {
+        driverThread.store(DetachedThread.currentID, ordering: .relaxed)
         var active: [UnsafeMutableRawPointer: Transfer] = [:]
         // Transfers whose start delay has not passed: handed to libcurl when it has.
         var waiting: [Transfer] = []
@@ -100,8 +114,8 @@ final class TransferDriver: TaskExecutor, Sendable {
                 }
                 return (inbox.added, inbox.cancelled, inbox.shuttingDown, inbox.jobs)
             }
-            // What the jobs start (transfers, more jobs) is in the inbox, and its wakeup makes
-            // this iteration's wait return at once.
+            // What the jobs start (transfers, cancellations, more jobs) is in the inbox, which
+            // makes this iteration's wait return at once (below).
             for job in jobs { job.runSynchronously(on: asUnownedTaskExecutor()) }
             for transfer in cancelled {
                 if let index = waiting.firstIndex(where: { $0 === transfer }) {
@@ -149,6 +163,9 @@ final class TransferDriver: TaskExecutor, Sendable {
                     let milliseconds = (nextStart - min(nextStart, MonotonicTime.now()) + 999_999) / 1_000_000
                     wait = Int32(min(UInt64(wait), milliseconds))
                 }
+                // Handed over on this thread since the inbox was taken (no wakeup was sent for
+                // it): look at the sockets without waiting, then take it.
+                if inbox.withLock({ !$0.added.isEmpty || !$0.cancelled.isEmpty || !$0.jobs.isEmpty || $0.shuttingDown }) { wait = 0 }
                 try multi.drive(maxWaitMilliseconds: wait)
                 for (easy, result) in multi.finished() {
                     guard let transfer = active.removeValue(forKey: easy) else { continue }
@@ -194,7 +211,7 @@ final class TransferDriver: TaskExecutor, Sendable {
             inbox.jobs.append(job)
             return false
         }
-        if stopped { job.runSynchronously(on: asUnownedTaskExecutor()) } else { multi.wakeup() }
+        if stopped { job.runSynchronously(on: asUnownedTaskExecutor()) } else { wakeUnlessOnDriverThread() }
     }
 
     private func failAll(_ active: inout [UnsafeMutableRawPointer: Transfer], with error: any Error) {

@@ -60,7 +60,9 @@ struct SimulatedAgent: Sendable {
                 batch.reverse()
                 while let event = batch.popLast() {
                     var cancelled = false
-                    for action in machine.handle(event, at: Self.now()) {
+                    var actions = machine.handle(event, at: Self.now())
+                    actions.reverse()  // moved out of the end in order, not copied
+                    while let action = actions.popLast() {
                         switch action {
                         case .awaitOnline:
                             pending.append(.online(requests: []))  // enrolled already, and nothing in the inbox

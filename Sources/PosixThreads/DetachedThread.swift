@@ -38,6 +38,16 @@ public enum DetachedThread {
         return 0
     }
 
+    /// The calling thread's identity (`pthread_self()`): the same on every call from one thread,
+    /// and different from that of any other thread running meanwhile.
+    public static var currentID: UInt {
+        #if canImport(Glibc)
+        UInt(pthread_self())
+        #else
+        UInt(bitPattern: pthread_self())
+        #endif
+    }
+
     /// Names the calling thread, best effort, through `/proc/thread-self/comm` (Swift's Glibc
     /// module leaves out `pthread_setname_np`, a GNU extension).
     private static func nameCurrentThread(_ name: String) {

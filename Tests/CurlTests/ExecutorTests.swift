@@ -30,6 +30,34 @@ struct ExecutorTests {
         }
     }
 
+    /// On the transfer thread, handing over a request or a cancellation sends no wakeup (the
+    /// thread looks at its inbox before it waits). Were one lost, the thread would take it only
+    /// at its one-second safety net: 20 requests in a row would take 20 s, not a fraction of one.
+    @Test("requests and a cancellation handed over on the transfer thread go at once, without waiting for its safety net")
+    func handedOverOnTheThread() async throws {
+        try await withTestClient { client, servers in
+            let clock = ContinuousClock()
+            let started = clock.now
+            let outcome = try await Task(executorPreference: client.executor) { () async throws -> (Int, String) in
+                var answered = 0
+                for _ in 0..<20 where try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/etag")).status == 200 {
+                    answered += 1
+                }
+                // A request that never ends, cancelled from this thread: its error comes back at once.
+                let hanging = Task(executorPreference: client.executor) {
+                    try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/hang?id=executor-\(answered)"))
+                }
+                hanging.cancel()
+                switch await hanging.result {
+                case .failure(is CancellationError): return (answered, "cancelled")
+                case let other: return (answered, "\(other)")
+                }
+            }.value
+            #expect(outcome == (20, "cancelled"))
+            #expect(started.duration(to: clock.now) < .seconds(10), "a request waited for the safety net")
+        }
+    }
+
     @Test("a task that prefers a client shut down still runs (on the thread that starts it), and its request says so")
     func afterShutdown() async throws {
         let servers = try await TestServers.shared
