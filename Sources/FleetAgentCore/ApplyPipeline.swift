@@ -14,6 +14,11 @@ extension SyncMachine {
             /// The app held the lock past ``SyncRules/updateLockMaxHold``: written without it,
             /// and its report says why (`reason`).
             case withoutLock(reason: String)
+
+            /// Taken or overridden the lock: nothing but a request in flight keeps it from being written.
+            var allowsWrite: Bool {
+                if case .waiting = self { false } else { true }
+            }
         }
 
         public var settings: DeviceSettings
@@ -22,9 +27,7 @@ extension SyncMachine {
         var readiness: Readiness
 
         /// Taken or overridden the lock: nothing but a request in flight keeps it from being written.
-        var isReadyToWrite: Bool {
-            if case .waiting = readiness { false } else { true }
-        }
+        var isReadyToWrite: Bool { readiness.allowsWrite }
     }
 
     /// Settings just written (or put back) whose hook and outcome are to come.
@@ -113,11 +116,21 @@ extension SyncMachine {
         var isApplying: Bool { holdsRequestSlot || isReadyToWrite }
 
         /// A deferred revision may be written as soon as nothing is in flight.
-        var isReadyToWrite: Bool { deferred?.isReadyToWrite ?? false }
+        var isReadyToWrite: Bool { deferredReadiness?.allowsWrite ?? false }
 
         /// When a deferred revision is looked at again.
         var deferredCheckAt: Instant? {
-            if case .waiting(let checkAt)? = deferred?.readiness { checkAt } else { nil }
+            if case .waiting(let checkAt)? = deferredReadiness { checkAt } else { nil }
+        }
+
+        /// What the deferred revision waits for, read from the stage without copying the
+        /// revision (its settings and metadata): these questions are asked several times an event.
+        private var deferredReadiness: DeferredApply.Readiness? {
+            switch stage {
+            case .idle: nil
+            case .deferred(let deferred): deferred.readiness
+            case .fetchingMetadata(_, let waiting), .hookDelay(_, _, let waiting), .hook(_, let waiting): waiting?.readiness
+            }
         }
 
         var hookDelayUntil: Instant? {

@@ -52,9 +52,8 @@ extension SyncMachine {
                 reports: reportQueue.reports.count, changes: journal.queued.count, at: now.instant, refresh: Self.statusRefreshInterval)
         else { return }
         statusFile.record.value.updatedAt = now.wall
-        statusFile.record.retryAfterFailure()  // an outcome is written whatever happened to the last write
-        statusFile.record.wantSave()
-        if let error = statusFile.record.save({ (status) throws(DiskFailure) in try files.writeStatus(status) }) {
+        // An outcome is written whatever happened to the last write.
+        if let error = statusFile.record.saveNow({ (status) throws(DiskFailure) in try files.writeStatus(status) }) {
             log(.error, "cannot write status.json", event: "disk-error", ["error": error.description])
             return
         }

@@ -496,6 +496,22 @@ struct SyncMachineApplyTests {
         #expect(run.machine.backoff.failures == 0)
     }
 
+    @Test("status.json that cannot be written: logged, nothing else waits for it, and the outcome is written once the disk allows")
+    func statusWriteFailure() {
+        var run = SyncMachinePollingTests.online()
+        run.failing[.writeStatus] = "status.json: No space left on device"
+        let failed = run.deliverRevision(8)
+        #expect(run.machine.settings?.revision == 8, "the settings are written all the same")
+        #expect(run.events(in: failed).contains("disk-error"))
+        #expect(run.machine.files.status?.revision != 8)
+        #expect(run.request?.isFetch == true, "the agent goes on: its long-poll is out")
+        // The disk allows again; the next turn (an unchanged answer, nothing new to say) writes
+        // the outcome the failed write left out, at once.
+        run.failing[.writeStatus] = nil
+        run.answer(.settingsAnswer(SettingsAnswer(document: nil, acceptsStatus: true)))
+        #expect(run.machine.files.status?.revision == 8 && run.machine.files.status?.state == .applied)
+    }
+
     @Test("a report that fails is kept (saved), and goes on the next turn; one the server refuses for good is dropped")
     func queuedReports() {
         var run = SyncMachinePollingTests.online()
