@@ -39,7 +39,7 @@ public final class HTTPClient: Sendable {
         }
         self.configuration = configuration
         self.userAgent = configuration.userAgent ?? "fleetset libcurl/\(library.version)"
-        self.driver = try TransferDriver()
+        self.driver = try TransferDriver(safetyNetWait: configuration.safetyNetWait)
     }
 
     deinit {

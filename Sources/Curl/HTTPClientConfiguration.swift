@@ -49,6 +49,10 @@ extension HTTPClient {
         /// The local IP address connections are made from (`CURLOPT_INTERFACE` `host!ADDRESS`),
         /// for a host with several; `nil`: the one the kernel picks for the route.
         public var sourceAddress: String?
+        /// The longest the transfer thread waits when libcurl has nothing due: a safety net, so
+        /// that a missed timer or event would hold a transfer up for at most this long (1 s).
+        /// Tests lengthen it to show that nothing they do relies on it.
+        @_spi(Testing) public var safetyNetWait: Duration = .seconds(1)
 
         public init(
             tls: TLSConfiguration = TLSConfiguration(), allowInsecureHTTP: Bool = false,

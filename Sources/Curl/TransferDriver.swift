@@ -36,8 +36,12 @@ final class TransferDriver: TaskExecutor, Sendable {
     /// holds anything.
     private let driverThread = Atomic<UInt>(0)
 
+    /// The longest wait when nothing is due (``HTTPClient/Configuration/safetyNetWait``), in ms.
+    private let safetyNetMilliseconds: Int32
+
     /// Creates the multi handle and starts the driver thread.
-    init() throws(HTTPClientError) {
+    init(safetyNetWait: Duration) throws(HTTPClientError) {
+        safetyNetMilliseconds = Int32(clamping: safetyNetWait.wholeMilliseconds)
         multi = try MultiHandle()
         // The thread holds the driver until its loop ends.
         let started = DetachedThread.start(named: Self.threadName) { [self] in runLoop() }
@@ -156,9 +160,9 @@ final class TransferDriver: TaskExecutor, Sendable {
                 break
             }
             do {
-                // Wake up at least every second even if libcurl has no timer, as a safety net, and
+                // Wake up at least every second (the safety net) even if libcurl has no timer, and
                 // when the next waiting transfer may start.
-                var wait: Int32 = 1000
+                var wait = safetyNetMilliseconds
                 if let nextStart = waiting.lazy.compactMap(\.startAt).min() {
                     let milliseconds = (nextStart - min(nextStart, MonotonicTime.now()) + 999_999) / 1_000_000
                     wait = Int32(min(UInt64(wait), milliseconds))

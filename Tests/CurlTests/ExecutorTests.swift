@@ -1,4 +1,6 @@
-import Curl
+@_spi(Testing) import Curl
+import Foundation
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -32,29 +34,43 @@ struct ExecutorTests {
 
     /// On the transfer thread, handing over a request or a cancellation sends no wakeup (the
     /// thread looks at its inbox before it waits). Were one lost, the thread would take it only
-    /// at its one-second safety net: 20 requests in a row would take 20 s, not a fraction of one.
+    /// at its safety net, lengthened here to 600 s: the requests would not be done in 240 s, of
+    /// which a loaded machine needs a fraction (0.1 s alone, 20 s under the whole suite). The test
+    /// does not wait for them past that; the client's shutdown ends them.
     @Test("requests and a cancellation handed over on the transfer thread go at once, without waiting for its safety net")
     func handedOverOnTheThread() async throws {
-        try await withTestClient { client, servers in
-            let clock = ContinuousClock()
-            let started = clock.now
-            let outcome = try await Task(executorPreference: client.executor) { () async throws -> (Int, String) in
-                var answered = 0
-                for _ in 0..<20 where try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/etag")).status == 200 {
-                    answered += 1
-                }
-                // A request that never ends, cancelled from this thread: its error comes back at once.
-                let hanging = Task(executorPreference: client.executor) {
-                    try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/hang?id=executor-\(answered)"))
-                }
-                hanging.cancel()
-                switch await hanging.result {
-                case .failure(is CancellationError): return (answered, "cancelled")
-                case let other: return (answered, "\(other)")
-                }
-            }.value
-            #expect(outcome == (20, "cancelled"))
-            #expect(started.duration(to: clock.now) < .seconds(10), "a request waited for the safety net")
+        try await withTestClient({ $0.safetyNetWait = .seconds(600) }) { client, servers in
+            let outcome = Mutex<String?>(nil)
+            let work = Task(executorPreference: client.executor) {
+                let said = await Self.requestsThenCancellation(client, servers)
+                outcome.withLock { $0 = said }
+            }
+            let deadline = ContinuousClock.now.advanced(by: .seconds(240))
+            while outcome.withLock({ $0 }) == nil, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            work.cancel()
+            #expect(outcome.withLock { $0 } == "done", "not done in 240 s: a request waited for the safety net")
+        }
+    }
+
+    /// Five requests one after another, then one that never ends, cancelled: `"done"`, or what went wrong.
+    private static func requestsThenCancellation(_ client: HTTPClient, _ servers: TestServers) async -> String {
+        do {
+            for _ in 0..<5 {
+                let status = try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/etag")).status
+                guard status == 200 else { return "answered \(status)" }
+            }
+            let hanging = Task(executorPreference: client.executor) {
+                try await client.execute(HTTPClient.Request(url: "\(servers.httpsBase)/hang?id=executor-\(UUID())"))
+            }
+            hanging.cancel()
+            switch await hanging.result {
+            case .failure(is CancellationError): return "done"
+            case let other: return "the cancelled request ended with \(other)"
+            }
+        } catch {
+            return "\(error)"
         }
     }
 
