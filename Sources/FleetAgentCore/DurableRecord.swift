@@ -50,15 +50,6 @@ struct DurableRecord<Value: Equatable> {
         if !isSaved { saveWanted = true }
     }
 
-    /// Saves the value now when the file differs, whatever happened to the last save: for a
-    /// file written on its own schedule (`status.json`, whose outcome must be written even
-    /// right after a failed write). Returns the failure, if the save failed.
-    mutating func saveNow(_ write: (Value) throws(DiskFailure) -> Void) -> DiskFailure? {
-        failure = nil
-        saveWanted = true
-        return save(write)
-    }
-
     /// Whether the change numbered `version` is on disk.
     func isOnDisk(_ version: Int) -> Bool { savedVersion >= version }
 

@@ -51,9 +51,11 @@ extension SyncMachine {
             statusFile.due(
                 reports: reportQueue.reports.count, changes: journal.queued.count, at: now.instant, refresh: Self.statusRefreshInterval)
         else { return }
+        // A new version of the value (its time), so a write that failed before does not hold
+        // this one back: an outcome is written whatever happened to the last write.
         statusFile.record.value.updatedAt = now.wall
-        // An outcome is written whatever happened to the last write.
-        if let error = statusFile.record.saveNow({ (status) throws(DiskFailure) in try files.writeStatus(status) }) {
+        statusFile.record.wantSave()
+        if let error = statusFile.record.save({ (status) throws(DiskFailure) in try files.writeStatus(status) }) {
             log(.error, "cannot write status.json", event: "disk-error", ["error": error.description])
             return
         }

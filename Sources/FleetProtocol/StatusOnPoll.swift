@@ -29,14 +29,9 @@ public enum StatusOnPoll {
         return value
     }
 
-    /// Whether `report` fits in the header (else it goes by `POST`).
-    public static func fits(_ report: StatusReport) -> Bool {
-        Carried(report) != nil
-    }
-
     /// A report ready to ride on a settings request: the report and its header value, encoded
-    /// once, when the agent decides to carry it (a woken device would otherwise encode it twice:
-    /// to see that it fits, then to send it).
+    /// once, when the agent decides to carry it. Only a report that fits the header makes one;
+    /// any other goes by `POST`.
     public struct Carried: Sendable, Hashable {
         /// The report carried.
         public let report: StatusReport

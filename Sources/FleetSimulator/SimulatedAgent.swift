@@ -21,9 +21,10 @@ import Musl
 /// simulator has no model of the agent to drift from it.
 ///
 /// What the driver does is what `AppDriver` does for a request, an alarm and a cancellation
-/// (see ``run()`` for how it does it in less); there is no disk, hook, watch or policy. The simulated app (``SimulatedApp``) answers through
-/// the inbox, as a real app does: an error acknowledgement for settings it cannot use, a change
-/// of a writable setting when the fleet asks for one.
+/// (see ``run()`` for how it does it in less); there is no disk, hook, watch or policy. The
+/// simulated app (``SimulatedApp``) answers through the inbox, as a real app does: an error
+/// acknowledgement for settings it cannot use, a change of a writable setting when the fleet
+/// asks for one.
 struct SimulatedAgent: Sendable {
     typealias Machine = SyncMachine<ContinuousClock.Instant, MemoryAppFiles>
 

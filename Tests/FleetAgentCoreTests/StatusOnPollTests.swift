@@ -200,7 +200,7 @@ struct StatusOnPollMachineTests {
         }
         run.answer(.hookFinished(.failed(String(repeating: "ü", count: 3000))))
         let report = run.machine.reports.reports.first
-        #expect(report.map { !StatusOnPoll.fits($0) } == true)
+        #expect(report.map { StatusOnPoll.Carried($0) == nil } == true)
         #expect(run.request == report.map(Machine.Action.deliverReport))
     }
 
